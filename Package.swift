@@ -1,0 +1,43 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Layers, bottom up: C (libwebsockets + a small shim) → pure-Swift core → server and client → thin executable.
+let package = Package(
+    name: "Ringcast",
+    products: [
+        .executable(name: "ringcast", targets: ["ringcast"]),
+        .library(name: "RingcastCore", targets: ["RingcastCore"]),
+        .library(name: "Ringcast", targets: ["Ringcast"]),
+        .library(name: "RingcastClient", targets: ["RingcastClient"]),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CLibWebSockets",
+            pkgConfig: "libwebsockets",
+            providers: [.apt(["libwebsockets-dev"])]
+        ),
+        .target(name: "CRingcastShims", dependencies: ["CLibWebSockets"]),
+        .target(name: "RingcastCore"),
+        .target(
+            name: "Ringcast",
+            dependencies: ["RingcastCore", "CLibWebSockets", "CRingcastShims"],
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .target(
+            name: "RingcastClient",
+            dependencies: ["RingcastCore", "CLibWebSockets", "CRingcastShims"],
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .executableTarget(
+            name: "ringcast",
+            dependencies: ["Ringcast", "RingcastClient", "RingcastCore"],
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .testTarget(name: "RingcastCoreTests", dependencies: ["RingcastCore"]),
+        .testTarget(
+            name: "RingcastTests",
+            dependencies: ["Ringcast", "RingcastClient", "RingcastCore"],
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+    ]
+)

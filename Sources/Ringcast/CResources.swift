@@ -1,0 +1,90 @@
+import CLibWebSockets
+import Glibc
+
+/// The C signature of a protocol's callback.
+typealias LWSCallback = @convention(c) (OpaquePointer?, lws_callback_reasons, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?, Int) -> Int32
+
+/// C memory that lws keeps pointers to for the whole life of a context: strings, the protocol list,
+/// mounts and header lists. Allocated before the context, released after it is destroyed.
+struct CResources {
+    private var strings: [UnsafeMutablePointer<CChar>] = []
+    private var releases: [() -> Void] = []
+
+    mutating func string(_ text: String) -> UnsafePointer<CChar> {
+        let copy = strdup(text)!
+        strings.append(copy)
+        return UnsafePointer(copy)
+    }
+
+    mutating func protocols(name: String, callback: LWSCallback, sessionSize: Int, rxBufferSize: Int) -> UnsafePointer<lws_protocols> {
+        // Browsers open /ws without a subprotocol: lws then picks protocols[0], which is this one.
+        let list = UnsafeMutablePointer<lws_protocols>.allocate(capacity: 2)
+        list.initialize(repeating: lws_protocols(), count: 2)
+        list[0].name = string(name)
+        list[0].callback = callback
+        list[0].per_session_data_size = sessionSize
+        list[0].rx_buffer_size = rxBufferSize
+        releases.append { list.deallocate() }
+        return UnsafePointer(list)
+    }
+
+    /// `/` serves the public directory (and nothing outside it); `/api` and `/healthz` go to the callback.
+    mutating func mounts(publicDirectory: String, maxAge: Int) -> UnsafePointer<lws_http_mount> {
+        let mimeTypes = mimeTypeList([
+            (".js", "text/javascript"), (".mjs", "text/javascript"), (".svg", "image/svg+xml"),
+            (".json", "application/json"), (".webmanifest", "application/manifest+json"),
+            (".woff2", "font/woff2"), (".map", "application/json"), (".txt", "text/plain; charset=utf-8"),
+        ])
+        let mounts = UnsafeMutablePointer<lws_http_mount>.allocate(capacity: 3)
+        mounts.initialize(repeating: lws_http_mount(), count: 3)
+        mounts[0].mountpoint = string("/")
+        mounts[0].mountpoint_len = 1
+        mounts[0].origin = string(publicDirectory)
+        mounts[0].def = string("index.html")
+        mounts[0].origin_protocol = UInt8(LWSMPRO_FILE.rawValue)
+        mounts[0].extra_mimetypes = mimeTypes
+        mounts[0].cache_max_age = Int32(maxAge)
+        mounts[0].cache_reusable = 1
+        mounts[0].cache_revalidate = 1
+        mounts[0].cache_intermediaries = 0
+        for (index, point) in ["/api", "/healthz"].enumerated() {
+            let mount = mounts + index + 1
+            mount.pointee.mountpoint = string(point)
+            mount.pointee.mountpoint_len = UInt8(point.utf8.count)
+            mount.pointee.origin = string("ringcast")
+            mount.pointee.origin_protocol = UInt8(LWSMPRO_CALLBACK.rawValue)
+            mounts[index].mount_next = UnsafePointer(mount)
+        }
+        releases.append { mounts.deallocate() }
+        return UnsafePointer(mounts)
+    }
+
+    /// Headers lws adds to every HTTP answer, as a linked list of name/value options.
+    mutating func headers(_ pairs: [(String, String)]) -> UnsafePointer<lws_protocol_vhost_options>? {
+        optionList(pairs)
+    }
+
+    private mutating func mimeTypeList(_ pairs: [(String, String)]) -> UnsafePointer<lws_protocol_vhost_options>? {
+        optionList(pairs)
+    }
+
+    private mutating func optionList(_ pairs: [(String, String)]) -> UnsafePointer<lws_protocol_vhost_options>? {
+        guard !pairs.isEmpty else { return nil }
+        let list = UnsafeMutablePointer<lws_protocol_vhost_options>.allocate(capacity: pairs.count)
+        list.initialize(repeating: lws_protocol_vhost_options(), count: pairs.count)
+        for (index, (name, value)) in pairs.enumerated() {
+            list[index].name = string(name)
+            list[index].value = string(value)
+            if index + 1 < pairs.count { list[index].next = UnsafePointer(list + index + 1) }
+        }
+        releases.append { list.deallocate() }
+        return UnsafePointer(list)
+    }
+
+    mutating func release() {
+        for release in releases { release() }
+        for string in strings { free(string) }
+        releases = []
+        strings = []
+    }
+}

@@ -1,0 +1,41 @@
+import CLibWebSockets
+import RingcastCore
+
+/// The Swift side of one lws connection, reached from the C callback through the per-session pointer.
+/// The pointer holds one retain (taken in `attach`, given back in `detach`). Service thread only.
+final class Connection: FanOutWriter {
+    let wsi: OpaquePointer
+
+    // HTTP exchange
+    var request: APIRequest?
+    var expectsBody = false
+    var bodyTooLarge = false
+    var response: (status: Int, body: [UInt8])?
+
+    // WebSocket watcher
+    var subscription: Subscription?
+    var incoming: [UInt8] = []
+    var incomingTooLarge = false
+    /// Set when the connection must close once what is queued has left (a refused watch pattern).
+    var closeReason: (status: lws_close_status, text: String)?
+
+    init(wsi: OpaquePointer) { self.wsi = wsi }
+
+    func requestWrite() { lws_callback_on_writable(wsi) }
+
+    static func attach(_ connection: Connection, to sessionData: UnsafeMutableRawPointer) {
+        sessionData.storeBytes(of: Unmanaged.passRetained(connection).toOpaque(), as: UnsafeMutableRawPointer?.self)
+    }
+
+    static func find(_ sessionData: UnsafeMutableRawPointer?) -> Connection? {
+        guard let sessionData, let pointer = sessionData.load(as: UnsafeMutableRawPointer?.self) else { return nil }
+        return Unmanaged<Connection>.fromOpaque(pointer).takeUnretainedValue()
+    }
+
+    /// Gives back the per-session retain; safe to call twice.
+    static func detach(_ sessionData: UnsafeMutableRawPointer?) -> Connection? {
+        guard let sessionData, let pointer = sessionData.load(as: UnsafeMutableRawPointer?.self) else { return nil }
+        sessionData.storeBytes(of: nil, as: UnsafeMutableRawPointer?.self)
+        return Unmanaged<Connection>.fromOpaque(pointer).takeRetainedValue()
+    }
+}

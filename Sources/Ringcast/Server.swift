@@ -1,0 +1,448 @@
+import CLibWebSockets
+import CRingcastShims
+import Foundation
+import RingcastCore
+
+public struct ServerError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The Ringcast server: one libwebsockets context serving, on one port, the static files of the
+/// public directory, the HTTP API under /api/ and the watcher WebSocket at /ws.
+///
+/// All state (store, fan-out, connections) belongs to the service thread; other threads only call
+/// `start` and `stop`, which synchronise through `lock`.
+public final class RingcastServer: @unchecked Sendable {
+    public enum Lifecycle { case initial, starting, running, stopping, stopped }
+
+    public let config: ServerConfig
+    let logger: Logger
+    let store: TaskStore
+    let api: API
+    let fanOut: FanOut
+    let writeBuffer = WriteBuffer()
+    private let publicDirectory: String
+
+    private let lock = NSLock()
+    private var lifecycle = Lifecycle.initial
+    private var context: OpaquePointer?
+    private var boundPort = 0
+    private var startError: ServerError?
+    private let started = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+
+    private var deadlineTimer: OpaquePointer?
+    private var flushTimer: OpaquePointer?
+    private var heartbeatTimer: OpaquePointer?
+    private var scheduledDeadline: Double?
+    private var flushScheduled = false
+    private var resources = CResources()
+
+    /// - Parameter baseDirectory: where a relative `publicDir` is found (the config file's folder).
+    public init(config: ServerConfig, baseDirectory: String, logger: Logger, persistence: TaskPersistence = MemoryOnlyPersistence()) {
+        self.config = config
+        self.logger = logger
+        store = TaskStore(persistence: persistence)
+        api = API(store: store)
+        fanOut = FanOut(logCapacity: config.fanOutLogEvents, maxEventsPerFrame: config.maxEventsPerFrame)
+        let directory = config.publicDir.hasPrefix("/") ? config.publicDir : baseDirectory + "/" + config.publicDir
+        publicDirectory = URL(fileURLWithPath: directory).standardizedFileURL.path
+    }
+
+    public var port: Int { lock.withLock { boundPort } }
+    public var epoch: String { store.epoch }
+
+    /// Creates the context on a new service thread and returns once it listens (or failed to).
+    @discardableResult
+    public func start() throws -> Int {
+        lock.withLock {
+            precondition(lifecycle == .initial, "a RingcastServer starts once")
+            lifecycle = .starting
+        }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: publicDirectory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            lock.withLock { lifecycle = .stopped }
+            throw ServerError("publicDir '\(publicDirectory)' is not a directory: point \"publicDir\" in the config at the folder holding index.html")
+        }
+        let thread = Thread { [self] in serviceThread() }
+        thread.name = "ringcast-service"
+        thread.start()
+        started.wait()
+        if let startError {
+            finished.wait()
+            throw startError
+        }
+        return port
+    }
+
+    /// Stops the loop, closes every connection and returns when the context is gone. Any thread.
+    public func stop() {
+        let wasRunning: Bool = lock.withLock {
+            guard lifecycle == .running else { return false }
+            lifecycle = .stopping
+            lws_cancel_service(context)
+            return true
+        }
+        if wasRunning { finished.wait() }
+    }
+
+    // MARK: The service thread
+
+    private func serviceThread() {
+        guard let context = createContext() else {
+            lock.withLock { lifecycle = .stopped }
+            started.signal()
+            finished.signal()
+            return
+        }
+        lock.withLock { self.context = context }
+        let user = Unmanaged.passUnretained(self).toOpaque()
+        deadlineTimer = rc_timer_new(user) { Unmanaged<RingcastServer>.fromOpaque($0!).takeUnretainedValue().deadlineFired() }
+        flushTimer = rc_timer_new(user) { Unmanaged<RingcastServer>.fromOpaque($0!).takeUnretainedValue().flushFired() }
+        heartbeatTimer = rc_timer_new(user) { Unmanaged<RingcastServer>.fromOpaque($0!).takeUnretainedValue().heartbeatFired() }
+        rc_timer_schedule(context, heartbeatTimer, Int64(config.heartbeatSeconds * 1_000_000))
+        rescheduleDeadline()
+
+        lock.withLock { lifecycle = .running }
+        started.signal()
+        logger.debug("service loop running on port \(port)")
+        while lock.withLock({ lifecycle == .running }) {
+            if lws_service(context, 0) < 0 { break }
+        }
+        for timer in [deadlineTimer, flushTimer, heartbeatTimer] {
+            rc_timer_cancel(timer)
+            rc_timer_free(timer)
+        }
+        lock.withLock { self.context = nil }
+        lws_context_destroy(context)
+        resources.release()
+        lock.withLock { lifecycle = .stopped }
+        logger.debug("service loop stopped")
+        finished.signal()
+    }
+
+    private func createContext() -> OpaquePointer? {
+        lws_set_log_level(Int32(LLL_ERR | LLL_WARN), nil)
+        var info = lws_context_creation_info()
+        info.port = Int32(config.port)
+        info.iface = resources.string(config.host)
+        info.protocols = resources.protocols(name: "ringcast", callback: ringcastCallback,
+                                             sessionSize: MemoryLayout<UnsafeMutableRawPointer?>.size,
+                                             rxBufferSize: 16 * 1024)
+        info.mounts = resources.mounts(publicDirectory: publicDirectory, maxAge: config.staticMaxAge)
+        info.headers = resources.headers([("access-control-allow-origin:", "*")])
+        info.user = Unmanaged.passUnretained(self).toOpaque()
+        info.timeout_secs = 10
+        var options = UInt64(LWS_SERVER_OPTION_HTTP_HEADERS_SECURITY_BEST_PRACTICES_ENFORCE)
+            | UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8)
+        // With IPv6 on, lws binds [::] whatever iface says: an IPv4 address must turn it off.
+        if !config.host.contains(":") { options |= UInt64(LWS_SERVER_OPTION_DISABLE_IPV6) }
+        info.options = options
+        raiseFileLimit()
+        guard let context = lws_create_context(&info) else {
+            startError = ServerError("could not listen on \(config.host):\(config.port): the port is in use or the address is not on this machine; pick another \"port\" or \"host\"")
+            return nil
+        }
+        let vhost = lws_get_vhost_by_name(context, "default")
+        let port = Int(lws_get_vhost_listen_port(vhost))
+        lock.withLock { boundPort = port }
+        return context
+    }
+
+    /// Each watcher is a file descriptor: allow as many as the hard limit does.
+    private func raiseFileLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    }
+
+    // MARK: Publishing (service thread)
+
+    func publish(_ events: [OutboundEvent]) {
+        guard !events.isEmpty else { return }
+        fanOut.publish(events)
+        scheduleFlush()
+        rescheduleDeadline()
+    }
+
+    /// Writes are requested once per loop turn, however many events arrived in it.
+    private func scheduleFlush() {
+        guard !flushScheduled, let context = currentContext else { return }
+        flushScheduled = true
+        rc_timer_schedule(context, flushTimer, 0)
+    }
+
+    private func flushFired() {
+        flushScheduled = false
+        fanOut.flush()
+    }
+
+    private func rescheduleDeadline() {
+        guard let context = currentContext else { return }
+        guard let next = store.nextDeadline() else {
+            if scheduledDeadline != nil { rc_timer_cancel(deadlineTimer); scheduledDeadline = nil }
+            return
+        }
+        guard next != scheduledDeadline else { return }
+        scheduledDeadline = next
+        rc_timer_schedule(context, deadlineTimer, Int64(((next - Clock.now()) * 1000).rounded(.up)))
+    }
+
+    private func deadlineFired() {
+        scheduledDeadline = nil
+        publish(store.runDue(now: Clock.now()))
+        rescheduleDeadline()
+    }
+
+    private func heartbeatFired() {
+        fanOut.broadcast(OutboundEvent.heartbeat(now: Clock.now()))
+        scheduleFlush()
+        if let context = currentContext {
+            rc_timer_schedule(context, heartbeatTimer, Int64(config.heartbeatSeconds * 1_000_000))
+        }
+    }
+
+    /// The context, read on the service thread, which alone sets it.
+    private var currentContext: OpaquePointer? { context }
+
+    // MARK: HTTP
+
+    func beginHTTP(_ wsi: OpaquePointer, sessionData: UnsafeMutableRawPointer?, path: String) -> Int32 {
+        guard let sessionData, let (method, fullPath) = LWS.requestLine(wsi) else { return -1 }
+        let connection = Connection(wsi: wsi)
+        Connection.attach(connection, to: sessionData)
+        let query = LWS.queryArguments(wsi)
+        connection.request = APIRequest(method: method, path: fullPath, query: query)
+        let contentLength = Int(LWS.header(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) ?? "") ?? 0
+        connection.bodyTooLarge = contentLength > config.maxMessageBytes
+        if contentLength > 0 && (method == "POST" || method == "PUT" || method == "PATCH") {
+            connection.expectsBody = true
+            return 0
+        }
+        answer(connection)
+        return 0
+    }
+
+    func receiveBody(_ connection: Connection, _ bytes: UnsafeRawBufferPointer) {
+        guard !connection.bodyTooLarge else { return }
+        if (connection.request?.body.count ?? 0) + bytes.count > config.maxMessageBytes {
+            connection.bodyTooLarge = true
+            connection.request?.body = []
+            return
+        }
+        connection.request?.body.append(contentsOf: bytes)
+    }
+
+    func answer(_ connection: Connection) {
+        guard let request = connection.request else { return }
+        if connection.bodyTooLarge {
+            let error = APIError(.bodyTooLarge, "the body is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); send less, or split a batch")
+            connection.response = (error.status, error.encodedBody)
+        } else if request.path == "/healthz" {
+            connection.response = (200, api.healthBody(watchers: fanOut.subscriberCount))
+        } else if request.method != "GET", let refusal = refuseOrigin(connection.wsi) {
+            connection.response = (refusal.status, refusal.encodedBody)
+        } else {
+            let response = api.handle(request, now: Clock.now())
+            connection.response = (response.status, response.body)
+            publish(response.events)
+        }
+        lws_callback_on_writable(connection.wsi)
+    }
+
+    func writeHTTP(_ connection: Connection) -> Int32 {
+        guard let response = connection.response else { return 0 }
+        connection.response = nil
+        let written = writeBuffer.writeHTTP(status: response.status, contentType: "application/json", body: response.body,
+                                            extraHeaders: [("cache-control:", "no-store")], to: connection.wsi)
+        guard written else { return -1 }
+        return lws_http_transaction_completed(connection.wsi) != 0 ? -1 : 0
+    }
+
+    /// A browser page from a site not in allowedOrigins may not change or watch anything.
+    private func refuseOrigin(_ wsi: OpaquePointer) -> APIError? {
+        guard let origin = LWS.header(wsi, WSI_TOKEN_ORIGIN) else { return nil }
+        let host = LWS.header(wsi, WSI_TOKEN_HOST) ?? ""
+        if origin == "http://\(host)" || origin == "https://\(host)" { return nil }
+        if config.allowedOrigins.contains(origin) { return nil }
+        return APIError(.forbidden, "origin \(origin) is not allowed: add it to \"allowedOrigins\" in config.json", field: "Origin")
+    }
+
+    // MARK: WebSocket watchers
+
+    func acceptsWebSocket(_ wsi: OpaquePointer) -> Bool {
+        guard let path = LWS.header(wsi, WSI_TOKEN_GET_URI), path == "/ws" else {
+            logger.debug("refused a WebSocket upgrade outside /ws")
+            return false
+        }
+        if let refusal = refuseOrigin(wsi) {
+            logger.info("refused a WebSocket: \(refusal.message)")
+            return false
+        }
+        return true
+    }
+
+    func openWatcher(_ wsi: OpaquePointer, sessionData: UnsafeMutableRawPointer?) -> Int32 {
+        guard let sessionData else { return -1 }
+        let connection = Connection(wsi: wsi)
+        Connection.attach(connection, to: sessionData)
+        let query = LWS.queryArguments(wsi)
+        let now = Clock.now()
+        let watch: WatchSet
+        switch WatchSet.parse(query["watch"]) {
+        case let .success(parsed):
+            watch = parsed
+        case let .failure(error):
+            connection.closeReason = (LWS_CLOSE_STATUS_POLICY_VIOLATION, "invalid watch pattern")
+            let subscription = fanOut.subscribe(WatchSet([]), lastSeq: store.seq, writer: connection)
+            connection.subscription = subscription
+            subscription.sendDirect(error.encodedEvent)
+            return 0
+        }
+        let subscription = fanOut.subscribe(watch, lastSeq: store.seq, writer: connection)
+        connection.subscription = subscription
+        subscription.sendDirect(store.encodeHello(now: now, heartbeatSeconds: config.heartbeatSeconds))
+        subscription.sendDirect(store.encodeSnapshot(matching: watch, since: resumePoint(query["since"]), now: now))
+        logger.debug("watcher from \(LWS.peerAddress(wsi)) watching \(watch.key)")
+        return 0
+    }
+
+    /// `since=EPOCH:SEQ` resumes only within this server's epoch; anything else gets a full snapshot.
+    private func resumePoint(_ value: String?) -> UInt64? {
+        guard let value, let colon = value.lastIndex(of: ":") else { return nil }
+        guard value[..<colon] == store.epoch else { return nil }
+        return UInt64(value[value.index(after: colon)...])
+    }
+
+    func writeWatcher(_ connection: Connection) -> Int32 {
+        guard let subscription = connection.subscription else { return 0 }
+        subscription.writeRequested = false
+        guard let plan = fanOut.nextFrame(for: subscription) else {
+            if let reason = connection.closeReason {
+                let text = Array(reason.text.utf8)
+                text.withUnsafeBufferPointer { lws_close_reason(connection.wsi, reason.status, UnsafeMutablePointer(mutating: $0.baseAddress), text.count) }
+                return -1
+            }
+            return 0
+        }
+        let frame: [UInt8]
+        switch plan {
+        case let .frame(bytes, _):
+            frame = bytes
+        case let .resync(since):
+            frame = store.encodeSnapshot(matching: subscription.watch, since: since, now: Clock.now())
+            fanOut.markResynced(subscription, seq: store.seq)
+        }
+        guard writeBuffer.writeText(frame, to: connection.wsi) else { return -1 }
+        if subscription.hasPending || connection.closeReason != nil {
+            subscription.writeRequested = true
+            lws_callback_on_writable(connection.wsi)
+        }
+        return 0
+    }
+
+    /// A message from a WebSocket client: one event or an array, applied like `POST /api/events`,
+    /// except that each bad event gets its own `error` event and the rest still apply.
+    func receiveMessage(_ connection: Connection, _ bytes: UnsafeRawBufferPointer, isFinal: Bool) {
+        guard let subscription = connection.subscription else { return }
+        if connection.incomingTooLarge || connection.incoming.count + bytes.count > config.maxMessageBytes {
+            connection.incomingTooLarge = true
+            connection.incoming = []
+        } else {
+            connection.incoming.append(contentsOf: bytes)
+        }
+        guard isFinal else { return }
+        defer {
+            connection.incoming = []
+            connection.incomingTooLarge = false
+        }
+        if connection.incomingTooLarge {
+            subscription.sendDirect(APIError(.bodyTooLarge, "a message is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); split it").encodedEvent)
+            return
+        }
+        let json: JSONValue
+        do {
+            json = try JSONParser.parseForAPI(connection.incoming)
+        } catch {
+            subscription.sendDirect(error.encodedEvent)
+            return
+        }
+        let items: [JSONValue]
+        if case let .array(elements) = json { items = elements } else { items = [json] }
+        let now = Clock.now()
+        var events: [OutboundEvent] = []
+        for (index, item) in items.enumerated() {
+            do {
+                let command = try Command.parse(event: item)
+                events += try store.apply(command, now: now).events
+            } catch {
+                subscription.sendDirect((items.count > 1 ? error.within("events[\(index)]") : error).encodedEvent)
+            }
+        }
+        publish(events)
+    }
+
+    func closeConnection(_ sessionData: UnsafeMutableRawPointer?) {
+        guard let connection = Connection.detach(sessionData) else { return }
+        if let subscription = connection.subscription { fanOut.unsubscribe(subscription) }
+    }
+}
+
+/// Unix time in milliseconds, the protocol's clock.
+enum Clock {
+    static func now() -> Double {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return Double(spec.tv_sec) * 1000 + Double(spec.tv_nsec) / 1_000_000
+    }
+}
+
+/// The single entry point lws calls for every connection of the context.
+private func ringcastCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
+                              _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+    guard let wsi, let serverPointer = lws_context_user(lws_get_context(wsi)) else {
+        return lws_callback_http_dummy(wsi, reason, user, input, length)
+    }
+    let server = Unmanaged<RingcastServer>.fromOpaque(serverPointer).takeUnretainedValue()
+    switch reason {
+    case LWS_CALLBACK_HTTP:
+        return server.beginHTTP(wsi, sessionData: user, path: input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "")
+    case LWS_CALLBACK_HTTP_BODY:
+        if let connection = Connection.find(user), let input {
+            server.receiveBody(connection, UnsafeRawBufferPointer(start: input, count: length))
+        }
+        return 0
+    case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+        if let connection = Connection.find(user) { server.answer(connection) }
+        return 0
+    case LWS_CALLBACK_HTTP_WRITEABLE:
+        guard let connection = Connection.find(user) else { return 0 }
+        let result = server.writeHTTP(connection)
+        if connection.response == nil { server.closeConnection(user) }
+        return result
+    case LWS_CALLBACK_CLOSED_HTTP, LWS_CALLBACK_HTTP_DROP_PROTOCOL:
+        server.closeConnection(user)
+        return lws_callback_http_dummy(wsi, reason, user, input, length)
+    case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+        return server.acceptsWebSocket(wsi) ? 0 : 1
+    case LWS_CALLBACK_ESTABLISHED:
+        return server.openWatcher(wsi, sessionData: user)
+    case LWS_CALLBACK_SERVER_WRITEABLE:
+        guard let connection = Connection.find(user) else { return 0 }
+        return server.writeWatcher(connection)
+    case LWS_CALLBACK_RECEIVE:
+        if let connection = Connection.find(user) {
+            let bytes = UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length)
+            let isFinal = lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0
+            server.receiveMessage(connection, bytes, isFinal: isFinal)
+        }
+        return 0
+    case LWS_CALLBACK_CLOSED:
+        server.closeConnection(user)
+        return 0
+    default:
+        return lws_callback_http_dummy(wsi, reason, user, input, length)
+    }
+}

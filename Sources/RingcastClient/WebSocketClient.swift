@@ -1,0 +1,327 @@
+import CLibWebSockets
+import CRingcastShims
+import Foundation
+
+/// Receives one connection's events, on the client context's service thread.
+public protocol WebSocketDelegate: AnyObject {
+    func webSocketDidOpen(_ connection: WebSocketConnection)
+    func webSocket(_ connection: WebSocketConnection, didReceive message: [UInt8])
+    /// `error` is nil for a clean close; the connection is finished either way.
+    func webSocketDidClose(_ connection: WebSocketConnection, error: String?)
+}
+
+/// A parsed `ws://host:port/path?query` (or `http://`, taken to mean the same server).
+public struct ServerURL: Sendable, Equatable {
+    public var host: String
+    public var port: Int
+    public var path: String
+    public var secure: Bool
+
+    public init?(_ text: String, defaultPath: String = "/") {
+        var rest = Substring(text)
+        if rest.hasPrefix("ws://") || rest.hasPrefix("http://") {
+            secure = false
+        } else if rest.hasPrefix("wss://") || rest.hasPrefix("https://") {
+            secure = true
+        } else {
+            return nil
+        }
+        rest = rest[rest.index(after: rest.firstIndex(of: "/")!)...].dropFirst()
+        let authority = rest.prefix { $0 != "/" && $0 != "?" }
+        let remainder = rest[authority.endIndex...]
+        path = remainder.isEmpty ? defaultPath : (remainder.hasPrefix("?") ? defaultPath + remainder : String(remainder))
+        if authority.hasPrefix("["), let close = authority.firstIndex(of: "]") {
+            host = String(authority[authority.index(after: authority.startIndex)..<close])
+            let after = authority[authority.index(after: close)...]
+            port = after.hasPrefix(":") ? Int(after.dropFirst()) ?? -1 : (secure ? 443 : 80)
+        } else if let colon = authority.lastIndex(of: ":") {
+            host = String(authority[..<colon])
+            port = Int(authority[authority.index(after: colon)...]) ?? -1
+        } else {
+            host = String(authority)
+            port = secure ? 443 : 80
+        }
+        guard !host.isEmpty, (1...65535).contains(port) else { return nil }
+    }
+
+    public var hostHeader: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+/// One WebSocket. `send` and `close` may be called from any thread; the rest happens on the
+/// context's service thread.
+public final class WebSocketConnection: @unchecked Sendable {
+    public let url: ServerURL
+    let headers: [(String, String)]
+    weak var context: WebSocketClientContext?
+    let delegate: WebSocketDelegate
+    /// Guarded by the context's lock.
+    var outbox: [[UInt8]] = []
+    var closeRequested = false
+    /// Service thread only.
+    var wsi: OpaquePointer?
+    var incoming: [UInt8] = []
+    public private(set) var isOpen = false
+    /// Free for the owner's bookkeeping (the load tester keeps its per-watcher counters here).
+    public var tag = 0
+
+    init(url: ServerURL, headers: [(String, String)], delegate: WebSocketDelegate, context: WebSocketClientContext) {
+        self.url = url
+        self.headers = headers
+        self.delegate = delegate
+        self.context = context
+    }
+
+    /// Queues a text message; it leaves when the socket is writeable (after it opens).
+    public func send(_ text: [UInt8]) {
+        context?.enqueue(self) { $0.outbox.append(text) }
+    }
+
+    public func send(_ text: String) { send(Array(text.utf8)) }
+
+    public func close() {
+        context?.enqueue(self) { $0.closeRequested = true }
+    }
+
+    fileprivate func opened() { isOpen = true }
+    fileprivate func closed() { isOpen = false }
+}
+
+/// One libwebsockets client context and its service thread, holding any number of WebSockets.
+public final class WebSocketClientContext: @unchecked Sendable {
+    private let lock = NSLock()
+    private var context: OpaquePointer?
+    private var pendingConnects: [WebSocketConnection] = []
+    private var touched: [WebSocketConnection] = []
+    private var stopping = false
+    private let finished = DispatchSemaphore(value: 0)
+    private let writeBuffer = ClientWriteBuffer()
+    private var protocols: UnsafeMutablePointer<lws_protocols>
+    private let protocolName = strdup("ringcast-client")!
+    private var liveConnections = Set<ObjectIdentifier>()
+
+    public init() throws {
+        protocols = .allocate(capacity: 2)
+        protocols.initialize(repeating: lws_protocols(), count: 2)
+        protocols[0].name = UnsafePointer(protocolName)
+        protocols[0].callback = clientCallback
+        protocols[0].rx_buffer_size = 64 * 1024
+        var info = lws_context_creation_info()
+        info.port = -1 // CONTEXT_PORT_NO_LISTEN: a client-only context
+        info.protocols = UnsafePointer(protocols)
+        info.user = Unmanaged.passUnretained(self).toOpaque()
+        info.timeout_secs = 10
+        info.connect_timeout_secs = 10
+        info.fd_limit_per_thread = 0
+        lws_set_log_level(Int32(LLL_ERR), nil)
+        raiseOpenFileLimit()
+        guard let created = lws_create_context(&info) else {
+            protocols.deallocate()
+            free(protocolName)
+            throw ClientError("could not create a libwebsockets client context")
+        }
+        context = created
+        let thread = Thread { [self] in serviceLoop(created) }
+        thread.name = "ringcast-client"
+        thread.start()
+    }
+
+    deinit {
+        protocols.deallocate()
+        free(protocolName)
+    }
+
+    /// Opens a WebSocket to `url`; the delegate hears of it on the service thread.
+    @discardableResult
+    public func connect(_ url: ServerURL, headers: [(String, String)] = [], delegate: WebSocketDelegate) -> WebSocketConnection {
+        let connection = WebSocketConnection(url: url, headers: headers, delegate: delegate, context: self)
+        lock.withLock {
+            pendingConnects.append(connection)
+            if let context { lws_cancel_service(context) }
+        }
+        return connection
+    }
+
+    /// Closes every connection and stops the service thread. Call once, from any other thread.
+    public func shutdown() {
+        let wasRunning: Bool = lock.withLock {
+            guard !stopping, let context else { return false }
+            stopping = true
+            lws_cancel_service(context)
+            return true
+        }
+        if wasRunning { finished.wait() }
+    }
+
+    func enqueue(_ connection: WebSocketConnection, _ change: (WebSocketConnection) -> Void) {
+        lock.withLock {
+            change(connection)
+            touched.append(connection)
+            if let context { lws_cancel_service(context) }
+        }
+    }
+
+    private func serviceLoop(_ context: OpaquePointer) {
+        while lock.withLock({ !stopping }) {
+            if lws_service(context, 0) < 0 { break }
+        }
+        lock.withLock { self.context = nil }
+        lws_context_destroy(context)
+        finished.signal()
+    }
+
+    /// Runs on the service thread when another thread has queued work.
+    fileprivate func drainQueued() {
+        let (connects, changed) = lock.withLock { () -> ([WebSocketConnection], [WebSocketConnection]) in
+            defer { pendingConnects = []; touched = [] }
+            return (pendingConnects, touched)
+        }
+        for connection in connects { open(connection) }
+        for connection in changed where connection.wsi != nil {
+            lws_callback_on_writable(connection.wsi)
+        }
+    }
+
+    private func open(_ connection: WebSocketConnection) {
+        guard let context = lock.withLock({ self.context }) else { return }
+        var info = lws_client_connect_info()
+        let url = connection.url
+        let texts: [String] = [url.host, url.path, url.hostHeader]
+        let strings = texts.map { strdup($0)! }
+        defer { strings.forEach { free($0) } }
+        info.context = context
+        info.address = UnsafePointer(strings[0])
+        info.port = Int32(url.port)
+        info.path = UnsafePointer(strings[1])
+        info.host = UnsafePointer(strings[2])
+        // No Origin: this is not a browser, and lws would prefix whatever it was given with http://.
+        info.ssl_connection = url.secure ? Int32(LCCSCF_USE_SSL.rawValue) : 0
+        info.ietf_version_or_minus_one = -1
+        info.local_protocol_name = UnsafePointer(protocolName)
+        let retained = Unmanaged.passRetained(connection)
+        info.userdata = retained.toOpaque()
+        liveConnections.insert(ObjectIdentifier(connection))
+        if lws_client_connect_via_info(&info) == nil {
+            // lws reports most failures through CLIENT_CONNECTION_ERROR; a nil here may already have.
+            if liveConnections.remove(ObjectIdentifier(connection)) != nil {
+                retained.release()
+                connection.delegate.webSocketDidClose(connection, error: "could not start connecting to \(url.hostHeader)")
+            }
+        }
+    }
+
+    fileprivate func handle(_ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
+                            _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+        if reason == LWS_CALLBACK_EVENT_WAIT_CANCELLED {
+            drainQueued()
+            return 0
+        }
+        guard let user else { return 0 }
+        let connection = Unmanaged<WebSocketConnection>.fromOpaque(user).takeUnretainedValue()
+        switch reason {
+        case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
+            guard let input, !connection.headers.isEmpty else { return 0 }
+            let cursor = input.assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self)
+            guard let start = cursor.pointee else { return -1 }
+            let end = start + length
+            for (name, value) in connection.headers {
+                let result = "\(name.lowercased()):".withCString { namePointer in
+                    value.withCString { valuePointer in
+                        lws_add_http_header_by_name(wsi, UnsafeRawPointer(namePointer).assumingMemoryBound(to: UInt8.self),
+                                                    UnsafeRawPointer(valuePointer).assumingMemoryBound(to: UInt8.self),
+                                                    Int32(strlen(valuePointer)), cursor, end)
+                    }
+                }
+                if result != 0 { return -1 }
+            }
+            return 0
+        case LWS_CALLBACK_CLIENT_ESTABLISHED:
+            connection.wsi = wsi
+            connection.opened()
+            connection.delegate.webSocketDidOpen(connection)
+            if lock.withLock({ !connection.outbox.isEmpty || connection.closeRequested }) { lws_callback_on_writable(wsi) }
+            return 0
+        case LWS_CALLBACK_CLIENT_RECEIVE:
+            if let input { connection.incoming.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length)) }
+            if lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0 {
+                let message = connection.incoming
+                connection.incoming.removeAll(keepingCapacity: true)
+                connection.delegate.webSocket(connection, didReceive: message)
+            }
+            return 0
+        case LWS_CALLBACK_CLIENT_WRITEABLE:
+            let (next, more, closing) = lock.withLock { () -> ([UInt8]?, Bool, Bool) in
+                let next = connection.outbox.isEmpty ? nil : connection.outbox.removeFirst()
+                return (next, !connection.outbox.isEmpty, connection.closeRequested && connection.outbox.isEmpty)
+            }
+            if let next {
+                guard writeBuffer.writeText(next, to: wsi) else { return -1 }
+            }
+            if more { lws_callback_on_writable(wsi); return 0 }
+            if closing {
+                lws_close_reason(wsi, LWS_CLOSE_STATUS_NORMAL, nil, 0)
+                return -1
+            }
+            return 0
+        case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+            let message = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "connection failed"
+                finish(connection, user, error: message)
+            return 0
+        case LWS_CALLBACK_CLIENT_CLOSED:
+            finish(connection, user, error: nil)
+            return 0
+        default:
+            return 0
+        }
+    }
+
+    private func finish(_ connection: WebSocketConnection, _ user: UnsafeMutableRawPointer, error: String?) {
+        guard liveConnections.remove(ObjectIdentifier(connection)) != nil else { return }
+        connection.wsi = nil
+        connection.closed()
+        connection.delegate.webSocketDidClose(connection, error: error)
+        Unmanaged<WebSocketConnection>.fromOpaque(user).release()
+    }
+
+    private func raiseOpenFileLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    }
+}
+
+private func clientCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
+                            _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+    guard let wsi, let owner = lws_context_user(lws_get_context(wsi)) else { return 0 }
+    return Unmanaged<WebSocketClientContext>.fromOpaque(owner).takeUnretainedValue().handle(wsi, reason, user, input, length)
+}
+
+/// A reusable buffer with LWS_PRE bytes of headroom, for the client's writes.
+final class ClientWriteBuffer {
+    private var storage: UnsafeMutablePointer<UInt8>
+    private var capacity: Int
+    private let pre = rc_lws_pre()
+
+    init(capacity: Int = 16 * 1024) {
+        self.capacity = capacity
+        storage = .allocate(capacity: pre + capacity)
+    }
+
+    deinit { storage.deallocate() }
+
+    func writeText(_ bytes: [UInt8], to wsi: OpaquePointer) -> Bool {
+        if bytes.count > capacity {
+            storage.deallocate()
+            capacity = max(bytes.count, capacity * 2)
+            storage = .allocate(capacity: pre + capacity)
+        }
+        let payload = storage + pre
+        bytes.withUnsafeBufferPointer { if let base = $0.baseAddress { payload.update(from: base, count: $0.count) } }
+        return lws_write(wsi, payload, bytes.count, LWS_WRITE_TEXT) >= 0
+    }
+}
+
+public struct ClientError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

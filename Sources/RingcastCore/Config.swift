@@ -1,0 +1,115 @@
+/// Every setting of `ringcast serve`, read from config.json and validated at start.
+public struct ServerConfig: Equatable, Sendable {
+    public var host = "127.0.0.1"
+    public var port = 8080
+    /// The only directory served over HTTP; relative paths are taken from the config file's folder.
+    public var publicDir = "Public"
+    /// Other sites whose pages may open `/ws`; the server's own origin is always allowed.
+    public var allowedOrigins: [String] = []
+    /// Seconds between heartbeats on every WebSocket; a page reconnects after two silent ones.
+    public var heartbeatSeconds = 15.0
+    /// Largest HTTP body or WebSocket message accepted, in bytes.
+    public var maxMessageBytes = 1 << 20
+    /// Events each watcher pattern set keeps for watchers that are behind; beyond it they resync.
+    public var fanOutLogEvents = 4096
+    public var maxEventsPerFrame = 256
+    /// Seconds a static file may be cached by browsers.
+    public var staticMaxAge = 60
+    public var logLevel = LogLevel.info
+
+    public init() {}
+
+    public static let keys = ["host", "port", "publicDir", "allowedOrigins", "heartbeatSeconds", "maxMessageBytes",
+                              "fanOutLogEvents", "maxEventsPerFrame", "staticMaxAge", "logLevel"]
+
+    /// Parses a config file's contents; the error names the field and says what to write instead.
+    public static func parse(_ bytes: [UInt8], source: String = "config.json") throws(ConfigError) -> ServerConfig {
+        let json: JSONValue
+        do {
+            json = try JSONParser.parse(bytes)
+        } catch {
+            throw ConfigError("\(source): \(error)")
+        }
+        guard case let .object(members) = json else { throw ConfigError("\(source): the top level must be a JSON object") }
+        var config = ServerConfig()
+        for (key, value) in members {
+            func fail(_ expected: String) -> ConfigError {
+                ConfigError("\(source): \"\(key)\" must be \(expected), not \(value.typeName == "number" ? "\(value)" : value.typeName)")
+            }
+            func number(_ range: ClosedRange<Double>, _ expected: String) throws(ConfigError) -> Double {
+                guard case let .number(n) = value, range.contains(n) else { throw fail(expected) }
+                return n
+            }
+            func string() throws(ConfigError) -> String {
+                guard case let .string(s) = value, !s.isEmpty else { throw fail("a non-empty string") }
+                return s
+            }
+            switch key {
+            case "host": config.host = try string()
+            case "port": config.port = Int(try number(0...65535, "a port number from 0 to 65535 (0 picks a free port)"))
+            case "publicDir": config.publicDir = try string()
+            case "allowedOrigins":
+                guard case let .array(items) = value else { throw fail("a list of origins like [\"https://example.com\"]") }
+                config.allowedOrigins = try items.map { item throws(ConfigError) in
+                    guard case let .string(origin) = item, origin.hasPrefix("http://") || origin.hasPrefix("https://") else {
+                        throw ConfigError("\(source): \"allowedOrigins\" entries must be origins like \"https://example.com\"")
+                    }
+                    return origin.hasSuffix("/") ? String(origin.dropLast()) : origin
+                }
+            case "heartbeatSeconds": config.heartbeatSeconds = try number(0.1...3600, "seconds between 0.1 and 3600")
+            case "maxMessageBytes": config.maxMessageBytes = Int(try number(1024...(64 * 1024 * 1024), "bytes between 1024 and 67108864"))
+            case "fanOutLogEvents": config.fanOutLogEvents = Int(try number(16...1_000_000, "a count between 16 and 1000000"))
+            case "maxEventsPerFrame": config.maxEventsPerFrame = Int(try number(1...10_000, "a count between 1 and 10000"))
+            case "staticMaxAge": config.staticMaxAge = Int(try number(0...31_536_000, "seconds, 0 or more"))
+            case "logLevel":
+                guard case let .string(name) = value, let level = LogLevel(rawValue: name) else {
+                    throw fail("one of \(LogLevel.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                config.logLevel = level
+            default:
+                if !ServerConfig.reservedKeys.contains(key) {
+                    throw ConfigError("\(source): unknown setting \"\(key)\"; the settings are \(ServerConfig.keys.joined(separator: ", "))")
+                }
+            }
+        }
+        return config
+    }
+
+    /// Keys later features own; accepted here so one config.json serves every version.
+    public static let reservedKeys: Set<String> = ["publishers", "anonymousLocalPublish", "storage", "redis", "tls", "threads"]
+}
+
+public struct ConfigError: Error, CustomStringConvertible, Equatable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+public enum LogLevel: String, CaseIterable, Comparable, Sendable {
+    case debug, info, warning, error
+
+    private var rank: Int { LogLevel.allCases.firstIndex(of: self)! }
+    public static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rank < rhs.rank }
+}
+
+/// Logs to a sink (stderr in the server) at or above a level; libraries take one, never make one.
+public struct Logger: Sendable {
+    public let level: LogLevel
+    private let sink: @Sendable (String) -> Void
+
+    public init(level: LogLevel, sink: @escaping @Sendable (String) -> Void) {
+        self.level = level
+        self.sink = sink
+    }
+
+    public static let silent = Logger(level: .error) { _ in }
+
+    public func log(_ messageLevel: LogLevel, _ message: @autoclosure () -> String) {
+        guard messageLevel >= level else { return }
+        sink("[\(messageLevel.rawValue)] \(message())")
+    }
+
+    public func debug(_ message: @autoclosure () -> String) { log(.debug, message()) }
+    public func info(_ message: @autoclosure () -> String) { log(.info, message()) }
+    public func warning(_ message: @autoclosure () -> String) { log(.warning, message()) }
+    public func error(_ message: @autoclosure () -> String) { log(.error, message()) }
+}

@@ -1,0 +1,75 @@
+/// What a client did wrong, as the protocol reports it: `{"error": CODE, "message": TEXT, "field": NAME-or-null}`.
+public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
+    public enum Code: String, Sendable {
+        case invalidJSON = "invalid_json"
+        case invalidField = "invalid_field"
+        case unknownField = "unknown_field"
+        case missingField = "missing_field"
+        case invalidID = "invalid_id"
+        case invalidPattern = "invalid_pattern"
+        case invalidEvent = "invalid_event"
+        case notFound = "not_found"
+        case notATimer = "not_a_timer"
+        case conflict = "conflict"
+        case methodNotAllowed = "method_not_allowed"
+        case bodyTooLarge = "body_too_large"
+        case unauthorized = "unauthorized"
+        case forbidden = "forbidden"
+
+        public var status: Int {
+            switch self {
+            case .invalidJSON, .invalidID, .invalidPattern, .invalidEvent: return 400
+            case .invalidField, .unknownField, .missingField: return 422
+            case .notFound: return 404
+            case .notATimer, .conflict: return 409
+            case .methodNotAllowed: return 405
+            case .bodyTooLarge: return 413
+            case .unauthorized: return 401
+            case .forbidden: return 403
+            }
+        }
+    }
+
+    public let code: Code
+    public let message: String
+    public let field: String?
+
+    public init(_ code: Code, _ message: String, field: String? = nil) {
+        self.code = code
+        self.message = message
+        self.field = field
+    }
+
+    public var status: Int { code.status }
+    public var description: String { "\(code.rawValue): \(message)" }
+
+    /// The same error, its field prefixed by where it sat in a batch (`events[2].progress`).
+    public func within(_ prefix: String) -> APIError {
+        APIError(code, "\(prefix): \(message)", field: field.map { "\(prefix).\($0)" } ?? prefix)
+    }
+
+    public func writeFields(into writer: inout JSONWriter) {
+        writer.key("error"); writer.string(code.rawValue)
+        writer.key("message"); writer.string(message)
+        writer.key("field")
+        if let field { writer.string(field) } else { writer.null() }
+    }
+
+    public var encodedBody: [UInt8] {
+        var writer = JSONWriter()
+        writer.beginObject()
+        writeFields(into: &writer)
+        writer.endObject()
+        return writer.bytes
+    }
+
+    /// The `error` event sent on a WebSocket for a bad client message.
+    public var encodedEvent: [UInt8] {
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("type"); writer.string("error")
+        writeFields(into: &writer)
+        writer.endObject()
+        return writer.bytes
+    }
+}

@@ -1,0 +1,219 @@
+/// Who to wake when a subscription has something to send: the server's connection.
+public protocol FanOutWriter: AnyObject {
+    func requestWrite()
+}
+
+/// A fixed ring of the latest events, indexed by an ever-growing position.
+struct EventRing {
+    private var slots: [OutboundEvent?]
+    private(set) var head = 0
+
+    init(capacity: Int) { slots = Array(repeating: nil, count: capacity) }
+
+    var capacity: Int { slots.count }
+    /// The oldest position still held.
+    var tail: Int { max(0, head - slots.count) }
+
+    mutating func append(_ event: OutboundEvent) {
+        slots[head % slots.count] = event
+        head += 1
+    }
+
+    subscript(position: Int) -> OutboundEvent { slots[position % slots.count]! }
+}
+
+/// Watchers with the same patterns share one log, so each event is matched once per pattern set,
+/// not once per watcher.
+final class FanOutGroup {
+    let watch: WatchSet
+    var log: EventRing
+    var members: [Subscription] = []
+    var isDirty = false
+
+    init(watch: WatchSet, capacity: Int) {
+        self.watch = watch
+        log = EventRing(capacity: capacity)
+    }
+}
+
+/// One watcher's place in the fan-out: a cursor into its group's log, never a queue of its own.
+/// A watcher that falls further behind than the log holds is sent the latest state of each task
+/// changed since the last seq it saw (a resync), so a slow watcher costs nothing that grows.
+/// Touched only on the service thread.
+public final class Subscription {
+    public let watch: WatchSet
+    let group: FanOutGroup
+    fileprivate var indexInGroup = 0
+    fileprivate var cursor: Int
+    /// The seq of the newest task event this watcher has been sent.
+    public internal(set) var lastSeq: UInt64
+    /// Frames for this watcher alone (hello, snapshot, errors), sent before shared events.
+    private var direct: [[UInt8]] = []
+    public static let maxDirectFrames = 64
+    public private(set) var droppedDirectFrames = 0
+    public var writeRequested = false
+    public weak var writer: FanOutWriter?
+
+    fileprivate init(watch: WatchSet, group: FanOutGroup, lastSeq: UInt64) {
+        self.watch = watch
+        self.group = group
+        cursor = group.log.head
+        self.lastSeq = lastSeq
+    }
+
+    public var hasPending: Bool { !direct.isEmpty || cursor < group.log.head }
+
+    /// Queues a frame for this watcher only; past the limit the oldest are dropped (they are errors
+    /// a flooding client provoked, not state).
+    public func sendDirect(_ frame: [UInt8]) {
+        if direct.count >= Subscription.maxDirectFrames {
+            direct.removeFirst()
+            droppedDirectFrames += 1
+        }
+        direct.append(frame)
+        requestWriteIfNeeded()
+    }
+
+    func requestWriteIfNeeded() {
+        guard !writeRequested, hasPending, let writer else { return }
+        writeRequested = true
+        writer.requestWrite()
+    }
+
+    fileprivate func takeDirect() -> [UInt8]? { direct.isEmpty ? nil : direct.removeFirst() }
+}
+
+/// What a writeable watcher should send next.
+public enum FramePlan {
+    /// One event's shared bytes, or several joined as a JSON array.
+    case frame([UInt8], events: Int)
+    /// The watcher fell out of the log: send it the changes since `since` from the store.
+    case resync(since: UInt64)
+}
+
+/// Hands every published event to the watchers whose patterns match it. Not thread-safe: the service
+/// thread owns it.
+public final class FanOut {
+    public let logCapacity: Int
+    public let maxEventsPerFrame: Int
+    public let maxBytesPerFrame: Int
+    private var groups: [WatchSet: FanOutGroup] = [:]
+    private var dirtyGroups: [FanOutGroup] = []
+    public private(set) var subscriberCount = 0
+    public private(set) var resyncCount = 0
+
+    public init(logCapacity: Int = 4096, maxEventsPerFrame: Int = 256, maxBytesPerFrame: Int = 64 * 1024) {
+        precondition(logCapacity > 0 && maxEventsPerFrame > 0)
+        self.logCapacity = logCapacity
+        self.maxEventsPerFrame = maxEventsPerFrame
+        self.maxBytesPerFrame = maxBytesPerFrame
+    }
+
+    public var groupCount: Int { groups.count }
+
+    /// Starts a watcher at the current end of the log; what it must see first goes in with `sendDirect`.
+    public func subscribe(_ watch: WatchSet, lastSeq: UInt64, writer: FanOutWriter) -> Subscription {
+        let group: FanOutGroup
+        if let existing = groups[watch] {
+            group = existing
+        } else {
+            group = FanOutGroup(watch: watch, capacity: logCapacity)
+            groups[watch] = group
+        }
+        let subscription = Subscription(watch: watch, group: group, lastSeq: lastSeq)
+        subscription.writer = writer
+        subscription.indexInGroup = group.members.count
+        group.members.append(subscription)
+        subscriberCount += 1
+        return subscription
+    }
+
+    public func unsubscribe(_ subscription: Subscription) {
+        let group = subscription.group
+        let index = subscription.indexInGroup
+        guard index < group.members.count, group.members[index] === subscription else { return }
+        let last = group.members.removeLast()
+        if last !== subscription {
+            group.members[index] = last
+            last.indexInGroup = index
+        }
+        subscription.writer = nil
+        subscriberCount -= 1
+        if group.members.isEmpty { groups.removeValue(forKey: group.watch) }
+    }
+
+    /// Appends each event to the log of every pattern set that matches it. Writes are requested
+    /// later, in `flush`, once for however many events arrived in between.
+    public func publish(_ events: [OutboundEvent]) {
+        for event in events {
+            for group in groups.values where group.watch.matches(event.id) {
+                append(event, to: group)
+            }
+        }
+    }
+
+    /// An event for every watcher, whatever it watches (heartbeats).
+    public func broadcast(_ event: OutboundEvent) {
+        for group in groups.values { append(event, to: group) }
+    }
+
+    private func append(_ event: OutboundEvent, to group: FanOutGroup) {
+        group.log.append(event)
+        if !group.isDirty {
+            group.isDirty = true
+            dirtyGroups.append(group)
+        }
+    }
+
+    public var needsFlush: Bool { !dirtyGroups.isEmpty }
+
+    /// Asks each watcher that has something new, and has not asked already, for a writeable callback.
+    public func flush() {
+        let dirty = dirtyGroups
+        dirtyGroups.removeAll(keepingCapacity: true)
+        for group in dirty {
+            group.isDirty = false
+            for member in group.members where !member.writeRequested {
+                member.requestWriteIfNeeded()
+            }
+        }
+    }
+
+    /// The next frame for a watcher that just became writeable, or nil when it is up to date.
+    public func nextFrame(for subscription: Subscription) -> FramePlan? {
+        if let direct = subscription.takeDirect() { return .frame(direct, events: 1) }
+        let log = subscription.group.log
+        guard subscription.cursor < log.head else { return nil }
+        if subscription.cursor < log.tail {
+            subscription.cursor = log.head
+            resyncCount += 1
+            return .resync(since: subscription.lastSeq)
+        }
+        let first = log[subscription.cursor]
+        if subscription.cursor + 1 == log.head || maxEventsPerFrame == 1 {
+            subscription.cursor += 1
+            subscription.lastSeq = max(subscription.lastSeq, first.seq)
+            return .frame(first.bytes, events: 1)
+        }
+        var frame: [UInt8] = [UInt8(ascii: "[")]
+        frame.reserveCapacity(min(maxBytesPerFrame, (log.head - subscription.cursor) * (first.bytes.count + 1)) + 2)
+        var count = 0
+        while subscription.cursor < log.head, count < maxEventsPerFrame {
+            let event = log[subscription.cursor]
+            if count > 0, frame.count + event.bytes.count + 2 > maxBytesPerFrame { break }
+            if count > 0 { frame.append(UInt8(ascii: ",")) }
+            frame.append(contentsOf: event.bytes)
+            subscription.cursor += 1
+            subscription.lastSeq = max(subscription.lastSeq, event.seq)
+            count += 1
+        }
+        if count == 1 { return .frame(first.bytes, events: 1) }
+        frame.append(UInt8(ascii: "]"))
+        return .frame(frame, events: count)
+    }
+
+    /// After a resync the watcher has seen everything up to `seq`.
+    public func markResynced(_ subscription: Subscription, seq: UInt64) {
+        subscription.lastSeq = seq
+    }
+}

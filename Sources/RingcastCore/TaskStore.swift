@@ -1,0 +1,437 @@
+/// Where state goes so a restart can bring it back. The embedded default keeps nothing.
+public protocol TaskPersistence: AnyObject {
+    /// The state saved before, if any: the store resumes its epoch and sequence from it.
+    func load() -> PersistedState?
+    func save(_ task: TaskRecord, epoch: String, seq: UInt64)
+    func remove(id: String, epoch: String, seq: UInt64)
+}
+
+public struct PersistedState {
+    public var epoch: String
+    public var seq: UInt64
+    public var tasks: [TaskRecord]
+
+    public init(epoch: String, seq: UInt64, tasks: [TaskRecord]) {
+        self.epoch = epoch
+        self.seq = seq
+        self.tasks = tasks
+    }
+}
+
+/// Keeps state in memory only: every start is a new epoch.
+public final class MemoryOnlyPersistence: TaskPersistence {
+    public init() {}
+    public func load() -> PersistedState? { nil }
+    public func save(_ task: TaskRecord, epoch: String, seq: UInt64) {}
+    public func remove(id: String, epoch: String, seq: UInt64) {}
+}
+
+/// What an applied command changed: the task as it now is (nil once removed) and the events to push.
+public struct Change {
+    public let task: TaskRecord?
+    public let events: [OutboundEvent]
+}
+
+/// All tasks, the sequence, removals and the server's own deadlines (auto-hide, timer ticks, leases).
+/// Not thread-safe: the server touches it only on its service thread.
+public final class TaskStore {
+    public let epoch: String
+    public private(set) var seq: UInt64
+    public private(set) var tasks: [String: TaskRecord] = [:]
+    /// Removed ids and the seq of their removal, so a resuming watcher learns of them.
+    private var removals: [String: UInt64] = [:]
+    /// Resuming from a seq below this needs a full snapshot: removals older than it were forgotten.
+    public private(set) var removalHorizon: UInt64 = 0
+    public let maxRemembered: Int
+    private var deadlines = DeadlineQueue()
+    private let persistence: TaskPersistence
+
+    public init(persistence: TaskPersistence = MemoryOnlyPersistence(), maxRemembered: Int = 10_000, epoch: String? = nil) {
+        self.persistence = persistence
+        self.maxRemembered = maxRemembered
+        if let saved = persistence.load() {
+            self.epoch = saved.epoch
+            seq = saved.seq
+            removalHorizon = saved.seq
+            for task in saved.tasks { tasks[task.id] = task }
+        } else {
+            self.epoch = epoch ?? TaskStore.newEpoch()
+            seq = 0
+        }
+        for id in tasks.keys { scheduleDeadline(for: id) }
+    }
+
+    public static func newEpoch() -> String {
+        let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789")
+        var generator = SystemRandomNumberGenerator()
+        return String((0..<12).map { _ in alphabet[Int(generator.next() % UInt64(alphabet.count))] })
+    }
+
+    public func task(_ id: String) -> TaskRecord? { tasks[id] }
+
+    // MARK: Applying commands
+
+    public func apply(_ command: Command, now: Double) throws(APIError) -> Change {
+        switch command {
+        case let .update(id, patch): return update(id, patch, now: now)
+        case let .show(id, options): return show(id, options, now: now)
+        case let .hide(id): return try hide(id, now: now)
+        case let .startTimer(id, spec): return startTimer(id, spec, now: now)
+        case let .pauseTimer(id): return try changeTimer(id, now: now, verb: "pause")
+        case let .resumeTimer(id): return try changeTimer(id, now: now, verb: "resume")
+        case let .cancelTimer(id): return try changeTimer(id, now: now, verb: "cancel")
+        case let .remove(id): return try remove(id)
+        }
+    }
+
+    private func update(_ id: String, _ patch: TaskPatch, now: Double) -> Change {
+        let existing = tasks[id]
+        var task = existing ?? TaskRecord(id: id, now: now)
+        let wasVisible = existing?.visible ?? false
+        let oldState = existing?.state
+        if let title = patch.title { task.title = title }
+        if let detail = patch.detail { task.detail = detail }
+        if let completed = patch.completed { task.completed = completed }
+        if let total = patch.total { task.total = total }
+        if let progress = patch.progress {
+            task.progress = progress
+        } else if patch.completed != nil || patch.total != nil, let completed = task.completed, let total = task.total {
+            task.progress = min(1, max(0, completed / total))
+        }
+        if let parent = patch.parent { task.parent = parent == id ? nil : parent }
+        if let staleAfter = patch.staleAfter { task.staleAfter = staleAfter }
+        if let state = patch.state {
+            task.state = state
+        } else if task.state == .stalled {
+            task.state = .running
+        }
+        if task.state == .done { task.progress = 1 }
+        if let visible = patch.visible {
+            task.visible = visible
+            if !visible { task.hideAt = nil; task.modal = false }
+        }
+        if let modal = patch.modal { task.modal = modal && task.visible }
+        if let hideAfter = patch.hideAfter { task.hideAt = hideAfter.map { now + $0 * 1000 } }
+        if task.state.isTerminal || task.state == .paused { task.timer?.pause(at: now) }
+        observeRate(&task, now: now)
+        task.publishedAt = now
+
+        let type: EventType
+        if wasVisible != task.visible, existing != nil || !task.visible {
+            type = task.visible ? .show : .hide
+        } else if let oldState, oldState != task.state {
+            type = .state
+        } else {
+            type = .progress
+        }
+        return commit(task, type, now: now)
+    }
+
+    private func show(_ id: String, _ options: ShowOptions, now: Double) -> Change {
+        var task = tasks[id] ?? TaskRecord(id: id, now: now)
+        task.visible = true
+        task.modal = options.modal ?? false
+        task.hideAt = options.hideAfter.map { now + $0 * 1000 }
+        if let detail = options.detail { task.detail = detail }
+        task.publishedAt = now
+        return commit(task, .show, now: now)
+    }
+
+    private func hide(_ id: String, now: Double) throws(APIError) -> Change {
+        guard var task = tasks[id] else { throw notFound(id) }
+        task.visible = false
+        task.modal = false
+        task.hideAt = nil
+        task.publishedAt = now
+        return commit(task, .hide, now: now)
+    }
+
+    private func startTimer(_ id: String, _ spec: TimerStart, now: Double) -> Change {
+        var task = tasks[id] ?? TaskRecord(id: id, now: now)
+        if let title = spec.title { task.title = title }
+        var timer = TimerSpec(seconds: spec.seconds, interval: spec.interval, startedAt: spec.startAt ?? now)
+        timer.hideAfter = spec.hideAfter
+        task.timer = timer
+        task.state = .running
+        task.visible = true
+        task.hideAt = nil
+        task.total = spec.seconds
+        task.completed = 0
+        task.progress = 0
+        task.rate = nil
+        task.eta = nil
+        task.rateEstimator = RateEstimator()
+        task.publishedAt = now
+        return commit(task, tasks[id] == nil ? .show : .state, now: now)
+    }
+
+    private func changeTimer(_ id: String, now: Double, verb: String) throws(APIError) -> Change {
+        guard var task = tasks[id] else { throw notFound(id) }
+        guard var timer = task.timer else {
+            throw APIError(.notATimer, "task '\(id)' is not a timer: start one with POST /api/timers/\(id) {\"seconds\": N}", field: "id")
+        }
+        guard !task.state.isTerminal else {
+            throw APIError(.conflict, "timer '\(id)' is already \(task.state.rawValue): start it again to \(verb) it", field: "id")
+        }
+        switch verb {
+        case "pause":
+            timer.pause(at: now)
+            task.state = .paused
+        case "resume":
+            timer.resume(at: now)
+            task.state = .running
+        default:
+            timer.pause(at: now)
+            task.state = .cancelled
+            if let hideAfter = timer.hideAfter { task.hideAt = now + hideAfter * 1000 }
+        }
+        task.timer = timer
+        task.publishedAt = now
+        return commit(task, .state, now: now)
+    }
+
+    private func remove(_ id: String) throws(APIError) -> Change {
+        guard tasks.removeValue(forKey: id) != nil else { throw notFound(id) }
+        deadlines.scheduled.removeValue(forKey: id)
+        seq += 1
+        removals[id] = seq
+        if removals.count > maxRemembered { forgetOldestRemovals() }
+        persistence.remove(id: id, epoch: epoch, seq: seq)
+        return Change(task: nil, events: [OutboundEvent.removal(id: id, seq: seq)])
+    }
+
+    private func notFound(_ id: String) -> APIError {
+        APIError(.notFound, "no task '\(id)': create it first with POST /api/tasks/\(id)", field: "id")
+    }
+
+    private func observeRate(_ task: inout TaskRecord, now: Double) {
+        guard let progress = task.progress, task.timer == nil else {
+            task.rate = nil
+            task.eta = nil
+            return
+        }
+        let rate = task.rateEstimator.observe(progress: progress, at: now)
+        if task.state == .running {
+            task.rate = rate
+            task.eta = RateEstimator.eta(progress: progress, rate: rate)
+        } else {
+            task.rate = nil
+            task.eta = nil
+        }
+    }
+
+    /// Stamps the change with the next seq, stores it, and encodes its event once.
+    private func commit(_ task: TaskRecord, _ type: EventType, now: Double) -> Change {
+        var task = task
+        seq += 1
+        task.seq = seq
+        task.updatedAt = now
+        tasks[task.id] = task
+        removals.removeValue(forKey: task.id)
+        persistence.save(task, epoch: epoch, seq: seq)
+        scheduleDeadline(for: task.id)
+        return Change(task: task, events: [OutboundEvent.task(type, task, now: now)])
+    }
+
+    private func forgetOldestRemovals() {
+        let sorted = removals.sorted { $0.value < $1.value }
+        for (id, removedAt) in sorted.prefix(removals.count - maxRemembered / 2) {
+            removals.removeValue(forKey: id)
+            removalHorizon = max(removalHorizon, removedAt)
+        }
+    }
+
+    // MARK: The server's own deadlines
+
+    /// The earliest moment something is due (Unix ms), for the service loop's wake-up.
+    public func nextDeadline() -> Double? { deadlines.earliest() }
+
+    /// Emits whatever has fallen due by `now`: ticks, automatic hides, leases gone stale.
+    public func runDue(now: Double) -> [OutboundEvent] {
+        var events: [OutboundEvent] = []
+        while let id = deadlines.popDue(now: now) {
+            deadlines.scheduled.removeValue(forKey: id)
+            guard var task = tasks[id] else { continue }
+            if var timer = task.timer, let k = timer.dueTick(at: now) {
+                timer.ticksEmitted = k
+                task.timer = timer
+                let elapsed = timer.elapsedSeconds(tick: k)
+                task.completed = roundedSeconds(elapsed)
+                task.progress = min(1, elapsed / timer.seconds)
+                let finished = k == timer.tickCount
+                if finished {
+                    task.state = .done
+                    if let hideAfter = timer.hideAfter { task.hideAt = now + hideAfter * 1000 }
+                }
+                events += commit(task, .tick, now: now).events
+                if finished { events += commit(task, .state, now: now).events }
+                task = tasks[id]!
+            }
+            if task.visible, let hideAt = task.hideAt, hideAt <= now {
+                task.visible = false
+                task.modal = false
+                task.hideAt = nil
+                events += commit(task, .hide, now: now).events
+                task = tasks[id]!
+            }
+            if task.state == .running, let staleAfter = task.staleAfter, task.publishedAt + staleAfter * 1000 <= now {
+                task.state = .stalled
+                task.rate = nil
+                task.eta = nil
+                events += commit(task, .state, now: now).events
+            }
+            if deadlines.scheduled[id] == nil { scheduleDeadline(for: id) }
+        }
+        return events
+    }
+
+    private func scheduleDeadline(for id: String) {
+        guard let task = tasks[id] else { return }
+        var next: Double? = nil
+        func consider(_ time: Double?) {
+            if let time, time < (next ?? .infinity) { next = time }
+        }
+        if task.visible { consider(task.hideAt) }
+        if task.state == .running {
+            consider(task.timer?.nextTickTime)
+            if let staleAfter = task.staleAfter { consider(task.publishedAt + staleAfter * 1000) }
+        }
+        // An earlier entry stays: when it fires, runDue finds nothing due yet and schedules again.
+        // This keeps a lease renewed 50 000 times a second from pushing 50 000 heap entries.
+        if let current = deadlines.scheduled[id], current <= (next ?? .infinity) { return }
+        guard let next else { return }
+        deadlines.schedule(id, at: next)
+    }
+
+    // MARK: Snapshots and resumption
+
+    public func tasks(matching watch: WatchSet) -> [TaskRecord] {
+        let all = watch.matchesAll ? Array(tasks.values) : tasks.values.filter { watch.matches($0.id) }
+        return all.sorted { $0.seq < $1.seq }
+    }
+
+    /// Tasks changed after `since` and ids removed after it; nil when `since` is too old to answer.
+    public func changes(since: UInt64, matching watch: WatchSet) -> (tasks: [TaskRecord], removed: [String])? {
+        guard since >= removalHorizon, since <= seq else { return nil }
+        let changed = tasks.values.filter { $0.seq > since && watch.matches($0.id) }.sorted { $0.seq < $1.seq }
+        let removed = removals.filter { $0.value > since && watch.matches($0.key) }.sorted { $0.value < $1.value }.map(\.key)
+        return (changed, removed)
+    }
+
+    /// `{"type":"snapshot",…}`: everything watched, or, with `since`, only what changed after it.
+    public func encodeSnapshot(matching watch: WatchSet, since: UInt64? = nil, now: Double) -> [UInt8] {
+        var writer = JSONWriter(capacity: 256 + tasks.count * 256)
+        writer.beginObject()
+        writer.key("type"); writer.string("snapshot")
+        writer.key("epoch"); writer.string(epoch)
+        writer.key("seq"); writer.number(Int(seq))
+        let delta = since.flatMap { changes(since: $0, matching: watch) }
+        writer.key("full"); writer.bool(delta == nil)
+        if let since, let delta {
+            writer.key("since"); writer.number(Int(since))
+            writeTasks(delta.tasks, into: &writer, now: now)
+            writer.key("removed")
+            writer.beginArray()
+            for id in delta.removed { writer.string(id) }
+            writer.endArray()
+        } else {
+            writeTasks(tasks(matching: watch), into: &writer, now: now)
+        }
+        writer.endObject()
+        return writer.bytes
+    }
+
+    public func encodeTaskList(matching watch: WatchSet, now: Double) -> [UInt8] {
+        var writer = JSONWriter(capacity: 256 + tasks.count * 256)
+        writer.beginObject()
+        writer.key("epoch"); writer.string(epoch)
+        writer.key("seq"); writer.number(Int(seq))
+        writeTasks(tasks(matching: watch), into: &writer, now: now)
+        writer.endObject()
+        return writer.bytes
+    }
+
+    private func writeTasks(_ list: [TaskRecord], into writer: inout JSONWriter, now: Double) {
+        writer.key("tasks")
+        writer.beginArray()
+        for task in list {
+            writer.beginObject()
+            task.writeFields(into: &writer, now: now)
+            writer.endObject()
+        }
+        writer.endArray()
+    }
+
+    public func encodeHello(now: Double, heartbeatSeconds: Double) -> [UInt8] {
+        var writer = JSONWriter(capacity: 128)
+        writer.beginObject()
+        writer.key("type"); writer.string("hello")
+        writer.key("protocol"); writer.number(ProtocolInfo.version)
+        writer.key("epoch"); writer.string(epoch)
+        writer.key("seq"); writer.number(Int(seq))
+        writer.key("now"); writer.number(now.rounded())
+        writer.key("heartbeat"); writer.number(heartbeatSeconds)
+        writer.endObject()
+        return writer.bytes
+    }
+}
+
+public enum ProtocolInfo {
+    public static let version = 1
+}
+
+/// A min-heap of (time, task id); at most one live entry per task, older ones are skipped when popped.
+struct DeadlineQueue {
+    private var heap: [(time: Double, id: String)] = []
+    var scheduled: [String: Double] = [:]
+
+    /// The earliest live deadline; entries superseded since they were pushed are dropped on the way.
+    mutating func earliest() -> Double? {
+        while let top = heap.first, scheduled[top.id] != top.time { removeTop() }
+        return heap.first?.time
+    }
+
+    mutating func schedule(_ id: String, at time: Double) {
+        if scheduled[id] == time { return }
+        scheduled[id] = time
+        heap.append((time, id))
+        siftUp(heap.count - 1)
+    }
+
+    mutating func popDue(now: Double) -> String? {
+        while let top = heap.first, top.time <= now {
+            removeTop()
+            if scheduled[top.id] == top.time { return top.id }
+        }
+        return nil
+    }
+
+    private mutating func removeTop() {
+        heap.swapAt(0, heap.count - 1)
+        heap.removeLast()
+        if !heap.isEmpty { siftDown(0) }
+    }
+
+    private mutating func siftUp(_ index: Int) {
+        var child = index
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard heap[child].time < heap[parent].time else { return }
+            heap.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    private mutating func siftDown(_ index: Int) {
+        var parent = index
+        while true {
+            let left = 2 * parent + 1, right = left + 1
+            var smallest = parent
+            if left < heap.count, heap[left].time < heap[smallest].time { smallest = left }
+            if right < heap.count, heap[right].time < heap[smallest].time { smallest = right }
+            if smallest == parent { return }
+            heap.swapAt(parent, smallest)
+            parent = smallest
+        }
+    }
+}

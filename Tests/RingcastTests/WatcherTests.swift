@@ -1,0 +1,222 @@
+import Foundation
+import RingcastClient
+import RingcastCore
+import XCTest
+
+final class WatcherTests: XCTestCase {
+    func testHelloThenSnapshotOnConnect() throws {
+        let server = try TestServer()
+        try server.post("/api/tasks/ci.build", #"{"title":"Build","progress":0.25}"#)
+        let watcher = TestWatcher(server.wsURL)
+        let (hello, snapshot) = watcher.waitForSnapshot()
+        XCTAssertEqual(hello.type, "hello")
+        XCTAssertEqual(hello.number("protocol"), 1)
+        XCTAssertEqual(hello.string("epoch"), server.server.epoch)
+        XCTAssertEqual(hello.number("seq"), 1)
+        XCTAssertEqual(hello.number("now") ?? 0, nowMs(), accuracy: 2000)
+        XCTAssertEqual(snapshot.string("epoch"), server.server.epoch)
+        XCTAssertEqual(snapshot.event["full"], .bool(true))
+        guard case let .array(tasks)? = snapshot.event["tasks"] else { return XCTFail("snapshot without tasks") }
+        XCTAssertEqual(tasks.count, 1)
+        XCTAssertEqual(tasks.first?["id"], .string("ci.build"))
+        XCTAssertEqual(tasks.first?["progress"], .number(0.25))
+    }
+
+    func testUpdateReachesExactlyTheWatchersWhosePatternMatches() throws {
+        let server = try TestServer()
+        let everything = TestWatcher(server.wsURL)
+        let ci = TestWatcher(server.wsURL + "?watch=ci.*")
+        let two = TestWatcher(server.wsURL + "?watch=deploy.*,ci.build")
+        let deploy = TestWatcher(server.wsURL + "?watch=deploy.*")
+        for watcher in [everything, ci, two, deploy] { watcher.waitForSnapshot() }
+
+        try server.post("/api/tasks/ci.build", #"{"progress":0.5}"#)
+        for watcher in [everything, ci, two] {
+            let got = watcher.wait { $0.contains { $0.id == "ci.build" } }.filter { $0.id == "ci.build" }
+            XCTAssertEqual(got.count, 1)
+            XCTAssertEqual(got.first?.type, "progress")
+            XCTAssertEqual(got.first?.number("progress"), 0.5)
+            XCTAssertEqual(got.first?.number("seq"), 1)
+        }
+        // A later event for deploy.* arriving without ci.build before it proves ci.build never came.
+        try server.post("/api/tasks/deploy.web", #"{"progress":0.1}"#)
+        let deployEvents = deploy.wait { $0.contains { $0.id == "deploy.web" } }
+        XCTAssertFalse(deployEvents.contains { $0.id == "ci.build" })
+        ci.wait { _ in true }
+        XCTAssertFalse(ci.received.contains { $0.id == "deploy.web" })
+        everything.wait { $0.contains { $0.id == "deploy.web" } }
+    }
+
+    func testShowWithHideAfterIsFollowedByHideWithoutAnotherRequest() throws {
+        let server = try TestServer()
+        let watcher = TestWatcher(server.wsURL)
+        watcher.waitForSnapshot()
+        let answer = try server.post("/api/tasks/upload/show", #"{"hideAfter":1,"modal":true}"#)
+        XCTAssertEqual(answer["task"]?["visible"], .bool(true))
+        let events = watcher.wait(timeout: 3) { $0.contains { $0.type == "hide" && $0.id == "upload" } }
+        let show = try XCTUnwrap(events.first { $0.type == "show" && $0.id == "upload" })
+        let hide = try XCTUnwrap(events.first { $0.type == "hide" && $0.id == "upload" })
+        XCTAssertEqual(show.event["modal"], .bool(true))
+        let hideAt = try XCTUnwrap(show.number("hideAt"))
+        XCTAssertEqual(hideAt - show.number("updatedAt")!, 1000, accuracy: 1)
+        XCTAssertEqual(hide.at - show.at, 1000, accuracy: 250, "hide came \(hide.at - show.at) ms after show")
+        XCTAssertEqual(hide.event["visible"], .bool(false))
+        XCTAssertEqual(hide.event["modal"], .bool(false))
+    }
+
+    func testShowAgainRestartsTheHideClock() throws {
+        let server = try TestServer()
+        let watcher = TestWatcher(server.wsURL)
+        watcher.waitForSnapshot()
+        try server.post("/api/tasks/spin/show", #"{"hideAfter":0.6}"#)
+        Thread.sleep(forTimeInterval: 0.4)
+        let restartedAt = nowMs()
+        try server.post("/api/tasks/spin/show", #"{"hideAfter":0.6}"#)
+        let hide = watcher.wait(timeout: 3) { $0.contains { $0.type == "hide" } }.first { $0.type == "hide" }!
+        XCTAssertEqual(watcher.events(for: "spin", type: "hide").count, 1)
+        XCTAssertEqual(hide.at - restartedAt, 600, accuracy: 250)
+    }
+
+    func testTimerTicksWithoutDriftAndEndsDone() throws {
+        let server = try TestServer()
+        let watcher = TestWatcher(server.wsURL)
+        watcher.waitForSnapshot()
+        let answer = try server.post("/api/timers/egg", #"{"seconds":2,"interval":0.05,"title":"Egg"}"#)
+        guard case let .number(startedAt)? = answer["task"]?["timer"]?["startedAt"] else { return XCTFail("no startedAt in \(answer)") }
+        let events = watcher.wait(timeout: 5) { $0.contains { $0.type == "state" && $0.id == "egg" } }
+        let ticks = events.filter { $0.type == "tick" && $0.id == "egg" }
+        XCTAssertEqual(ticks.count, 40)
+        for (index, tick) in ticks.enumerated() {
+            let k = Double(index + 1)
+            let due = startedAt + k * 50
+            XCTAssertEqual(tick.at, due, accuracy: 25, "tick \(index + 1) arrived \(tick.at - due) ms off its schedule")
+            XCTAssertEqual(tick.number("elapsed")!, k * 0.05, accuracy: 0.0005)
+            XCTAssertEqual(tick.number("remaining")!, 2 - k * 0.05, accuracy: 0.0005)
+            XCTAssertEqual(tick.number("total"), 2)
+            XCTAssertEqual(tick.number("progress")!, k / 40, accuracy: 1e-9)
+        }
+        XCTAssertEqual(ticks.last?.string("state"), "done")
+        let state = events.last { $0.id == "egg" }!
+        XCTAssertEqual(state.type, "state")
+        XCTAssertEqual(state.string("state"), "done")
+    }
+
+    func testTwoTimersKeepTheirOwnPhases() throws {
+        let server = try TestServer()
+        let watcher = TestWatcher(server.wsURL)
+        watcher.waitForSnapshot()
+        let first = try server.post("/api/timers/a", #"{"seconds":0.6,"interval":0.1}"#)
+        Thread.sleep(forTimeInterval: 0.03)
+        let second = try server.post("/api/timers/b", #"{"seconds":0.6,"interval":0.1}"#)
+        guard case let .number(startA)? = first["task"]?["timer"]?["startedAt"],
+              case let .number(startB)? = second["task"]?["timer"]?["startedAt"] else { return XCTFail("no startedAt") }
+        XCTAssertEqual(startB - startA, 30, accuracy: 15)
+        watcher.wait { events in ["a", "b"].allSatisfy { id in events.contains { $0.id == id && $0.type == "state" } } }
+        for (id, start) in [("a", startA), ("b", startB)] {
+            let ticks = watcher.events(for: id, type: "tick")
+            XCTAssertEqual(ticks.count, 6)
+            for (index, tick) in ticks.enumerated() {
+                XCTAssertEqual(tick.at, start + Double(index + 1) * 100, accuracy: 25, "\(id) tick \(index + 1)")
+            }
+        }
+        let phaseGaps = zip(watcher.events(for: "a", type: "tick"), watcher.events(for: "b", type: "tick")).map { $1.at - $0.at }
+        for gap in phaseGaps { XCTAssertEqual(gap, startB - startA, accuracy: 25) }
+    }
+
+    func testPauseAndResumeShiftTheRemainingTicks() throws {
+        let server = try TestServer()
+        let watcher = TestWatcher(server.wsURL)
+        watcher.waitForSnapshot()
+        let started = try server.post("/api/timers/brew", #"{"seconds":1,"interval":0.1}"#)
+        guard case let .number(startedAt)? = started["task"]?["timer"]?["startedAt"] else { return XCTFail("no startedAt") }
+        watcher.wait { $0.filter { $0.type == "tick" }.count >= 3 }
+        let paused = try server.post("/api/timers/brew/pause")
+        XCTAssertEqual(paused["task"]?["state"], .string("paused"))
+        let ticksBeforePause = watcher.events(for: "brew", type: "tick").count
+        Thread.sleep(forTimeInterval: 0.5)
+        XCTAssertEqual(watcher.events(for: "brew", type: "tick").count, ticksBeforePause, "a paused timer ticked")
+        let resumed = try server.post("/api/timers/brew/resume")
+        guard case let .number(newStart)? = resumed["task"]?["timer"]?["startedAt"] else { return XCTFail("no startedAt") }
+        XCTAssertGreaterThan(newStart - startedAt, 450, "resume must move the start by the pause's length")
+        let events = watcher.wait(timeout: 3) { $0.contains { $0.type == "state" && $0.string("state") == "done" } }
+        let ticks = events.filter { $0.type == "tick" }
+        XCTAssertEqual(ticks.count, 10, "each tick once, none lost to the pause")
+        for (index, tick) in ticks.enumerated() where index >= ticksBeforePause {
+            XCTAssertEqual(tick.at, newStart + Double(index + 1) * 100, accuracy: 25, "tick \(index + 1) after resume")
+        }
+        XCTAssertEqual(ticks.last!.at - startedAt, 1000 + (newStart - startedAt), accuracy: 40)
+    }
+
+    func testResumeWithSinceSendsOnlyWhatChanged() throws {
+        let server = try TestServer()
+        try server.post("/api/tasks/old", #"{"progress":0.1}"#)
+        try server.post("/api/tasks/gone", #"{"progress":0.2}"#)
+        try server.post("/api/tasks/moving", #"{"progress":0.3}"#)
+        let first = TestWatcher(server.wsURL)
+        let (hello, _) = first.waitForSnapshot()
+        let epoch = try XCTUnwrap(hello.string("epoch"))
+        let seenSeq = Int(try XCTUnwrap(hello.number("seq")))
+        first.connection.close()
+
+        try server.post("/api/tasks/moving", #"{"progress":0.6}"#)
+        try server.post("/api/tasks/new", #"{"progress":0.05}"#)
+        XCTAssertEqual(try server.http().request("DELETE", "/api/tasks/gone").status, 200)
+
+        let resumed = TestWatcher(server.wsURL + "?since=\(epoch):\(seenSeq)")
+        let snapshot = resumed.waitForSnapshot().snapshot
+        XCTAssertEqual(snapshot.event["full"], .bool(false))
+        XCTAssertEqual(snapshot.number("since"), Double(seenSeq))
+        guard case let .array(tasks)? = snapshot.event["tasks"] else { return XCTFail("no tasks") }
+        XCTAssertEqual(tasks.compactMap { $0["id"] }, [.string("moving"), .string("new")])
+        XCTAssertEqual(tasks.first?["progress"], .number(0.6))
+        XCTAssertEqual(snapshot.event["removed"], .array([.string("gone")]))
+
+        let otherEpoch = TestWatcher(server.wsURL + "?since=someotherepoch:\(seenSeq)")
+        let full = otherEpoch.waitForSnapshot().snapshot
+        XCTAssertEqual(full.event["full"], .bool(true))
+        guard case let .array(all)? = full.event["tasks"] else { return XCTFail("no tasks") }
+        XCTAssertEqual(all.compactMap { task -> String? in if case let .string(id)? = task["id"] { return id }; return nil }.sorted(), ["moving", "new", "old"])
+    }
+
+    func testBadClientMessagesGetErrorEventsAndTheConnectionStays() throws {
+        let server = try TestServer()
+        let watcher = TestWatcher(server.wsURL)
+        watcher.waitForSnapshot()
+        watcher.connection.send("{not json")
+        watcher.connection.send(#"{"type":"explode","id":"x"}"#)
+        watcher.connection.send(#"[{"type":"update","id":"ok.1","progress":0.5},{"type":"update","id":"bad id"},{"type":"update","id":"ok.2","progress":7}]"#)
+        let events = watcher.wait { $0.filter { $0.type == "error" }.count >= 4 && $0.contains { $0.id == "ok.1" } }
+        let errors = events.filter { $0.type == "error" }
+        XCTAssertEqual(errors.map { $0.string("error") }, ["invalid_json", "invalid_event", "invalid_id", "invalid_field"])
+        XCTAssertEqual(errors[3].string("field"), "events[2].progress")
+        XCTAssertFalse(watcher.closed)
+        try server.post("/api/tasks/after", #"{"progress":0.9}"#)
+        watcher.wait { $0.contains { $0.id == "after" } }
+    }
+
+    func testInvalidWatchPatternIsRefusedWithAnError() throws {
+        let server = try TestServer()
+        let watcher = TestWatcher(server.wsURL + "?watch=ci.%2F")
+        let events = watcher.wait { $0.contains { $0.type == "error" } }
+        XCTAssertEqual(events.first?.string("error"), "invalid_pattern")
+        XCTAssertTrue(watcher.waitForClose())
+    }
+
+    func testSlowWatcherThatFallsBehindGetsTheLatestStateNotAQueue() throws {
+        let server = try TestServer { $0.fanOutLogEvents = 16 }
+        let watcher = TestWatcher(server.wsURL)
+        watcher.waitForSnapshot()
+        var batch = "["
+        for i in 1...500 { batch += #"{"type":"update","id":"hot","progress":\#(Double(i) / 500)},"# }
+        batch += #"{"type":"update","id":"hot","state":"failed"}]"#
+        try server.post("/api/events", batch)
+        let events = watcher.wait { events in
+            events.contains { $0.type == "snapshot" && $0.event["full"] == .bool(false) } || events.contains { $0.string("state") == "failed" }
+        }
+        let resync = events.last { $0.type == "snapshot" }!
+        if resync.event["full"] == .bool(false), case let .array(tasks)? = resync.event["tasks"] {
+            XCTAssertEqual(tasks.first?["state"], .string("failed"), "the terminal state must survive conflation")
+        }
+        XCTAssertLessThan(events.filter { $0.id == "hot" }.count, 501)
+    }
+}
