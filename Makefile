@@ -1,0 +1,32 @@
+# The two commands that set up a fresh Debian machine with Swift:
+#   make run    installs what is missing, builds in release mode, serves config.json's address
+#   make test   installs what is missing and runs every test (Swift unit and integration, browser)
+export PATH := /opt/swift/usr/bin:$(PATH)
+SWIFT_BUILD_FLAGS ?=
+
+.PHONY: run test build release test-swift test-browser bench clean
+
+run: release
+	.build/release/ringcast serve --config config.json
+
+release:
+	scripts/deps.sh build
+	swift build -c release $(SWIFT_BUILD_FLAGS)
+
+build:
+	scripts/deps.sh build
+	swift build $(SWIFT_BUILD_FLAGS)
+
+test:
+	scripts/deps.sh test
+	$(MAKE) test-swift test-browser
+
+test-swift: build
+	swift build --build-tests $(SWIFT_BUILD_FLAGS)
+	swift test --skip-build
+
+test-browser: build
+	RINGCAST_BIN=.build/debug/ringcast SE_OFFLINE=true python3 -m pytest -q Tests/browser
+
+clean:
+	rm -rf .build

@@ -1,0 +1,219 @@
+import Foundation
+import RingcastClient
+import RingcastCore
+import XCTest
+
+final class HTTPTests: XCTestCase {
+    func testEachKindOfInvalidRequestGetsItsErrorAndTheServerKeepsServing() throws {
+        let server = try TestServer { $0.maxMessageBytes = 4096 }
+        let client = server.http()
+        try server.post("/api/timers/real", #"{"seconds":60}"#)
+        try server.post("/api/tasks/plain", #"{"progress":0.1}"#)
+        let cases: [(method: String, path: String, body: String?, status: Int, code: String, field: String?)] = [
+            ("POST", "/api/tasks/a", "{not json", 400, "invalid_json", nil),
+            ("POST", "/api/tasks/a", #"{"progress":"half"}"#, 422, "invalid_field", "progress"),
+            ("POST", "/api/tasks/a", #"{"progress":1.5}"#, 422, "invalid_field", "progress"),
+            ("POST", "/api/tasks/a", #"{"state":"exploded"}"#, 422, "invalid_field", "state"),
+            ("POST", "/api/tasks/a", #"{"progres":0.5}"#, 422, "unknown_field", "progres"),
+            ("POST", "/api/tasks/a", "[1,2]", 400, "invalid_json", nil),
+            ("POST", "/api/tasks/-bad", "{}", 400, "invalid_id", "id"),
+            ("POST", "/api/tasks/" + String(repeating: "x", count: 129), "{}", 400, "invalid_id", "id"),
+            ("GET", "/api/tasks/missing", nil, 404, "not_found", "id"),
+            ("POST", "/api/tasks/missing/hide", "{}", 404, "not_found", "id"),
+            ("DELETE", "/api/tasks/missing", nil, 404, "not_found", "id"),
+            ("POST", "/api/timers/t", #"{"interval":1}"#, 422, "missing_field", "seconds"),
+            ("POST", "/api/timers/t", #"{"seconds":-3}"#, 422, "invalid_field", "seconds"),
+            ("POST", "/api/timers/plain/pause", nil, 409, "not_a_timer", "id"),
+            ("POST", "/api/timers/real/explode", nil, 404, "not_found", nil),
+            ("GET", "/api/events", nil, 405, "method_not_allowed", nil),
+            ("DELETE", "/api/tasks", nil, 405, "method_not_allowed", nil),
+            ("GET", "/api/nothing", nil, 404, "not_found", nil),
+            ("POST", "/api/events", #"[{"type":"update","id":"ok"},{"type":"warp","id":"x"}]"#, 400, "invalid_event", "events[1].type"),
+            ("POST", "/api/events", #"[{"type":"update","id":"ok","progress":true}]"#, 422, "invalid_field", "events[0].progress"),
+            ("POST", "/api/tasks/a", "{\"title\":\"" + String(repeating: "y", count: 5000) + "\"}", 413, "body_too_large", nil),
+        ]
+        for item in cases {
+            let response = try client.request(item.method, item.path, body: item.body.map { Array($0.utf8) })
+            let label = "\(item.method) \(item.path.prefix(60)) \(item.body?.prefix(60) ?? "")"
+            XCTAssertEqual(response.status, item.status, "\(label): \(response.text)")
+            let body = try JSONParser.parse(response.body)
+            XCTAssertEqual(body["error"], .string(item.code), label)
+            guard case let .string(message)? = body["message"] else { XCTFail("\(label): no message"); continue }
+            XCTAssertFalse(message.isEmpty)
+            XCTAssertEqual(body["field"], item.field.map(JSONValue.string) ?? .null, label)
+            XCTAssertEqual(response.headers["content-type"], "application/json")
+
+            // The next valid request, on the same kept-alive connection, still works.
+            let ok = try client.request("POST", "/api/tasks/after", json: #"{"progress":0.5}"#)
+            XCTAssertEqual(ok.status, 200, "after \(label): \(ok.text)")
+        }
+        // A malformed batch applied nothing.
+        XCTAssertEqual(try client.request("GET", "/api/tasks/ok").status, 404)
+    }
+
+    func testTaskLifecycleOverHTTP() throws {
+        let server = try TestServer()
+        let client = server.http()
+        var answer = try server.post("/api/tasks/ci.build-42", #"{"title":"Build 42","completed":0,"total":200}"#)
+        XCTAssertEqual(answer["seq"], .number(1))
+        XCTAssertEqual(answer["task"]?["progress"], .number(0))
+        Thread.sleep(forTimeInterval: 0.1)
+        answer = try server.post("/api/tasks/ci.build-42", #"{"completed":50,"detail":"compiling"}"#)
+        XCTAssertEqual(answer["task"]?["progress"], .number(0.25))
+        XCTAssertEqual(answer["task"]?["title"], .string("Build 42"), "fields not given are kept")
+        XCTAssertEqual(answer["task"]?["detail"], .string("compiling"))
+        guard case let .number(rate)? = answer["task"]?["rate"], case let .number(eta)? = answer["task"]?["eta"] else {
+            return XCTFail("a running determinate task gets rate and eta: \(answer)")
+        }
+        XCTAssertGreaterThan(rate, 0.5)
+        XCTAssertEqual(eta, 0.75 / rate, accuracy: 1e-6)
+        answer = try server.post("/api/tasks/ci.build-42", #"{"progress":null}"#)
+        XCTAssertEqual(answer["task"]?["progress"], .null, "null makes a task indeterminate")
+        XCTAssertNil(answer["task"]?["eta"])
+
+        let got = try client.request("GET", "/api/tasks/ci.build-42")
+        XCTAssertEqual(got.status, 200)
+        XCTAssertEqual(try JSONParser.parse(got.body)["detail"], .string("compiling"))
+
+        let batch = try client.request("POST", "/api/events", json: #"[{"type":"update","id":"b.1","progress":0.3},{"type":"show","id":"b.2","hideAfter":5},{"type":"hide","id":"nope"}]"#)
+        XCTAssertEqual(batch.status, 200)
+        let batchAnswer = try JSONParser.parse(batch.body)
+        XCTAssertEqual(batchAnswer["applied"], .number(2))
+        guard case let .array(errors)? = batchAnswer["errors"] else { return XCTFail("no errors list") }
+        XCTAssertEqual(errors.first?["index"], .number(2))
+        XCTAssertEqual(errors.first?["error"], .string("not_found"))
+
+        let list = try JSONParser.parse(try client.request("GET", "/api/tasks").body)
+        XCTAssertEqual(list["epoch"], .string(server.server.epoch))
+        guard case let .array(tasks)? = list["tasks"] else { return XCTFail("no tasks") }
+        XCTAssertEqual(tasks.count, 3)
+        let filtered = try JSONParser.parse(try client.request("GET", "/api/tasks?watch=b.*").body)
+        guard case let .array(only)? = filtered["tasks"] else { return XCTFail("no tasks") }
+        XCTAssertEqual(only.count, 2)
+
+        let removed = try client.request("DELETE", "/api/tasks/b.1")
+        XCTAssertEqual(removed.status, 200)
+        XCTAssertEqual(try JSONParser.parse(removed.body)["removed"], .string("b.1"))
+        XCTAssertEqual(try client.request("GET", "/api/tasks/b.1").status, 404)
+
+        let health = try client.request("GET", "/healthz")
+        XCTAssertEqual(health.status, 200)
+        XCTAssertEqual(try JSONParser.parse(health.body)["ok"], .bool(true))
+    }
+
+    func testStaticFilesHaveContentTypesAndCachingAndNothingOutsidePublicIsServed() throws {
+        let server = try TestServer()
+        let client = server.http()
+        let index = try client.request("GET", "/")
+        XCTAssertEqual(index.status, 200)
+        XCTAssertEqual(index.headers["content-type"], "text/html")
+        XCTAssertTrue(index.text.lowercased().contains("<!doctype html>"))
+        XCTAssertNotNil(index.headers["cache-control"])
+        XCTAssertNotNil(index.headers["etag"])
+        XCTAssertNotNil(index.headers["content-security-policy"])
+        let stylesheet = try client.request("GET", "/style.css")
+        XCTAssertEqual(stylesheet.status, 200)
+        XCTAssertEqual(stylesheet.headers["content-type"], "text/css")
+
+        let attempts = [
+            "/config.json", "/../config.json", "/%2e%2e/config.json", "/%2E%2E/config.json", "/..%2fconfig.json",
+            "/%2e%2e%2fconfig.json", "/js/../../config.json", "/./../config.json", "/....//config.json",
+            "/%252e%252e/config.json", "/..\\config.json", "/Package.swift", "/../Package.swift", "/../../../../etc/passwd",
+        ]
+        for path in attempts {
+            let raw = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+            let response = try HTTPClient(host: "127.0.0.1", port: server.port).exchange(raw)
+            XCTAssertTrue([400, 403, 404].contains(response.status), "\(path) answered \(response.status)")
+            XCTAssertFalse(response.text.contains("\"publicDir\""), "\(path) leaked config.json")
+            XCTAssertFalse(response.text.contains("PackageDescription"), "\(path) leaked Package.swift")
+            XCTAssertFalse(response.text.contains("root:"), "\(path) leaked /etc/passwd")
+        }
+    }
+
+    func testListensOnlyOnTheConfiguredAddress() throws {
+        let server = try TestServer()
+        let listeners = try listeningSockets(port: server.port)
+        XCTAssertEqual(listeners, ["127.0.0.1"], "the server must bind 127.0.0.1 alone, not every interface")
+    }
+
+    func testMutationsFromAnotherSiteAreRefused() throws {
+        let server = try TestServer { $0.allowedOrigins = ["http://allowed.example"] }
+        let client = server.http()
+        let refused = try client.request("POST", "/api/tasks/x", json: "{}", headers: [("Origin", "http://evil.example")])
+        XCTAssertEqual(refused.status, 403)
+        XCTAssertEqual(try JSONParser.parse(refused.body)["error"], .string("forbidden"))
+        XCTAssertEqual(try client.request("POST", "/api/tasks/x", json: "{}", headers: [("Origin", "http://allowed.example")]).status, 200)
+        XCTAssertEqual(try client.request("POST", "/api/tasks/x", json: "{}", headers: [("Origin", "http://127.0.0.1:\(server.port)")]).status, 200)
+
+        let stranger = TestWatcher(server.wsURL, headers: [("Origin", "http://evil.example")])
+        XCTAssertTrue(stranger.waitForClose())
+        XCTAssertTrue(stranger.received.isEmpty)
+        let friend = TestWatcher(server.wsURL, headers: [("Origin", "http://allowed.example")])
+        friend.waitForSnapshot()
+    }
+
+    func testTheExecutablePrintsWhereItListensFirst() throws {
+        let binary = repositoryRoot + "/.build/debug/ringcast"
+        try XCTSkipUnless(FileManager.default.isExecutableFile(atPath: binary), "build the executable first (make test does)")
+        let configURL = FileManager.default.temporaryDirectory.appendingPathComponent("ringcast-test-\(UUID().uuidString).json")
+        try Data(#"{"host":"127.0.0.1","port":8080,"publicDir":"\#(repositoryRoot)/Public"}"#.utf8).write(to: configURL)
+        defer { try? FileManager.default.removeItem(at: configURL) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = ["serve", "--config", configURL.path, "--port", "0"]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        defer { process.terminate(); process.waitUntilExit() }
+        let firstLine = readLine(from: output.fileHandleForReading)
+        let prefix = "listening on http://127.0.0.1:"
+        XCTAssertTrue(firstLine.hasPrefix(prefix), "first line: \(firstLine)")
+        let port = try XCTUnwrap(Int(firstLine.dropFirst(prefix.count)))
+        XCTAssertNotEqual(port, 8080, "--port 0 overrides the config and takes a free port")
+        XCTAssertEqual(try HTTPClient(host: "127.0.0.1", port: port).request("GET", "/healthz").status, 200)
+        process.terminate()
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0, "SIGTERM stops the server cleanly")
+
+        let bad = Process()
+        bad.executableURL = URL(fileURLWithPath: binary)
+        bad.arguments = ["serve", "--config", configURL.path, "--port", "http"]
+        let errors = Pipe()
+        bad.standardError = errors
+        try bad.run()
+        bad.waitUntilExit()
+        XCTAssertNotEqual(bad.terminationStatus, 0)
+        XCTAssertTrue(String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).contains("--port"))
+    }
+}
+
+func readLine(from handle: FileHandle) -> String {
+    var line: [UInt8] = []
+    while true {
+        let byte = handle.readData(ofLength: 1)
+        if byte.isEmpty || byte.first == UInt8(ascii: "\n") { break }
+        line.append(byte.first!)
+    }
+    return String(decoding: line, as: UTF8.self)
+}
+
+/// The local addresses with a socket listening on `port`, from the kernel's own tables.
+func listeningSockets(port: Int) throws -> [String] {
+    var addresses: [String] = []
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+        for line in text.split(separator: "\n").dropFirst() {
+            let fields = line.split(separator: " ")
+            guard fields.count > 3, fields[3] == "0A" else { continue }
+            let local = fields[1].split(separator: ":")
+            guard local.count == 2, Int(local[1], radix: 16) == port else { continue }
+            addresses.append(decodeProcAddress(String(local[0])))
+        }
+    }
+    return addresses
+}
+
+private func decodeProcAddress(_ hex: String) -> String {
+    guard hex.count == 8, let value = UInt32(hex, radix: 16) else { return hex == String(repeating: "0", count: 32) ? "::" : "ipv6:\(hex)" }
+    return [value & 0xFF, (value >> 8) & 0xFF, (value >> 16) & 0xFF, value >> 24].map(String.init).joined(separator: ".")
+}

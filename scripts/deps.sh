@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Ringcast builds and tests with, only those missing.
+# Usage: scripts/deps.sh [build|test]   (test adds the browser, its driver and selenium)
+set -euo pipefail
+mode=${1:-build}
+
+packages=(pkg-config libwebsockets-dev libsqlite3-dev)
+if [ "$mode" = test ]; then
+  packages+=(chromium chromium-driver python3-pip procps iproute2)
+fi
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  [ "$(id -u)" = 0 ] && sudo= || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! command -v swift >/dev/null 2>&1 && [ ! -x /opt/swift/usr/bin/swift ]; then
+  echo "swift is not on PATH: install the Swift toolchain (swift.org) and put its usr/bin on PATH" >&2
+  exit 1
+fi
+
+if [ "$mode" = test ]; then
+  python3 - <<'PY' 2>/dev/null || pip install -q selenium pytest
+import selenium, pytest
+PY
+fi
