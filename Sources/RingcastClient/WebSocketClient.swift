@@ -8,6 +8,15 @@ public protocol WebSocketDelegate: AnyObject {
     func webSocket(_ connection: WebSocketConnection, didReceive message: [UInt8])
     /// `error` is nil for a clean close; the connection is finished either way.
     func webSocketDidClose(_ connection: WebSocketConnection, error: String?)
+    /// A whole message that arrived in one piece, lent for the duration of the call (no copy).
+    /// The default copies it and calls `webSocket(_:didReceive:)`; the load tester scans it in place.
+    func webSocket(_ connection: WebSocketConnection, didReceiveBytes message: UnsafeRawBufferPointer)
+}
+
+extension WebSocketDelegate {
+    public func webSocket(_ connection: WebSocketConnection, didReceiveBytes message: UnsafeRawBufferPointer) {
+        webSocket(connection, didReceive: Array(message))
+    }
 }
 
 /// A parsed `ws://host:port/path?query` (or `http://`, taken to mean the same server).
@@ -82,6 +91,9 @@ public final class WebSocketConnection: @unchecked Sendable {
         context?.enqueue(self) { $0.closeRequested = true }
     }
 
+    /// Messages queued by `send` that have not been written yet (a publisher's back-pressure).
+    public var queuedMessages: Int { context?.queuedCount(self) ?? 0 }
+
     fileprivate func opened() { isOpen = true }
     fileprivate func closed() { isOpen = false }
 }
@@ -99,7 +111,9 @@ public final class WebSocketClientContext: @unchecked Sendable {
     private let protocolName = strdup("ringcast-client")!
     private var liveConnections = Set<ObjectIdentifier>()
 
-    public init() throws {
+    /// - Parameter connectTimeoutSeconds: how long a connection may take to connect and finish its
+    ///   handshake before it fails with an error.
+    public init(connectTimeoutSeconds: Int = 10) throws {
         protocols = .allocate(capacity: 2)
         protocols.initialize(repeating: lws_protocols(), count: 2)
         protocols[0].name = UnsafePointer(protocolName)
@@ -109,8 +123,8 @@ public final class WebSocketClientContext: @unchecked Sendable {
         info.port = -1 // CONTEXT_PORT_NO_LISTEN: a client-only context
         info.protocols = UnsafePointer(protocols)
         info.user = Unmanaged.passUnretained(self).toOpaque()
-        info.timeout_secs = 10
-        info.connect_timeout_secs = 10
+        info.timeout_secs = UInt32(max(1, connectTimeoutSeconds))
+        info.connect_timeout_secs = UInt32(max(1, connectTimeoutSeconds))
         info.fd_limit_per_thread = 0
         lws_set_log_level(Int32(LLL_ERR), nil)
         raiseOpenFileLimit()
@@ -158,6 +172,10 @@ public final class WebSocketClientContext: @unchecked Sendable {
             touched.append(connection)
             if let context { lws_cancel_service(context) }
         }
+    }
+
+    func queuedCount(_ connection: WebSocketConnection) -> Int {
+        lock.withLock { connection.outbox.count }
     }
 
     private func serviceLoop(_ context: OpaquePointer) {
@@ -241,20 +259,32 @@ public final class WebSocketClientContext: @unchecked Sendable {
             if lock.withLock({ !connection.outbox.isEmpty || connection.closeRequested }) { lws_callback_on_writable(wsi) }
             return 0
         case LWS_CALLBACK_CLIENT_RECEIVE:
+            let isWhole = lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0
+            if isWhole, connection.incoming.isEmpty {
+                // The usual case: the message came in one piece; lend it without copying.
+                connection.delegate.webSocket(connection, didReceiveBytes: UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length))
+                return 0
+            }
             if let input { connection.incoming.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length)) }
-            if lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0 {
+            if isWhole {
                 let message = connection.incoming
                 connection.incoming.removeAll(keepingCapacity: true)
                 connection.delegate.webSocket(connection, didReceive: message)
             }
             return 0
         case LWS_CALLBACK_CLIENT_WRITEABLE:
-            let (next, more, closing) = lock.withLock { () -> ([UInt8]?, Bool, Bool) in
-                let next = connection.outbox.isEmpty ? nil : connection.outbox.removeFirst()
-                return (next, !connection.outbox.isEmpty, connection.closeRequested && connection.outbox.isEmpty)
-            }
-            if let next {
-                guard writeBuffer.writeText(next, to: wsi) else { return -1 }
+            // Several queued messages per callback while the socket takes them (a fast publisher).
+            var more = false, closing = false
+            for _ in 0..<16 {
+                let next: [UInt8]?
+                (next, more, closing) = lock.withLock { () -> ([UInt8]?, Bool, Bool) in
+                    let next = connection.outbox.isEmpty ? nil : connection.outbox.removeFirst()
+                    return (next, !connection.outbox.isEmpty, connection.closeRequested && connection.outbox.isEmpty)
+                }
+                if let next {
+                    guard writeBuffer.writeText(next, to: wsi) else { return -1 }
+                }
+                if !more || lws_send_pipe_choked(wsi) != 0 { break }
             }
             if more { lws_callback_on_writable(wsi); return 0 }
             if closing {

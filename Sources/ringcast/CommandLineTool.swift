@@ -11,6 +11,7 @@ enum CommandLineTool {
 
     commands:
       serve     run the server (the default)
+      load      load-test a server with many watchers and measure delivery latency
       help      show this help; `ringcast COMMAND --help` shows a command's options
     """
 
@@ -22,6 +23,7 @@ enum CommandLineTool {
         let rest = Array(arguments.dropFirst())
         switch command {
         case "serve": return ServeCommand.run(rest)
+        case "load": return LoadCommand.run(rest)
         case "help": print(usage); return 0
         default:
             fail("unknown command '\(command)'; run `ringcast help` for the list")

@@ -1,0 +1,744 @@
+import Foundation
+import RingcastCore
+import Synchronization
+
+/// What one load run does: how many watchers, what is published how fast and how, and what to measure.
+public struct LoadTestOptions: Sendable {
+    public enum PublishMode: String, Sendable, CaseIterable {
+        /// One `POST /api/tasks/{id}` per update, on one kept-alive connection.
+        case http
+        /// `POST /api/events` with `batchSize` updates per request.
+        case batch
+        /// A WebSocket publisher: one frame per update, or an array of `batchSize` per frame.
+        case ws
+    }
+
+    /// The server, e.g. `http://127.0.0.1:8080`: watchers open `/ws` there, updates go to `/api/`.
+    public var url: ServerURL
+    public var clients = 100
+    /// Updates per second; 0 publishes as fast as the server takes them.
+    public var rate: Double = 10
+    /// How long to publish (seconds); with `messages` too, whichever ends first.
+    public var duration: Double?
+    /// How many updates to publish; 0 publishes nothing and just holds the watchers for `duration`.
+    public var messages: Int?
+    /// Each update's `detail` is padded to this many bytes (it always holds at least the marker).
+    public var payloadBytes = 0
+    /// The watchers' `?watch=` patterns.
+    public var watch = "*"
+    /// Updates go round-robin to task ids `rcload.t0` … `rcload.t(K-1)`.
+    public var tasks = 1
+    public var publish = PublishMode.http
+    /// Updates per request (`batch`) or per frame (`ws`); `http` always sends one.
+    public var batchSize = 1
+    /// A local server's pid: its CPU time and memory are read from /proc.
+    public var serverPID: Int32?
+    /// New watcher connections started per second; 0 = as fast as `maxHandshakes` allows.
+    public var rampPerSecond: Double = 0
+    /// At most this many watchers connecting (TCP + handshake) at once.
+    public var maxHandshakes = 256
+    /// A watcher not open after this many seconds counts as failed.
+    public var connectTimeout: Double = 10
+    /// After the last update, how long to wait at most for deliveries still on their way.
+    public var drainTimeout: Double = 60
+    /// Drain ends early after this long without a new delivery.
+    public var quietSeconds: Double = 2
+
+    public init(url: ServerURL) { self.url = url }
+
+    public static let taskPrefix = "rcload.t"
+
+    public func taskID(_ index: Int) -> String { LoadTestOptions.taskPrefix + String(index) }
+
+    /// Everything a user could get wrong, as one message saying what to type instead.
+    public func validate() throws(LoadError) {
+        guard !url.secure else { throw LoadError("https:// and wss:// are not supported by `ringcast load`; use http://HOST:PORT") }
+        guard url.path == "/" || url.path == "/ws" || url.path.hasPrefix("/?") || url.path.hasPrefix("/ws?") else {
+            throw LoadError("--url takes the server's address, like http://127.0.0.1:8080, not a path (\(url.path))")
+        }
+        guard clients >= 1, clients <= 1_000_000 else { throw LoadError("--clients must be from 1 to 1000000, not \(clients)") }
+        guard rate >= 0, rate.isFinite else { throw LoadError("--rate must be updates per second (0 for as fast as possible), not \(rate)") }
+        if let duration { guard duration > 0 || messages == 0, duration.isFinite else { throw LoadError("--duration must be a positive number of seconds") } }
+        if let messages { guard messages >= 0 else { throw LoadError("--messages must be 0 or more") } }
+        if messages == 0 && duration == nil { throw LoadError("--messages 0 publishes nothing: add --duration S to hold the watchers for S seconds") }
+        if let messages, messages > SendTimes.defaultCapacity { throw LoadError("--messages can be at most \(SendTimes.defaultCapacity)") }
+        if rate == 0 && messages == nil && duration == nil { throw LoadError("--rate 0 needs --messages M or --duration S") }
+        guard payloadBytes >= 0, payloadBytes <= 1_000_000 else { throw LoadError("--payload-bytes must be from 0 to 1000000") }
+        guard tasks >= 1, tasks <= 1_000_000 else { throw LoadError("--tasks must be from 1 to 1000000") }
+        guard batchSize >= 1, batchSize <= 10_000 else { throw LoadError("--batch-size must be from 1 to 10000") }
+        if publish == .http && batchSize != 1 { throw LoadError("--batch-size needs --publish batch or ws (http sends one update per request)") }
+        guard maxHandshakes >= 1 else { throw LoadError("--max-handshakes must be at least 1") }
+        guard rampPerSecond >= 0 else { throw LoadError("--ramp-per-second must be 0 (no limit) or more") }
+        guard connectTimeout > 0 else { throw LoadError("--connect-timeout must be a positive number of seconds") }
+        guard drainTimeout >= 0 else { throw LoadError("--drain-timeout must be 0 or more seconds") }
+        if case let .failure(error) = WatchSet.parse(watch) { throw LoadError("--watch: \(error.message)") }
+    }
+}
+
+public struct LoadError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// A moment of a run, for the live progress line.
+public struct LoadProgress: Sendable {
+    public enum Phase: String, Sendable { case connecting, publishing, draining, holding, done }
+    public var phase: Phase
+    public var clients: Int
+    public var connected: Int
+    public var failed: Int
+    public var published: Int
+    public var delivered: Int
+    /// Deliveries per second since the previous progress report.
+    public var deliveriesPerSecond: Double
+    public var elapsed: Double
+}
+
+/// Runs one load test: opens the watchers from one client context (ramped, with a cap on handshakes
+/// in flight and a timeout), publishes updates that carry a marker with their number, and measures
+/// at every watcher the time from send to delivery on the process's one monotonic clock.
+///
+/// Threads: the caller's thread ramps, reports progress and decides the phases; the publisher has
+/// its own thread; every watcher callback runs on the client context's service thread, which alone
+/// touches `WatcherStats`. Counters the others need are atomics or sit under `lock`.
+public final class LoadTester: @unchecked Sendable {
+    public let options: LoadTestOptions
+    public let run: String
+    private let runBytes: [UInt8]
+    let sendTimes: SendTimes
+    private let watchSet: WatchSet
+
+    // Under `lock`: the connection state of each watcher and the counts that follow from it.
+    private let lock = NSLock()
+    private enum WatcherState: UInt8 { case pending, open, failed, closed }
+    private var states: [WatcherState]
+    private var connected = 0, failed = 0, timedOut = 0, dropped = 0, inFlight = 0
+    private var connectErrors: [String: Int] = [:]
+    private var publishingStarted = false
+    private var finishing = false
+
+    // Service thread only.
+    private var stats: WatcherStats
+
+    // Any thread.
+    private let deliveredCount = Atomic<Int>(0)
+    private let publishedCount = Atomic<Int>(0)
+    private let lastDeliveryAt = Atomic<UInt64>(0)
+    private let stopRequested = Atomic<Bool>(false)
+    private let publisherError = Mutex<String?>(nil)
+
+    public init(options: LoadTestOptions) throws(LoadError) {
+        try options.validate()
+        self.options = options
+        run = LoadMarker.newRunID()
+        runBytes = Array(run.utf8)
+        let capacity = options.messages.map { max(1, $0 + options.batchSize) } ?? SendTimes.defaultCapacity
+        sendTimes = SendTimes(capacity: capacity)
+        if case let .success(parsed) = WatchSet.parse(options.watch) { watchSet = parsed } else { watchSet = WatchSet([Glob("*")]) }
+        states = Array(repeating: .pending, count: options.clients)
+        stats = WatcherStats(clients: options.clients, origin: MonotonicClock.nanoseconds())
+    }
+
+    /// Asks a running test to stop publishing and finish (Ctrl-C). Any thread.
+    public func stop() { stopRequested.store(true, ordering: .relaxed) }
+
+    private var stopping: Bool { stopRequested.load(ordering: .relaxed) }
+
+    /// Runs the whole test and returns its figures; throws what a user can fix (no server, nothing
+    /// connected, updates refused). `progress` is called about four times a second on this thread.
+    public func execute(progress: @escaping (LoadProgress) -> Void = { _ in }) throws(LoadError) -> LoadResult {
+        let began = MonotonicClock.nanoseconds()
+        try checkServer()
+        let before = try sampleServer()
+
+        let watchers: WebSocketClientContext
+        do {
+            watchers = try WebSocketClientContext(connectTimeoutSeconds: Int(options.connectTimeout.rounded(.up)))
+        } catch {
+            throw LoadError("\(error)")
+        }
+        var reporter = ProgressReporter(began: began, clients: options.clients, report: progress)
+        let connectStarted = MonotonicClock.nanoseconds()
+        let handles = ramp(watchers, reporter: &reporter)
+        let connectSeconds = seconds(MonotonicClock.nanoseconds() - connectStarted)
+        let openAtStart: Int = lock.withLock {
+            publishingStarted = true
+            return connected
+        }
+        guard openAtStart > 0 else {
+            watchers.shutdown()
+            let reasons = lock.withLock { connectErrors.sorted { $0.value > $1.value }.first?.key } ?? "no reason given"
+            throw LoadError("none of the \(options.clients) watchers could connect to \(wsURL.hostHeader): \(reasons)")
+        }
+
+        let afterConnect = try sampleServer()
+        let publishStart = MonotonicClock.nanoseconds()
+        var publisherThread: Thread?
+        let publisherDone = DispatchSemaphore(value: 0)
+        var publisherContext: WebSocketClientContext?
+        if options.messages != 0 {
+            let publisher: Publisher
+            do {
+                publisher = try makePublisher(&publisherContext)
+            } catch {
+                watchers.shutdown()
+                publisherContext?.shutdown()
+                throw error
+            }
+            let thread = Thread { [self] in
+                publisher.run(self, start: publishStart)
+                publisherDone.signal()
+            }
+            thread.name = "ringcast-load-publisher"
+            thread.start()
+            publisherThread = thread
+        }
+
+        // Publishing (or holding, with --messages 0) until the publisher ends or time is up.
+        let holdUntil = options.duration.map { publishStart + UInt64($0 * 1e9) }
+        if publisherThread != nil {
+            while publisherDone.wait(timeout: .now() + .milliseconds(20)) == .timedOut {
+                if stopping {
+                    publisherDone.wait()
+                    break
+                }
+                reporter.tick(.publishing, snapshot())
+            }
+        } else {
+            while !stopping, let holdUntil, MonotonicClock.nanoseconds() < holdUntil {
+                reporter.tick(.holding, snapshot())
+                usleep(20_000)
+            }
+        }
+        let publishEnd = MonotonicClock.nanoseconds()
+        if let message = publisherError.withLock({ $0 }) {
+            watchers.shutdown()
+            publisherContext?.shutdown()
+            throw LoadError(message)
+        }
+        let published = publishedCount.load(ordering: .acquiring)
+        let matchingPublished = countMatching(published)
+        let expected = matchingPublished * openAtStart
+
+        // Draining: until everything expected arrived, nothing arrived for a while, or time is up.
+        let drainLimit = publishEnd + UInt64(options.drainTimeout * 1e9)
+        let quiet = UInt64(options.quietSeconds * 1e9)
+        while !stopping, published > 0 {
+            let now = MonotonicClock.nanoseconds()
+            let delivered = deliveredCount.load(ordering: .relaxed)
+            if delivered >= expected || now >= drainLimit { break }
+            let last = max(lastDeliveryAt.load(ordering: .relaxed), publishEnd)
+            if now > last + quiet { break }
+            reporter.tick(.draining, snapshot())
+            usleep(10_000)
+        }
+        let end = MonotonicClock.nanoseconds()
+        if let message = publisherError.withLock({ $0 }) {
+            // A WebSocket publisher hears of a refused update only after sending it.
+            watchers.shutdown()
+            publisherContext?.shutdown()
+            throw LoadError(message)
+        }
+        let after = (try? sampleServer()) ?? nil
+        reporter.tick(.done, snapshot(), force: true)
+
+        lock.withLock { finishing = true }
+        publisherContext?.shutdown()
+        watchers.shutdown()
+        withExtendedLifetime(handles) {}
+
+        // The service threads have stopped: their state may be read here.
+        let lastDelivery = lastDeliveryAt.load(ordering: .relaxed)
+        let lastMatching = lastMatchingNumber(published)
+        let finalSeen = lastMatching.map { number in (0..<options.clients).filter { stats.maxSeen[$0] >= number }.count } ?? 0
+        let openCounts: [Int] = lock.withLock { (0..<options.clients).filter { states[$0] != .failed && states[$0] != .pending }.map { stats.delivered[$0] } }
+        var result = LoadResult(options: options, run: run)
+        lock.withLock {
+            result.connected = connected
+            result.failed = failed
+            result.timedOut = timedOut
+            result.dropped = dropped
+            result.connectErrors = connectErrors
+        }
+        result.connectSeconds = connectSeconds
+        result.openAtStart = openAtStart
+        result.published = published
+        result.matchingPublished = matchingPublished
+        result.publishSeconds = seconds(publishEnd - publishStart)
+        result.expected = expected
+        result.delivered = stats.totalDelivered
+        result.deliverySeconds = lastDelivery > publishStart ? seconds(lastDelivery - publishStart) : 0
+        result.runSeconds = seconds(end - began)
+        result.histogram = stats.histogram
+        result.timeline = stats.timeline
+        result.timelineOffset = seconds(publishStart - stats.timeline.origin)
+        result.frames = stats.frames
+        result.dataFrames = stats.dataFrames
+        result.resyncs = stats.resyncs
+        result.foreignMarkers = stats.foreign
+        result.errorFrames = stats.errorFrames
+        result.firstErrorFrame = stats.firstErrorFrame
+        result.finalValueSeenBy = finalSeen
+        result.perWatcherMin = openCounts.min() ?? 0
+        result.perWatcherMax = openCounts.max() ?? 0
+        result.interrupted = stopping
+        if let pid = options.serverPID, let before, let afterConnect, let after {
+            result.server = ServerFigures(pid: pid, cpuSource: after.cpuSource,
+                                          cpuSeconds: Double(after.cpuNanoseconds &- afterConnect.cpuNanoseconds) / 1e9,
+                                          connectCPUSeconds: Double(afterConnect.cpuNanoseconds &- before.cpuNanoseconds) / 1e9,
+                                          residentKiB: after.residentKiB, residentBeforeKiB: before.residentKiB)
+        }
+        return result
+    }
+
+    private var wsURL: ServerURL {
+        var url = options.url
+        url.path = "/ws"
+        return url
+    }
+
+    private func seconds(_ nanoseconds: UInt64) -> Double { Double(nanoseconds) / 1e9 }
+
+    // MARK: Before the run
+
+    /// One request to /healthz: an unreachable server is a one-line error, not N failed watchers.
+    private func checkServer() throws(LoadError) {
+        let client = HTTPClient(host: options.url.host, port: options.url.port, timeoutSeconds: options.connectTimeout)
+        let response: HTTPResponse
+        do {
+            response = try client.request("GET", "/healthz")
+        } catch {
+            throw LoadError("\(error)")
+        }
+        guard response.status == 200 else {
+            throw LoadError("\(options.url.hostHeader)/healthz answered \(response.status): is this a Ringcast server?")
+        }
+    }
+
+    private func sampleServer() throws(LoadError) -> ProcessSample? {
+        guard let pid = options.serverPID else { return nil }
+        guard let sample = ProcessSample.read(pid: pid) else {
+            throw LoadError("--server-pid \(pid): no such process on this machine (its /proc/\(pid) cannot be read)")
+        }
+        return sample
+    }
+
+    // MARK: Watchers
+
+    /// Starts every watcher, at most `maxHandshakes` connecting at once and `rampPerSecond` a
+    /// second, and returns when each is open or has failed (or timed out).
+    private func ramp(_ context: WebSocketClientContext, reporter: inout ProgressReporter) -> [WatcherHandle] {
+        var url = wsURL
+        url.path = "/ws?watch=" + options.watch
+        var handles: [WatcherHandle] = []
+        handles.reserveCapacity(options.clients)
+        var issuedAt: [UInt64] = []
+        issuedAt.reserveCapacity(options.clients)
+        let start = MonotonicClock.nanoseconds()
+        let timeout = UInt64(options.connectTimeout * 1e9)
+        var oldestPending = 0
+        var lastTimeoutCheck: UInt64 = 0
+        while !stopping {
+            let now = MonotonicClock.nanoseconds()
+            let (pendingNow, resolved) = lock.withLock { (inFlight, connected + failed) }
+            if resolved >= options.clients { break }
+            var allowed = min(options.clients - handles.count, options.maxHandshakes - pendingNow)
+            if options.rampPerSecond > 0 {
+                let budget = Int(Double(now - start) / 1e9 * options.rampPerSecond) + 1
+                allowed = min(allowed, budget - handles.count)
+            }
+            if allowed > 0 {
+                lock.withLock { inFlight += allowed }
+                for _ in 0..<allowed {
+                    let handle = WatcherHandle(index: handles.count, tester: self)
+                    handles.append(handle)
+                    issuedAt.append(now)
+                    handle.connection = context.connect(url, delegate: handle)
+                }
+            }
+            if now - lastTimeoutCheck > 100_000_000 {
+                lastTimeoutCheck = now
+                let expired: [Int] = lock.withLock {
+                    while oldestPending < handles.count, states[oldestPending] != .pending { oldestPending += 1 }
+                    var expired: [Int] = []
+                    for index in oldestPending..<handles.count where states[index] == .pending && now - issuedAt[index] > timeout + 1_000_000_000 {
+                        states[index] = .failed
+                        failed += 1
+                        timedOut += 1
+                        inFlight -= 1
+                        connectErrors["no answer within \(options.connectTimeout) s", default: 0] += 1
+                        expired.append(index)
+                    }
+                    return expired
+                }
+                for index in expired { handles[index].connection?.close() }
+            }
+            reporter.tick(.connecting, snapshot())
+            usleep(allowed > 0 ? 1000 : 2000)
+        }
+        return handles
+    }
+
+    fileprivate func watcherOpened(_ handle: WatcherHandle) {
+        let keep: Bool = lock.withLock {
+            guard states[handle.index] == .pending, !publishingStarted else { return false }
+            states[handle.index] = .open
+            connected += 1
+            inFlight -= 1
+            return true
+        }
+        if !keep { handle.connection?.close() }
+    }
+
+    fileprivate func watcherClosed(_ handle: WatcherHandle, error: String?) {
+        lock.withLock {
+            switch states[handle.index] {
+            case .pending:
+                states[handle.index] = .failed
+                failed += 1
+                inFlight -= 1
+                connectErrors[error ?? "closed by the server before it opened", default: 0] += 1
+            case .open:
+                states[handle.index] = .closed
+                if !finishing { dropped += 1 }
+            case .failed, .closed:
+                break
+            }
+        }
+    }
+
+    /// One frame at one watcher, on the service thread: counted without parsing the JSON.
+    fileprivate func watcherReceived(_ handle: WatcherHandle, _ frame: UnsafeRawBufferPointer) {
+        let now = MonotonicClock.nanoseconds()
+        let delivered = runBytes.withUnsafeBytes { run in
+            stats.receive(frame, watcher: handle.index, at: now, sendTimes: sendTimes, run: run, snapshotsBefore: &handle.snapshots)
+        }
+        guard delivered > 0 else { return }
+        deliveredCount.add(delivered, ordering: .relaxed)
+        lastDeliveryAt.store(now, ordering: .relaxed)
+    }
+
+    private func snapshot() -> (connected: Int, failed: Int, published: Int, delivered: Int) {
+        let (open, failed) = lock.withLock { (connected, self.failed) }
+        return (open, failed, publishedCount.load(ordering: .relaxed), deliveredCount.load(ordering: .relaxed))
+    }
+
+    // MARK: Publishing
+
+    /// Which task an update number goes to, and whether the watchers' patterns match it.
+    private lazy var taskMatches: [Bool] = (0..<options.tasks).map { watchSet.matches(options.taskID($0)) }
+
+    private func countMatching(_ published: Int) -> Int {
+        let matches = taskMatches
+        let perCycle = matches.filter { $0 }.count
+        let cycles = published / options.tasks
+        return cycles * perCycle + (0..<(published % options.tasks)).filter { matches[$0] }.count
+    }
+
+    private func lastMatchingNumber(_ published: Int) -> Int? {
+        let matches = taskMatches
+        var number = published - 1
+        var checked = 0
+        while number >= 0, checked < options.tasks {
+            if matches[number % options.tasks] { return number }
+            number -= 1
+            checked += 1
+        }
+        return nil
+    }
+
+    private func makePublisher(_ context: inout WebSocketClientContext?) throws(LoadError) -> Publisher {
+        switch options.publish {
+        case .http, .batch:
+            return Publisher(http: HTTPClient(host: options.url.host, port: options.url.port, timeoutSeconds: 30))
+        case .ws:
+            let created: WebSocketClientContext
+            do { created = try WebSocketClientContext(connectTimeoutSeconds: Int(options.connectTimeout.rounded(.up))) } catch { throw LoadError("\(error)") }
+            context = created
+            let listener = PublisherSocket(tester: self)
+            var url = wsURL
+            // The publisher watches nothing the run publishes: it only sends.
+            url.path = "/ws?watch=rcload.publisher"
+            let connection = created.connect(url, delegate: listener)
+            guard listener.opened.wait(timeout: .now() + options.connectTimeout) == .success, listener.isOpenNow else {
+                throw LoadError("the WebSocket publisher could not connect to \(wsURL.hostHeader): \(listener.closeError ?? "no answer within \(options.connectTimeout) s")")
+            }
+            return Publisher(socket: connection, listener: listener)
+        }
+    }
+
+    fileprivate func publisherFailed(_ message: String) {
+        publisherError.withLock { if $0 == nil { $0 = message } }
+        stop()
+    }
+
+    fileprivate func published(upTo count: Int) { publishedCount.store(count, ordering: .releasing) }
+
+    fileprivate var shouldStopPublishing: Bool { stopping }
+}
+
+/// One watcher's delegate: knows its index. Callbacks arrive on the service thread.
+final class WatcherHandle: WebSocketDelegate {
+    let index: Int
+    unowned let tester: LoadTester
+    var connection: WebSocketConnection?
+    /// Service thread only.
+    var snapshots = 0
+
+    init(index: Int, tester: LoadTester) {
+        self.index = index
+        self.tester = tester
+    }
+
+    func webSocketDidOpen(_ connection: WebSocketConnection) { tester.watcherOpened(self) }
+
+    func webSocket(_ connection: WebSocketConnection, didReceiveBytes message: UnsafeRawBufferPointer) {
+        tester.watcherReceived(self, message)
+    }
+
+    func webSocket(_ connection: WebSocketConnection, didReceive message: [UInt8]) {
+        message.withUnsafeBytes { tester.watcherReceived(self, $0) }
+    }
+
+    func webSocketDidClose(_ connection: WebSocketConnection, error: String?) { tester.watcherClosed(self, error: error) }
+}
+
+/// What the watchers saw. Service thread only while the run lasts; read by the caller after the
+/// client context has shut down.
+struct WatcherStats {
+    var histogram = LatencyHistogram()
+    var timeline: LatencyTimeline
+    var maxSeen: [Int]
+    var delivered: [Int]
+    var totalDelivered = 0
+    var frames = 0
+    var dataFrames = 0
+    var resyncs = 0
+    var foreign = 0
+    var errorFrames = 0
+    var firstErrorFrame: String?
+
+    init(clients: Int, origin: UInt64) {
+        timeline = LatencyTimeline(origin: origin)
+        maxSeen = Array(repeating: -1, count: clients)
+        delivered = Array(repeating: 0, count: clients)
+    }
+
+    /// Counts one frame received by `watcher` at `now` and returns how many updates of this run it
+    /// delivered. Updates are found by their marker (an array frame holds several); each one's
+    /// latency is `now` minus its send time. `snapshots` is how many snapshots this watcher had
+    /// before: the first is the state on connect, later ones are resyncs (conflation), whose values
+    /// count as seen but not as deliveries.
+    mutating func receive(_ frame: UnsafeRawBufferPointer, watcher: Int, at now: UInt64, sendTimes: SendTimes,
+                          run: UnsafeRawBufferPointer, snapshotsBefore snapshots: inout Int) -> Int {
+        frames += 1
+        switch LoadMarker.kind(of: frame) {
+        case .events:
+            var count = 0
+            var highest = maxSeen[watcher]
+            var unknown = 0
+            let skipped = LoadMarker.scan(frame, run: run) { number in
+                guard let sentAt = sendTimes.get(number) else { unknown += 1; return }
+                let latency = MonotonicClock.latencyMicroseconds(sentAt: sentAt, receivedAt: now)
+                histogram.record(latency)
+                timeline.record(latency, receivedAt: now)
+                if number > highest { highest = number }
+                count += 1
+            }
+            foreign += skipped + unknown
+            guard count > 0 else { return 0 }
+            maxSeen[watcher] = highest
+            dataFrames += 1
+            delivered[watcher] += count
+            totalDelivered += count
+            return count
+        case .snapshot:
+            snapshots += 1
+            guard snapshots > 1 else { return 0 }
+            resyncs += 1
+            var highest = maxSeen[watcher]
+            _ = LoadMarker.scan(frame, run: run) { number in
+                if sendTimes.get(number) != nil { highest = max(highest, number) }
+            }
+            maxSeen[watcher] = highest
+            return 0
+        case .error:
+            errorFrames += 1
+            if firstErrorFrame == nil { firstErrorFrame = String(decoding: frame.prefix(300), as: UTF8.self) }
+            return 0
+        case .hello, .heartbeat:
+            return 0
+        }
+    }
+}
+
+/// The WebSocket publisher's delegate: tells when it is open and turns an `error` event from the
+/// server (an update it refused) into the run's error.
+final class PublisherSocket: WebSocketDelegate, @unchecked Sendable {
+    let opened = DispatchSemaphore(value: 0)
+    unowned let tester: LoadTester
+    private(set) var closeError: String?
+    private let lock = NSLock()
+    private var isOpen = false
+    private var closing = false
+
+    /// Closes the publisher at the end of the run (not an error).
+    func finish(_ connection: WebSocketConnection) {
+        lock.withLock { closing = true }
+        connection.close()
+    }
+
+    init(tester: LoadTester) { self.tester = tester }
+
+    var isOpenNow: Bool { lock.withLock { isOpen } }
+
+    func webSocketDidOpen(_ connection: WebSocketConnection) {
+        lock.withLock { isOpen = true }
+        opened.signal()
+    }
+
+    func webSocket(_ connection: WebSocketConnection, didReceive message: [UInt8]) {
+        message.withUnsafeBytes { webSocket(connection, didReceiveBytes: $0) }
+    }
+
+    func webSocket(_ connection: WebSocketConnection, didReceiveBytes message: UnsafeRawBufferPointer) {
+        if LoadMarker.kind(of: message) == .error {
+            tester.publisherFailed("the server refused an update sent over WebSocket: \(String(decoding: message.prefix(300), as: UTF8.self))")
+        }
+    }
+
+    func webSocketDidClose(_ connection: WebSocketConnection, error: String?) {
+        let wasOpen = lock.withLock { () -> Bool in
+            closeError = error ?? "closed"
+            defer { isOpen = false }
+            return isOpen && !closing
+        }
+        if wasOpen { tester.publisherFailed("the server closed the WebSocket publisher: \(error ?? "closed")") } else { opened.signal() }
+    }
+}
+
+/// Sends the updates, paced to the rate, on its own thread; records each one's send time just
+/// before it leaves.
+final class Publisher {
+    private let http: HTTPClient?
+    private let socket: WebSocketConnection?
+    private let listener: PublisherSocket?
+
+    init(http: HTTPClient) {
+        self.http = http
+        socket = nil
+        listener = nil
+    }
+
+    init(socket: WebSocketConnection, listener: PublisherSocket) {
+        http = nil
+        self.socket = socket
+        self.listener = listener
+    }
+
+    func run(_ tester: LoadTester, start: UInt64) {
+        let options = tester.options
+        let perRequest = options.publish == .http ? 1 : options.batchSize
+        let limit = options.messages ?? Int.max
+        let end = options.duration.map { start + UInt64($0 * 1e9) } ?? UInt64.max
+        let ids = (0..<options.tasks).map { options.taskID($0) }
+        let paths = options.publish == .http ? ids.map { "/api/tasks/" + $0 } : []
+        var number = 0
+        defer { if let socket { listener?.finish(socket) } }
+        while number < limit, !tester.shouldStopPublishing {
+            // Publishing ends at the deadline even when the server could not keep up with the rate.
+            if MonotonicClock.nanoseconds() >= end { break }
+            if options.rate > 0 {
+                let due = start + UInt64(Double(number) / options.rate * 1e9)
+                if due >= end { break }
+                sleep(until: due)
+            }
+            let count = min(perRequest, limit - number)
+            let body = encode(number..<(number + count), options: options, ids: ids, run: tester.run)
+            let sentAt = MonotonicClock.nanoseconds()
+            for message in number..<(number + count) { tester.sendTimes.set(message, sentAt) }
+            do {
+                try send(body, path: options.publish == .http ? paths[number % options.tasks] : "/api/events")
+            } catch {
+                tester.publisherFailed("\(error)")
+                return
+            }
+            number += count
+            tester.published(upTo: number)
+        }
+    }
+
+    private func send(_ body: [UInt8], path: String) throws {
+        if let http {
+            let response = try http.request("POST", path, body: body)
+            guard response.status == 200 else {
+                throw LoadError("the server refused an update: POST \(path) answered \(response.status) \(response.text.prefix(300))")
+            }
+        } else if let socket {
+            // Back-pressure: as fast as possible means as fast as the socket drains, not an
+            // ever-growing queue in this process.
+            var waited = 0
+            while socket.queuedMessages > 64 {
+                usleep(100)
+                waited += 1
+                if waited > 300_000 { throw LoadError("the WebSocket publisher could not send for 30 s") }
+            }
+            socket.send(body)
+        }
+    }
+
+    /// The body of one request or frame carrying updates `numbers`.
+    private func encode(_ numbers: Range<Int>, options: LoadTestOptions, ids: [String], run: String) -> [UInt8] {
+        var writer = JSONWriter(capacity: numbers.count * (options.payloadBytes + 64) + 2)
+        if options.publish == .http {
+            let number = numbers.lowerBound
+            writer.beginObject()
+            writer.key("detail"); writer.string(LoadMarker.detail(run: run, number: number, length: options.payloadBytes))
+            writer.endObject()
+            return writer.bytes
+        }
+        let asArray = options.publish == .batch || numbers.count > 1
+        if asArray { writer.beginArray() }
+        for number in numbers {
+            writer.beginObject()
+            writer.key("type"); writer.string("update")
+            writer.key("id"); writer.string(ids[number % options.tasks])
+            writer.key("detail"); writer.string(LoadMarker.detail(run: run, number: number, length: options.payloadBytes))
+            writer.endObject()
+        }
+        if asArray { writer.endArray() }
+        return writer.bytes
+    }
+
+    private func sleep(until due: UInt64) {
+        var spec = timespec(tv_sec: Int(due / 1_000_000_000), tv_nsec: Int(due % 1_000_000_000))
+        while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &spec, nil) == EINTR {}
+    }
+}
+
+/// Calls the progress closure about four times a second with the delivery rate since the last call.
+struct ProgressReporter {
+    let began: UInt64
+    let clients: Int
+    let report: (LoadProgress) -> Void
+    private var lastAt: UInt64 = 0
+    private var lastDelivered = 0
+
+    init(began: UInt64, clients: Int, report: @escaping (LoadProgress) -> Void) {
+        self.began = began
+        self.clients = clients
+        self.report = report
+    }
+
+    mutating func tick(_ phase: LoadProgress.Phase, _ counts: (connected: Int, failed: Int, published: Int, delivered: Int), force: Bool = false) {
+        let now = MonotonicClock.nanoseconds()
+        guard force || now - lastAt >= 250_000_000 else { return }
+        let interval = lastAt == 0 ? Double(now - began) / 1e9 : Double(now - lastAt) / 1e9
+        let rate = interval > 0 ? Double(counts.delivered - lastDelivered) / interval : 0
+        lastAt = now
+        lastDelivered = counts.delivered
+        report(LoadProgress(phase: phase, clients: clients, connected: counts.connected, failed: counts.failed,
+                            published: counts.published, delivered: counts.delivered, deliveriesPerSecond: rate,
+                            elapsed: Double(now - began) / 1e9))
+    }
+}

@@ -1,0 +1,409 @@
+import Foundation
+import RingcastCore
+
+/// A local server's CPU time and memory over a run, read from /proc.
+public struct ServerFigures: Sendable {
+    public var pid: Int32
+    /// `schedstat` (nanoseconds, every thread) or `stat` (utime + stime in clock ticks).
+    public var cpuSource: String
+    /// CPU time from the start of publishing to the end of the drain (connecting excluded).
+    public var cpuSeconds: Double
+    /// CPU time spent while the watchers connected.
+    public var connectCPUSeconds: Double
+    /// VmRSS at the end, with every watcher still connected.
+    public var residentKiB: Int
+    /// VmRSS before the first watcher connected.
+    public var residentBeforeKiB: Int
+}
+
+/// The figures of one load run: what the table, `--json` and `--report` show.
+public struct LoadResult: Sendable {
+    public let options: LoadTestOptions
+    public let run: String
+    public var connected = 0
+    public var failed = 0
+    public var timedOut = 0
+    /// Watchers that were open and closed before the end.
+    public var dropped = 0
+    public var connectErrors: [String: Int] = [:]
+    public var connectSeconds = 0.0
+    /// Watchers open when publishing began: every matching update should reach each of them.
+    public var openAtStart = 0
+    public var published = 0
+    /// Published updates whose task the watchers' patterns match.
+    public var matchingPublished = 0
+    public var publishSeconds = 0.0
+    public var expected = 0
+    public var delivered = 0
+    /// From the start of publishing to the last delivery.
+    public var deliverySeconds = 0.0
+    public var runSeconds = 0.0
+    public var histogram = LatencyHistogram()
+    public var timeline = LatencyTimeline(origin: 0)
+    /// Where publishing began on the timeline's clock, in seconds.
+    public var timelineOffset = 0.0
+    /// Every frame the watchers received, hello and snapshot included.
+    public var frames = 0
+    /// Frames that carried at least one update of this run.
+    public var dataFrames = 0
+    /// Snapshots after the first: a watcher that fell behind was sent the latest state instead.
+    public var resyncs = 0
+    /// Markers of other runs, or with numbers this run never sent.
+    public var foreignMarkers = 0
+    public var errorFrames = 0
+    public var firstErrorFrame: String?
+    /// Watchers that saw the last matching update (delivered, or in a resync snapshot).
+    public var finalValueSeenBy = 0
+    public var perWatcherMin = 0
+    public var perWatcherMax = 0
+    public var interrupted = false
+    public var server: ServerFigures?
+
+    public init(options: LoadTestOptions, run: String) {
+        self.options = options
+        self.run = run
+    }
+
+    public var loss: Int { max(0, expected - delivered) }
+    public var lossPercent: Double { expected > 0 ? Double(loss) / Double(expected) * 100 : 0 }
+    public var deliveriesPerSecond: Double? { deliverySeconds > 0 && delivered > 0 ? Double(delivered) / deliverySeconds : nil }
+    public var publishRate: Double? { publishSeconds > 0 && published > 0 ? Double(published) / publishSeconds : nil }
+    public var eventsPerFrame: Double? { dataFrames > 0 ? Double(delivered) / Double(dataFrames) : nil }
+
+    /// Latency percentiles in milliseconds (p50, p90, p99, p99.9), then max.
+    public var latencyMilliseconds: [(label: String, value: Double?)] {
+        Percentile.reported.map { p in ("p" + LoadResult.trim(p), histogram.percentile(p).map { Double($0) / 1000 }) }
+            + [("max", histogram.count > 0 ? Double(histogram.max) / 1000 : nil)]
+    }
+
+    /// Server CPU milliseconds per 1000 deliveries (which is also microseconds per delivery).
+    public var cpuMillisecondsPer1000: Double? {
+        guard let server, delivered > 0 else { return nil }
+        return server.cpuSeconds * 1e6 / Double(delivered)
+    }
+
+    /// Deliveries per second of server CPU time.
+    public var deliveriesPerCPUSecond: Double? {
+        guard let server, server.cpuSeconds > 0, delivered > 0 else { return nil }
+        return Double(delivered) / server.cpuSeconds
+    }
+
+    /// Server memory added per connected watcher, in KiB.
+    public var residentPerWatcherKiB: Double? {
+        guard let server, connected > 0 else { return nil }
+        return Double(server.residentKiB - server.residentBeforeKiB) / Double(connected)
+    }
+
+    static func trim(_ value: Double) -> String {
+        value == value.rounded() ? String(Int(value)) : String(value)
+    }
+
+    // MARK: The table
+
+    public var table: String {
+        let o = options
+        var lines: [(String, String)] = []
+        let errors = connectErrors.sorted { $0.value > $1.value }.prefix(3).map { "\($0.value)× \($0.key)" }.joined(separator: "; ")
+        lines.append(("watchers", "connected \(group(connected)) of \(group(o.clients)), failed \(group(failed))"
+            + (timedOut > 0 ? " (\(group(timedOut)) timed out)" : "") + ", dropped during the run \(group(dropped))"
+            + ", connecting took \(fixed(connectSeconds, 2)) s" + (errors.isEmpty ? "" : " — \(errors)")))
+        lines.append(("published", "\(group(published)) updates in \(fixed(publishSeconds, 2)) s"
+            + (publishRate.map { " = \(group(Int($0.rounded())))/s" } ?? "")
+            + " over \(o.publish.rawValue)" + (o.publish == .http ? "" : " (\(o.batchSize) per \(o.publish == .ws ? "frame" : "request"))")
+            + ", \(o.tasks) task\(o.tasks == 1 ? "" : "s")" + (matchingPublished != published ? ", \(group(matchingPublished)) matching --watch" : "")))
+        lines.append(("expected", "\(group(expected)) deliveries (\(group(matchingPublished)) × \(group(openAtStart)) watchers)"))
+        lines.append(("delivered", "\(group(delivered))" + (o.clients > 1 ? " (per watcher \(group(perWatcherMin))…\(group(perWatcherMax)))" : "")))
+        lines.append(("loss", "\(group(loss)) (\(fixed(lossPercent, 3)) %)" + (resyncs > 0 ? "; \(group(resyncs)) resync snapshots (conflated)" : "")))
+        lines.append(("deliveries/s", deliveriesPerSecond.map { group(Int($0.rounded())) } ?? "–"))
+        let latency = latencyMilliseconds.map { "\($0.label) \($0.value.map { milliseconds($0) } ?? "–")" }.joined(separator: "  ")
+        lines.append(("latency (ms)", latency))
+        lines.append(("frames", "\(group(dataFrames)) with updates, \(eventsPerFrame.map { fixed($0, 2) } ?? "–") updates per frame; \(group(frames)) frames in all"))
+        if published > 0 {
+            lines.append(("final value", "the last update seen by \(group(finalValueSeenBy)) of \(group(openAtStart)) watchers"))
+        }
+        if let server {
+            let perDelivery = cpuMillisecondsPer1000.map { "\(fixed($0, 3)) ms per 1000 deliveries" } ?? "no deliveries"
+            let perSecond = deliveriesPerCPUSecond.map { ", \(group(Int($0.rounded()))) deliveries per CPU-second" } ?? ""
+            lines.append(("server CPU", "\(fixed(server.cpuSeconds, 3)) s while publishing = \(perDelivery)\(perSecond) (pid \(server.pid), \(server.cpuSource)); \(fixed(server.connectCPUSeconds, 3)) s while connecting"))
+            lines.append(("server memory", "RSS \(mebibytes(server.residentKiB)) MiB (\(mebibytes(server.residentBeforeKiB)) MiB before the watchers)"
+                + (residentPerWatcherKiB.map { ", \(fixed($0, 2)) KiB per watcher" } ?? "")))
+        }
+        if foreignMarkers > 0 { lines.append(("note", "\(group(foreignMarkers)) updates of other runs were ignored")) }
+        if errorFrames > 0 { lines.append(("errors", "\(errorFrames) error events, first: \(firstErrorFrame ?? "")")) }
+        if interrupted { lines.append(("note", "interrupted: figures cover the run until then")) }
+        let width = lines.map(\.0.count).max() ?? 0
+        let header = "ringcast load \(o.url.hostHeader): \(group(o.clients)) watchers (watch \(o.watch)), "
+            + (o.messages == 0 ? "idle for \(o.duration.map { fixed($0, 1) } ?? "0") s" :
+                "\(o.rate > 0 ? "\(LoadResult.trim(o.rate)) updates/s" : "as fast as possible")"
+                + (o.messages.map { ", \(group($0)) updates" } ?? "") + (o.duration.map { ", \(LoadResult.trim($0)) s" } ?? ""))
+            + ", detail \(max(o.payloadBytes, LoadMarker.detail(run: run, number: 0, length: 0).count)) bytes"
+        return ([header] + lines.map { "  " + $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + $0.1 }).joined(separator: "\n")
+    }
+
+    // MARK: JSON
+
+    public var json: JSONValue {
+        let o = options
+        func number(_ value: Double?) -> JSONValue { value.map { .number(($0 * 1000).rounded() / 1000) } ?? .null }
+        func count(_ value: Int) -> JSONValue { .number(Double(value)) }
+        var members: [(String, JSONValue)] = [
+            ("url", .string("http://\(o.url.hostHeader)")),
+            ("run", .string(run)),
+            ("clients", count(o.clients)),
+            ("rate", .number(o.rate)),
+            ("duration", number(o.duration)),
+            ("messages", o.messages.map(count) ?? .null),
+            ("payloadBytes", count(o.payloadBytes)),
+            ("watch", .string(o.watch)),
+            ("tasks", count(o.tasks)),
+            ("publish", .string(o.publish.rawValue)),
+            ("batchSize", count(o.batchSize)),
+            ("connected", count(connected)),
+            ("failed", count(failed)),
+            ("timedOut", count(timedOut)),
+            ("dropped", count(dropped)),
+            ("connectSeconds", number(connectSeconds)),
+            ("published", count(published)),
+            ("publishSeconds", number(publishSeconds)),
+            ("publishRate", number(publishRate)),
+            ("expected", count(expected)),
+            ("delivered", count(delivered)),
+            ("loss", count(loss)),
+            ("lossPercent", number(lossPercent)),
+            ("deliveriesPerSecond", number(deliveriesPerSecond)),
+            ("latencyMs", .object(latencyMilliseconds.map { ($0.label, number($0.value)) }
+                + [("mean", number(histogram.mean.map { $0 / 1000 }))])),
+            ("frames", count(frames)),
+            ("dataFrames", count(dataFrames)),
+            ("eventsPerFrame", number(eventsPerFrame)),
+            ("resyncs", count(resyncs)),
+            ("finalValueSeenBy", count(finalValueSeenBy)),
+            ("perWatcherMin", count(perWatcherMin)),
+            ("perWatcherMax", count(perWatcherMax)),
+            ("foreignMarkers", count(foreignMarkers)),
+            ("errorFrames", count(errorFrames)),
+            ("interrupted", .bool(interrupted)),
+        ]
+        if !connectErrors.isEmpty {
+            members.append(("connectErrors", .object(connectErrors.sorted { $0.value > $1.value }.map { ($0.key, count($0.value)) })))
+        }
+        if let server {
+            members.append(("server", .object([
+                ("pid", count(Int(server.pid))),
+                ("cpuSource", .string(server.cpuSource)),
+                ("cpuSeconds", .number((server.cpuSeconds * 1e6).rounded() / 1e6)),
+                ("connectCpuSeconds", .number((server.connectCPUSeconds * 1e6).rounded() / 1e6)),
+                ("cpuMsPer1000Deliveries", number(cpuMillisecondsPer1000)),
+                ("deliveriesPerCpuSecond", number(deliveriesPerCPUSecond)),
+                ("rssKiB", count(server.residentKiB)),
+                ("rssBeforeKiB", count(server.residentBeforeKiB)),
+                ("rssPerWatcherKiB", number(residentPerWatcherKiB)),
+            ])))
+        }
+        return .object(members)
+    }
+
+    // MARK: The HTML report
+
+    /// A self-contained page: the table, an SVG latency histogram and latency over time.
+    public var html: String {
+        let title = "ringcast load — \(options.url.hostHeader), \(options.clients) watchers"
+        return """
+        <!doctype html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <title>\(escape(title))</title>
+        <style>
+        body { font: 14px/1.4 system-ui, sans-serif; margin: 2em auto; max-width: 980px; color: #1d2430; }
+        pre { background: #f4f6f8; padding: 1em; white-space: pre-wrap; font-size: 12px; }
+        svg { background: #fff; border: 1px solid #d8dde3; }
+        svg text { font: 11px system-ui, sans-serif; fill: #46505c; }
+        .bar { fill: #3b82c4; } .p50 { stroke: #2a9d4b; } .p99 { stroke: #d9822b; } .max { stroke: #c0392b; }
+        .axis { stroke: #8a949e; } .grid { stroke: #eceff2; }
+        .legend span { display: inline-block; margin-right: 1.5em; }
+        .legend i { display: inline-block; width: 1.5em; height: 3px; vertical-align: middle; margin-right: .4em; }
+        </style>
+        </head>
+        <body>
+        <h1>\(escape(title))</h1>
+        <pre>\(escape(table))</pre>
+        <h2>Latency histogram</h2>
+        <p>Deliveries by latency from publish to delivery (logarithmic bins); the lines mark p50 and p99.</p>
+        \(histogramSVG())
+        <h2>Latency over time</h2>
+        <p class="legend"><span><i style="background:#2a9d4b"></i>p50</span><span><i style="background:#d9822b"></i>p99</span><span><i style="background:#c0392b"></i>max</span> per 100 ms of delivery time (more when the run is long), from the start of publishing.</p>
+        \(timelineSVG())
+        <h2>Deliveries per second over time</h2>
+        \(throughputSVG())
+        </body>
+        </html>
+
+        """
+    }
+
+    private func histogramSVG() -> String {
+        let width = 940.0, height = 300.0, left = 60.0, bottom = 40.0, top = 10.0, right = 20.0
+        guard histogram.count > 0 else { return "<p>No deliveries.</p>" }
+        let low = max(1.0, Double(histogram.min)), high = max(low * 1.01, Double(histogram.max) + 1)
+        let binCount = 60
+        let ratio = pow(high / low, 1 / Double(binCount))
+        var bins = Array(repeating: 0.0, count: binCount)
+        for bucket in histogram.nonEmptyBuckets {
+            let middle = max(low, (Double(bucket.lower) + Double(bucket.upper)) / 2)
+            let bin = min(binCount - 1, max(0, Int(log(middle / low) / log(ratio))))
+            bins[bin] += Double(bucket.count)
+        }
+        let peak = bins.max() ?? 1
+        let plotWidth = width - left - right, plotHeight = height - top - bottom
+        let x = { (value: Double) in left + log(max(low, value) / low) / log(high / low) * plotWidth }
+        var svg = "<svg width=\"\(Int(width))\" height=\"\(Int(height))\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" role=\"img\" aria-label=\"latency histogram\">\n"
+        svg += line(left, top + plotHeight, left + plotWidth, top + plotHeight, "axis") + line(left, top, left, top + plotHeight, "axis")
+        for (index, value) in bins.enumerated() where value > 0 {
+            let x0 = left + Double(index) / Double(binCount) * plotWidth
+            let barHeight = value / peak * plotHeight
+            svg += "<rect class=\"bar\" x=\"\(f(x0 + 0.5))\" y=\"\(f(top + plotHeight - barHeight))\" width=\"\(f(plotWidth / Double(binCount) - 1))\" height=\"\(f(barHeight))\"><title>\(group(Int(value))) deliveries around \(milliseconds(low * pow(ratio, Double(index) + 0.5) / 1000)) ms</title></rect>\n"
+        }
+        for tick in logTicks(low, high) {
+            let position = x(tick)
+            svg += line(position, top + plotHeight, position, top + plotHeight + 5, "axis")
+            svg += "<text x=\"\(f(position))\" y=\"\(f(top + plotHeight + 18))\" text-anchor=\"middle\">\(milliseconds(tick / 1000))</text>\n"
+        }
+        svg += "<text x=\"\(f(left + plotWidth / 2))\" y=\"\(f(height - 4))\" text-anchor=\"middle\">latency (ms)</text>\n"
+        svg += "<text x=\"\(f(left - 8))\" y=\"\(f(top + 10))\" text-anchor=\"end\">\(group(Int(peak)))</text>\n"
+        svg += "<text x=\"\(f(left - 8))\" y=\"\(f(top + plotHeight))\" text-anchor=\"end\">0</text>\n"
+        for (p, name) in [(50.0, "p50"), (99.0, "p99")] {
+            if let value = histogram.percentile(p) {
+                let position = x(Double(value))
+                svg += "<line class=\"\(name)\" x1=\"\(f(position))\" y1=\"\(f(top))\" x2=\"\(f(position))\" y2=\"\(f(top + plotHeight))\" stroke-width=\"2\" stroke-dasharray=\"4 3\"/>\n"
+                svg += "<text x=\"\(f(position + 4))\" y=\"\(f(top + 12))\">\(name) \(milliseconds(Double(value) / 1000))</text>\n"
+            }
+        }
+        return svg + "</svg>"
+    }
+
+    /// The timeline's slots merged so a plot has at most `limit` points: (seconds, slot).
+    private func mergedSlots(limit: Int = 600) -> [(seconds: Double, slot: LatencyTimeline.Slot, width: Double)] {
+        let slots = timeline.slots
+        guard !slots.isEmpty else { return [] }
+        let factor = max(1, (slots.count + limit - 1) / limit)
+        let slotSeconds = Double(LatencyTimeline.slotNanoseconds) / 1e9
+        return stride(from: 0, to: slots.count, by: factor).map { start in
+            var merged = slots[start]
+            for index in (start + 1)..<min(slots.count, start + factor) { merged.merge(slots[index]) }
+            return (Double(start) * slotSeconds - timelineOffset, merged, Double(factor) * slotSeconds)
+        }
+    }
+
+    private func timelineSVG() -> String {
+        let points = mergedSlots().filter { $0.slot.count > 0 }
+        guard !points.isEmpty else { return "<p>No deliveries.</p>" }
+        let width = 940.0, height = 300.0, left = 60.0, bottom = 40.0, top = 10.0, right = 20.0
+        let plotWidth = width - left - right, plotHeight = height - top - bottom
+        let t0 = min(0, points.first!.seconds), t1 = max(points.last!.seconds + points.last!.width, t0 + 0.1)
+        let low = max(1.0, Double(points.compactMap { $0.slot.percentile(50) }.min() ?? 1) * 0.8)
+        let high = max(low * 2, Double(points.map { $0.slot.max }.max() ?? 1) * 1.2)
+        let x = { (t: Double) in left + (t - t0) / (t1 - t0) * plotWidth }
+        let y = { (v: Double) in top + plotHeight - log(max(low, v) / low) / log(high / low) * plotHeight }
+        var svg = "<svg width=\"\(Int(width))\" height=\"\(Int(height))\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" role=\"img\" aria-label=\"latency over time\">\n"
+        for tick in logTicks(low, high) {
+            svg += line(left, y(tick), left + plotWidth, y(tick), "grid")
+            svg += "<text x=\"\(f(left - 6))\" y=\"\(f(y(tick) + 4))\" text-anchor=\"end\">\(milliseconds(tick / 1000))</text>\n"
+        }
+        svg += line(left, top + plotHeight, left + plotWidth, top + plotHeight, "axis") + line(left, top, left, top + plotHeight, "axis")
+        for tick in linearTicks(t0, t1) {
+            svg += "<text x=\"\(f(x(tick)))\" y=\"\(f(top + plotHeight + 18))\" text-anchor=\"middle\">\(LoadResult.trim((tick * 100).rounded() / 100))</text>\n"
+        }
+        svg += "<text x=\"\(f(left + plotWidth / 2))\" y=\"\(f(height - 4))\" text-anchor=\"middle\">seconds since publishing began; latency (ms, log scale)</text>\n"
+        for (name, value) in [("max", { (s: LatencyTimeline.Slot) in Double(s.max) }),
+                              ("p99", { (s: LatencyTimeline.Slot) in Double(s.percentile(99) ?? 0) }),
+                              ("p50", { (s: LatencyTimeline.Slot) in Double(s.percentile(50) ?? 0) })] {
+            let path = points.map { "\(f(x($0.seconds + $0.width / 2))),\(f(y(value($0.slot))))" }.joined(separator: " ")
+            svg += "<polyline class=\"\(name)\" fill=\"none\" stroke-width=\"1.5\" points=\"\(path)\"/>\n"
+        }
+        return svg + "</svg>"
+    }
+
+    private func throughputSVG() -> String {
+        let points = mergedSlots()
+        guard !points.isEmpty, points.contains(where: { $0.slot.count > 0 }) else { return "<p>No deliveries.</p>" }
+        let width = 940.0, height = 200.0, left = 60.0, bottom = 40.0, top = 10.0, right = 20.0
+        let plotWidth = width - left - right, plotHeight = height - top - bottom
+        let t0 = min(0, points.first!.seconds), t1 = max(points.last!.seconds + points.last!.width, t0 + 0.1)
+        let rates = points.map { Double($0.slot.count) / $0.width }
+        let peak = max(1, rates.max() ?? 1)
+        let x = { (t: Double) in left + (t - t0) / (t1 - t0) * plotWidth }
+        let y = { (v: Double) in top + plotHeight - v / peak * plotHeight }
+        var svg = "<svg width=\"\(Int(width))\" height=\"\(Int(height))\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" role=\"img\" aria-label=\"deliveries per second over time\">\n"
+        svg += line(left, top + plotHeight, left + plotWidth, top + plotHeight, "axis") + line(left, top, left, top + plotHeight, "axis")
+        svg += "<text x=\"\(f(left - 6))\" y=\"\(f(top + 10))\" text-anchor=\"end\">\(group(Int(peak)))</text>\n"
+        svg += "<text x=\"\(f(left - 6))\" y=\"\(f(top + plotHeight))\" text-anchor=\"end\">0</text>\n"
+        for tick in linearTicks(t0, t1) {
+            svg += "<text x=\"\(f(x(tick)))\" y=\"\(f(top + plotHeight + 18))\" text-anchor=\"middle\">\(LoadResult.trim((tick * 100).rounded() / 100))</text>\n"
+        }
+        svg += "<text x=\"\(f(left + plotWidth / 2))\" y=\"\(f(height - 4))\" text-anchor=\"middle\">seconds since publishing began; deliveries per second</text>\n"
+        let path = zip(points, rates).map { "\(f(x($0.0.seconds + $0.0.width / 2))),\(f(y($0.1)))" }.joined(separator: " ")
+        svg += "<polyline class=\"p50\" fill=\"none\" stroke-width=\"1.5\" points=\"\(path)\"/>\n"
+        return svg + "</svg>"
+    }
+
+    private func line(_ x1: Double, _ y1: Double, _ x2: Double, _ y2: Double, _ cls: String) -> String {
+        "<line class=\"\(cls)\" x1=\"\(f(x1))\" y1=\"\(f(y1))\" x2=\"\(f(x2))\" y2=\"\(f(y2))\"/>\n"
+    }
+
+    /// 1-2-5 steps between `low` and `high` (microseconds).
+    private func logTicks(_ low: Double, _ high: Double) -> [Double] {
+        var ticks: [Double] = []
+        var decade = pow(10, floor(log10(low)))
+        while decade <= high {
+            for step in [1.0, 2.0, 5.0] where decade * step >= low && decade * step <= high { ticks.append(decade * step) }
+            decade *= 10
+        }
+        return ticks
+    }
+
+    private func linearTicks(_ low: Double, _ high: Double) -> [Double] {
+        let span = high - low
+        let raw = span / 8
+        let magnitude = pow(10, floor(log10(raw)))
+        let step = [1.0, 2.0, 5.0, 10.0].map { $0 * magnitude }.first { $0 >= raw } ?? raw
+        return stride(from: (low / step).rounded(.up) * step, through: high, by: step).map { $0 }
+    }
+}
+
+extension LatencyTimeline.Slot {
+    mutating func merge(_ other: LatencyTimeline.Slot) {
+        count += other.count
+        max = Swift.max(max, other.max)
+        for index in buckets.indices { buckets[index] += other.buckets[index] }
+    }
+}
+
+private func escape(_ text: String) -> String {
+    text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
+}
+
+private func f(_ value: Double) -> String { String(format: "%.1f", value) }
+
+/// 1 234 567: thousands separated by thin spaces, readable in a terminal and in a page.
+func group(_ value: Int) -> String {
+    let digits = String(value.magnitude)
+    var out = ""
+    for (index, character) in digits.enumerated() {
+        if index > 0 && (digits.count - index) % 3 == 0 { out.append(" ") }
+        out.append(character)
+    }
+    return (value < 0 ? "-" : "") + out
+}
+
+func fixed(_ value: Double, _ places: Int) -> String { String(format: "%.\(places)f", value) }
+
+func mebibytes(_ kibibytes: Int) -> String { fixed(Double(kibibytes) / 1024, 1) }
+
+/// Milliseconds with three significant digits at least, microsecond resolution at most.
+func milliseconds(_ value: Double) -> String {
+    if value >= 100 { return fixed(value, 0) }
+    if value >= 10 { return fixed(value, 1) }
+    if value >= 1 { return fixed(value, 2) }
+    return fixed(value, 3)
+}

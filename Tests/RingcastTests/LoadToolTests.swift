@@ -1,0 +1,184 @@
+import Foundation
+import RingcastClient
+import RingcastCore
+import XCTest
+
+/// Short real runs of the load tester against an in-process server (real lws on loopback).
+final class LoadToolTests: XCTestCase {
+    /// A public directory of its own, so these runs need nothing from the web client.
+    private static let publicDirectory: String = {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ringcast-load-tests-public").path
+        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: directory + "/index.html", contents: Data("<!doctype html><title>load</title>".utf8))
+        return directory
+    }()
+
+    private func server() throws -> TestServer {
+        try TestServer { $0.publicDir = LoadToolTests.publicDirectory }
+    }
+
+    private func options(_ server: TestServer, _ change: (inout LoadTestOptions) -> Void = { _ in }) -> LoadTestOptions {
+        var options = LoadTestOptions(url: ServerURL("http://127.0.0.1:\(server.port)")!)
+        options.connectTimeout = 5
+        options.drainTimeout = 10
+        change(&options)
+        return options
+    }
+
+    private func run(_ options: LoadTestOptions) throws -> LoadResult {
+        let tester = try LoadTester(options: options)
+        var phases: [LoadProgress.Phase] = []
+        let result = try tester.execute { phases.append($0.phase) }
+        XCTAssertEqual(phases.last, .done)
+        XCTAssertTrue(phases.contains(.connecting))
+        return result
+    }
+
+    func testFiftyWatchersAHundredUpdatesOverHTTPAllDeliveredNoLoss() throws {
+        let server = try self.server()
+        let result = try run(options(server) {
+            $0.clients = 50
+            $0.messages = 100
+            $0.rate = 0
+            $0.tasks = 3
+            $0.payloadBytes = 64
+            $0.serverPID = getpid()        // the server runs in this process: /proc reading works end to end
+        })
+        XCTAssertEqual(result.connected, 50)
+        XCTAssertEqual(result.failed, 0)
+        XCTAssertEqual(result.dropped, 0)
+        XCTAssertEqual(result.published, 100)
+        XCTAssertEqual(result.expected, 5_000)
+        XCTAssertEqual(result.delivered, 5_000)
+        XCTAssertEqual(result.loss, 0)
+        XCTAssertEqual(result.perWatcherMin, 100)
+        XCTAssertEqual(result.perWatcherMax, 100)
+        XCTAssertEqual(result.finalValueSeenBy, 50)
+        XCTAssertEqual(result.foreignMarkers, 0)
+        XCTAssertEqual(result.errorFrames, 0)
+        XCTAssertEqual(result.histogram.count, 5_000, "one latency per delivery")
+        XCTAssertGreaterThan(result.histogram.min, 0)
+        XCTAssertLessThan(result.histogram.max, 10_000_000, "under 10 s")
+        XCTAssertGreaterThanOrEqual(result.dataFrames, 1)
+        XCTAssertLessThanOrEqual(result.dataFrames, 5_000)
+        XCTAssertGreaterThanOrEqual(result.frames, result.dataFrames + 100, "plus hello and snapshot per watcher")
+        XCTAssertNotNil(result.deliveriesPerSecond)
+        let server0 = try XCTUnwrap(result.server)
+        XCTAssertGreaterThan(server0.cpuSeconds, 0)
+        XCTAssertGreaterThan(server0.residentKiB, 0)
+
+        // The table, the JSON and the page all say the same.
+        XCTAssertTrue(result.table.contains("connected 50 of 50, failed 0"), result.table)
+        XCTAssertTrue(result.table.contains("loss           0 (0.000 %)"), result.table)
+        let json = try JSONParser.parse(JSONWriter.encode(result.json))
+        XCTAssertEqual(json["connected"], .number(50))
+        XCTAssertEqual(json["failed"], .number(0))
+        XCTAssertEqual(json["expected"], .number(5_000))
+        XCTAssertEqual(json["delivered"], .number(5_000))
+        XCTAssertEqual(json["loss"], .number(0))
+        guard case .number? = json["latencyMs"]?["p99.9"], case .number? = json["server"]?["cpuMsPer1000Deliveries"] else {
+            return XCTFail("no latency or server figures in \(json)")
+        }
+        let page = result.html
+        XCTAssertTrue(page.hasPrefix("<!doctype html>"))
+        XCTAssertEqual(page.components(separatedBy: "<svg").count - 1, 3)
+        XCTAssertTrue(page.contains("class=\"bar\""))
+        XCTAssertTrue(page.contains("<polyline class=\"p99\""))
+        XCTAssertFalse(page.contains("<script"), "self-contained and static")
+    }
+
+    func testBatchAndWebSocketPublishersAndBatchedFramesCountEventsNotFrames() throws {
+        let server = try self.server()
+        for mode in [LoadTestOptions.PublishMode.batch, .ws] {
+            let result = try run(options(server) {
+                $0.clients = 20
+                $0.messages = 200
+                $0.rate = 0
+                $0.publish = mode
+                $0.batchSize = 10
+                $0.tasks = 4
+            })
+            XCTAssertEqual(result.connected, 20, "\(mode)")
+            XCTAssertEqual(result.published, 200, "\(mode)")
+            XCTAssertEqual(result.expected, 4_000, "\(mode)")
+            XCTAssertEqual(result.delivered, 4_000, "\(mode)")
+            XCTAssertEqual(result.loss, 0, "\(mode)")
+            XCTAssertEqual(result.finalValueSeenBy, 20, "\(mode)")
+            // Ten updates per request reach the watchers as arrays: fewer frames than deliveries.
+            XCTAssertLessThan(result.dataFrames, result.delivered, "\(mode)")
+            XCTAssertEqual(result.eventsPerFrame!, Double(result.delivered) / Double(result.dataFrames), accuracy: 1e-9)
+        }
+    }
+
+    func testOnlyWatchersWhosePatternMatchesAreExpectedToReceive() throws {
+        let server = try self.server()
+        // Tasks rcload.t0 … t3; the watchers watch only t1: a quarter of the updates.
+        let result = try run(options(server) {
+            $0.clients = 10
+            $0.messages = 40
+            $0.rate = 0
+            $0.tasks = 4
+            $0.watch = "rcload.t1"
+        })
+        XCTAssertEqual(result.matchingPublished, 10)
+        XCTAssertEqual(result.expected, 100)
+        XCTAssertEqual(result.delivered, 100)
+        XCTAssertEqual(result.loss, 0)
+        XCTAssertEqual(result.finalValueSeenBy, 10, "the last t1 update (number 37)")
+    }
+
+    func testPacedRunHoldsItsRateAndAnIdleRunPublishesNothing() throws {
+        let server = try self.server()
+        let paced = try run(options(server) {
+            $0.clients = 5
+            $0.rate = 50
+            $0.duration = 1
+        })
+        XCTAssertEqual(paced.published, 50, accuracy: 2)
+        XCTAssertEqual(paced.publishSeconds, 1, accuracy: 0.2)
+        XCTAssertEqual(paced.loss, 0)
+
+        let idle = try run(options(server) {
+            $0.clients = 5
+            $0.messages = 0
+            $0.duration = 0.5
+            $0.serverPID = getpid()
+        })
+        XCTAssertEqual(idle.connected, 5)
+        XCTAssertEqual(idle.published, 0)
+        XCTAssertEqual(idle.expected, 0)
+        XCTAssertEqual(idle.delivered, 0)
+        XCTAssertGreaterThanOrEqual(idle.runSeconds, 0.5)
+        XCTAssertNotNil(idle.residentPerWatcherKiB)
+    }
+
+    func testAnUnreachableServerIsOneClearError() throws {
+        // A port that was just free: nothing listens there.
+        let port: Int = try {
+            let probe = try self.server()
+            return probe.port
+        }()
+        var options = LoadTestOptions(url: ServerURL("http://127.0.0.1:\(port)")!)
+        options.clients = 3
+        options.messages = 1
+        options.connectTimeout = 2
+        XCTAssertThrowsError(try LoadTester(options: options).execute()) { error in
+            let text = "\(error)"
+            XCTAssertTrue(text.contains("cannot connect to 127.0.0.1:\(port)"), text)
+            XCTAssertFalse(text.contains("\n"), "one line: \(text)")
+        }
+    }
+
+    func testAnUpdateTheServerRefusesStopsTheRunWithItsError() throws {
+        let server = try self.server()
+        // detail is limited to 1000 characters: the server answers 422 and the run says so.
+        var options = options(server) { $0.clients = 2; $0.messages = 3; $0.rate = 0; $0.payloadBytes = 5000 }
+        XCTAssertThrowsError(try LoadTester(options: options).execute()) { error in
+            XCTAssertTrue("\(error)".contains("422"), "\(error)")
+        }
+        options.publish = .ws
+        XCTAssertThrowsError(try LoadTester(options: options).execute()) { error in
+            XCTAssertTrue("\(error)".contains("invalid_field"), "\(error)")
+        }
+    }
+}
