@@ -38,6 +38,10 @@ public struct LoadResult: Sendable {
     /// From the start of publishing to the last delivery.
     public var deliverySeconds = 0.0
     public var runSeconds = 0.0
+    /// From the start of publishing to the end of the drain: the window CPU times are taken over.
+    public var measuredSeconds = 0.0
+    /// This load process's own CPU time over that window.
+    public var loadCPUSeconds = 0.0
     public var histogram = LatencyHistogram()
     public var timeline = LatencyTimeline(origin: 0)
     /// Where publishing began on the timeline's clock, in seconds.
@@ -128,6 +132,10 @@ public struct LoadResult: Sendable {
             lines.append(("server memory", "RSS \(mebibytes(server.residentKiB)) MiB (\(mebibytes(server.residentBeforeKiB)) MiB before the watchers)"
                 + (residentPerWatcherKiB.map { ", \(fixed($0, 2)) KiB per watcher" } ?? "")))
         }
+        if measuredSeconds > 0 {
+            lines.append(("load generator", "\(fixed(loadCPUSeconds, 2)) s CPU in \(fixed(measuredSeconds, 2)) s (\(Int((loadCPUSeconds / measuredSeconds * 100).rounded())) % of one core)"
+                + (loadCPUSeconds / measuredSeconds > 0.9 ? ": it was the bottleneck" : "")))
+        }
         if foreignMarkers > 0 { lines.append(("note", "\(group(foreignMarkers)) updates of other runs were ignored")) }
         if errorFrames > 0 { lines.append(("errors", "\(errorFrames) error events, first: \(firstErrorFrame ?? "")")) }
         if interrupted { lines.append(("note", "interrupted: figures cover the run until then")) }
@@ -182,6 +190,8 @@ public struct LoadResult: Sendable {
             ("perWatcherMax", count(perWatcherMax)),
             ("foreignMarkers", count(foreignMarkers)),
             ("errorFrames", count(errorFrames)),
+            ("measuredSeconds", number(measuredSeconds)),
+            ("loadCpuSeconds", number(loadCPUSeconds)),
             ("interrupted", .bool(interrupted)),
         ]
         if !connectErrors.isEmpty {
