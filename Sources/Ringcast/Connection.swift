@@ -14,6 +14,8 @@ final class Connection: FanOutWriter {
 
     // WebSocket watcher
     var subscription: Subscription?
+    /// Who this client publishes as; set from the upgrade's Authorization header or an `auth` message.
+    var credential = Credential.missing
     var incoming: [UInt8] = []
     var incomingTooLarge = false
     /// Set when the connection must close once what is queued has left (a refused watch pattern).

@@ -44,7 +44,7 @@ public final class RingcastServer: @unchecked Sendable {
         self.config = config
         self.logger = logger
         store = TaskStore(persistence: persistence)
-        api = API(store: store)
+        api = API(store: store, policy: config.publishing)
         fanOut = FanOut(logCapacity: config.fanOutLogEvents, maxEventsPerFrame: config.maxEventsPerFrame)
         let directory = config.publicDir.hasPrefix("/") ? config.publicDir : baseDirectory + "/" + config.publicDir
         publicDirectory = URL(fileURLWithPath: directory).standardizedFileURL.path
@@ -211,6 +211,8 @@ public final class RingcastServer: @unchecked Sendable {
 
     func beginHTTP(_ wsi: OpaquePointer, sessionData: UnsafeMutableRawPointer?, path: String) -> Int32 {
         guard let sessionData, let (method, fullPath) = LWS.requestLine(wsi) else { return -1 }
+        // lws hands the same session memory to the next request on a kept-alive connection.
+        closeConnection(sessionData)
         let connection = Connection(wsi: wsi)
         Connection.attach(connection, to: sessionData)
         let query = LWS.queryArguments(wsi)
@@ -245,7 +247,7 @@ public final class RingcastServer: @unchecked Sendable {
         } else if request.method != "GET", let refusal = refuseOrigin(connection.wsi) {
             connection.response = (refusal.status, refusal.encodedBody)
         } else {
-            let response = api.handle(request, now: Clock.now())
+            let response = api.handle(request, now: Clock.now(), credential: credential(of: connection.wsi, token: LWS.header(connection.wsi, WSI_TOKEN_HTTP_AUTHORIZATION)))
             connection.response = (response.status, response.body)
             publish(response.events)
         }
@@ -259,6 +261,10 @@ public final class RingcastServer: @unchecked Sendable {
                                             extraHeaders: [("cache-control:", "no-store")], to: connection.wsi)
         guard written else { return -1 }
         return lws_http_transaction_completed(connection.wsi) != 0 ? -1 : 0
+    }
+
+    private func credential(of wsi: OpaquePointer, token: String?) -> Credential {
+        config.publishing.identify(authorization: token, fromLoopback: isLoopbackAddress(LWS.peerAddress(wsi)))
     }
 
     /// A browser page from a site not in allowedOrigins may not change or watch anything.
@@ -286,6 +292,7 @@ public final class RingcastServer: @unchecked Sendable {
 
     func openWatcher(_ wsi: OpaquePointer, sessionData: UnsafeMutableRawPointer?) -> Int32 {
         guard let sessionData else { return -1 }
+        closeConnection(sessionData)
         let connection = Connection(wsi: wsi)
         Connection.attach(connection, to: sessionData)
         let query = LWS.queryArguments(wsi)
@@ -301,6 +308,7 @@ public final class RingcastServer: @unchecked Sendable {
             subscription.sendDirect(error.encodedEvent)
             return 0
         }
+        connection.credential = credential(of: wsi, token: LWS.header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION))
         let subscription = fanOut.subscribe(watch, lastSeq: store.seq, writer: connection)
         connection.subscription = subscription
         subscription.sendDirect(store.encodeHello(now: now, heartbeatSeconds: config.heartbeatSeconds))
@@ -369,6 +377,10 @@ public final class RingcastServer: @unchecked Sendable {
             subscription.sendDirect(error.encodedEvent)
             return
         }
+        if json["type"] == .string("auth") {
+            authenticate(connection, subscription, json)
+            return
+        }
         let items: [JSONValue]
         if case let .array(elements) = json { items = elements } else { items = [json] }
         let now = Clock.now()
@@ -376,12 +388,35 @@ public final class RingcastServer: @unchecked Sendable {
         for (index, item) in items.enumerated() {
             do {
                 let command = try Command.parse(event: item)
+                try config.publishing.authorize(connection.credential, id: command.id)
                 events += try store.apply(command, now: now).events
             } catch {
                 subscription.sendDirect((items.count > 1 ? error.within("events[\(index)]") : error).encodedEvent)
             }
         }
         publish(events)
+    }
+
+    /// `{"type":"auth","token":"…"}`: for browsers, which cannot set headers on a WebSocket.
+    private func authenticate(_ connection: Connection, _ subscription: Subscription, _ message: JSONValue) {
+        guard case let .string(token)? = message["token"] else {
+            subscription.sendDirect(APIError(.missingField, "an auth message needs \"token\"", field: "token").encodedEvent)
+            return
+        }
+        let credential = credential(of: connection.wsi, token: token)
+        guard case let .publisher(publisher) = credential else {
+            subscription.sendDirect(APIError(.unauthorized, "the token matches no publisher in config.json", field: "token").encodedEvent)
+            return
+        }
+        connection.credential = credential
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("type"); writer.string("auth")
+        writer.key("ok"); writer.bool(true)
+        writer.key("publisher"); writer.string(publisher.name)
+        writer.key("patterns"); writer.string(publisher.patterns.key)
+        writer.endObject()
+        subscription.sendDirect(writer.bytes)
     }
 
     func closeConnection(_ sessionData: UnsafeMutableRawPointer?) {

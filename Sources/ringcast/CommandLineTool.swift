@@ -116,7 +116,7 @@ enum ServeCommand {
                 fail("cannot read the config file '\(configPath)': give one with --config FILE")
                 return 2
             }
-            config = try ServerConfig.parse(Array(data), source: configPath)
+            config = try ServerConfig.parse(Array(data), source: configPath, environment: ProcessInfo.processInfo.environment)
         } catch {
             fail("\(error)")
             return 2
