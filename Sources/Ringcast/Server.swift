@@ -110,6 +110,7 @@ public final class RingcastServer: @unchecked Sendable {
         while lock.withLock({ lifecycle == .running }) {
             if lws_service(context, 0) < 0 { break }
         }
+        closeWatchers(context)
         for timer in [deadlineTimer, flushTimer, heartbeatTimer] {
             rc_timer_cancel(timer)
             rc_timer_free(timer)
@@ -120,6 +121,23 @@ public final class RingcastServer: @unchecked Sendable {
         lock.withLock { lifecycle = .stopped }
         logger.debug("service loop stopped")
         finished.signal()
+    }
+
+    /// lws destroys a context without close frames: tell each watcher the server is going away
+    /// (after what it is still owed), and give them a moment to hear it.
+    private func closeWatchers(_ context: OpaquePointer) {
+        guard fanOut.subscriberCount > 0 else { return }
+        fanOut.forEachSubscription { subscription in
+            guard let connection = subscription.writer as? Connection else { return }
+            if connection.closeReason == nil { connection.closeReason = (LWS_CLOSE_STATUS_GOINGAWAY, "server stopping") }
+            connection.requestWrite()
+        }
+        let deadline = Clock.now() + 300
+        while fanOut.subscriberCount > 0, Clock.now() < deadline {
+            // A timer wakes the loop even if no socket does.
+            rc_timer_schedule(context, deadlineTimer, 20_000)
+            if lws_service(context, 0) < 0 { break }
+        }
     }
 
     private func createContext() -> OpaquePointer? {

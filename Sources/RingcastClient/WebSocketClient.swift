@@ -61,6 +61,8 @@ public final class WebSocketConnection: @unchecked Sendable {
     var wsi: OpaquePointer?
     var incoming: [UInt8] = []
     public private(set) var isOpen = false
+    /// The status code of the close frame the server sent, if it sent one (1001: going away).
+    public private(set) var peerCloseCode: Int?
     /// Free for the owner's bookkeeping (the load tester keeps its per-watcher counters here).
     public var tag = 0
 
@@ -84,6 +86,7 @@ public final class WebSocketConnection: @unchecked Sendable {
 
     fileprivate func opened() { isOpen = true }
     fileprivate func closed() { isOpen = false }
+    fileprivate func peerClosed(code: Int) { peerCloseCode = code }
 }
 
 /// One libwebsockets client context and its service thread, holding any number of WebSockets.
@@ -260,6 +263,12 @@ public final class WebSocketClientContext: @unchecked Sendable {
             if closing {
                 lws_close_reason(wsi, LWS_CLOSE_STATUS_NORMAL, nil, 0)
                 return -1
+            }
+            return 0
+        case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+            if let input, length >= 2 {
+                let bytes = input.assumingMemoryBound(to: UInt8.self)
+                connection.peerClosed(code: Int(bytes[0]) << 8 | Int(bytes[1]))
             }
             return 0
         case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:

@@ -52,7 +52,8 @@ public final class Subscription {
     public static let maxDirectFrames = 64
     public private(set) var droppedDirectFrames = 0
     public var writeRequested = false
-    public weak var writer: FanOutWriter?
+    /// Held strongly until `unsubscribe`, which breaks the cycle with the connection.
+    public internal(set) var writer: FanOutWriter?
 
     fileprivate init(watch: WatchSet, group: FanOutGroup, lastSeq: UInt64) {
         self.watch = watch
@@ -110,6 +111,12 @@ public final class FanOut {
     }
 
     public var groupCount: Int { groups.count }
+
+    public func forEachSubscription(_ body: (Subscription) -> Void) {
+        for group in groups.values {
+            for member in group.members { body(member) }
+        }
+    }
 
     /// Starts a watcher at the current end of the log; what it must see first goes in with `sendDirect`.
     public func subscribe(_ watch: WatchSet, lastSeq: UInt64, writer: FanOutWriter) -> Subscription {
