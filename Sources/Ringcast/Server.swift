@@ -272,11 +272,14 @@ public final class RingcastServer: @unchecked Sendable {
         lws_callback_on_writable(connection.wsi)
     }
 
-    func writeHTTP(_ connection: Connection) -> Int32 {
+    /// Writes the answer, lets go of the exchange, then completes the transaction: lws may free the
+    /// session memory inside lws_http_transaction_completed, so nothing may touch it afterwards.
+    func writeHTTP(_ connection: Connection, sessionData: UnsafeMutableRawPointer?) -> Int32 {
         guard let response = connection.response else { return 0 }
         connection.response = nil
         let written = writeBuffer.writeHTTP(status: response.status, contentType: "application/json", body: response.body,
                                             extraHeaders: [("cache-control:", "no-store")], to: connection.wsi)
+        closeConnection(sessionData)
         guard written else { return -1 }
         return lws_http_transaction_completed(connection.wsi) != 0 ? -1 : 0
     }
@@ -472,9 +475,7 @@ private func ringcastCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reas
         return 0
     case LWS_CALLBACK_HTTP_WRITEABLE:
         guard let connection = Connection.find(user) else { return 0 }
-        let result = server.writeHTTP(connection)
-        if connection.response == nil { server.closeConnection(user) }
-        return result
+        return server.writeHTTP(connection, sessionData: user)
     case LWS_CALLBACK_CLOSED_HTTP, LWS_CALLBACK_HTTP_DROP_PROTOCOL:
         server.closeConnection(user)
         return lws_callback_http_dummy(wsi, reason, user, input, length)

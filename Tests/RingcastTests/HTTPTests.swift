@@ -217,3 +217,34 @@ private func decodeProcAddress(_ hex: String) -> String {
     guard hex.count == 8, let value = UInt32(hex, radix: 16) else { return hex == String(repeating: "0", count: 32) ? "::" : "ipv6:\(hex)" }
     return [value & 0xFF, (value >> 8) & 0xFF, (value >> 16) & 0xFF, value >> 24].map(String.init).joined(separator: ".")
 }
+
+final class ParentTests: XCTestCase {
+    func testAParentShowsItsChildrenWeightedByUnits() throws {
+        let server = try TestServer()
+        let watcher = TestWatcher(server.wsURL + "?watch=release")
+        watcher.waitForSnapshot()
+        try server.post("/api/tasks/release", #"{"title":"Release 3.1"}"#)
+        try server.post("/api/tasks/release.build", #"{"parent":"release","completed":30,"total":100}"#)
+        let afterTwo = try server.post("/api/tasks/release.docs", #"{"parent":"release","completed":10,"total":20}"#)
+        XCTAssertEqual(afterTwo["task"]?["parent"], .string("release"))
+        var parent = try JSONParser.parse(try server.http().request("GET", "/api/tasks/release").body)
+        XCTAssertEqual(parent["completed"], .number(40))
+        XCTAssertEqual(parent["total"], .number(120))
+        XCTAssertEqual(parent["progress"], .number(40.0 / 120))
+        let rolled = watcher.wait { $0.contains { $0.id == "release" && $0.number("completed") == 40 } }
+        XCTAssertFalse(rolled.contains { $0.id == "release.build" }, "the parent's watcher hears of the parent, not its children")
+
+        try server.post("/api/tasks/release.build", #"{"state":"done"}"#)
+        parent = try JSONParser.parse(try server.http().request("GET", "/api/tasks/release").body)
+        XCTAssertEqual(parent["progress"], .number(110.0 / 120), "a done child counts in full")
+
+        XCTAssertEqual(try server.http().request("DELETE", "/api/tasks/release.docs").status, 200)
+        parent = try JSONParser.parse(try server.http().request("GET", "/api/tasks/release").body)
+        XCTAssertEqual(parent["progress"], .number(1))
+
+        try server.post("/api/tasks/release", #"{"progress":0.5}"#)
+        try server.post("/api/tasks/release.build", #"{"progress":0.2}"#)
+        parent = try JSONParser.parse(try server.http().request("GET", "/api/tasks/release").body)
+        XCTAssertEqual(parent["progress"], .number(0.5), "progress set on the parent itself wins over its children")
+    }
+}
