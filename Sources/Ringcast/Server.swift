@@ -38,6 +38,7 @@ public final class RingcastServer: @unchecked Sendable {
     private var scheduledDeadline: Double?
     private var flushScheduled = false
     private var resources = CResources()
+    private var metrics = ServerMetrics()
 
     /// - Parameter baseDirectory: where a relative `publicDir` is found (the config file's folder).
     public init(config: ServerConfig, baseDirectory: String, logger: Logger, persistence: TaskPersistence = MemoryOnlyPersistence()) {
@@ -147,7 +148,7 @@ public final class RingcastServer: @unchecked Sendable {
         info.iface = resources.string(config.host)
         info.protocols = resources.protocols(name: "ringcast", callback: ringcastCallback,
                                              sessionSize: MemoryLayout<UnsafeMutableRawPointer?>.size,
-                                             rxBufferSize: 16 * 1024)
+                                             rxBufferSize: 0)
         info.mounts = resources.mounts(publicDirectory: publicDirectory, maxAge: config.staticMaxAge)
         info.headers = resources.headers([("access-control-allow-origin:", "*")])
         info.user = Unmanaged.passUnretained(self).toOpaque()
@@ -180,6 +181,7 @@ public final class RingcastServer: @unchecked Sendable {
 
     func publish(_ events: [OutboundEvent]) {
         guard !events.isEmpty else { return }
+        metrics.eventsPublished += events.count
         fanOut.publish(events)
         scheduleFlush()
         rescheduleDeadline()
@@ -257,7 +259,12 @@ public final class RingcastServer: @unchecked Sendable {
 
     func answer(_ connection: Connection) {
         guard let request = connection.request else { return }
-        if connection.bodyTooLarge {
+        metrics.httpRequests += 1
+        if request.path == "/metrics" {
+            connection.response = (200, metrics.render(watchers: fanOut.subscriberCount, tasks: store.tasks.count, seq: store.seq,
+                                                        resyncs: fanOut.resyncCount, patternSets: fanOut.groupCount))
+            connection.contentType = "text/plain; version=0.0.4"
+        } else if connection.bodyTooLarge {
             let error = APIError(.bodyTooLarge, "the body is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); send less, or split a batch")
             connection.response = (error.status, error.encodedBody)
         } else if request.path == "/healthz" {
@@ -267,6 +274,7 @@ public final class RingcastServer: @unchecked Sendable {
         } else {
             let response = api.handle(request, now: Clock.now(), credential: credential(of: connection.wsi, token: LWS.header(connection.wsi, WSI_TOKEN_HTTP_AUTHORIZATION)))
             connection.response = (response.status, response.body)
+            if response.status >= 400 { metrics.httpErrors += 1 }
             publish(response.events)
         }
         lws_callback_on_writable(connection.wsi)
@@ -277,7 +285,7 @@ public final class RingcastServer: @unchecked Sendable {
     func writeHTTP(_ connection: Connection, sessionData: UnsafeMutableRawPointer?) -> Int32 {
         guard let response = connection.response else { return 0 }
         connection.response = nil
-        let written = writeBuffer.writeHTTP(status: response.status, contentType: "application/json", body: response.body,
+        let written = writeBuffer.writeHTTP(status: response.status, contentType: connection.contentType, body: response.body,
                                             extraHeaders: [("cache-control:", "no-store")], to: connection.wsi)
         closeConnection(sessionData)
         guard written else { return -1 }
@@ -326,9 +334,10 @@ public final class RingcastServer: @unchecked Sendable {
             connection.closeReason = (LWS_CLOSE_STATUS_POLICY_VIOLATION, "invalid watch pattern")
             let subscription = fanOut.subscribe(WatchSet([]), lastSeq: store.seq, writer: connection)
             connection.subscription = subscription
-            subscription.sendDirect(error.encodedEvent)
+            sendError(error, to: subscription)
             return 0
         }
+        metrics.watchersOpened += 1
         connection.credential = credential(of: wsi, token: LWS.header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION))
         let subscription = fanOut.subscribe(watch, lastSeq: store.seq, writer: connection)
         connection.subscription = subscription
@@ -358,12 +367,15 @@ public final class RingcastServer: @unchecked Sendable {
         }
         let frame: [UInt8]
         switch plan {
-        case let .frame(bytes, _):
+        case let .frame(bytes, events):
             frame = bytes
+            metrics.eventsSent += events
         case let .resync(since):
             frame = store.encodeSnapshot(matching: subscription.watch, since: since, now: Clock.now())
             fanOut.markResynced(subscription, seq: store.seq)
+            metrics.eventsSent += 1
         }
+        metrics.framesSent += 1
         guard writeBuffer.writeText(frame, to: connection.wsi) else { return -1 }
         if subscription.hasPending || connection.closeReason != nil {
             subscription.writeRequested = true
@@ -383,19 +395,20 @@ public final class RingcastServer: @unchecked Sendable {
             connection.incoming.append(contentsOf: bytes)
         }
         guard isFinal else { return }
+        metrics.clientMessages += 1
         defer {
             connection.incoming = []
             connection.incomingTooLarge = false
         }
         if connection.incomingTooLarge {
-            subscription.sendDirect(APIError(.bodyTooLarge, "a message is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); split it").encodedEvent)
+            sendError(APIError(.bodyTooLarge, "a message is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); split it"), to: subscription)
             return
         }
         let json: JSONValue
         do {
             json = try JSONParser.parseForAPI(connection.incoming)
         } catch {
-            subscription.sendDirect(error.encodedEvent)
+            sendError(error, to: subscription)
             return
         }
         if json["type"] == .string("auth") {
@@ -412,21 +425,26 @@ public final class RingcastServer: @unchecked Sendable {
                 try config.publishing.authorize(connection.credential, id: command.id)
                 events += try store.apply(command, now: now).events
             } catch {
-                subscription.sendDirect((items.count > 1 ? error.within("events[\(index)]") : error).encodedEvent)
+                sendError((items.count > 1 ? error.within("events[\(index)]") : error), to: subscription)
             }
         }
         publish(events)
     }
 
+    private func sendError(_ error: APIError, to subscription: Subscription) {
+        metrics.clientErrors += 1
+        subscription.sendDirect(error.encodedEvent)
+    }
+
     /// `{"type":"auth","token":"…"}`: for browsers, which cannot set headers on a WebSocket.
     private func authenticate(_ connection: Connection, _ subscription: Subscription, _ message: JSONValue) {
         guard case let .string(token)? = message["token"] else {
-            subscription.sendDirect(APIError(.missingField, "an auth message needs \"token\"", field: "token").encodedEvent)
+            sendError(APIError(.missingField, "an auth message needs \"token\"", field: "token"), to: subscription)
             return
         }
         let credential = credential(of: connection.wsi, token: token)
         guard case let .publisher(publisher) = credential else {
-            subscription.sendDirect(APIError(.unauthorized, "the token matches no publisher in config.json", field: "token").encodedEvent)
+            sendError(APIError(.unauthorized, "the token matches no publisher in config.json", field: "token"), to: subscription)
             return
         }
         connection.credential = credential

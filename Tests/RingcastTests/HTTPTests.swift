@@ -248,3 +248,28 @@ final class ParentTests: XCTestCase {
         XCTAssertEqual(parent["progress"], .number(0.5), "progress set on the parent itself wins over its children")
     }
 }
+
+final class MetricsTests: XCTestCase {
+    func testMetricsCountTheServersWorkInPrometheusText() throws {
+        let server = try TestServer()
+        let watchers = (0..<3).map { _ in TestWatcher(server.wsURL) }
+        watchers.forEach { $0.waitForSnapshot() }
+        try server.post("/api/tasks/m.1", #"{"progress":0.5}"#)
+        watchers.forEach { watcher in watcher.wait { $0.contains { $0.id == "m.1" } } }
+        XCTAssertEqual(try server.http().request("POST", "/api/tasks/m.1", json: "{bad").status, 400)
+        let response = try server.http().request("GET", "/metrics")
+        XCTAssertEqual(response.status, 200)
+        XCTAssertTrue(response.headers["content-type"]?.hasPrefix("text/plain") ?? false)
+        var values: [String: Int] = [:]
+        for line in response.text.split(separator: "\n") where !line.hasPrefix("#") {
+            let parts = line.split(separator: " ")
+            values[String(parts[0])] = Int(parts[1])
+        }
+        XCTAssertEqual(values["ringcast_watchers"], 3)
+        XCTAssertEqual(values["ringcast_tasks"], 1)
+        XCTAssertEqual(values["ringcast_events_published_total"], 1)
+        XCTAssertEqual(values["ringcast_http_errors_total"], 1)
+        XCTAssertEqual(values["ringcast_events_sent_total"], 3 * 3, "hello, snapshot and the event, to each of three")
+        XCTAssertTrue(response.text.contains("# TYPE ringcast_frames_sent_total counter"))
+    }
+}
