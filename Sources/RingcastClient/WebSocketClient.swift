@@ -123,7 +123,7 @@ public final class WebSocketClientContext: @unchecked Sendable {
             throw ClientError("could not create a libwebsockets client context")
         }
         context = created
-        let thread = Thread { [self] in serviceLoop(created) }
+        let thread = Thread { [self] in serviceLoop() }
         thread.name = "ringcast-client"
         thread.start()
     }
@@ -163,7 +163,8 @@ public final class WebSocketClientContext: @unchecked Sendable {
         }
     }
 
-    private func serviceLoop(_ context: OpaquePointer) {
+    private func serviceLoop() {
+        guard let context = lock.withLock({ self.context }) else { return }
         while lock.withLock({ !stopping }) {
             if lws_service(context, 0) < 0 { break }
         }
