@@ -258,7 +258,10 @@ public final class RingcastServer: @unchecked Sendable {
     }
 
     func answer(_ connection: Connection) {
+        // Once per request: lws also reports BODY_COMPLETION for a POST with Content-Length: 0,
+        // which beginHTTP has already answered.
         guard let request = connection.request else { return }
+        connection.request = nil
         metrics.httpRequests += 1
         if request.path == "/metrics" {
             connection.response = (200, metrics.render(watchers: fanOut.subscriberCount, tasks: store.tasks.count, seq: store.seq,
