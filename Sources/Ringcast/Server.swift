@@ -33,10 +33,8 @@ public final class RingcastServer: @unchecked Sendable {
     private let finished = DispatchSemaphore(value: 0)
 
     private var deadlineTimer: OpaquePointer?
-    private var flushTimer: OpaquePointer?
     private var heartbeatTimer: OpaquePointer?
     private var scheduledDeadline: Double?
-    private var flushScheduled = false
     private var resources = CResources()
     private var metrics = ServerMetrics()
 
@@ -100,7 +98,6 @@ public final class RingcastServer: @unchecked Sendable {
         lock.withLock { self.context = context }
         let user = Unmanaged.passUnretained(self).toOpaque()
         deadlineTimer = rc_timer_new(user) { Unmanaged<RingcastServer>.fromOpaque($0!).takeUnretainedValue().deadlineFired() }
-        flushTimer = rc_timer_new(user) { Unmanaged<RingcastServer>.fromOpaque($0!).takeUnretainedValue().flushFired() }
         heartbeatTimer = rc_timer_new(user) { Unmanaged<RingcastServer>.fromOpaque($0!).takeUnretainedValue().heartbeatFired() }
         rc_timer_schedule(context, heartbeatTimer, Int64(config.heartbeatSeconds * 1_000_000))
         rescheduleDeadline()
@@ -112,7 +109,7 @@ public final class RingcastServer: @unchecked Sendable {
             if lws_service(context, 0) < 0 { break }
         }
         closeWatchers(context)
-        for timer in [deadlineTimer, flushTimer, heartbeatTimer] {
+        for timer in [deadlineTimer, heartbeatTimer] {
             rc_timer_cancel(timer)
             rc_timer_free(timer)
         }
@@ -131,7 +128,7 @@ public final class RingcastServer: @unchecked Sendable {
         fanOut.forEachSubscription { subscription in
             guard let connection = subscription.writer as? Connection else { return }
             if connection.closeReason == nil { connection.closeReason = (LWS_CLOSE_STATUS_GOINGAWAY, "server stopping") }
-            connection.requestWrite()
+            subscription.requestWrite()
         }
         let deadline = Clock.now() + 300
         while fanOut.subscriberCount > 0, Clock.now() < deadline {
@@ -183,20 +180,10 @@ public final class RingcastServer: @unchecked Sendable {
         guard !events.isEmpty else { return }
         metrics.eventsPublished += events.count
         fanOut.publish(events)
-        scheduleFlush()
-        rescheduleDeadline()
-    }
-
-    /// Writes are requested once per loop turn, however many events arrived in it.
-    private func scheduleFlush() {
-        guard !flushScheduled, let context = currentContext else { return }
-        flushScheduled = true
-        rc_timer_schedule(context, flushTimer, 0)
-    }
-
-    private func flushFired() {
-        flushScheduled = false
+        // Every callback that publishes does so once (a request, a message, a deadline), so asking
+        // for writes right away costs one pass over the watchers per callback, however many events.
         fanOut.flush()
+        rescheduleDeadline()
     }
 
     private func rescheduleDeadline() {
@@ -218,7 +205,7 @@ public final class RingcastServer: @unchecked Sendable {
 
     private func heartbeatFired() {
         fanOut.broadcast(OutboundEvent.heartbeat(now: Clock.now()))
-        scheduleFlush()
+        fanOut.flush()
         if let context = currentContext {
             rc_timer_schedule(context, heartbeatTimer, Int64(config.heartbeatSeconds * 1_000_000))
         }
@@ -359,7 +346,7 @@ public final class RingcastServer: @unchecked Sendable {
 
     func writeWatcher(_ connection: Connection) -> Int32 {
         guard let subscription = connection.subscription else { return 0 }
-        subscription.writeRequested = false
+        subscription.writeableCallbackBegan()
         guard let plan = fanOut.nextFrame(for: subscription) else {
             if let reason = connection.closeReason {
                 let text = Array(reason.text.utf8)
@@ -380,10 +367,7 @@ public final class RingcastServer: @unchecked Sendable {
         }
         metrics.framesSent += 1
         guard writeBuffer.writeText(frame, to: connection.wsi) else { return -1 }
-        if subscription.hasPending || connection.closeReason != nil {
-            subscription.writeRequested = true
-            lws_callback_on_writable(connection.wsi)
-        }
+        if subscription.hasPending || connection.closeReason != nil { subscription.requestWrite() }
         return 0
     }
 

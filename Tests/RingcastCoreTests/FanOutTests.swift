@@ -141,7 +141,7 @@ final class FanOutTests: XCTestCase {
         fanOut.flush()
         XCTAssertEqual(writer.requests, 1, "one outstanding request is enough")
         XCTAssertEqual(drain(fanOut, subscription).count, 1)
-        subscription.writeRequested = false      // the server clears it in its writeable callback
+        subscription.writeableCallbackBegan()    // the server reports it in its writeable callback
         fanOut.flush()
         XCTAssertEqual(writer.requests, 1, "nothing new, no request")
         fanOut.publish([event("a", seq: 3)])
