@@ -8,6 +8,14 @@ public protocol WebSocketDelegate: AnyObject {
     func webSocket(_ connection: WebSocketConnection, didReceive message: [UInt8])
     /// `error` is nil for a clean close; the connection is finished either way.
     func webSocketDidClose(_ connection: WebSocketConnection, error: String?)
+    /// Asked when the socket can take a message and nothing queued with `send` is waiting: the next
+    /// message to write, or nil. A sender that builds its frame here, at the last moment, can merge
+    /// whatever piled up while the socket was busy. Asked again after each message it returns.
+    func webSocketNextMessage(_ connection: WebSocketConnection) -> [UInt8]?
+}
+
+extension WebSocketDelegate {
+    public func webSocketNextMessage(_ connection: WebSocketConnection) -> [UInt8]? { nil }
 }
 
 /// A parsed `ws://host:port/path?query` (or `http://`, taken to mean the same server).
@@ -77,6 +85,11 @@ public final class WebSocketConnection: @unchecked Sendable {
     }
 
     public func send(_ text: String) { send(Array(text.utf8)) }
+
+    /// Asks for a writeable callback, in which the delegate's `webSocketNextMessage` is asked for a message.
+    public func requestWrite() {
+        context?.enqueue(self) { _ in }
+    }
 
     public func close() {
         context?.enqueue(self) { $0.closeRequested = true }
@@ -253,10 +266,16 @@ public final class WebSocketClientContext: @unchecked Sendable {
                 let next = connection.outbox.isEmpty ? nil : connection.outbox.removeFirst()
                 return (next, !connection.outbox.isEmpty, connection.closeRequested && connection.outbox.isEmpty)
             }
-            if let next {
-                guard writeBuffer.writeText(next, to: wsi) else { return -1 }
+            var pulled = false
+            var message = next
+            if message == nil, !closing, let offered = connection.delegate.webSocketNextMessage(connection) {
+                message = offered
+                pulled = true
             }
-            if more { lws_callback_on_writable(wsi); return 0 }
+            if let message {
+                guard writeBuffer.writeText(message, to: wsi) else { return -1 }
+            }
+            if more || pulled { lws_callback_on_writable(wsi); return 0 }
             if closing {
                 lws_close_reason(wsi, LWS_CLOSE_STATUS_NORMAL, nil, 0)
                 return -1
