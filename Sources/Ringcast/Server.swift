@@ -238,7 +238,10 @@ public final class RingcastServer: @unchecked Sendable {
     }
 
     func answer(_ connection: Connection) {
+        // Once per request: lws also reports BODY_COMPLETION for a POST with Content-Length: 0,
+        // which beginHTTP has already answered.
         guard let request = connection.request else { return }
+        connection.request = nil
         if connection.bodyTooLarge {
             let error = APIError(.bodyTooLarge, "the body is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); send less, or split a batch")
             connection.response = (error.status, error.encodedBody)
