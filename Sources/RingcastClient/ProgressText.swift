@@ -159,9 +159,11 @@ public enum ProgressText {
     private static func scaledNumber(in bytes: [UInt8], at start: Int) -> (Double, Int)? {
         guard let (value, end) = number(in: bytes, at: start) else { return nil }
         guard end < bytes.count else { return (value, end) }
-        let scales: [UInt8: Double] = [UInt8(ascii: "k"): 1e3, UInt8(ascii: "M"): 1e6, UInt8(ascii: "G"): 1e9,
-                                       UInt8(ascii: "T"): 1e12, UInt8(ascii: "P"): 1e15]
-        if let scale = scales[bytes[end]] { return (value * scale, end + 1) }
-        return (value, end)
+        let exponents: [UInt8: String] = [UInt8(ascii: "k"): "e3", UInt8(ascii: "M"): "e6", UInt8(ascii: "G"): "e9",
+                                          UInt8(ascii: "T"): "e12", UInt8(ascii: "P"): "e15"]
+        // Scaled in the text, so 4.60k reads as exactly 4600.
+        guard let exponent = exponents[bytes[end]],
+              let scaled = Double(String(decoding: bytes[start..<end], as: UTF8.self) + exponent) else { return (value, end) }
+        return (scaled, end + 1)
     }
 }

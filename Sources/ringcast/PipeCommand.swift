@@ -59,9 +59,13 @@ struct PipeCommand: ProducerCommand {
                     fail("pipe: standard output is closed: \(problem)")
                     return 1
                 }
-                lines.feed(chunk[..<count]) { line in
+                let scan = { (line: [UInt8]) in
                     if let progress = ProgressText.scan(line: line) { updater.latest(progressFields(progress)) }
                 }
+                lines.feed(chunk[..<count], scan)
+                // A short read drained the pipe: the unterminated rest is what the writer wrote last
+                // (tqdm redraws as "\r" + line, so its newest state has no terminator yet).
+                if count < chunk.count { lines.scanUnterminated(scan) }
             }
             updater.sendIfDue()
         }
@@ -91,28 +95,42 @@ struct PipeCommand: ProducerCommand {
 }
 
 /// Splits bytes into lines at \n or \r (empty lines skipped); a line longer than 4 KiB is cut there.
+/// Each line is handed over once, also when it was already read while unterminated.
 struct LineSplitter {
     private var line: [UInt8] = []
+    /// The unterminated line was handed over as it is now.
+    private var handedOver = false
     static let maxLine = 4096
 
     mutating func feed(_ bytes: ArraySlice<UInt8>, _ handle: ([UInt8]) -> Void) {
         var rest = bytes
         while let end = rest.firstIndex(where: { $0 == 10 || $0 == 13 }) {
             append(rest[..<end])
-            if !line.isEmpty { handle(line) }
+            if !line.isEmpty, !handedOver { handle(line) }
             line.removeAll(keepingCapacity: true)
+            handedOver = false
             rest = rest[(end + 1)...]
         }
         append(rest)
     }
 
+    /// Hands over the line so far, unterminated (when the writer has paused after it).
+    mutating func scanUnterminated(_ handle: ([UInt8]) -> Void) {
+        guard !line.isEmpty, !handedOver else { return }
+        handle(line)
+        handedOver = true
+    }
+
     mutating func finish(_ handle: ([UInt8]) -> Void) {
-        if !line.isEmpty { handle(line) }
+        scanUnterminated(handle)
         line = []
+        handedOver = false
     }
 
     private mutating func append(_ bytes: ArraySlice<UInt8>) {
+        guard !bytes.isEmpty else { return }
         line.append(contentsOf: bytes.prefix(max(0, LineSplitter.maxLine - line.count)))
+        handedOver = false
     }
 }
 
