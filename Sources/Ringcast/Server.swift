@@ -456,10 +456,11 @@ private func ringcastCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reas
         if let connection = Connection.find(user) { server.answer(connection) }
         return 0
     case LWS_CALLBACK_HTTP_WRITEABLE:
-        guard let connection = Connection.find(user) else { return 0 }
-        let result = server.writeHTTP(connection)
-        if connection.response == nil { server.closeConnection(user) }
-        return result
+        guard let connection = Connection.find(user), connection.response != nil else { return 0 }
+        // The exchange ends here. writeHTTP finishes with lws_http_transaction_completed, which on a
+        // kept-alive connection frees this session memory (it rebinds protocols[0]): let go of it first.
+        server.closeConnection(user)
+        return server.writeHTTP(connection)
     case LWS_CALLBACK_CLOSED_HTTP, LWS_CALLBACK_HTTP_DROP_PROTOCOL:
         server.closeConnection(user)
         return lws_callback_http_dummy(wsi, reason, user, input, length)
