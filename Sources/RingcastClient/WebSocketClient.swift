@@ -110,7 +110,10 @@ public final class WebSocketClientContext: @unchecked Sendable {
     private let writeBuffer = ClientWriteBuffer()
     private var protocols: UnsafeMutablePointer<lws_protocols>
     private let protocolName = strdup("ringcast-client")!
-    private var liveConnections = Set<ObjectIdentifier>()
+    /// The per-connection pointers lws holds (each one retain), service thread only. lws calls back
+    /// with a pointer also after the connection has finished (e.g. on destroy): it is checked here
+    /// before it is turned back into an object.
+    private var liveConnections = Set<UnsafeMutableRawPointer>()
 
     public init() throws {
         protocols = .allocate(capacity: 2)
@@ -212,10 +215,10 @@ public final class WebSocketClientContext: @unchecked Sendable {
         info.local_protocol_name = UnsafePointer(protocolName)
         let retained = Unmanaged.passRetained(connection)
         info.userdata = retained.toOpaque()
-        liveConnections.insert(ObjectIdentifier(connection))
+        liveConnections.insert(retained.toOpaque())
         if lws_client_connect_via_info(&info) == nil {
             // lws reports most failures through CLIENT_CONNECTION_ERROR; a nil here may already have.
-            if liveConnections.remove(ObjectIdentifier(connection)) != nil {
+            if liveConnections.remove(retained.toOpaque()) != nil {
                 retained.release()
                 connection.delegate.webSocketDidClose(connection, error: "could not start connecting to \(url.hostHeader)")
             }
@@ -228,7 +231,7 @@ public final class WebSocketClientContext: @unchecked Sendable {
             drainQueued()
             return 0
         }
-        guard let user else { return 0 }
+        guard let user, liveConnections.contains(user) else { return 0 }
         let connection = Unmanaged<WebSocketConnection>.fromOpaque(user).takeUnretainedValue()
         switch reason {
         case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
@@ -294,7 +297,7 @@ public final class WebSocketClientContext: @unchecked Sendable {
     }
 
     private func finish(_ connection: WebSocketConnection, _ user: UnsafeMutableRawPointer, error: String?) {
-        guard liveConnections.remove(ObjectIdentifier(connection)) != nil else { return }
+        guard liveConnections.remove(user) != nil else { return }
         connection.wsi = nil
         connection.closed()
         connection.delegate.webSocketDidClose(connection, error: error)
