@@ -11,6 +11,7 @@ final class Connection: FanOutWriter {
     var expectsBody = false
     var bodyTooLarge = false
     var response: (status: Int, body: [UInt8])?
+    var contentType = "application/json"
 
     // WebSocket watcher
     var subscription: Subscription?

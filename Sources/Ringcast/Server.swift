@@ -33,11 +33,10 @@ public final class RingcastServer: @unchecked Sendable {
     private let finished = DispatchSemaphore(value: 0)
 
     private var deadlineTimer: OpaquePointer?
-    private var flushTimer: OpaquePointer?
     private var heartbeatTimer: OpaquePointer?
     private var scheduledDeadline: Double?
-    private var flushScheduled = false
     private var resources = CResources()
+    private var metrics = ServerMetrics()
 
     /// - Parameter baseDirectory: where a relative `publicDir` is found (the config file's folder).
     public init(config: ServerConfig, baseDirectory: String, logger: Logger, persistence: TaskPersistence = MemoryOnlyPersistence()) {
@@ -99,7 +98,6 @@ public final class RingcastServer: @unchecked Sendable {
         lock.withLock { self.context = context }
         let user = Unmanaged.passUnretained(self).toOpaque()
         deadlineTimer = rc_timer_new(user) { Unmanaged<RingcastServer>.fromOpaque($0!).takeUnretainedValue().deadlineFired() }
-        flushTimer = rc_timer_new(user) { Unmanaged<RingcastServer>.fromOpaque($0!).takeUnretainedValue().flushFired() }
         heartbeatTimer = rc_timer_new(user) { Unmanaged<RingcastServer>.fromOpaque($0!).takeUnretainedValue().heartbeatFired() }
         rc_timer_schedule(context, heartbeatTimer, Int64(config.heartbeatSeconds * 1_000_000))
         rescheduleDeadline()
@@ -110,7 +108,8 @@ public final class RingcastServer: @unchecked Sendable {
         while lock.withLock({ lifecycle == .running }) {
             if lws_service(context, 0) < 0 { break }
         }
-        for timer in [deadlineTimer, flushTimer, heartbeatTimer] {
+        closeWatchers(context)
+        for timer in [deadlineTimer, heartbeatTimer] {
             rc_timer_cancel(timer)
             rc_timer_free(timer)
         }
@@ -122,6 +121,23 @@ public final class RingcastServer: @unchecked Sendable {
         finished.signal()
     }
 
+    /// lws destroys a context without close frames: tell each watcher the server is going away
+    /// (after what it is still owed), and give them a moment to hear it.
+    private func closeWatchers(_ context: OpaquePointer) {
+        guard fanOut.subscriberCount > 0 else { return }
+        fanOut.forEachSubscription { subscription in
+            guard let connection = subscription.writer as? Connection else { return }
+            if connection.closeReason == nil { connection.closeReason = (LWS_CLOSE_STATUS_GOINGAWAY, "server stopping") }
+            subscription.requestWrite()
+        }
+        let deadline = Clock.now() + 300
+        while fanOut.subscriberCount > 0, Clock.now() < deadline {
+            // A timer wakes the loop even if no socket does.
+            rc_timer_schedule(context, deadlineTimer, 20_000)
+            if lws_service(context, 0) < 0 { break }
+        }
+    }
+
     private func createContext() -> OpaquePointer? {
         lws_set_log_level(Int32(LLL_ERR | LLL_WARN), nil)
         var info = lws_context_creation_info()
@@ -129,7 +145,7 @@ public final class RingcastServer: @unchecked Sendable {
         info.iface = resources.string(config.host)
         info.protocols = resources.protocols(name: "ringcast", callback: ringcastCallback,
                                              sessionSize: MemoryLayout<UnsafeMutableRawPointer?>.size,
-                                             rxBufferSize: 16 * 1024)
+                                             rxBufferSize: 0)
         info.mounts = resources.mounts(publicDirectory: publicDirectory, maxAge: config.staticMaxAge)
         info.headers = resources.headers([("access-control-allow-origin:", "*")])
         info.user = Unmanaged.passUnretained(self).toOpaque()
@@ -162,21 +178,12 @@ public final class RingcastServer: @unchecked Sendable {
 
     func publish(_ events: [OutboundEvent]) {
         guard !events.isEmpty else { return }
+        metrics.eventsPublished += events.count
         fanOut.publish(events)
-        scheduleFlush()
-        rescheduleDeadline()
-    }
-
-    /// Writes are requested once per loop turn, however many events arrived in it.
-    private func scheduleFlush() {
-        guard !flushScheduled, let context = currentContext else { return }
-        flushScheduled = true
-        rc_timer_schedule(context, flushTimer, 0)
-    }
-
-    private func flushFired() {
-        flushScheduled = false
+        // Every callback that publishes does so once (a request, a message, a deadline), so asking
+        // for writes right away costs one pass over the watchers per callback, however many events.
         fanOut.flush()
+        rescheduleDeadline()
     }
 
     private func rescheduleDeadline() {
@@ -198,7 +205,7 @@ public final class RingcastServer: @unchecked Sendable {
 
     private func heartbeatFired() {
         fanOut.broadcast(OutboundEvent.heartbeat(now: Clock.now()))
-        scheduleFlush()
+        fanOut.flush()
         if let context = currentContext {
             rc_timer_schedule(context, heartbeatTimer, Int64(config.heartbeatSeconds * 1_000_000))
         }
@@ -242,7 +249,12 @@ public final class RingcastServer: @unchecked Sendable {
         // which beginHTTP has already answered.
         guard let request = connection.request else { return }
         connection.request = nil
-        if connection.bodyTooLarge {
+        metrics.httpRequests += 1
+        if request.path == "/metrics" {
+            connection.response = (200, metrics.render(watchers: fanOut.subscriberCount, tasks: store.tasks.count, seq: store.seq,
+                                                        resyncs: fanOut.resyncCount, patternSets: fanOut.groupCount))
+            connection.contentType = "text/plain; version=0.0.4"
+        } else if connection.bodyTooLarge {
             let error = APIError(.bodyTooLarge, "the body is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); send less, or split a batch")
             connection.response = (error.status, error.encodedBody)
         } else if request.path == "/healthz" {
@@ -252,16 +264,20 @@ public final class RingcastServer: @unchecked Sendable {
         } else {
             let response = api.handle(request, now: Clock.now(), credential: credential(of: connection.wsi, token: LWS.header(connection.wsi, WSI_TOKEN_HTTP_AUTHORIZATION)))
             connection.response = (response.status, response.body)
+            if response.status >= 400 { metrics.httpErrors += 1 }
             publish(response.events)
         }
         lws_callback_on_writable(connection.wsi)
     }
 
-    func writeHTTP(_ connection: Connection) -> Int32 {
+    /// Writes the answer, lets go of the exchange, then completes the transaction: lws may free the
+    /// session memory inside lws_http_transaction_completed, so nothing may touch it afterwards.
+    func writeHTTP(_ connection: Connection, sessionData: UnsafeMutableRawPointer?) -> Int32 {
         guard let response = connection.response else { return 0 }
         connection.response = nil
-        let written = writeBuffer.writeHTTP(status: response.status, contentType: "application/json", body: response.body,
+        let written = writeBuffer.writeHTTP(status: response.status, contentType: connection.contentType, body: response.body,
                                             extraHeaders: [("cache-control:", "no-store")], to: connection.wsi)
+        closeConnection(sessionData)
         guard written else { return -1 }
         return lws_http_transaction_completed(connection.wsi) != 0 ? -1 : 0
     }
@@ -308,9 +324,10 @@ public final class RingcastServer: @unchecked Sendable {
             connection.closeReason = (LWS_CLOSE_STATUS_POLICY_VIOLATION, "invalid watch pattern")
             let subscription = fanOut.subscribe(WatchSet([]), lastSeq: store.seq, writer: connection)
             connection.subscription = subscription
-            subscription.sendDirect(error.encodedEvent)
+            sendError(error, to: subscription)
             return 0
         }
+        metrics.watchersOpened += 1
         connection.credential = credential(of: wsi, token: LWS.header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION))
         let subscription = fanOut.subscribe(watch, lastSeq: store.seq, writer: connection)
         connection.subscription = subscription
@@ -329,7 +346,7 @@ public final class RingcastServer: @unchecked Sendable {
 
     func writeWatcher(_ connection: Connection) -> Int32 {
         guard let subscription = connection.subscription else { return 0 }
-        subscription.writeRequested = false
+        subscription.writeableCallbackBegan()
         guard let plan = fanOut.nextFrame(for: subscription) else {
             if let reason = connection.closeReason {
                 let text = Array(reason.text.utf8)
@@ -340,17 +357,17 @@ public final class RingcastServer: @unchecked Sendable {
         }
         let frame: [UInt8]
         switch plan {
-        case let .frame(bytes, _):
+        case let .frame(bytes, events):
             frame = bytes
+            metrics.eventsSent += events
         case let .resync(since):
             frame = store.encodeSnapshot(matching: subscription.watch, since: since, now: Clock.now())
             fanOut.markResynced(subscription, seq: store.seq)
+            metrics.eventsSent += 1
         }
+        metrics.framesSent += 1
         guard writeBuffer.writeText(frame, to: connection.wsi) else { return -1 }
-        if subscription.hasPending || connection.closeReason != nil {
-            subscription.writeRequested = true
-            lws_callback_on_writable(connection.wsi)
-        }
+        if subscription.hasPending || connection.closeReason != nil { subscription.requestWrite() }
         return 0
     }
 
@@ -365,19 +382,20 @@ public final class RingcastServer: @unchecked Sendable {
             connection.incoming.append(contentsOf: bytes)
         }
         guard isFinal else { return }
+        metrics.clientMessages += 1
         defer {
             connection.incoming = []
             connection.incomingTooLarge = false
         }
         if connection.incomingTooLarge {
-            subscription.sendDirect(APIError(.bodyTooLarge, "a message is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); split it").encodedEvent)
+            sendError(APIError(.bodyTooLarge, "a message is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); split it"), to: subscription)
             return
         }
         let json: JSONValue
         do {
             json = try JSONParser.parseForAPI(connection.incoming)
         } catch {
-            subscription.sendDirect(error.encodedEvent)
+            sendError(error, to: subscription)
             return
         }
         if json["type"] == .string("auth") {
@@ -394,21 +412,26 @@ public final class RingcastServer: @unchecked Sendable {
                 try config.publishing.authorize(connection.credential, id: command.id)
                 events += try store.apply(command, now: now).events
             } catch {
-                subscription.sendDirect((items.count > 1 ? error.within("events[\(index)]") : error).encodedEvent)
+                sendError((items.count > 1 ? error.within("events[\(index)]") : error), to: subscription)
             }
         }
         publish(events)
     }
 
+    private func sendError(_ error: APIError, to subscription: Subscription) {
+        metrics.clientErrors += 1
+        subscription.sendDirect(error.encodedEvent)
+    }
+
     /// `{"type":"auth","token":"…"}`: for browsers, which cannot set headers on a WebSocket.
     private func authenticate(_ connection: Connection, _ subscription: Subscription, _ message: JSONValue) {
         guard case let .string(token)? = message["token"] else {
-            subscription.sendDirect(APIError(.missingField, "an auth message needs \"token\"", field: "token").encodedEvent)
+            sendError(APIError(.missingField, "an auth message needs \"token\"", field: "token"), to: subscription)
             return
         }
         let credential = credential(of: connection.wsi, token: token)
         guard case let .publisher(publisher) = credential else {
-            subscription.sendDirect(APIError(.unauthorized, "the token matches no publisher in config.json", field: "token").encodedEvent)
+            sendError(APIError(.unauthorized, "the token matches no publisher in config.json", field: "token"), to: subscription)
             return
         }
         connection.credential = credential
@@ -456,11 +479,8 @@ private func ringcastCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reas
         if let connection = Connection.find(user) { server.answer(connection) }
         return 0
     case LWS_CALLBACK_HTTP_WRITEABLE:
-        guard let connection = Connection.find(user), connection.response != nil else { return 0 }
-        // The exchange ends here. writeHTTP finishes with lws_http_transaction_completed, which on a
-        // kept-alive connection frees this session memory (it rebinds protocols[0]): let go of it first.
-        server.closeConnection(user)
-        return server.writeHTTP(connection)
+        guard let connection = Connection.find(user) else { return 0 }
+        return server.writeHTTP(connection, sessionData: user)
     case LWS_CALLBACK_CLOSED_HTTP, LWS_CALLBACK_HTTP_DROP_PROTOCOL:
         server.closeConnection(user)
         return lws_callback_http_dummy(wsi, reason, user, input, length)

@@ -69,6 +69,8 @@ public final class WebSocketConnection: @unchecked Sendable {
     var wsi: OpaquePointer?
     var incoming: [UInt8] = []
     public private(set) var isOpen = false
+    /// The status code of the close frame the server sent, if it sent one (1001: going away).
+    public private(set) var peerCloseCode: Int?
     /// Free for the owner's bookkeeping (the load tester keeps its per-watcher counters here).
     public var tag = 0
 
@@ -97,6 +99,7 @@ public final class WebSocketConnection: @unchecked Sendable {
 
     fileprivate func opened() { isOpen = true }
     fileprivate func closed() { isOpen = false }
+    fileprivate func peerClosed(code: Int) { peerCloseCode = code }
 }
 
 /// One libwebsockets client context and its service thread, holding any number of WebSockets.
@@ -136,7 +139,7 @@ public final class WebSocketClientContext: @unchecked Sendable {
             throw ClientError("could not create a libwebsockets client context")
         }
         context = created
-        let thread = Thread { [self] in serviceLoop(created) }
+        let thread = Thread { [self] in serviceLoop() }
         thread.name = "ringcast-client"
         thread.start()
     }
@@ -176,7 +179,8 @@ public final class WebSocketClientContext: @unchecked Sendable {
         }
     }
 
-    private func serviceLoop(_ context: OpaquePointer) {
+    private func serviceLoop() {
+        guard let context = lock.withLock({ self.context }) else { return }
         while lock.withLock({ !stopping }) {
             if lws_service(context, 0) < 0 { break }
         }
@@ -282,6 +286,12 @@ public final class WebSocketClientContext: @unchecked Sendable {
             if closing {
                 lws_close_reason(wsi, LWS_CLOSE_STATUS_NORMAL, nil, 0)
                 return -1
+            }
+            return 0
+        case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+            if let input, length >= 2 {
+                let bytes = input.assumingMemoryBound(to: UInt8.self)
+                connection.peerClosed(code: Int(bytes[0]) << 8 | Int(bytes[1]))
             }
             return 0
         case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:

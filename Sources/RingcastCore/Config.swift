@@ -37,11 +37,17 @@ public struct ServerConfig: Equatable, Sendable {
         var config = ServerConfig()
         for (key, value) in members {
             func fail(_ expected: String) -> ConfigError {
-                ConfigError("\(source): \"\(key)\" must be \(expected), not \(value.typeName == "number" ? "\(value)" : value.typeName)")
+                let found = value.typeName == "number" ? String(decoding: JSONWriter.encode(value), as: UTF8.self) : value.typeName
+                return ConfigError("\(source): \"\(key)\" must be \(expected), not \(found)")
             }
             func number(_ range: ClosedRange<Double>, _ expected: String) throws(ConfigError) -> Double {
                 guard case let .number(n) = value, range.contains(n) else { throw fail(expected) }
                 return n
+            }
+            func integer(_ range: ClosedRange<Double>, _ expected: String) throws(ConfigError) -> Int {
+                let n = try number(range, expected)
+                guard n == n.rounded() else { throw fail("a whole number") }
+                return Int(n)
             }
             func string() throws(ConfigError) -> String {
                 guard case let .string(s) = value, !s.isEmpty else { throw fail("a non-empty string") }
@@ -49,7 +55,7 @@ public struct ServerConfig: Equatable, Sendable {
             }
             switch key {
             case "host": config.host = try string()
-            case "port": config.port = Int(try number(0...65535, "a port number from 0 to 65535 (0 picks a free port)"))
+            case "port": config.port = try integer(0...65535, "a port number from 0 to 65535 (0 picks a free port)")
             case "publicDir": config.publicDir = try string()
             case "allowedOrigins":
                 guard case let .array(items) = value else { throw fail("a list of origins like [\"https://example.com\"]") }
@@ -60,10 +66,10 @@ public struct ServerConfig: Equatable, Sendable {
                     return origin.hasSuffix("/") ? String(origin.dropLast()) : origin
                 }
             case "heartbeatSeconds": config.heartbeatSeconds = try number(0.1...3600, "seconds between 0.1 and 3600")
-            case "maxMessageBytes": config.maxMessageBytes = Int(try number(1024...(64 * 1024 * 1024), "bytes between 1024 and 67108864"))
-            case "fanOutLogEvents": config.fanOutLogEvents = Int(try number(16...1_000_000, "a count between 16 and 1000000"))
-            case "maxEventsPerFrame": config.maxEventsPerFrame = Int(try number(1...10_000, "a count between 1 and 10000"))
-            case "staticMaxAge": config.staticMaxAge = Int(try number(0...31_536_000, "seconds, 0 or more"))
+            case "maxMessageBytes": config.maxMessageBytes = try integer(1024...(64 * 1024 * 1024), "bytes between 1024 and 67108864")
+            case "fanOutLogEvents": config.fanOutLogEvents = try integer(16...1_000_000, "a count between 16 and 1000000")
+            case "maxEventsPerFrame": config.maxEventsPerFrame = try integer(1...10_000, "a count between 1 and 10000")
+            case "staticMaxAge": config.staticMaxAge = try integer(0...31_536_000, "seconds, 0 or more")
             case "logLevel":
                 guard case let .string(name) = value, let level = LogLevel(rawValue: name) else {
                     throw fail("one of \(LogLevel.allCases.map(\.rawValue).joined(separator: ", "))")

@@ -219,4 +219,13 @@ final class WatcherTests: XCTestCase {
         }
         XCTAssertLessThan(events.filter { $0.id == "hot" }.count, 501)
     }
+
+    func testStoppingTheServerClosesWatchersCleanly() throws {
+        let server = try TestServer()
+        let watcher = TestWatcher(server.wsURL)
+        watcher.waitForSnapshot()
+        server.server.stop()
+        XCTAssertTrue(watcher.waitForClose(timeout: 2))
+        XCTAssertEqual(watcher.connection.peerCloseCode, 1001, "a close frame saying going away, not a dropped connection")
+    }
 }
