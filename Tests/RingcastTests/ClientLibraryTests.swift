@@ -85,6 +85,7 @@ final class ClientLibraryTests: XCTestCase {
 
         let events = watcher.wait { $0.contains { $0.type == "remove" } }.filter { $0.id?.hasPrefix("svc.") == true && $0.type != "tick" }
         let summary = events.map { "\($0.type!) \($0.id!)" + ($0.type == "state" ? " \($0.string("state")!)" : "") }
+        guard summary.count == 11 else { return XCTFail("events: \(summary)") }
         XCTAssertEqual(summary, [
             "progress svc.import", "show svc.import", "hide svc.import", "progress svc.units", "progress svc.spin",
             "show svc.tea", "state svc.tea paused", "state svc.tea running", "state svc.tea cancelled",
@@ -168,8 +169,9 @@ final class ClientLibraryTests: XCTestCase {
         let hidden = index { $0.type == "hide" }
         let resumed = index { $0.type == "state" && $0.string("state") == "running" }
         let done = index { $0.string("state") == "done" }
-        XCTAssertTrue(0 <= paused && paused < shown && shown < hidden && hidden < resumed && resumed < done,
-                      "order: \(job.map { "\($0.type!) \($0.string("state")!)" })")
+        guard 0 <= paused && paused < shown && shown < hidden && hidden < resumed && resumed < done else {
+            return XCTFail("order: \(job.map { "\($0.type!) \($0.string("state")!)" })")
+        }
         XCTAssertEqual(job[paused].number("progress"), 0.2, "the paused update carries the progress merged into it")
         XCTAssertEqual(job[shown].number("progress"), 0.3)
         let progress = job.compactMap { $0.number("progress") }

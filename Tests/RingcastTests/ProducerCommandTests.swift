@@ -226,11 +226,11 @@ final class ProducerCommandTests: XCTestCase {
         XCTAssertTrue(rows.contains(["tea", "running", "0%", "Tea", "3m05s"]), result.stdout)
         // Columns line up: every row's second column starts where the header's does.
         let lines = result.stdout.split(separator: "\n")
-        let stateColumn = lines[0].range(of: "STATE")!.lowerBound.utf16Offset(in: lines[0])
+        let stateColumn = try XCTUnwrap(lines.first?.range(of: "STATE")).lowerBound.utf16Offset(in: lines[0])
         for line in lines.dropFirst() {
-            let offset = line.firstIndex(of: " ")!.utf16Offset(in: line)
-            let next = line[line.index(line.startIndex, offsetBy: offset)...].firstIndex { $0 != " " }!.utf16Offset(in: line)
-            XCTAssertEqual(next, stateColumn, String(line))
+            let afterID = try XCTUnwrap(line.firstIndex(of: " "))
+            let secondColumn = try XCTUnwrap(line[afterID...].firstIndex { $0 != " " })
+            XCTAssertEqual(secondColumn.utf16Offset(in: line), stateColumn, String(line))
         }
 
         let filtered = try RingcastProcess.run(["ls", "--watch", "ci.*", "--json"], server: server)
@@ -459,7 +459,7 @@ final class ProducerCommandTests: XCTestCase {
         let result = pipe.wait()
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(result.stdout, sent, "the input passes through byte for byte")
-        let done = watcher.wait { $0.contains { $0.string("state") == "done" } }.last!
+        let done = try XCTUnwrap(watcher.wait { $0.contains { $0.string("state") == "done" } }.last)
         XCTAssertEqual(done.type, "state")
         let progressValues = watcher.received.filter { $0.type == "progress" }.compactMap { $0.number("progress") }
         XCTAssertEqual(progressValues, [0.12, 0.3, 0.35, 0.42, 0.46, 0.555], "one update per progress line, none for the others")
@@ -478,7 +478,7 @@ final class ProducerCommandTests: XCTestCase {
         }
         let fed = nowMs() - started
         // The input stays open: the last value must come anyway, within the throttle's 50 ms.
-        let last = watcher.wait(timeout: 2) { $0.contains { $0.number("progress") == 0.99 } }.first { $0.number("progress") == 0.99 }!
+        let last = try XCTUnwrap(watcher.wait(timeout: 2) { $0.contains { $0.number("progress") == 0.99 } }.first { $0.number("progress") == 0.99 })
         XCTAssertLessThan(last.at - (started + fed), 200)
         let updates = watcher.received.filter { $0.type == "progress" && $0.number("progress") != nil }
         XCTAssertLessThanOrEqual(updates.count, Int(fed / 50) + 2, "\(updates.count) updates in \(Int(fed)) ms")
