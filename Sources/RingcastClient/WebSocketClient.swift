@@ -8,6 +8,14 @@ public protocol WebSocketDelegate: AnyObject {
     func webSocket(_ connection: WebSocketConnection, didReceive message: [UInt8])
     /// `error` is nil for a clean close; the connection is finished either way.
     func webSocketDidClose(_ connection: WebSocketConnection, error: String?)
+    /// Asked when the socket can take a message and nothing queued with `send` is waiting: the next
+    /// message to write, or nil. A sender that builds its frame here, at the last moment, can merge
+    /// whatever piled up while the socket was busy. Asked again after each message it returns.
+    func webSocketNextMessage(_ connection: WebSocketConnection) -> [UInt8]?
+}
+
+extension WebSocketDelegate {
+    public func webSocketNextMessage(_ connection: WebSocketConnection) -> [UInt8]? { nil }
 }
 
 /// A parsed `ws://host:port/path?query` (or `http://`, taken to mean the same server).
@@ -80,6 +88,11 @@ public final class WebSocketConnection: @unchecked Sendable {
 
     public func send(_ text: String) { send(Array(text.utf8)) }
 
+    /// Asks for a writeable callback, in which the delegate's `webSocketNextMessage` is asked for a message.
+    public func requestWrite() {
+        context?.enqueue(self) { _ in }
+    }
+
     public func close() {
         context?.enqueue(self) { $0.closeRequested = true }
     }
@@ -100,7 +113,10 @@ public final class WebSocketClientContext: @unchecked Sendable {
     private let writeBuffer = ClientWriteBuffer()
     private var protocols: UnsafeMutablePointer<lws_protocols>
     private let protocolName = strdup("ringcast-client")!
-    private var liveConnections = Set<ObjectIdentifier>()
+    /// The per-connection pointers lws holds (each one retain), service thread only. lws calls back
+    /// with a pointer also after the connection has finished (e.g. on destroy): it is checked here
+    /// before it is turned back into an object.
+    private var liveConnections = Set<UnsafeMutableRawPointer>()
 
     public init() throws {
         protocols = .allocate(capacity: 2)
@@ -203,10 +219,10 @@ public final class WebSocketClientContext: @unchecked Sendable {
         info.local_protocol_name = UnsafePointer(protocolName)
         let retained = Unmanaged.passRetained(connection)
         info.userdata = retained.toOpaque()
-        liveConnections.insert(ObjectIdentifier(connection))
+        liveConnections.insert(retained.toOpaque())
         if lws_client_connect_via_info(&info) == nil {
             // lws reports most failures through CLIENT_CONNECTION_ERROR; a nil here may already have.
-            if liveConnections.remove(ObjectIdentifier(connection)) != nil {
+            if liveConnections.remove(retained.toOpaque()) != nil {
                 retained.release()
                 connection.delegate.webSocketDidClose(connection, error: "could not start connecting to \(url.hostHeader)")
             }
@@ -219,7 +235,7 @@ public final class WebSocketClientContext: @unchecked Sendable {
             drainQueued()
             return 0
         }
-        guard let user else { return 0 }
+        guard let user, liveConnections.contains(user) else { return 0 }
         let connection = Unmanaged<WebSocketConnection>.fromOpaque(user).takeUnretainedValue()
         switch reason {
         case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
@@ -257,10 +273,16 @@ public final class WebSocketClientContext: @unchecked Sendable {
                 let next = connection.outbox.isEmpty ? nil : connection.outbox.removeFirst()
                 return (next, !connection.outbox.isEmpty, connection.closeRequested && connection.outbox.isEmpty)
             }
-            if let next {
-                guard writeBuffer.writeText(next, to: wsi) else { return -1 }
+            var pulled = false
+            var message = next
+            if message == nil, !closing, let offered = connection.delegate.webSocketNextMessage(connection) {
+                message = offered
+                pulled = true
             }
-            if more { lws_callback_on_writable(wsi); return 0 }
+            if let message {
+                guard writeBuffer.writeText(message, to: wsi) else { return -1 }
+            }
+            if more || pulled { lws_callback_on_writable(wsi); return 0 }
             if closing {
                 lws_close_reason(wsi, LWS_CLOSE_STATUS_NORMAL, nil, 0)
                 return -1
@@ -285,7 +307,7 @@ public final class WebSocketClientContext: @unchecked Sendable {
     }
 
     private func finish(_ connection: WebSocketConnection, _ user: UnsafeMutableRawPointer, error: String?) {
-        guard liveConnections.remove(ObjectIdentifier(connection)) != nil else { return }
+        guard liveConnections.remove(user) != nil else { return }
         connection.wsi = nil
         connection.closed()
         connection.delegate.webSocketDidClose(connection, error: error)
