@@ -144,7 +144,7 @@ public final class RingcastServer: @unchecked Sendable {
         info.port = Int32(config.port)
         info.iface = resources.string(config.host)
         info.protocols = resources.protocols(name: "ringcast", callback: ringcastCallback,
-                                             sessionSize: MemoryLayout<UnsafeMutableRawPointer?>.size,
+                                             sessionSize: SessionMemory.size,
                                              rxBufferSize: 0)
         info.mounts = resources.mounts(publicDirectory: publicDirectory, maxAge: config.staticMaxAge)
         info.headers = resources.headers([("access-control-allow-origin:", "*")])
@@ -283,7 +283,7 @@ public final class RingcastServer: @unchecked Sendable {
     }
 
     private func credential(of wsi: OpaquePointer, token: String?) -> Credential {
-        config.publishing.identify(authorization: token, fromLoopback: isLoopbackAddress(LWS.peerAddress(wsi)))
+        config.publishing.identify(authorization: token, fromLoopback: SessionMemory.isLoopbackPeer(wsi))
     }
 
     /// A browser page from a site not in allowedOrigins may not change or watch anything.
