@@ -133,7 +133,7 @@ final class Target {
             return Array(("[" + (0..<eventsPerFrame).map { updateEvent(round * eventsPerFrame + $0) }.joined(separator: ",") + "]").utf8)
         }
         var socketURL = url
-        socketURL.path = "/ws?watch=" + RingcastClient.publisherWatch // publish only: nothing is echoed back
+        socketURL.path = "/ws?mode=publish" // nothing is echoed back (the reference ignores the query)
         let pump = FramePump(frames: frames, texts: texts)
         let connection = context.connect(socketURL, delegate: pump)
         guard pump.opened.wait(timeout: .now() + 5) == .success else { throw BenchError(description: "\(name): the WebSocket did not open") }

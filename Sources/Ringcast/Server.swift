@@ -316,12 +316,21 @@ public final class RingcastServer: @unchecked Sendable {
         Connection.attach(connection, to: sessionData)
         let query = LWS.queryArguments(wsi)
         let now = Clock.now()
+        let mode = query["mode"] ?? "watch"
+        let publishOnly = mode == "publish"
+        let requested: Result<WatchSet, APIError>
+        switch mode {
+        case "watch": requested = WatchSet.parse(query["watch"])
+        // A publisher hears only its own replies and heartbeats: a pattern set that matches nothing.
+        case "publish": requested = .success(WatchSet([]))
+        default: requested = .failure(APIError(.invalidField, "mode '\(mode)' is not one of watch, publish", field: "mode"))
+        }
         let watch: WatchSet
-        switch WatchSet.parse(query["watch"]) {
+        switch requested {
         case let .success(parsed):
             watch = parsed
         case let .failure(error):
-            connection.closeReason = (LWS_CLOSE_STATUS_POLICY_VIOLATION, "invalid watch pattern")
+            connection.closeReason = (LWS_CLOSE_STATUS_POLICY_VIOLATION, "invalid \(error.field ?? "query")")
             let subscription = fanOut.subscribe(WatchSet([]), lastSeq: store.seq, writer: connection)
             connection.subscription = subscription
             sendError(error, to: subscription)
@@ -332,7 +341,9 @@ public final class RingcastServer: @unchecked Sendable {
         let subscription = fanOut.subscribe(watch, lastSeq: store.seq, writer: connection)
         connection.subscription = subscription
         subscription.sendDirect(store.encodeHello(now: now, heartbeatSeconds: config.heartbeatSeconds))
-        subscription.sendDirect(store.encodeSnapshot(matching: watch, since: resumePoint(query["since"]), now: now))
+        if !publishOnly {
+            subscription.sendDirect(store.encodeSnapshot(matching: watch, since: resumePoint(query["since"]), now: now))
+        }
         logger.debug("watcher from \(LWS.peerAddress(wsi)) watching \(watch.key)")
         return 0
     }
@@ -412,15 +423,17 @@ public final class RingcastServer: @unchecked Sendable {
                 try config.publishing.authorize(connection.credential, id: command.id)
                 events += try store.apply(command, now: now).events
             } catch {
-                sendError((items.count > 1 ? error.within("events[\(index)]") : error), to: subscription)
+                var taskID: String?
+                if case let .string(id)? = item["id"] { taskID = id }
+                sendError((items.count > 1 ? error.within("events[\(index)]") : error), to: subscription, id: taskID)
             }
         }
         publish(events)
     }
 
-    private func sendError(_ error: APIError, to subscription: Subscription) {
+    private func sendError(_ error: APIError, to subscription: Subscription, id: String? = nil) {
         metrics.clientErrors += 1
-        subscription.sendDirect(error.encodedEvent)
+        subscription.sendDirect(error.encodedEvent(id: id))
     }
 
     /// `{"type":"auth","token":"…"}`: for browsers, which cannot set headers on a WebSocket.

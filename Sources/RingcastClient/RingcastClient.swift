@@ -64,11 +64,6 @@ public final class RingcastClient: Sendable {
 
     private let core: ClientCore
 
-    /// The watch pattern of the client's socket. The protocol has no publish-only mode, so the socket
-    /// watches one id that no task uses in practice: nothing is echoed back. Should a task take that
-    /// id, its events are ignored (the client reads only `error` events).
-    public static let publisherWatch = "ringcast.publisher.watches-nothing"
-
     /// Problems the calls cannot throw: `error` events from the server, and connection failures
     /// (the client keeps reconnecting). One consumer; the newest 256 are kept when nobody reads.
     public var errors: AsyncStream<RingcastClientError> { core.errors }
@@ -89,7 +84,8 @@ public final class RingcastClient: Sendable {
             headers.append(("Authorization", "Bearer \(token)"))
         }
         var socketURL = server
-        socketURL.path = server.endpoint("/ws") + "?watch=" + RingcastClient.publisherWatch
+        // A publish-only socket: the server echoes no task events back, only errors and heartbeats.
+        socketURL.path = server.endpoint("/ws") + "?mode=publish"
         core = try ClientCore(url: socketURL, headers: headers, options: options)
         core.start()
     }

@@ -150,7 +150,7 @@ final class APITests: XCTestCase {
         let error = APIError(.invalidField, "progress \"2\" is out of range", field: "progress")
         XCTAssertEqual(text(error.encodedBody), #"{"error":"invalid_field","message":"progress \"2\" is out of range","field":"progress"}"#)
         XCTAssertEqual(text(APIError(.notFound, "gone").encodedBody), #"{"error":"not_found","message":"gone","field":null}"#)
-        XCTAssertEqual(text(error.encodedEvent), #"{"type":"error","error":"invalid_field","message":"progress \"2\" is out of range","field":"progress"}"#)
+        XCTAssertEqual(text(error.encodedEvent()), #"{"type":"error","error":"invalid_field","message":"progress \"2\" is out of range","field":"progress"}"#)
         let nested = error.within("events[2]")
         XCTAssertEqual(nested.field, "events[2].progress")
         XCTAssertEqual(nested.message, "events[2]: progress \"2\" is out of range")
