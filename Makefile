@@ -4,7 +4,7 @@
 export PATH := /opt/swift/usr/bin:$(PATH)
 SWIFT_BUILD_FLAGS ?=
 
-.PHONY: run test build release test-swift test-browser bench clean
+.PHONY: run test build release test-swift test-browser bench bench-publish clean
 
 run: release
 	.build/release/ringcast serve --config config.json
@@ -27,6 +27,11 @@ test-swift: build
 
 test-browser: build
 	RINGCAST_BIN=.build/debug/ringcast SE_OFFLINE=true python3 -m pytest -q Tests/browser
+
+# Publish throughput beside the raw libwebsockets reference server (release builds; about 1.5 min).
+bench-publish:
+	scripts/deps.sh build
+	Benchmarks/publish.sh
 
 clean:
 	rm -rf .build

@@ -33,6 +33,13 @@ let package = Package(
             dependencies: ["Ringcast", "RingcastClient", "RingcastCore"],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
+        // Publish throughput against Ringcast and the raw lws reference: Benchmarks/publish.sh runs it.
+        .executableTarget(
+            name: "ringcast-bench",
+            dependencies: ["RingcastClient", "RingcastCore"],
+            path: "Benchmarks/ringcast-bench",
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
         .testTarget(name: "RingcastCoreTests", dependencies: ["RingcastCore"]),
         .testTarget(
             name: "RingcastTests",

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Ringcast builds and tests with, only those missing.
-# Usage: scripts/deps.sh [build|test]   (test adds the browser, its driver and selenium)
+# Usage: scripts/deps.sh [build|test]   (test adds what the browser tests need: browser-deps.sh)
 set -euo pipefail
 mode=${1:-build}
 
 packages=(pkg-config libwebsockets-dev libsqlite3-dev)
 if [ "$mode" = test ]; then
-  packages+=(chromium chromium-driver python3-pip procps iproute2)
+  packages+=(procps iproute2)
 fi
 
 missing=()
@@ -26,7 +26,5 @@ if ! command -v swift >/dev/null 2>&1 && [ ! -x /opt/swift/usr/bin/swift ]; then
 fi
 
 if [ "$mode" = test ]; then
-  python3 - <<'PY' 2>/dev/null || pip install -q selenium pytest
-import selenium, pytest
-PY
+  "$(dirname "$0")/browser-deps.sh"
 fi

@@ -18,6 +18,8 @@ struct CResources {
 
     mutating func protocols(name: String, callback: LWSCallback, sessionSize: Int, rxBufferSize: Int) -> UnsafePointer<lws_protocols> {
         // Browsers open /ws without a subprotocol: lws then picks protocols[0], which is this one.
+        // lws allocates rx_buffer_size (0: 4096) for every WebSocket, idle or not; bigger messages
+        // arrive in fragments, which the server joins.
         let list = UnsafeMutablePointer<lws_protocols>.allocate(capacity: 2)
         list.initialize(repeating: lws_protocols(), count: 2)
         list[0].name = string(name)
@@ -28,15 +30,16 @@ struct CResources {
         return UnsafePointer(list)
     }
 
-    /// `/` serves the public directory (and nothing outside it); `/api` and `/healthz` go to the callback.
+    /// `/` serves the public directory (and nothing outside it); `/api`, `/healthz` and `/metrics` go to the callback.
     mutating func mounts(publicDirectory: String, maxAge: Int) -> UnsafePointer<lws_http_mount> {
         let mimeTypes = mimeTypeList([
             (".js", "text/javascript"), (".mjs", "text/javascript"), (".svg", "image/svg+xml"),
             (".json", "application/json"), (".webmanifest", "application/manifest+json"),
             (".woff2", "font/woff2"), (".map", "application/json"), (".txt", "text/plain; charset=utf-8"),
         ])
-        let mounts = UnsafeMutablePointer<lws_http_mount>.allocate(capacity: 3)
-        mounts.initialize(repeating: lws_http_mount(), count: 3)
+        let callbackMounts = ["/api", "/healthz", "/metrics"]
+        let mounts = UnsafeMutablePointer<lws_http_mount>.allocate(capacity: 1 + callbackMounts.count)
+        mounts.initialize(repeating: lws_http_mount(), count: 1 + callbackMounts.count)
         mounts[0].mountpoint = string("/")
         mounts[0].mountpoint_len = 1
         mounts[0].origin = string(publicDirectory)
@@ -47,7 +50,7 @@ struct CResources {
         mounts[0].cache_reusable = 1
         mounts[0].cache_revalidate = 1
         mounts[0].cache_intermediaries = 0
-        for (index, point) in ["/api", "/healthz"].enumerated() {
+        for (index, point) in callbackMounts.enumerated() {
             let mount = mounts + index + 1
             mount.pointee.mountpoint = string(point)
             mount.pointee.mountpoint_len = UInt8(point.utf8.count)

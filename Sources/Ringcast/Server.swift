@@ -33,18 +33,17 @@ public final class RingcastServer: @unchecked Sendable {
     private let finished = DispatchSemaphore(value: 0)
 
     private var deadlineTimer: OpaquePointer?
-    private var flushTimer: OpaquePointer?
     private var heartbeatTimer: OpaquePointer?
     private var scheduledDeadline: Double?
-    private var flushScheduled = false
     private var resources = CResources()
+    private var metrics = ServerMetrics()
 
     /// - Parameter baseDirectory: where a relative `publicDir` is found (the config file's folder).
     public init(config: ServerConfig, baseDirectory: String, logger: Logger, persistence: TaskPersistence = MemoryOnlyPersistence()) {
         self.config = config
         self.logger = logger
         store = TaskStore(persistence: persistence)
-        api = API(store: store)
+        api = API(store: store, policy: config.publishing)
         fanOut = FanOut(logCapacity: config.fanOutLogEvents, maxEventsPerFrame: config.maxEventsPerFrame)
         let directory = config.publicDir.hasPrefix("/") ? config.publicDir : baseDirectory + "/" + config.publicDir
         publicDirectory = URL(fileURLWithPath: directory).standardizedFileURL.path
@@ -99,7 +98,6 @@ public final class RingcastServer: @unchecked Sendable {
         lock.withLock { self.context = context }
         let user = Unmanaged.passUnretained(self).toOpaque()
         deadlineTimer = rc_timer_new(user) { Unmanaged<RingcastServer>.fromOpaque($0!).takeUnretainedValue().deadlineFired() }
-        flushTimer = rc_timer_new(user) { Unmanaged<RingcastServer>.fromOpaque($0!).takeUnretainedValue().flushFired() }
         heartbeatTimer = rc_timer_new(user) { Unmanaged<RingcastServer>.fromOpaque($0!).takeUnretainedValue().heartbeatFired() }
         rc_timer_schedule(context, heartbeatTimer, Int64(config.heartbeatSeconds * 1_000_000))
         rescheduleDeadline()
@@ -110,7 +108,8 @@ public final class RingcastServer: @unchecked Sendable {
         while lock.withLock({ lifecycle == .running }) {
             if lws_service(context, 0) < 0 { break }
         }
-        for timer in [deadlineTimer, flushTimer, heartbeatTimer] {
+        closeWatchers(context)
+        for timer in [deadlineTimer, heartbeatTimer] {
             rc_timer_cancel(timer)
             rc_timer_free(timer)
         }
@@ -122,14 +121,31 @@ public final class RingcastServer: @unchecked Sendable {
         finished.signal()
     }
 
+    /// lws destroys a context without close frames: tell each watcher the server is going away
+    /// (after what it is still owed), and give them a moment to hear it.
+    private func closeWatchers(_ context: OpaquePointer) {
+        guard fanOut.subscriberCount > 0 else { return }
+        fanOut.forEachSubscription { subscription in
+            guard let connection = subscription.writer as? Connection else { return }
+            if connection.closeReason == nil { connection.closeReason = (LWS_CLOSE_STATUS_GOINGAWAY, "server stopping") }
+            subscription.requestWrite()
+        }
+        let deadline = Clock.now() + 300
+        while fanOut.subscriberCount > 0, Clock.now() < deadline {
+            // A timer wakes the loop even if no socket does.
+            rc_timer_schedule(context, deadlineTimer, 20_000)
+            if lws_service(context, 0) < 0 { break }
+        }
+    }
+
     private func createContext() -> OpaquePointer? {
         lws_set_log_level(Int32(LLL_ERR | LLL_WARN), nil)
         var info = lws_context_creation_info()
         info.port = Int32(config.port)
         info.iface = resources.string(config.host)
         info.protocols = resources.protocols(name: "ringcast", callback: ringcastCallback,
-                                             sessionSize: MemoryLayout<UnsafeMutableRawPointer?>.size,
-                                             rxBufferSize: 16 * 1024)
+                                             sessionSize: SessionMemory.size,
+                                             rxBufferSize: 0)
         info.mounts = resources.mounts(publicDirectory: publicDirectory, maxAge: config.staticMaxAge)
         info.headers = resources.headers([("access-control-allow-origin:", "*")])
         info.user = Unmanaged.passUnretained(self).toOpaque()
@@ -162,21 +178,12 @@ public final class RingcastServer: @unchecked Sendable {
 
     func publish(_ events: [OutboundEvent]) {
         guard !events.isEmpty else { return }
+        metrics.eventsPublished += events.count
         fanOut.publish(events)
-        scheduleFlush()
-        rescheduleDeadline()
-    }
-
-    /// Writes are requested once per loop turn, however many events arrived in it.
-    private func scheduleFlush() {
-        guard !flushScheduled, let context = currentContext else { return }
-        flushScheduled = true
-        rc_timer_schedule(context, flushTimer, 0)
-    }
-
-    private func flushFired() {
-        flushScheduled = false
+        // Every callback that publishes does so once (a request, a message, a deadline), so asking
+        // for writes right away costs one pass over the watchers per callback, however many events.
         fanOut.flush()
+        rescheduleDeadline()
     }
 
     private func rescheduleDeadline() {
@@ -198,7 +205,7 @@ public final class RingcastServer: @unchecked Sendable {
 
     private func heartbeatFired() {
         fanOut.broadcast(OutboundEvent.heartbeat(now: Clock.now()))
-        scheduleFlush()
+        fanOut.flush()
         if let context = currentContext {
             rc_timer_schedule(context, heartbeatTimer, Int64(config.heartbeatSeconds * 1_000_000))
         }
@@ -211,6 +218,8 @@ public final class RingcastServer: @unchecked Sendable {
 
     func beginHTTP(_ wsi: OpaquePointer, sessionData: UnsafeMutableRawPointer?, path: String) -> Int32 {
         guard let sessionData, let (method, fullPath) = LWS.requestLine(wsi) else { return -1 }
+        // lws hands the same session memory to the next request on a kept-alive connection.
+        closeConnection(sessionData)
         let connection = Connection(wsi: wsi)
         Connection.attach(connection, to: sessionData)
         let query = LWS.queryArguments(wsi)
@@ -236,8 +245,16 @@ public final class RingcastServer: @unchecked Sendable {
     }
 
     func answer(_ connection: Connection) {
+        // Once per request: lws also reports BODY_COMPLETION for a POST with Content-Length: 0,
+        // which beginHTTP has already answered.
         guard let request = connection.request else { return }
-        if connection.bodyTooLarge {
+        connection.request = nil
+        metrics.httpRequests += 1
+        if request.path == "/metrics" {
+            connection.response = (200, metrics.render(watchers: fanOut.subscriberCount, tasks: store.tasks.count, seq: store.seq,
+                                                        resyncs: fanOut.resyncCount, patternSets: fanOut.groupCount))
+            connection.contentType = "text/plain; version=0.0.4"
+        } else if connection.bodyTooLarge {
             let error = APIError(.bodyTooLarge, "the body is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); send less, or split a batch")
             connection.response = (error.status, error.encodedBody)
         } else if request.path == "/healthz" {
@@ -245,20 +262,28 @@ public final class RingcastServer: @unchecked Sendable {
         } else if request.method != "GET", let refusal = refuseOrigin(connection.wsi) {
             connection.response = (refusal.status, refusal.encodedBody)
         } else {
-            let response = api.handle(request, now: Clock.now())
+            let response = api.handle(request, now: Clock.now(), credential: credential(of: connection.wsi, token: LWS.header(connection.wsi, WSI_TOKEN_HTTP_AUTHORIZATION)))
             connection.response = (response.status, response.body)
+            if response.status >= 400 { metrics.httpErrors += 1 }
             publish(response.events)
         }
         lws_callback_on_writable(connection.wsi)
     }
 
-    func writeHTTP(_ connection: Connection) -> Int32 {
+    /// Writes the answer, lets go of the exchange, then completes the transaction: lws may free the
+    /// session memory inside lws_http_transaction_completed, so nothing may touch it afterwards.
+    func writeHTTP(_ connection: Connection, sessionData: UnsafeMutableRawPointer?) -> Int32 {
         guard let response = connection.response else { return 0 }
         connection.response = nil
-        let written = writeBuffer.writeHTTP(status: response.status, contentType: "application/json", body: response.body,
+        let written = writeBuffer.writeHTTP(status: response.status, contentType: connection.contentType, body: response.body,
                                             extraHeaders: [("cache-control:", "no-store")], to: connection.wsi)
+        closeConnection(sessionData)
         guard written else { return -1 }
         return lws_http_transaction_completed(connection.wsi) != 0 ? -1 : 0
+    }
+
+    private func credential(of wsi: OpaquePointer, token: String?) -> Credential {
+        config.publishing.identify(authorization: token, fromLoopback: SessionMemory.isLoopbackPeer(wsi))
     }
 
     /// A browser page from a site not in allowedOrigins may not change or watch anything.
@@ -286,25 +311,39 @@ public final class RingcastServer: @unchecked Sendable {
 
     func openWatcher(_ wsi: OpaquePointer, sessionData: UnsafeMutableRawPointer?) -> Int32 {
         guard let sessionData else { return -1 }
+        closeConnection(sessionData)
         let connection = Connection(wsi: wsi)
         Connection.attach(connection, to: sessionData)
         let query = LWS.queryArguments(wsi)
         let now = Clock.now()
+        let mode = query["mode"] ?? "watch"
+        let publishOnly = mode == "publish"
+        let requested: Result<WatchSet, APIError>
+        switch mode {
+        case "watch": requested = WatchSet.parse(query["watch"])
+        // A publisher hears only its own replies and heartbeats: a pattern set that matches nothing.
+        case "publish": requested = .success(WatchSet([]))
+        default: requested = .failure(APIError(.invalidField, "mode '\(mode)' is not one of watch, publish", field: "mode"))
+        }
         let watch: WatchSet
-        switch WatchSet.parse(query["watch"]) {
+        switch requested {
         case let .success(parsed):
             watch = parsed
         case let .failure(error):
-            connection.closeReason = (LWS_CLOSE_STATUS_POLICY_VIOLATION, "invalid watch pattern")
+            connection.closeReason = (LWS_CLOSE_STATUS_POLICY_VIOLATION, "invalid \(error.field ?? "query")")
             let subscription = fanOut.subscribe(WatchSet([]), lastSeq: store.seq, writer: connection)
             connection.subscription = subscription
-            subscription.sendDirect(error.encodedEvent)
+            sendError(error, to: subscription)
             return 0
         }
+        metrics.watchersOpened += 1
+        connection.credential = credential(of: wsi, token: LWS.header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION))
         let subscription = fanOut.subscribe(watch, lastSeq: store.seq, writer: connection)
         connection.subscription = subscription
         subscription.sendDirect(store.encodeHello(now: now, heartbeatSeconds: config.heartbeatSeconds))
-        subscription.sendDirect(store.encodeSnapshot(matching: watch, since: resumePoint(query["since"]), now: now))
+        if !publishOnly {
+            subscription.sendDirect(store.encodeSnapshot(matching: watch, since: resumePoint(query["since"]), now: now))
+        }
         logger.debug("watcher from \(LWS.peerAddress(wsi)) watching \(watch.key)")
         return 0
     }
@@ -318,7 +357,7 @@ public final class RingcastServer: @unchecked Sendable {
 
     func writeWatcher(_ connection: Connection) -> Int32 {
         guard let subscription = connection.subscription else { return 0 }
-        subscription.writeRequested = false
+        subscription.writeableCallbackBegan()
         guard let plan = fanOut.nextFrame(for: subscription) else {
             if let reason = connection.closeReason {
                 let text = Array(reason.text.utf8)
@@ -329,17 +368,17 @@ public final class RingcastServer: @unchecked Sendable {
         }
         let frame: [UInt8]
         switch plan {
-        case let .frame(bytes, _):
+        case let .frame(bytes, events):
             frame = bytes
+            metrics.eventsSent += events
         case let .resync(since):
             frame = store.encodeSnapshot(matching: subscription.watch, since: since, now: Clock.now())
             fanOut.markResynced(subscription, seq: store.seq)
+            metrics.eventsSent += 1
         }
+        metrics.framesSent += 1
         guard writeBuffer.writeText(frame, to: connection.wsi) else { return -1 }
-        if subscription.hasPending || connection.closeReason != nil {
-            subscription.writeRequested = true
-            lws_callback_on_writable(connection.wsi)
-        }
+        if subscription.hasPending || connection.closeReason != nil { subscription.requestWrite() }
         return 0
     }
 
@@ -354,19 +393,24 @@ public final class RingcastServer: @unchecked Sendable {
             connection.incoming.append(contentsOf: bytes)
         }
         guard isFinal else { return }
+        metrics.clientMessages += 1
         defer {
             connection.incoming = []
             connection.incomingTooLarge = false
         }
         if connection.incomingTooLarge {
-            subscription.sendDirect(APIError(.bodyTooLarge, "a message is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); split it").encodedEvent)
+            sendError(APIError(.bodyTooLarge, "a message is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); split it"), to: subscription)
             return
         }
         let json: JSONValue
         do {
             json = try JSONParser.parseForAPI(connection.incoming)
         } catch {
-            subscription.sendDirect(error.encodedEvent)
+            sendError(error, to: subscription)
+            return
+        }
+        if json["type"] == .string("auth") {
+            authenticate(connection, subscription, json)
             return
         }
         let items: [JSONValue]
@@ -376,12 +420,42 @@ public final class RingcastServer: @unchecked Sendable {
         for (index, item) in items.enumerated() {
             do {
                 let command = try Command.parse(event: item)
+                try config.publishing.authorize(connection.credential, id: command.id)
                 events += try store.apply(command, now: now).events
             } catch {
-                subscription.sendDirect((items.count > 1 ? error.within("events[\(index)]") : error).encodedEvent)
+                var taskID: String?
+                if case let .string(id)? = item["id"] { taskID = id }
+                sendError((items.count > 1 ? error.within("events[\(index)]") : error), to: subscription, id: taskID)
             }
         }
         publish(events)
+    }
+
+    private func sendError(_ error: APIError, to subscription: Subscription, id: String? = nil) {
+        metrics.clientErrors += 1
+        subscription.sendDirect(error.encodedEvent(id: id))
+    }
+
+    /// `{"type":"auth","token":"…"}`: for browsers, which cannot set headers on a WebSocket.
+    private func authenticate(_ connection: Connection, _ subscription: Subscription, _ message: JSONValue) {
+        guard case let .string(token)? = message["token"] else {
+            sendError(APIError(.missingField, "an auth message needs \"token\"", field: "token"), to: subscription)
+            return
+        }
+        let credential = credential(of: connection.wsi, token: token)
+        guard case let .publisher(publisher) = credential else {
+            sendError(APIError(.unauthorized, "the token matches no publisher in config.json", field: "token"), to: subscription)
+            return
+        }
+        connection.credential = credential
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("type"); writer.string("auth")
+        writer.key("ok"); writer.bool(true)
+        writer.key("publisher"); writer.string(publisher.name)
+        writer.key("patterns"); writer.string(publisher.patterns.key)
+        writer.endObject()
+        subscription.sendDirect(writer.bytes)
     }
 
     func closeConnection(_ sessionData: UnsafeMutableRawPointer?) {
@@ -419,9 +493,7 @@ private func ringcastCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reas
         return 0
     case LWS_CALLBACK_HTTP_WRITEABLE:
         guard let connection = Connection.find(user) else { return 0 }
-        let result = server.writeHTTP(connection)
-        if connection.response == nil { server.closeConnection(user) }
-        return result
+        return server.writeHTTP(connection, sessionData: user)
     case LWS_CALLBACK_CLOSED_HTTP, LWS_CALLBACK_HTTP_DROP_PROTOCOL:
         server.closeConnection(user)
         return lws_callback_http_dummy(wsi, reason, user, input, length)

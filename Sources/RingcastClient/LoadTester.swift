@@ -31,6 +31,8 @@ public struct LoadTestOptions: Sendable {
     public var publish = PublishMode.http
     /// Updates per request (`batch`) or per frame (`ws`); `http` always sends one.
     public var batchSize = 1
+    /// A publisher token, sent as `Authorization: Bearer TOKEN` (servers that require one).
+    public var token: String?
     /// A local server's pid: its CPU time and memory are read from /proc.
     public var serverPID: Int32?
     /// New watcher connections started per second; 0 = as fast as `maxHandshakes` allows.
@@ -177,8 +179,9 @@ public final class LoadTester: @unchecked Sendable {
         var publisherThread: Thread?
         let publisherDone = DispatchSemaphore(value: 0)
         var publisherContext: WebSocketClientContext?
+        var activePublisher: LoadPublisher?
         if options.messages != 0 {
-            let publisher: Publisher
+            let publisher: LoadPublisher
             do {
                 publisher = try makePublisher(&publisherContext)
             } catch {
@@ -186,6 +189,7 @@ public final class LoadTester: @unchecked Sendable {
                 publisherContext?.shutdown()
                 throw error
             }
+            activePublisher = publisher
             let thread = Thread { [self] in
                 publisher.run(self, start: publishStart)
                 publisherDone.signal()
@@ -245,6 +249,7 @@ public final class LoadTester: @unchecked Sendable {
         reporter.tick(.done, snapshot(), force: true)
 
         lock.withLock { finishing = true }
+        activePublisher?.finish()
         publisherContext?.shutdown()
         watchers.shutdown()
         withExtendedLifetime(handles) {}
@@ -459,25 +464,28 @@ public final class LoadTester: @unchecked Sendable {
         return nil
     }
 
-    private func makePublisher(_ context: inout WebSocketClientContext?) throws(LoadError) -> Publisher {
+    private func makePublisher(_ context: inout WebSocketClientContext?) throws(LoadError) -> LoadPublisher {
         switch options.publish {
         case .http, .batch:
-            return Publisher(http: HTTPClient(host: options.url.host, port: options.url.port, timeoutSeconds: 30))
+            return LoadPublisher(http: HTTPClient(host: options.url.host, port: options.url.port, timeoutSeconds: 30), headers: authorization)
         case .ws:
             let created: WebSocketClientContext
             do { created = try WebSocketClientContext(connectTimeoutSeconds: Int(options.connectTimeout.rounded(.up))) } catch { throw LoadError("\(error)") }
             context = created
             let listener = PublisherSocket(tester: self)
             var url = wsURL
-            // The publisher watches nothing the run publishes: it only sends.
-            url.path = "/ws?watch=rcload.publisher"
-            let connection = created.connect(url, delegate: listener)
+            // A publish-only socket (older servers: one that watches an id nobody publishes to).
+            url.path = "/ws?mode=publish&watch=rcload.publisher"
+            let connection = created.connect(url, headers: authorization, delegate: listener)
             guard listener.opened.wait(timeout: .now() + options.connectTimeout) == .success, listener.isOpenNow else {
                 throw LoadError("the WebSocket publisher could not connect to \(wsURL.hostHeader): \(listener.closeError ?? "no answer within \(options.connectTimeout) s")")
             }
-            return Publisher(socket: connection, listener: listener)
+            return LoadPublisher(socket: connection, listener: listener)
         }
     }
+
+    /// `Authorization: Bearer TOKEN` for servers that want a publisher's token.
+    fileprivate var authorization: [(String, String)] { options.token.map { [("Authorization", "Bearer \($0)")] } ?? [] }
 
     fileprivate func publisherFailed(_ message: String) {
         publisherError.withLock { if $0 == nil { $0 = message } }
@@ -631,19 +639,22 @@ final class PublisherSocket: WebSocketDelegate, @unchecked Sendable {
 
 /// Sends the updates, paced to the rate, on its own thread; records each one's send time just
 /// before it leaves.
-final class Publisher {
+final class LoadPublisher {
     private let http: HTTPClient?
+    private let headers: [(String, String)]
     private let socket: WebSocketConnection?
     private let listener: PublisherSocket?
 
-    init(http: HTTPClient) {
+    init(http: HTTPClient, headers: [(String, String)]) {
         self.http = http
+        self.headers = headers
         socket = nil
         listener = nil
     }
 
     init(socket: WebSocketConnection, listener: PublisherSocket) {
         http = nil
+        headers = []
         self.socket = socket
         self.listener = listener
     }
@@ -656,7 +667,6 @@ final class Publisher {
         let ids = (0..<options.tasks).map { options.taskID($0) }
         let paths = options.publish == .http ? ids.map { "/api/tasks/" + $0 } : []
         var number = 0
-        defer { if let socket { listener?.finish(socket) } }
         while number < limit, !tester.shouldStopPublishing {
             // Publishing ends at the deadline even when the server could not keep up with the rate.
             if MonotonicClock.nanoseconds() >= end { break }
@@ -680,9 +690,15 @@ final class Publisher {
         }
     }
 
+    /// The run is over: the WebSocket publisher's close is expected, not an error. (It stays open
+    /// through the drain, so that an `error` event for a refused update still reaches it.)
+    func finish() {
+        if let socket { listener?.finish(socket) }
+    }
+
     private func send(_ body: [UInt8], path: String) throws {
         if let http {
-            let response = try http.request("POST", path, body: body)
+            let response = try http.request("POST", path, body: body, headers: headers)
             guard response.status == 200 else {
                 throw LoadError("the server refused an update: POST \(path) answered \(response.status) \(response.text.prefix(300))")
             }

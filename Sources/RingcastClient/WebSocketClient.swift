@@ -8,12 +8,18 @@ public protocol WebSocketDelegate: AnyObject {
     func webSocket(_ connection: WebSocketConnection, didReceive message: [UInt8])
     /// `error` is nil for a clean close; the connection is finished either way.
     func webSocketDidClose(_ connection: WebSocketConnection, error: String?)
+    /// Asked when the socket can take a message and nothing queued with `send` is waiting: the next
+    /// message to write, or nil. A sender that builds its frame here, at the last moment, can merge
+    /// whatever piled up while the socket was busy. Asked again after each message it returns.
+    func webSocketNextMessage(_ connection: WebSocketConnection) -> [UInt8]?
     /// A whole message that arrived in one piece, lent for the duration of the call (no copy).
     /// The default copies it and calls `webSocket(_:didReceive:)`; the load tester scans it in place.
     func webSocket(_ connection: WebSocketConnection, didReceiveBytes message: UnsafeRawBufferPointer)
 }
 
 extension WebSocketDelegate {
+    public func webSocketNextMessage(_ connection: WebSocketConnection) -> [UInt8]? { nil }
+
     public func webSocket(_ connection: WebSocketConnection, didReceiveBytes message: UnsafeRawBufferPointer) {
         webSocket(connection, didReceive: Array(message))
     }
@@ -70,6 +76,8 @@ public final class WebSocketConnection: @unchecked Sendable {
     var wsi: OpaquePointer?
     var incoming: [UInt8] = []
     public private(set) var isOpen = false
+    /// The status code of the close frame the server sent, if it sent one (1001: going away).
+    public private(set) var peerCloseCode: Int?
     /// Free for the owner's bookkeeping (the load tester keeps its per-watcher counters here).
     public var tag = 0
 
@@ -87,6 +95,11 @@ public final class WebSocketConnection: @unchecked Sendable {
 
     public func send(_ text: String) { send(Array(text.utf8)) }
 
+    /// Asks for a writeable callback, in which the delegate's `webSocketNextMessage` is asked for a message.
+    public func requestWrite() {
+        context?.enqueue(self) { _ in }
+    }
+
     public func close() {
         context?.enqueue(self) { $0.closeRequested = true }
     }
@@ -96,6 +109,7 @@ public final class WebSocketConnection: @unchecked Sendable {
 
     fileprivate func opened() { isOpen = true }
     fileprivate func closed() { isOpen = false }
+    fileprivate func peerClosed(code: Int) { peerCloseCode = code }
 }
 
 /// One libwebsockets client context and its service thread, holding any number of WebSockets.
@@ -109,7 +123,10 @@ public final class WebSocketClientContext: @unchecked Sendable {
     private let writeBuffer = ClientWriteBuffer()
     private var protocols: UnsafeMutablePointer<lws_protocols>
     private let protocolName = strdup("ringcast-client")!
-    private var liveConnections = Set<ObjectIdentifier>()
+    /// The per-connection pointers lws holds (each one retain), service thread only. lws calls back
+    /// with a pointer also after the connection has finished (e.g. on destroy): it is checked here
+    /// before it is turned back into an object.
+    private var liveConnections = Set<UnsafeMutableRawPointer>()
 
     /// - Parameter connectTimeoutSeconds: how long a connection may take to connect and finish its
     ///   handshake before it fails with an error.
@@ -134,7 +151,7 @@ public final class WebSocketClientContext: @unchecked Sendable {
             throw ClientError("could not create a libwebsockets client context")
         }
         context = created
-        let thread = Thread { [self] in serviceLoop(created) }
+        let thread = Thread { [self] in serviceLoop() }
         thread.name = "ringcast-client"
         thread.start()
     }
@@ -178,7 +195,8 @@ public final class WebSocketClientContext: @unchecked Sendable {
         lock.withLock { connection.outbox.count }
     }
 
-    private func serviceLoop(_ context: OpaquePointer) {
+    private func serviceLoop() {
+        guard let context = lock.withLock({ self.context }) else { return }
         while lock.withLock({ !stopping }) {
             if lws_service(context, 0) < 0 { break }
         }
@@ -217,10 +235,10 @@ public final class WebSocketClientContext: @unchecked Sendable {
         info.local_protocol_name = UnsafePointer(protocolName)
         let retained = Unmanaged.passRetained(connection)
         info.userdata = retained.toOpaque()
-        liveConnections.insert(ObjectIdentifier(connection))
+        liveConnections.insert(retained.toOpaque())
         if lws_client_connect_via_info(&info) == nil {
             // lws reports most failures through CLIENT_CONNECTION_ERROR; a nil here may already have.
-            if liveConnections.remove(ObjectIdentifier(connection)) != nil {
+            if liveConnections.remove(retained.toOpaque()) != nil {
                 retained.release()
                 connection.delegate.webSocketDidClose(connection, error: "could not start connecting to \(url.hostHeader)")
             }
@@ -233,7 +251,7 @@ public final class WebSocketClientContext: @unchecked Sendable {
             drainQueued()
             return 0
         }
-        guard let user else { return 0 }
+        guard let user, liveConnections.contains(user) else { return 0 }
         let connection = Unmanaged<WebSocketConnection>.fromOpaque(user).takeUnretainedValue()
         switch reason {
         case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
@@ -273,23 +291,34 @@ public final class WebSocketClientContext: @unchecked Sendable {
             }
             return 0
         case LWS_CALLBACK_CLIENT_WRITEABLE:
-            // Several queued messages per callback while the socket takes them (a fast publisher).
-            var more = false, closing = false
+            // Several messages per callback while the socket takes them (a fast publisher).
+            var more = false, closing = false, pulled = false
             for _ in 0..<16 {
                 let next: [UInt8]?
                 (next, more, closing) = lock.withLock { () -> ([UInt8]?, Bool, Bool) in
                     let next = connection.outbox.isEmpty ? nil : connection.outbox.removeFirst()
                     return (next, !connection.outbox.isEmpty, connection.closeRequested && connection.outbox.isEmpty)
                 }
-                if let next {
-                    guard writeBuffer.writeText(next, to: wsi) else { return -1 }
+                var message = next
+                pulled = false
+                if message == nil, !closing, let offered = connection.delegate.webSocketNextMessage(connection) {
+                    message = offered
+                    pulled = true
                 }
-                if !more || lws_send_pipe_choked(wsi) != 0 { break }
+                guard let message else { break }
+                guard writeBuffer.writeText(message, to: wsi) else { return -1 }
+                if !(more || pulled) || lws_send_pipe_choked(wsi) != 0 { break }
             }
-            if more { lws_callback_on_writable(wsi); return 0 }
+            if more || pulled { lws_callback_on_writable(wsi); return 0 }
             if closing {
                 lws_close_reason(wsi, LWS_CLOSE_STATUS_NORMAL, nil, 0)
                 return -1
+            }
+            return 0
+        case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+            if let input, length >= 2 {
+                let bytes = input.assumingMemoryBound(to: UInt8.self)
+                connection.peerClosed(code: Int(bytes[0]) << 8 | Int(bytes[1]))
             }
             return 0
         case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
@@ -305,7 +334,7 @@ public final class WebSocketClientContext: @unchecked Sendable {
     }
 
     private func finish(_ connection: WebSocketConnection, _ user: UnsafeMutableRawPointer, error: String?) {
-        guard liveConnections.remove(ObjectIdentifier(connection)) != nil else { return }
+        guard liveConnections.remove(user) != nil else { return }
         connection.wsi = nil
         connection.closed()
         connection.delegate.webSocketDidClose(connection, error: error)

@@ -40,19 +40,32 @@ public struct BatchResult {
 /// Not thread-safe: the service thread owns it, as it owns the store.
 public final class API {
     public let store: TaskStore
+    public let policy: PublishPolicy
     public static let maxBatchEvents = 10_000
 
-    public init(store: TaskStore) { self.store = store }
+    public init(store: TaskStore, policy: PublishPolicy = PublishPolicy()) {
+        self.store = store
+        self.policy = policy
+    }
 
-    public func handle(_ request: APIRequest, now: Double) -> APIResponse {
+    /// Answers one request. Reads are open to all; each change is checked against `credential`.
+    public func handle(_ request: APIRequest, now: Double, credential: Credential = .anonymousLocal) -> APIResponse {
         do {
-            return try route(request, now: now)
+            return try route(request, now: now, credential: credential)
         } catch {
             return APIResponse(error)
         }
     }
 
-    private func route(_ request: APIRequest, now: Double) throws(APIError) -> APIResponse {
+    private func route(_ request: APIRequest, now: Double, credential: Credential) throws(APIError) -> APIResponse {
+        // Who may not publish at all hears so before anything about their request's body.
+        if request.method != "GET", credential == .missing || credential == .invalid {
+            try policy.authorize(credential, id: "")
+        }
+        func apply(_ command: Command, now: Double) throws(APIError) -> APIResponse {
+            try policy.authorize(credential, id: command.id)
+            return try self.apply(command, now: now)
+        }
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
         guard parts.first == "api", parts.count >= 2 else { throw routeNotFound(request.path) }
         switch (parts[1], parts.count) {
@@ -104,6 +117,13 @@ public final class API {
         case ("events", 2):
             try allow(request, "POST")
             let commands = try parseBatch(try JSONParser.parseForAPI(request.body))
+            for (index, command) in commands.enumerated() {
+                do {
+                    try policy.authorize(credential, id: command.id)
+                } catch {
+                    throw error.within("events[\(index)]")
+                }
+            }
             let result = applyBatch(commands, now: now)
             return APIResponse(body: encodeBatchAnswer(result), events: result.events)
         default:

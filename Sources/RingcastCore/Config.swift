@@ -16,14 +16,17 @@ public struct ServerConfig: Equatable, Sendable {
     /// Seconds a static file may be cached by browsers.
     public var staticMaxAge = 60
     public var logLevel = LogLevel.info
+    /// Who may publish, and whether loopback may publish without a token.
+    public var publishing = PublishPolicy()
 
     public init() {}
 
     public static let keys = ["host", "port", "publicDir", "allowedOrigins", "heartbeatSeconds", "maxMessageBytes",
-                              "fanOutLogEvents", "maxEventsPerFrame", "staticMaxAge", "logLevel"]
+                              "fanOutLogEvents", "maxEventsPerFrame", "staticMaxAge", "logLevel", "publishers", "anonymousLocalPublish"]
 
     /// Parses a config file's contents; the error names the field and says what to write instead.
-    public static func parse(_ bytes: [UInt8], source: String = "config.json") throws(ConfigError) -> ServerConfig {
+    /// `environment` supplies the variables that publishers' `tokenEnv` name.
+    public static func parse(_ bytes: [UInt8], source: String = "config.json", environment: [String: String] = [:]) throws(ConfigError) -> ServerConfig {
         let json: JSONValue
         do {
             json = try JSONParser.parse(bytes)
@@ -34,11 +37,17 @@ public struct ServerConfig: Equatable, Sendable {
         var config = ServerConfig()
         for (key, value) in members {
             func fail(_ expected: String) -> ConfigError {
-                ConfigError("\(source): \"\(key)\" must be \(expected), not \(value.typeName == "number" ? "\(value)" : value.typeName)")
+                let found = value.typeName == "number" ? String(decoding: JSONWriter.encode(value), as: UTF8.self) : value.typeName
+                return ConfigError("\(source): \"\(key)\" must be \(expected), not \(found)")
             }
             func number(_ range: ClosedRange<Double>, _ expected: String) throws(ConfigError) -> Double {
                 guard case let .number(n) = value, range.contains(n) else { throw fail(expected) }
                 return n
+            }
+            func integer(_ range: ClosedRange<Double>, _ expected: String) throws(ConfigError) -> Int {
+                let n = try number(range, expected)
+                guard n == n.rounded() else { throw fail("a whole number") }
+                return Int(n)
             }
             func string() throws(ConfigError) -> String {
                 guard case let .string(s) = value, !s.isEmpty else { throw fail("a non-empty string") }
@@ -46,7 +55,7 @@ public struct ServerConfig: Equatable, Sendable {
             }
             switch key {
             case "host": config.host = try string()
-            case "port": config.port = Int(try number(0...65535, "a port number from 0 to 65535 (0 picks a free port)"))
+            case "port": config.port = try integer(0...65535, "a port number from 0 to 65535 (0 picks a free port)")
             case "publicDir": config.publicDir = try string()
             case "allowedOrigins":
                 guard case let .array(items) = value else { throw fail("a list of origins like [\"https://example.com\"]") }
@@ -57,15 +66,23 @@ public struct ServerConfig: Equatable, Sendable {
                     return origin.hasSuffix("/") ? String(origin.dropLast()) : origin
                 }
             case "heartbeatSeconds": config.heartbeatSeconds = try number(0.1...3600, "seconds between 0.1 and 3600")
-            case "maxMessageBytes": config.maxMessageBytes = Int(try number(1024...(64 * 1024 * 1024), "bytes between 1024 and 67108864"))
-            case "fanOutLogEvents": config.fanOutLogEvents = Int(try number(16...1_000_000, "a count between 16 and 1000000"))
-            case "maxEventsPerFrame": config.maxEventsPerFrame = Int(try number(1...10_000, "a count between 1 and 10000"))
-            case "staticMaxAge": config.staticMaxAge = Int(try number(0...31_536_000, "seconds, 0 or more"))
+            case "maxMessageBytes": config.maxMessageBytes = try integer(1024...(64 * 1024 * 1024), "bytes between 1024 and 67108864")
+            case "fanOutLogEvents": config.fanOutLogEvents = try integer(16...1_000_000, "a count between 16 and 1000000")
+            case "maxEventsPerFrame": config.maxEventsPerFrame = try integer(1...10_000, "a count between 1 and 10000")
+            case "staticMaxAge": config.staticMaxAge = try integer(0...31_536_000, "seconds, 0 or more")
             case "logLevel":
                 guard case let .string(name) = value, let level = LogLevel(rawValue: name) else {
                     throw fail("one of \(LogLevel.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
                 config.logLevel = level
+            case "anonymousLocalPublish":
+                guard case let .bool(flag) = value else { throw fail("true or false") }
+                config.publishing.anonymousLocalPublish = flag
+            case "publishers":
+                guard case let .array(items) = value else { throw fail("a list of {\"name\", \"token\" or \"tokenEnv\", \"patterns\"}") }
+                config.publishing.publishers = try items.enumerated().map { index, item throws(ConfigError) in
+                    try parsePublisher(item, at: "\(source): publishers[\(index)]", environment: environment)
+                }
             default:
                 if !ServerConfig.reservedKeys.contains(key) {
                     throw ConfigError("\(source): unknown setting \"\(key)\"; the settings are \(ServerConfig.keys.joined(separator: ", "))")
@@ -75,8 +92,40 @@ public struct ServerConfig: Equatable, Sendable {
         return config
     }
 
+    private static func parsePublisher(_ item: JSONValue, at place: String, environment: [String: String]) throws(ConfigError) -> Publisher {
+        guard case .object = item, case let .string(name)? = item["name"], !name.isEmpty else {
+            throw ConfigError("\(place) needs a \"name\" (e.g. {\"name\": \"ci\", \"tokenEnv\": \"RINGCAST_CI_TOKEN\", \"patterns\": [\"ci.*\"]})")
+        }
+        let token: String
+        switch (item["token"], item["tokenEnv"]) {
+        case let (.string(literal)?, nil):
+            token = literal
+        case let (nil, .string(variable)?):
+            guard let value = environment[variable], !value.isEmpty else {
+                throw ConfigError("\(place).tokenEnv: the environment variable \(variable) is not set; export it before starting the server")
+            }
+            token = value
+        default:
+            throw ConfigError("\(place) needs exactly one of \"token\" or \"tokenEnv\" (the name of an environment variable holding the token)")
+        }
+        guard token.utf8.count >= 16 else {
+            throw ConfigError("\(place): the token of '\(name)' is shorter than 16 characters; use a long random one (openssl rand -hex 24)")
+        }
+        guard case let .array(patternValues)? = item["patterns"], !patternValues.isEmpty else {
+            throw ConfigError("\(place).patterns must be a non-empty list of id patterns, like [\"ci.*\"]")
+        }
+        var patterns: [Glob] = []
+        for value in patternValues {
+            guard case let .string(pattern) = value, Glob.isValid(pattern) else {
+                throw ConfigError("\(place).patterns: \(value) is not a valid id pattern (letters, digits, '.', '_', '-', '*', '?')")
+            }
+            patterns.append(Glob(pattern))
+        }
+        return Publisher(name: name, token: token, patterns: WatchSet(patterns))
+    }
+
     /// Keys later features own; accepted here so one config.json serves every version.
-    public static let reservedKeys: Set<String> = ["publishers", "anonymousLocalPublish", "storage", "redis", "tls", "threads"]
+    public static let reservedKeys: Set<String> = ["storage", "redis", "tls", "threads"]
 }
 
 public struct ConfigError: Error, CustomStringConvertible, Equatable {

@@ -63,11 +63,13 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
         return writer.bytes
     }
 
-    /// The `error` event sent on a WebSocket for a bad client message.
-    public var encodedEvent: [UInt8] {
+    /// The `error` event sent on a WebSocket for a bad client message; `id` names the task the
+    /// refused event was for, when it named one.
+    public func encodedEvent(id: String? = nil) -> [UInt8] {
         var writer = JSONWriter()
         writer.beginObject()
         writer.key("type"); writer.string("error")
+        if let id { writer.key("id"); writer.string(id) }
         writeFields(into: &writer)
         writer.endObject()
         return writer.bytes

@@ -28,6 +28,8 @@ final class FanOutGroup {
     let watch: WatchSet
     var log: EventRing
     var members: [Subscription] = []
+    /// How many members have a writeable callback on order: when all have, a flush skips the group.
+    var writesRequested = 0
     var isDirty = false
 
     init(watch: WatchSet, capacity: Int) {
@@ -51,8 +53,10 @@ public final class Subscription {
     private var direct: [[UInt8]] = []
     public static let maxDirectFrames = 64
     public private(set) var droppedDirectFrames = 0
-    public var writeRequested = false
-    public weak var writer: FanOutWriter?
+    /// Whether a writeable callback is on order; the server reports each one with `writeableCallbackBegan`.
+    public private(set) var writeRequested = false
+    /// Held strongly until `unsubscribe`, which breaks the cycle with the connection.
+    public internal(set) var writer: FanOutWriter?
 
     fileprivate init(watch: WatchSet, group: FanOutGroup, lastSeq: UInt64) {
         self.watch = watch
@@ -75,9 +79,25 @@ public final class Subscription {
     }
 
     func requestWriteIfNeeded() {
-        guard !writeRequested, hasPending, let writer else { return }
-        writeRequested = true
+        guard !writeRequested, hasPending else { return }
+        requestWrite()
+    }
+
+    /// Orders a writeable callback even with nothing pending (to send a close, say).
+    public func requestWrite() {
+        guard let writer else { return }
+        if !writeRequested {
+            writeRequested = true
+            group.writesRequested += 1
+        }
         writer.requestWrite()
+    }
+
+    /// The ordered writeable callback has come: the next change needs a new order.
+    public func writeableCallbackBegan() {
+        guard writeRequested else { return }
+        writeRequested = false
+        group.writesRequested -= 1
     }
 
     fileprivate func takeDirect() -> [UInt8]? { direct.isEmpty ? nil : direct.removeFirst() }
@@ -111,6 +131,12 @@ public final class FanOut {
 
     public var groupCount: Int { groups.count }
 
+    public func forEachSubscription(_ body: (Subscription) -> Void) {
+        for group in groups.values {
+            for member in group.members { body(member) }
+        }
+    }
+
     /// Starts a watcher at the current end of the log; what it must see first goes in with `sendDirect`.
     public func subscribe(_ watch: WatchSet, lastSeq: UInt64, writer: FanOutWriter) -> Subscription {
         let group: FanOutGroup
@@ -137,6 +163,7 @@ public final class FanOut {
             group.members[index] = last
             last.indexInGroup = index
         }
+        subscription.writeableCallbackBegan()
         subscription.writer = nil
         subscriberCount -= 1
         if group.members.isEmpty { groups.removeValue(forKey: group.watch) }
@@ -173,6 +200,8 @@ public final class FanOut {
         dirtyGroups.removeAll(keepingCapacity: true)
         for group in dirty {
             group.isDirty = false
+            // A busy group (every watcher still writing) costs nothing however fast events come.
+            guard group.writesRequested < group.members.count else { continue }
             for member in group.members where !member.writeRequested {
                 member.requestWriteIfNeeded()
             }

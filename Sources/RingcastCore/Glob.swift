@@ -18,7 +18,9 @@ public struct Glob: Hashable, Sendable, CustomStringConvertible {
     /// A pattern is valid when it could match some valid task id.
     public static func isValid(_ pattern: String) -> Bool {
         let utf8 = Array(pattern.utf8)
-        guard !utf8.isEmpty, utf8.count <= 128 else { return false }
+        guard let first = utf8.first, utf8.count <= 128 else { return false }
+        // Ids start with a letter or digit, so a pattern starting with '.', '_' or '-' could match none.
+        guard first != UInt8(ascii: "."), first != UInt8(ascii: "_"), first != UInt8(ascii: "-") else { return false }
         return utf8.allSatisfy { TaskID.isIDByte($0) || $0 == UInt8(ascii: "*") || $0 == UInt8(ascii: "?") }
     }
 

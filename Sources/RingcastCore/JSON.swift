@@ -180,15 +180,26 @@ public struct JSONParser {
             }
             scalars.append(contentsOf: text.unicodeScalars)
         }
+        var sawEscape = false
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
+                // Most strings have no escape: make them straight from the bytes.
+                if !sawEscape {
+                    let run = UnsafeBufferPointer(rebasing: bytes[runStart..<index])
+                    guard let text = String(validating: run, as: UTF8.self) else {
+                        throw JSONParseError(offset: runStart, reason: "invalid UTF-8 in a string")
+                    }
+                    index += 1
+                    return text
+                }
                 try flushRun(self, index, into: &scalars)
                 index += 1
                 return String(scalars)
             }
             if byte < 0x20 { throw error("control character in a string") }
             if byte == UInt8(ascii: "\\") {
+                sawEscape = true
                 try flushRun(self, index, into: &scalars)
                 index += 1
                 guard index < bytes.count else { break }
@@ -322,6 +333,12 @@ public struct JSONWriter {
 
     private mutating func appendQuoted(_ text: String) {
         bytes.append(UInt8(ascii: "\""))
+        // Ids, titles and keys rarely need escaping: copy them whole when they do not.
+        if !text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            bytes.append(contentsOf: text.utf8)
+            bytes.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\\")); bytes.append(byte)

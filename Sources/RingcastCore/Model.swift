@@ -105,17 +105,27 @@ public struct RateEstimator: Equatable, Sendable {
     public init() {}
 
     /// Feeds one observation (`time` in Unix ms); returns the current rate, or nil while unknown.
+    /// An observation without progress, or without time passing, measures nothing: the interval stays
+    /// open, so the next step is measured from the last one that counted (a title update does not
+    /// shorten it, and steps applied in the same millisecond are not lost).
     public mutating func observe(progress: Double, at time: Double) -> Double? {
-        defer { lastProgress = progress; lastTime = time }
-        guard let lastProgress else { return rate }
+        guard let lastProgress else { lastProgress = progress; lastTime = time; return rate }
         let delta = progress - lastProgress
         let seconds = (time - lastTime) / 1000
-        if delta < 0 { self = RateEstimator(); return nil }
+        if delta < 0 {
+            self = RateEstimator()
+            self.lastProgress = progress
+            lastTime = time
+            return nil
+        }
+        if seconds < 0 { self.lastProgress = progress; lastTime = time; return rate }  // the clock went back
         guard delta > 0, seconds > 0 else { return rate }
         let alpha = RateEstimator.smoothing
         averageDelta = alpha * delta + (1 - alpha) * averageDelta
         averageSeconds = alpha * seconds + (1 - alpha) * averageSeconds
         calls += 1
+        self.lastProgress = progress
+        lastTime = time
         return rate
     }
 
@@ -162,6 +172,9 @@ public struct TaskRecord: Equatable, Sendable {
     public var publishedAt: Double
     public var timer: TimerSpec?
     var rateEstimator = RateEstimator()
+    /// Set once a publisher gives this task progress of its own; until then a parent's progress is
+    /// rolled up from its children.
+    var hasOwnProgress = false
 
     public init(id: String, now: Double) {
         self.id = id

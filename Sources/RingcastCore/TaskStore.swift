@@ -44,6 +44,8 @@ public final class TaskStore {
     public private(set) var removalHorizon: UInt64 = 0
     public let maxRemembered: Int
     private var deadlines = DeadlineQueue()
+    /// Parent id → ids of the tasks that name it.
+    private var children: [String: Set<String>] = [:]
     private let persistence: TaskPersistence
 
     public init(persistence: TaskPersistence = MemoryOnlyPersistence(), maxRemembered: Int = 10_000, epoch: String? = nil) {
@@ -80,7 +82,7 @@ public final class TaskStore {
         case let .pauseTimer(id): return try changeTimer(id, now: now, verb: "pause")
         case let .resumeTimer(id): return try changeTimer(id, now: now, verb: "resume")
         case let .cancelTimer(id): return try changeTimer(id, now: now, verb: "cancel")
-        case let .remove(id): return try remove(id)
+        case let .remove(id): return try remove(id, now: now)
         }
     }
 
@@ -93,6 +95,7 @@ public final class TaskStore {
         if let detail = patch.detail { task.detail = detail }
         if let completed = patch.completed { task.completed = completed }
         if let total = patch.total { task.total = total }
+        if patch.progress != nil || patch.completed != nil || patch.total != nil { task.hasOwnProgress = true }
         if let progress = patch.progress {
             task.progress = progress
         } else if patch.completed != nil || patch.total != nil, let completed = task.completed, let total = task.total {
@@ -105,14 +108,21 @@ public final class TaskStore {
         } else if task.state == .stalled {
             task.state = .running
         }
-        if task.state == .done { task.progress = 1 }
+        if task.state == .done {
+            task.progress = 1
+            if let total = task.total { task.completed = total }
+        }
         if let visible = patch.visible {
             task.visible = visible
             if !visible { task.hideAt = nil; task.modal = false }
         }
         if let modal = patch.modal { task.modal = modal && task.visible }
         if let hideAfter = patch.hideAfter { task.hideAt = hideAfter.map { now + $0 * 1000 } }
-        if task.state.isTerminal || task.state == .paused { task.timer?.pause(at: now) }
+        if task.state.isTerminal || task.state == .paused {
+            task.timer?.pause(at: now)
+        } else if task.state == .running {
+            task.timer?.resume(at: now)
+        }
         observeRate(&task, now: now)
         task.publishedAt = now
 
@@ -149,6 +159,7 @@ public final class TaskStore {
     private func startTimer(_ id: String, _ spec: TimerStart, now: Double) -> Change {
         var task = tasks[id] ?? TaskRecord(id: id, now: now)
         if let title = spec.title { task.title = title }
+        task.hasOwnProgress = true
         var timer = TimerSpec(seconds: spec.seconds, interval: spec.interval, startedAt: spec.startAt ?? now)
         timer.hideAfter = spec.hideAfter
         task.timer = timer
@@ -190,14 +201,20 @@ public final class TaskStore {
         return commit(task, .state, now: now)
     }
 
-    private func remove(_ id: String) throws(APIError) -> Change {
-        guard tasks.removeValue(forKey: id) != nil else { throw notFound(id) }
+    private func remove(_ id: String, now: Double) throws(APIError) -> Change {
+        guard let removed = tasks.removeValue(forKey: id) else { throw notFound(id) }
         deadlines.scheduled.removeValue(forKey: id)
         seq += 1
         removals[id] = seq
         if removals.count > maxRemembered { forgetOldestRemovals() }
         persistence.remove(id: id, epoch: epoch, seq: seq)
-        return Change(task: nil, events: [OutboundEvent.removal(id: id, seq: seq)])
+        var events = [OutboundEvent.removal(id: id, seq: seq)]
+        if let parent = removed.parent {
+            children[parent]?.remove(id)
+            if children[parent]?.isEmpty == true { children.removeValue(forKey: parent) }
+            events += rollUp(parent, now: now)
+        }
+        return Change(task: nil, events: events)
     }
 
     private func notFound(_ id: String) -> APIError {
@@ -221,8 +238,9 @@ public final class TaskStore {
     }
 
     /// Stamps the change with the next seq, stores it, and encodes its event once.
-    private func commit(_ task: TaskRecord, _ type: EventType, now: Double) -> Change {
+    private func commit(_ task: TaskRecord, _ type: EventType, now: Double, depth: Int = 0) -> Change {
         var task = task
+        let oldParent = tasks[task.id]?.parent
         seq += 1
         task.seq = seq
         task.updatedAt = now
@@ -230,7 +248,42 @@ public final class TaskStore {
         removals.removeValue(forKey: task.id)
         persistence.save(task, epoch: epoch, seq: seq)
         scheduleDeadline(for: task.id)
-        return Change(task: task, events: [OutboundEvent.task(type, task, now: now)])
+        var events = [OutboundEvent.task(type, task, now: now)]
+        if oldParent != task.parent, let oldParent {
+            children[oldParent]?.remove(task.id)
+            if children[oldParent]?.isEmpty == true { children.removeValue(forKey: oldParent) }
+            events += rollUp(oldParent, now: now, depth: depth)
+        }
+        if let parent = task.parent {
+            children[parent, default: []].insert(task.id)
+            events += rollUp(parent, now: now, depth: depth)
+        }
+        return Change(task: task, events: events)
+    }
+
+    /// A parent without progress of its own shows its children's, weighted by their unit counts
+    /// when every child has them (as Foundation's Progress does), else their mean.
+    private func rollUp(_ parentID: String, now: Double, depth: Int = 0) -> [OutboundEvent] {
+        guard depth < 16, var parent = tasks[parentID], !parent.hasOwnProgress else { return [] }
+        let kids = (children[parentID] ?? []).compactMap { tasks[$0] }
+        guard !kids.isEmpty else { return [] }
+        let before = (parent.progress, parent.completed, parent.total)
+        if kids.allSatisfy({ $0.total != nil }) {
+            let total = kids.reduce(0) { $0 + $1.total! }
+            let completed = kids.reduce(0) { $0 + ($1.completed ?? ($1.progress ?? 0) * $1.total!) }
+            parent.total = total
+            parent.completed = completed
+            parent.progress = total > 0 ? min(1, completed / total) : nil
+        } else if kids.allSatisfy({ $0.progress == nil }) {
+            parent.progress = nil
+        } else {
+            parent.completed = nil
+            parent.total = nil
+            parent.progress = kids.reduce(0) { $0 + ($1.progress ?? 0) } / Double(kids.count)
+        }
+        guard before != (parent.progress, parent.completed, parent.total) else { return [] }
+        observeRate(&parent, now: now)
+        return commit(parent, .progress, now: now, depth: depth + 1).events
     }
 
     private func forgetOldestRemovals() {

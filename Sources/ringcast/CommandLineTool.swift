@@ -11,9 +11,27 @@ enum CommandLineTool {
 
     commands:
       serve     run the server (the default)
-      load      load-test a server with many watchers and measure delivery latency
+      push      create or update a task: ringcast push ci.build --progress 42%
+      show      show a task, optionally for a while: ringcast show save --hide-after 3
+      hide      hide a task
+      timer     start, pause, resume or cancel a countdown: ringcast timer tea --seconds 180
+      rm        remove a task
+      ls        list the tasks as a table
+      run       a spinner while a command runs, then done or failed: ringcast run build -- make
+      pipe      progress read from another program's output: make 2>&1 | ringcast pipe build
+      load      load-test a server: many watchers, latency measured at each: ringcast load --clients 1000
       help      show this help; `ringcast COMMAND --help` shows a command's options
+
+    The producer commands talk to --server URL (or $RINGCAST_URL, default http://127.0.0.1:8080)
+    with --token TOKEN (or $RINGCAST_TOKEN). Exit status: 0 done, 1 failed (the server could not
+    be reached or refused), 2 a wrong argument; `run` exits with its command's status.
     """
+
+    /// The producer commands, by name.
+    static let producers: [String: any ProducerCommand.Type] = [
+        "push": PushCommand.self, "show": ShowCommand.self, "hide": HideCommand.self, "timer": TimerCommand.self,
+        "rm": RemoveCommand.self, "ls": ListCommand.self, "run": RunCommand.self, "pipe": PipeCommand.self,
+    ]
 
     static func run(_ arguments: [String]) -> Int32 {
         guard let command = arguments.first, !command.hasPrefix("-") else {
@@ -25,6 +43,7 @@ enum CommandLineTool {
         case "serve": return ServeCommand.run(rest)
         case "load": return LoadCommand.run(rest)
         case "help": print(usage); return 0
+        case let name where producers[name] != nil: return producers[name]!.main(rest)
         default:
             fail("unknown command '\(command)'; run `ringcast help` for the list")
             return 2
@@ -118,7 +137,7 @@ enum ServeCommand {
                 fail("cannot read the config file '\(configPath)': give one with --config FILE")
                 return 2
             }
-            config = try ServerConfig.parse(Array(data), source: configPath)
+            config = try ServerConfig.parse(Array(data), source: configPath, environment: ProcessInfo.processInfo.environment)
         } catch {
             fail("\(error)")
             return 2

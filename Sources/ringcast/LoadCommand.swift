@@ -27,6 +27,7 @@ enum LoadCommand {
       --publish MODE          http (one POST per update, default), batch (POST /api/events),
                               ws (a WebSocket publisher)
       --batch-size N          updates per batch request or WebSocket frame (default 20 for batch, 1 for ws)
+      --token TOKEN           a publisher token (default $RINGCAST_TOKEN), for servers that require one
       --server-pid PID        a local server's pid: report its CPU time (from /proc) and memory
       --ramp-per-second N     start at most N watcher connections a second (default 0: no limit)
       --max-handshakes N      at most N watchers connecting at once (default 256)
@@ -44,7 +45,7 @@ enum LoadCommand {
     """
 
     static let valued: Set<String> = ["url", "clients", "rate", "duration", "messages", "payload-bytes", "watch", "tasks",
-                                      "publish", "batch-size", "server-pid", "ramp-per-second", "max-handshakes",
+                                      "publish", "batch-size", "token", "server-pid", "ramp-per-second", "max-handshakes",
                                       "connect-timeout", "drain-timeout", "report"]
 
     static func run(_ arguments: [String]) -> Int32 {
@@ -139,6 +140,7 @@ enum LoadCommand {
             options.publish = publish
         }
         options.batchSize = try integer("batch-size") ?? (options.publish == .batch ? 20 : 1)
+        options.token = values["token"] ?? ProcessInfo.processInfo.environment["RINGCAST_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         if let text = values["server-pid"] {
             guard let pid = Int32(text), pid > 0 else { throw UsageError("--server-pid takes a process id, not '\(text)'") }
             options.serverPID = pid

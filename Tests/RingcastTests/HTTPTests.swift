@@ -217,3 +217,59 @@ private func decodeProcAddress(_ hex: String) -> String {
     guard hex.count == 8, let value = UInt32(hex, radix: 16) else { return hex == String(repeating: "0", count: 32) ? "::" : "ipv6:\(hex)" }
     return [value & 0xFF, (value >> 8) & 0xFF, (value >> 16) & 0xFF, value >> 24].map(String.init).joined(separator: ".")
 }
+
+final class ParentTests: XCTestCase {
+    func testAParentShowsItsChildrenWeightedByUnits() throws {
+        let server = try TestServer()
+        let watcher = TestWatcher(server.wsURL + "?watch=release")
+        watcher.waitForSnapshot()
+        try server.post("/api/tasks/release", #"{"title":"Release 3.1"}"#)
+        try server.post("/api/tasks/release.build", #"{"parent":"release","completed":30,"total":100}"#)
+        let afterTwo = try server.post("/api/tasks/release.docs", #"{"parent":"release","completed":10,"total":20}"#)
+        XCTAssertEqual(afterTwo["task"]?["parent"], .string("release"))
+        var parent = try JSONParser.parse(try server.http().request("GET", "/api/tasks/release").body)
+        XCTAssertEqual(parent["completed"], .number(40))
+        XCTAssertEqual(parent["total"], .number(120))
+        XCTAssertEqual(parent["progress"], .number(40.0 / 120))
+        let rolled = watcher.wait { $0.contains { $0.id == "release" && $0.number("completed") == 40 } }
+        XCTAssertFalse(rolled.contains { $0.id == "release.build" }, "the parent's watcher hears of the parent, not its children")
+
+        try server.post("/api/tasks/release.build", #"{"state":"done"}"#)
+        parent = try JSONParser.parse(try server.http().request("GET", "/api/tasks/release").body)
+        XCTAssertEqual(parent["progress"], .number(110.0 / 120), "a done child counts in full")
+
+        XCTAssertEqual(try server.http().request("DELETE", "/api/tasks/release.docs").status, 200)
+        parent = try JSONParser.parse(try server.http().request("GET", "/api/tasks/release").body)
+        XCTAssertEqual(parent["progress"], .number(1))
+
+        try server.post("/api/tasks/release", #"{"progress":0.5}"#)
+        try server.post("/api/tasks/release.build", #"{"progress":0.2}"#)
+        parent = try JSONParser.parse(try server.http().request("GET", "/api/tasks/release").body)
+        XCTAssertEqual(parent["progress"], .number(0.5), "progress set on the parent itself wins over its children")
+    }
+}
+
+final class MetricsTests: XCTestCase {
+    func testMetricsCountTheServersWorkInPrometheusText() throws {
+        let server = try TestServer()
+        let watchers = (0..<3).map { _ in TestWatcher(server.wsURL) }
+        watchers.forEach { $0.waitForSnapshot() }
+        try server.post("/api/tasks/m.1", #"{"progress":0.5}"#)
+        watchers.forEach { watcher in watcher.wait { $0.contains { $0.id == "m.1" } } }
+        XCTAssertEqual(try server.http().request("POST", "/api/tasks/m.1", json: "{bad").status, 400)
+        let response = try server.http().request("GET", "/metrics")
+        XCTAssertEqual(response.status, 200)
+        XCTAssertTrue(response.headers["content-type"]?.hasPrefix("text/plain") ?? false)
+        var values: [String: Int] = [:]
+        for line in response.text.split(separator: "\n") where !line.hasPrefix("#") {
+            let parts = line.split(separator: " ")
+            values[String(parts[0])] = Int(parts[1])
+        }
+        XCTAssertEqual(values["ringcast_watchers"], 3)
+        XCTAssertEqual(values["ringcast_tasks"], 1)
+        XCTAssertEqual(values["ringcast_events_published_total"], 1)
+        XCTAssertEqual(values["ringcast_http_errors_total"], 1)
+        XCTAssertEqual(values["ringcast_events_sent_total"], 3 * 3, "hello, snapshot and the event, to each of three")
+        XCTAssertTrue(response.text.contains("# TYPE ringcast_frames_sent_total counter"))
+    }
+}

@@ -181,4 +181,23 @@ final class LoadToolTests: XCTestCase {
             XCTAssertTrue("\(error)".contains("invalid_field"), "\(error)")
         }
     }
+
+    func testAServerThatWantsATokenGetsItFromEachPublisher() throws {
+        let token = "load-token-0123456789abcdef"
+        let server = try TestServer {
+            $0.publicDir = LoadToolTests.publicDirectory
+            $0.publishing = PublishPolicy(publishers: [Publisher(name: "load", token: token, patterns: WatchSet([Glob("rcload.*")]))],
+                                            anonymousLocalPublish: false)
+        }
+        for mode in [LoadTestOptions.PublishMode.http, .batch, .ws] {
+            var options = options(server) { $0.clients = 3; $0.messages = 20; $0.rate = 0; $0.publish = mode; $0.batchSize = mode == .http ? 1 : 5 }
+            XCTAssertThrowsError(try LoadTester(options: options).execute(), "\(mode) without a token") { error in
+                XCTAssertTrue("\(error)".contains("401") || "\(error)".contains("unauthorized"), "\(mode): \(error)")
+            }
+            options.token = token
+            let result = try run(options)
+            XCTAssertEqual(result.delivered, 60, "\(mode)")
+            XCTAssertEqual(result.loss, 0, "\(mode)")
+        }
+    }
 }

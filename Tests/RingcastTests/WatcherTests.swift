@@ -219,4 +219,31 @@ final class WatcherTests: XCTestCase {
         }
         XCTAssertLessThan(events.filter { $0.id == "hot" }.count, 501)
     }
+
+    func testStoppingTheServerClosesWatchersCleanly() throws {
+        let server = try TestServer()
+        let watcher = TestWatcher(server.wsURL)
+        watcher.waitForSnapshot()
+        server.server.stop()
+        XCTAssertTrue(watcher.waitForClose(timeout: 2))
+        XCTAssertEqual(watcher.connection.peerCloseCode, 1001, "a close frame saying going away, not a dropped connection")
+    }
+
+    func testPublishOnlySocketsHearOnlyTheirOwnRepliesAndErrorsNameTheTask() throws {
+        let server = try TestServer()
+        let watcher = TestWatcher(server.wsURL)
+        watcher.waitForSnapshot()
+        let publisher = TestWatcher(server.wsURL + "?mode=publish")
+        publisher.wait { $0.contains { $0.type == "hello" } }
+        publisher.connection.send(#"[{"type":"update","id":"pub.1","progress":0.5},{"type":"update","id":"pub.2","progress":9}]"#)
+        watcher.wait { $0.contains { $0.id == "pub.1" } }
+        let error = publisher.wait { $0.contains { $0.type == "error" } }.first { $0.type == "error" }!
+        XCTAssertEqual(error.id, "pub.2", "an error event names the task of the refused event")
+        XCTAssertEqual(error.string("field"), "events[1].progress")
+        XCTAssertFalse(publisher.received.contains { $0.type == "snapshot" || $0.id == "pub.1" })
+
+        let confused = TestWatcher(server.wsURL + "?mode=shout")
+        XCTAssertEqual(confused.wait { $0.contains { $0.type == "error" } }.first?.string("field"), "mode")
+        XCTAssertTrue(confused.waitForClose())
+    }
 }

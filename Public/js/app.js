@@ -1,0 +1,68 @@
+// Entry point: wires the connection, the store, the dashboard, the splash and the status indicator.
+
+import { Connection, socketURL } from './connection.js';
+import { Store } from './store.js';
+import { Dashboard } from './render.js';
+import { Splash } from './splash.js';
+import { TitleAndIcon } from './favicon.js';
+
+const $ = (id) => document.getElementById(id);
+
+const params = new URLSearchParams(location.search);
+const watch = (params.get('watch') || '*').trim() || '*';
+
+const store = new Store();
+const splash = new Splash($('splash'));
+const titleAndIcon = new TitleAndIcon($('favicon'));
+const summary = $('summary');
+const statusEl = $('status');
+const statusText = statusEl.querySelector('.status-text');
+const stale = $('stale');
+
+if (watch !== '*') {
+  const filter = $('filter');
+  filter.textContent = `watching ${watch}`;
+  filter.hidden = false;
+}
+$('empty-hint').textContent = `curl -X POST -d '{"title":"Build","progress":0.42}' ${location.origin}/api/tasks/ci.build-42`;
+
+new Dashboard({
+  store,
+  grid: $('tasks'),
+  empty: $('empty'),
+  overlay: $('modal-overlay'),
+  modalList: $('modal-list'),
+  announcer: $('announcer'),
+  blockWhileModal: [$('topbar'), $('dashboard'), $('stale')],
+  onSummary(s) {
+    titleAndIcon.update(s);
+    const parts = [];
+    if (s.running) parts.push(`${s.running} running`);
+    if (s.done) parts.push(`${s.done} done`);
+    if (s.failed) parts.push(`${s.failed} failed`);
+    const text = parts.join(' · ');
+    if (summary.textContent !== text) summary.textContent = text;
+  },
+});
+
+function showStatus(state, text) {
+  statusEl.dataset.state = state;
+  statusText.textContent = text;
+  document.body.dataset.conn = state;
+  // Once something was shown, say plainly when it is no longer live.
+  stale.hidden = state === 'live' || !store.everSynced;
+}
+
+store.subscribe((c) => {
+  if (c.type === 'synced') splash.finish();
+});
+
+const connection = new Connection({
+  url: (since) => socketURL(location, watch, since),
+  since: () => store.since(),
+  onEvent: (ev) => store.handle(ev),
+  onStatus: showStatus,
+  onLost: () => store.connectionLost(),
+});
+showStatus('reconnecting', 'Connecting…');
+connection.start();

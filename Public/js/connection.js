@@ -1,0 +1,198 @@
+// The WebSocket to the server: connects, parses frames (one event or an array of events), resumes
+// with `since`, reconnects with capped full-jitter exponential back-off, reconnects when the server
+// has been silent for two heartbeat intervals (watchdog), and resyncs when the tab is shown again.
+
+// Close codes after which retrying the same request cannot help.
+const FATAL_CLOSE = new Set([1002, 1003, 1007, 1008]);
+const OPEN_TIMEOUT_MS = 10000;
+
+export class Connection {
+  /**
+   * @param {object} o
+   * @param {(since: string|null) => string} o.url   WebSocket URL for a resume point
+   * @param {() => string|null} o.since             current resume point (EPOCH:SEQ)
+   * @param {(ev: object) => void} o.onEvent         each protocol event, in order
+   * @param {(state: 'live'|'reconnecting'|'offline', text: string) => void} o.onStatus
+   * @param {() => void} o.onLost                    the socket is gone; what we show is no longer live
+   */
+  constructor({ url, since, onEvent, onStatus, onLost, baseDelay = 500, maxDelay = 15000, offlineAfter = 4 }) {
+    this.url = url;
+    this.since = since;
+    this.onEvent = onEvent;
+    this.onStatus = onStatus || (() => {});
+    this.onLost = onLost || (() => {});
+    this.baseDelay = baseDelay;
+    this.maxDelay = maxDelay;
+    this.offlineAfter = offlineAfter;
+    this.ws = null;
+    this.attempts = 0;
+    this.retryTimer = 0;
+    this.watchdog = 0;
+    this.heartbeatMs = 15000;
+    this.hiddenAt = 0;
+    this.stopped = false;
+    this.state = null;
+  }
+
+  start() {
+    document.addEventListener('visibilitychange', () => this.visibilityChanged());
+    window.addEventListener('online', () => this.reconnectNow());
+    window.addEventListener('offline', () => this.setStatus('offline', 'Offline'));
+    window.addEventListener('pagehide', () => this.stop());
+    // Back from the back/forward cache: the socket was closed on pagehide, open a new one.
+    window.addEventListener('pageshow', (e) => {
+      if (!e.persisted) return;
+      this.stopped = false;
+      this.onLost();
+      this.setStatus('reconnecting', 'Reconnecting…');
+      this.reconnectNow();
+    });
+    this.connect();
+  }
+
+  stop() {
+    this.stopped = true;
+    clearTimeout(this.retryTimer);
+    clearTimeout(this.watchdog);
+    if (this.ws) {
+      const ws = this.ws;
+      this.detach();
+      try { ws.close(1000, 'page closed'); } catch { /* already closed */ }
+    }
+  }
+
+  connect() {
+    if (this.stopped) return;
+    clearTimeout(this.retryTimer);
+    this.retryTimer = 0;
+    if (this.ws) this.drop(4001, 'replaced');
+    let ws;
+    try {
+      ws = new WebSocket(this.url(this.since()));
+    } catch (err) {
+      console.warn('ringcast: cannot open WebSocket', err);
+      this.retry();
+      return;
+    }
+    this.ws = ws;
+    ws.onmessage = (m) => this.message(ws, m);
+    ws.onclose = (e) => this.closed(ws, e);
+    ws.onerror = () => {}; // a close event follows
+    this.arm(OPEN_TIMEOUT_MS);
+  }
+
+  message(ws, m) {
+    if (ws !== this.ws || typeof m.data !== 'string') return;
+    let data;
+    try {
+      data = JSON.parse(m.data);
+    } catch {
+      console.warn('ringcast: ignoring a frame that is not JSON');
+      return;
+    }
+    const events = Array.isArray(data) ? data : [data];
+    for (const ev of events) {
+      if (!ev || typeof ev !== 'object') continue;
+      if (ev.type === 'hello' && ev.heartbeat > 0) this.heartbeatMs = ev.heartbeat * 1000;
+      this.onEvent(ev);
+      if (ev.type === 'snapshot') {
+        this.attempts = 0;
+        this.setStatus('live', 'Live');
+      }
+    }
+    if (ws === this.ws) this.arm(2 * this.heartbeatMs);
+  }
+
+  /** (Re)starts the watchdog: silence for `ms` means the connection is dead even if TCP says not. */
+  arm(ms) {
+    clearTimeout(this.watchdog);
+    this.watchdog = setTimeout(() => {
+      if (!this.ws) return;
+      console.warn(`ringcast: no message from the server for ${Math.round(ms / 1000)} s, reconnecting`);
+      this.drop(4000, 'watchdog');
+      this.retry();
+    }, ms);
+  }
+
+  closed(ws, e) {
+    if (ws !== this.ws) return;
+    this.detach();
+    this.onLost();
+    if (this.stopped) return;
+    if (FATAL_CLOSE.has(e.code)) {
+      // The server refused this request; only a new page state (visible, online) tries again.
+      this.setStatus('offline', `Refused by the server${e.reason ? `: ${e.reason}` : ''}`);
+      this.retryTimer = setTimeout(() => this.connect(), this.maxDelay * 4);
+      return;
+    }
+    this.retry();
+  }
+
+  /** Forgets the current socket without waiting for its close handshake. */
+  drop(code, reason) {
+    const ws = this.ws;
+    if (!ws) return;
+    this.detach();
+    try { ws.close(code, reason); } catch { /* not open yet */ }
+    this.onLost();
+  }
+
+  detach() {
+    const ws = this.ws;
+    if (!ws) return;
+    ws.onmessage = ws.onclose = ws.onerror = null;
+    this.ws = null;
+    clearTimeout(this.watchdog);
+  }
+
+  /** Schedules the next attempt: random in [0, min(cap, base·2^n)) (full jitter). */
+  retry() {
+    if (this.stopped) return;
+    clearTimeout(this.retryTimer);
+    const ceiling = Math.min(this.maxDelay, this.baseDelay * 2 ** this.attempts);
+    const delay = Math.random() * ceiling;
+    this.attempts++;
+    const offline = this.attempts > this.offlineAfter || navigator.onLine === false;
+    const secs = Math.ceil(delay / 1000);
+    this.setStatus(offline ? 'offline' : 'reconnecting',
+      offline ? `Offline · retrying${secs > 1 ? ` in ${secs} s` : ''}` : 'Reconnecting…');
+    this.retryTimer = setTimeout(() => this.connect(), delay);
+  }
+
+  reconnectNow() {
+    if (this.stopped) return;
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) return;
+    this.attempts = 0;
+    this.connect();
+  }
+
+  visibilityChanged() {
+    if (document.hidden) {
+      this.hiddenAt = Date.now();
+      return;
+    }
+    if (!this.ws || this.ws.readyState !== WebSocket.OPEN) {
+      this.reconnectNow();
+    } else if (this.hiddenAt && Date.now() - this.hiddenAt > this.heartbeatMs) {
+      // Background tabs are throttled: ask the server what changed rather than trust what we hold.
+      this.attempts = 0;
+      this.connect();
+    }
+  }
+
+  setStatus(state, text) {
+    if (this.state === state && this.text === text) return;
+    this.state = state;
+    this.text = text;
+    this.onStatus(state, text);
+  }
+}
+
+/** ws(s) URL of `/ws` on this page's server, with the watch patterns and resume point. */
+export function socketURL(location, watch, since) {
+  const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+  const enc = (s) => encodeURIComponent(s).replace(/%2C/gi, ',').replace(/%3A/gi, ':');
+  let url = `${proto}//${location.host}/ws?watch=${enc(watch || '*')}`;
+  if (since) url += `&since=${enc(since)}`;
+  return url;
+}

@@ -1,0 +1,547 @@
+import Foundation
+import RingcastCore
+
+/// Pushes progress to a Ringcast server from a Swift service, over one WebSocket.
+///
+/// ```swift
+/// let rc = try RingcastClient(url: "http://127.0.0.1:8080", token: ProcessInfo.processInfo.environment["RINGCAST_TOKEN"])
+/// try await rc.update("ci.build-42", progress: 0.42, title: "Build 42")
+/// try await rc.update("ci.build-42", state: .done)
+/// await rc.close()
+/// ```
+///
+/// **What a call awaits.** The WebSocket protocol has no per-event acknowledgement, so a call returns
+/// once its event is checked (with the server's own validation rules, so a malformed event throws
+/// `.invalid` right there) and queued; it suspends only while the queue is full (`maxQueuedEvents`
+/// distinct events waiting). `flush()` waits until everything queued before it has been written to
+/// the socket. Events the server refuses later (an unknown task, a token without the pattern) arrive
+/// on `errors`.
+///
+/// **Coalescing.** Updates wait in an ordered map, one slot per task: a burst of updates to a task
+/// merges into the latest before it is sent, and keeps the place of the first. `show`, `hide`,
+/// timers, `remove` and updates that change `state`, `visible`, `modal` or `hideAfter` are never
+/// merged away: an update after one of them starts a new slot, so each task's changes keep their
+/// order. A frame carries everything waiting (up to `maxEventsPerFrame`) when the socket can take it.
+///
+/// **Reconnecting.** The socket connects at once and, when it closes for any reason but `close()`,
+/// reconnects after a capped full-jitter back-off (a random delay between 0 and
+/// min(`reconnectCap`, `reconnectBase`·2^attempt)). Events queued meanwhile wait and go when it opens;
+/// an event already written when a connection dies may be lost (at most once).
+public final class RingcastClient: Sendable {
+    /// Settings a service rarely needs to change.
+    public struct Options: Sendable {
+        /// Distinct events (task slots and non-mergeable events) that may wait; calls suspend beyond.
+        public var maxQueuedEvents = 10_000
+        /// Events in one WebSocket frame (the server takes at most 10 000 per message).
+        public var maxEventsPerFrame = 1_000
+        /// A frame is closed once it holds this many bytes (the server's default limit is 1 MiB).
+        public var maxFrameBytes = 256 * 1024
+        /// Seconds: the first reconnect waits up to `reconnectBase`, doubling per failed attempt ...
+        public var reconnectBase = 0.25
+        /// ... up to `reconnectCap`.
+        public var reconnectCap = 10.0
+
+        public init() {}
+    }
+
+    /// A task state a publisher may set.
+    public enum State: String, Sendable {
+        case running, paused, done, failed, cancelled
+    }
+
+    /// Counters since the client was made.
+    public struct Statistics: Sendable, Equatable {
+        /// Events the calls queued.
+        public var accepted = 0
+        /// Of those, updates merged into an update of the same task that was still waiting.
+        public var coalesced = 0
+        /// Events written to a socket, and the frames that carried them.
+        public var sent = 0
+        public var frames = 0
+        /// Connections opened (1 plus the reconnects).
+        public var connections = 0
+    }
+
+    private let core: ClientCore
+
+    /// Problems the calls cannot throw: `error` events from the server, and connection failures
+    /// (the client keeps reconnecting). One consumer; the newest 256 are kept when nobody reads.
+    public var errors: AsyncStream<RingcastClientError> { core.errors }
+
+    /// - Parameters:
+    ///   - url: the server, as `http://HOST:PORT` (or `ws://HOST:PORT/ws`); a path before `/ws` is kept as a prefix.
+    ///   - token: a publisher token, sent as `Authorization: Bearer` on the upgrade; nil publishes anonymously
+    ///     (allowed from loopback while the server's `anonymousLocalPublish` is on).
+    public init(url: String, token: String? = nil, options: Options = Options()) throws {
+        guard let server = ServerURL(url) else {
+            throw RingcastClientError.invalid(code: "invalid_url", message: "'\(url)' is not a server URL: use http://HOST:PORT", field: "url")
+        }
+        var headers: [(String, String)] = []
+        if let token, !token.isEmpty {
+            guard token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+                throw RingcastClientError.invalid(code: "invalid_token", message: "a token is printable ASCII without spaces", field: "token")
+            }
+            headers.append(("Authorization", "Bearer \(token)"))
+        }
+        var socketURL = server
+        // A publish-only socket: the server echoes no task events back, only errors and heartbeats.
+        socketURL.path = server.endpoint("/ws") + "?mode=publish"
+        core = try ClientCore(url: socketURL, headers: headers, options: options)
+        core.start()
+    }
+
+    public convenience init(url: URL, token: String? = nil, options: Options = Options()) throws {
+        try self.init(url: url.absoluteString, token: token, options: options)
+    }
+
+    deinit { core.abandon() }
+
+    /// Creates or updates a task; only the arguments given change. `progress: .indeterminate` makes it a spinner.
+    public func update(_ id: String, progress: ProgressValue? = nil, title: String? = nil, detail: String? = nil,
+                       state: State? = nil, staleAfter: Double? = nil, parent: String? = nil) async throws {
+        var fields: [(String, JSONValue)] = []
+        switch progress {
+        case let .fraction(value)?: fields.append(("progress", .number(value)))
+        case let .units(completed, total)?: fields += [("completed", .number(completed)), ("total", .number(total))]
+        case .indeterminate?: fields.append(("progress", .null))
+        case nil: break
+        }
+        if let title { fields.append(("title", .string(title))) }
+        if let detail { fields.append(("detail", .string(detail))) }
+        if let state { fields.append(("state", .string(state.rawValue))) }
+        if let staleAfter { fields.append(("staleAfter", .number(staleAfter))) }
+        if let parent { fields.append(("parent", .string(parent))) }
+        try await core.enqueue("update", id, fields)
+    }
+
+    /// Shows a task (creating it if new); with `hideAfter` the server hides it by itself that many seconds later.
+    public func show(_ id: String, hideAfter: Double? = nil, modal: Bool = false, detail: String? = nil) async throws {
+        var fields: [(String, JSONValue)] = []
+        if let hideAfter { fields.append(("hideAfter", .number(hideAfter))) }
+        if modal { fields.append(("modal", .bool(true))) }
+        if let detail { fields.append(("detail", .string(detail))) }
+        try await core.enqueue("show", id, fields)
+    }
+
+    public func hide(_ id: String) async throws { try await core.enqueue("hide", id, []) }
+
+    /// Starts (or restarts) a countdown of `seconds` that the server ticks every `interval`.
+    public func startTimer(_ id: String, seconds: Double, interval: Double = 1, title: String? = nil, hideAfter: Double? = nil) async throws {
+        var fields: [(String, JSONValue)] = [("seconds", .number(seconds)), ("interval", .number(interval))]
+        if let title { fields.append(("title", .string(title))) }
+        if let hideAfter { fields.append(("hideAfter", .number(hideAfter))) }
+        try await core.enqueue("timer", id, fields)
+    }
+
+    public func pauseTimer(_ id: String) async throws { try await core.enqueue("pause", id, []) }
+    public func resumeTimer(_ id: String) async throws { try await core.enqueue("resume", id, []) }
+    public func cancelTimer(_ id: String) async throws { try await core.enqueue("cancel", id, []) }
+    public func remove(_ id: String) async throws { try await core.enqueue("remove", id, []) }
+
+    /// Waits until every event queued before this call has been written to the socket (not
+    /// acknowledged: see the type's notes). Throws `.timedOut` after `timeout` seconds, `.closed` on close.
+    public func flush(timeout: Double? = nil) async throws { try await core.flush(timeout: timeout) }
+
+    /// Sends what is queued (waiting at most `timeout` seconds for a connection), closes the socket and
+    /// stops the client's thread. Later calls throw `.closed`.
+    public func close(timeout: Double = 5) async { await core.close(timeout: timeout) }
+
+    public var isConnected: Bool { core.isConnected }
+    public var statistics: Statistics { core.statistics }
+}
+
+/// What went wrong, thrown by a call or delivered on `errors`.
+public enum RingcastClientError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Refused before sending: the event breaks the protocol's rules (code and field as the server would say).
+    case invalid(code: String, message: String, field: String?)
+    /// An `error` event from the server: an event it refused after it was sent.
+    case server(code: String, message: String, field: String?)
+    /// The socket failed or closed; the client is reconnecting.
+    case connection(String)
+    case timedOut
+    case closed
+
+    public var description: String {
+        switch self {
+        case let .invalid(code, message, _), let .server(code, message, _): return "\(code): \(message)"
+        case let .connection(message): return "connection: \(message)"
+        case .timedOut: return "timed out"
+        case .closed: return "the client is closed"
+        }
+    }
+}
+
+extension ServerURL {
+    /// The path before the API: "" for `http://host:port`, `/prefix` for `http://host/prefix` (a
+    /// reverse proxy), also when the URL given was the WebSocket's `…/ws`.
+    public var basePath: String {
+        var base = Substring(path.prefix { $0 != "?" })
+        while base.hasSuffix("/") { base = base.dropLast() }
+        if base.hasSuffix("/ws") { base = base.dropLast(3) }
+        return String(base)
+    }
+
+    /// `/api/tasks` under the base path.
+    public func endpoint(_ path: String) -> String { basePath + path }
+}
+
+/// One event waiting to be sent. An `update` slot may still take later updates of its task.
+private struct Outgoing {
+    let type: String
+    let id: String
+    var fields: [(String, JSONValue)]
+
+    /// Fields an update may carry that change more than progress: they are never merged over.
+    static let significantFields: Set<String> = ["state", "visible", "modal", "hideAfter"]
+
+    mutating func merge(_ newer: [(String, JSONValue)]) {
+        // Counts without a fraction make the server derive the fraction: an older fraction must not win.
+        let setsUnits = newer.contains { $0.0 == "completed" || $0.0 == "total" }
+        if setsUnits, !newer.contains(where: { $0.0 == "progress" }) { fields.removeAll { $0.0 == "progress" } }
+        for (key, value) in newer {
+            if let index = fields.firstIndex(where: { $0.0 == key }) { fields[index].1 = value } else { fields.append((key, value)) }
+        }
+    }
+
+    func write(into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.key("type"); writer.string(type)
+        writer.key("id"); writer.string(id)
+        for (key, value) in fields { writer.key(key); writer.value(value) }
+        writer.endObject()
+    }
+}
+
+/// The client's state and its WebSocket delegate. Every `var` is guarded by `lock`: the calls touch
+/// it from any thread, the WebSocket callbacks from the client context's service thread.
+/// Continuations are resumed outside the lock.
+private final class ClientCore: WebSocketDelegate, @unchecked Sendable {
+    /// The connection's life: connecting → open → (closed by the peer) waiting → connecting …;
+    /// `close()` moves any of them to closing, then closed.
+    enum Lifecycle: Equatable {
+        case connecting(attempt: Int)
+        case open
+        case waiting(attempt: Int)
+        case closing
+        case closed
+    }
+
+    let url: ServerURL
+    let headers: [(String, String)]
+    let options: RingcastClient.Options
+    let context: WebSocketClientContext
+    let errors: AsyncStream<RingcastClientError>
+    private let errorSink: AsyncStream<RingcastClientError>.Continuation
+
+    private let lock = NSLock()
+    private var lifecycle = Lifecycle.connecting(attempt: 0)
+    private var connection: WebSocketConnection?
+    /// The queue: `slots[base + i]` for i ≥ head are waiting; `base + head` events have been written.
+    private var slots: [Outgoing] = []
+    private var head = 0
+    private var base = 0
+    /// Task id → absolute index of its update slot that may still be merged into.
+    private var openSlots: [String: Int] = [:]
+    /// A writeable callback is on its way: no need to wake the service thread again.
+    private var writeRequested = false
+    private var stats = RingcastClient.Statistics()
+    private var nextWaiterID = 0
+    private var flushWaiters: [Int: (target: Int, continuation: CheckedContinuation<Void, Error>)] = [:]
+    private var spaceWaiters: [Int: CheckedContinuation<Void, Error>] = [:]
+    private var closedWaiter: CheckedContinuation<Void, Never>?
+
+    init(url: ServerURL, headers: [(String, String)], options: RingcastClient.Options) throws {
+        self.url = url
+        self.headers = headers
+        self.options = options
+        context = try WebSocketClientContext()
+        (errors, errorSink) = AsyncStream.makeStream(of: RingcastClientError.self, bufferingPolicy: .bufferingNewest(256))
+    }
+
+    private var waiting: Int { base + slots.count - (base + head) }
+    private var written: Int { base + head }
+
+    var isConnected: Bool { lock.withLock { lifecycle == .open } }
+    var statistics: RingcastClient.Statistics { lock.withLock { stats } }
+
+    /// Connects. The lock is held across `connect` so that no callback of the new connection can
+    /// look before `connection` names it (lws calls back only after its service thread has taken the
+    /// connect from the context's queue; the service thread never waits for this lock while holding that one).
+    func start() {
+        lock.withLock { connection = context.connect(url, headers: headers, delegate: self) }
+    }
+
+    // MARK: Calls (any thread)
+
+    private enum Admission { case queued(wake: WebSocketConnection?), full, closed }
+
+    func enqueue(_ type: String, _ id: String, _ fields: [(String, JSONValue)]) async throws {
+        do {
+            _ = try Command.parse(event: .object([("type", .string(type)), ("id", .string(id))] + fields))
+        } catch {
+            throw RingcastClientError.invalid(code: error.code.rawValue, message: error.message, field: error.field)
+        }
+        let significant = type == "update" && fields.contains { Outgoing.significantFields.contains($0.0) }
+        while true {
+            switch lock.withLock({ admit(type, id, fields, significant: significant) }) {
+            case let .queued(wake):
+                wake?.requestWrite()
+                return
+            case .closed:
+                throw RingcastClientError.closed
+            case .full:
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
+                    let verdict: Result<Void, Error>? = lock.withLock {
+                        if lifecycle == .closing || lifecycle == .closed { return .failure(RingcastClientError.closed) }
+                        if waiting < options.maxQueuedEvents { return .success(()) }
+                        nextWaiterID += 1
+                        spaceWaiters[nextWaiterID] = continuation
+                        return nil
+                    }
+                    if let verdict { continuation.resume(with: verdict) }
+                }
+            }
+        }
+    }
+
+    /// Under the lock: merges into the task's open slot, or appends, or says why not.
+    private func admit(_ type: String, _ id: String, _ fields: [(String, JSONValue)], significant: Bool) -> Admission {
+        if lifecycle == .closing || lifecycle == .closed { return .closed }
+        if type == "update", let index = openSlots[id] {
+            slots[index - base].merge(fields)
+            if significant { openSlots[id] = nil }
+            stats.accepted += 1
+            stats.coalesced += 1
+            return .queued(wake: wakeIfNeeded())
+        }
+        guard waiting < options.maxQueuedEvents else { return .full }
+        slots.append(Outgoing(type: type, id: id, fields: fields))
+        openSlots[id] = type == "update" && !significant ? base + slots.count - 1 : nil
+        stats.accepted += 1
+        return .queued(wake: wakeIfNeeded())
+    }
+
+    /// Under the lock: the connection to wake, when it is open and no writeable callback is pending.
+    private func wakeIfNeeded() -> WebSocketConnection? {
+        guard lifecycle == .open, !writeRequested, let connection else { return nil }
+        writeRequested = true
+        return connection
+    }
+
+    func flush(timeout: Double?) async throws {
+        let id: Int = lock.withLock {
+            nextWaiterID += 1
+            return nextWaiterID
+        }
+        if let timeout {
+            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [weak self] in
+                self?.failFlushWaiter(id, with: RingcastClientError.timedOut)
+            }
+        }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
+            let verdict: Result<Void, Error>? = lock.withLock {
+                let target = base + slots.count
+                if written >= target { return .success(()) }
+                if lifecycle == .closed { return .failure(RingcastClientError.closed) }
+                flushWaiters[id] = (target, continuation)
+                return nil
+            }
+            if let verdict { continuation.resume(with: verdict) }
+        }
+    }
+
+    private func failFlushWaiter(_ id: Int, with error: Error) {
+        let waiter = lock.withLock { flushWaiters.removeValue(forKey: id) }
+        waiter?.continuation.resume(throwing: error)
+    }
+
+    func close(timeout: Double) async {
+        let alreadyClosing: Bool = lock.withLock {
+            if lifecycle == .closing || lifecycle == .closed { return true }
+            return false
+        }
+        if alreadyClosing { return }
+        // Calls made before close() still go out, if a connection comes within the timeout.
+        try? await flush(timeout: timeout)
+        let connection: WebSocketConnection? = lock.withLock {
+            lifecycle = .closing
+            return self.connection
+        }
+        failSpaceWaiters()
+        if let connection {
+            // Wait (briefly) for the close handshake, then stop the context's thread.
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let gone: Bool = lock.withLock {
+                    if self.connection == nil { return true }
+                    closedWaiter = continuation
+                    return false
+                }
+                if gone { continuation.resume(); return }
+                connection.close()
+                DispatchQueue.global().asyncAfter(deadline: .now() + 1) { [weak self] in self?.resumeClosedWaiter() }
+            }
+        }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let context = self.context
+            DispatchQueue.global().async {
+                context.shutdown()
+                continuation.resume()
+            }
+        }
+        finish()
+    }
+
+    /// The client was dropped without `close()`: stop without waiting (deinit may run on any thread).
+    func abandon() {
+        let (wasClosed, connection): (Bool, WebSocketConnection?) = lock.withLock {
+            let wasClosed = lifecycle == .closed
+            lifecycle = .closed
+            return (wasClosed, self.connection)
+        }
+        guard !wasClosed else { return }
+        connection?.close()
+        let context = self.context
+        DispatchQueue.global().async { context.shutdown() }
+        finish()
+    }
+
+    private func finish() {
+        let (flushes, spaces): ([CheckedContinuation<Void, Error>], [CheckedContinuation<Void, Error>]) = lock.withLock {
+            lifecycle = .closed
+            connection = nil
+            defer { flushWaiters = [:]; spaceWaiters = [:] }
+            return (flushWaiters.values.map(\.continuation), Array(spaceWaiters.values))
+        }
+        for continuation in flushes + spaces { continuation.resume(throwing: RingcastClientError.closed) }
+        errorSink.finish()
+    }
+
+    private func failSpaceWaiters() {
+        let spaces = lock.withLock { () -> [CheckedContinuation<Void, Error>] in
+            defer { spaceWaiters = [:] }
+            return Array(spaceWaiters.values)
+        }
+        for continuation in spaces { continuation.resume(throwing: RingcastClientError.closed) }
+    }
+
+    private func resumeClosedWaiter() {
+        let waiter = lock.withLock { () -> CheckedContinuation<Void, Never>? in
+            defer { closedWaiter = nil }
+            return closedWaiter
+        }
+        waiter?.resume()
+    }
+
+    // MARK: WebSocket callbacks (the context's service thread)
+
+    func webSocketDidOpen(_ connection: WebSocketConnection) {
+        let wake: Bool = lock.withLock {
+            guard connection === self.connection, case .connecting = lifecycle else { return false }
+            lifecycle = .open
+            stats.connections += 1
+            writeRequested = waiting > 0
+            return writeRequested
+        }
+        if wake { connection.requestWrite() }
+    }
+
+    func webSocketNextMessage(_ connection: WebSocketConnection) -> [UInt8]? {
+        var resumed: [(CheckedContinuation<Void, Error>)] = []
+        let frame: [UInt8]? = lock.withLock {
+            guard connection === self.connection, lifecycle == .open || lifecycle == .closing, waiting > 0 else {
+                writeRequested = false
+                return nil
+            }
+            var writer = JSONWriter(capacity: 4096)
+            let count = min(waiting, options.maxEventsPerFrame)
+            if count > 1 { writer.beginArray() }
+            var taken = 0
+            while taken < count, taken == 0 || writer.bytes.count < options.maxFrameBytes {
+                let index = base + head
+                let slot = slots[head]
+                if openSlots[slot.id] == index { openSlots[slot.id] = nil }
+                slot.write(into: &writer)
+                head += 1
+                taken += 1
+            }
+            if count > 1 { writer.endArray() }
+            stats.sent += taken
+            stats.frames += 1
+            // The socket layer asks again after a message it was given.
+            writeRequested = true
+            for (id, waiter) in flushWaiters where waiter.target <= written {
+                flushWaiters[id] = nil
+                resumed.append(waiter.continuation)
+            }
+            if waiting < options.maxQueuedEvents {
+                resumed += spaceWaiters.values
+                spaceWaiters = [:]
+            }
+            compact()
+            return writer.bytes
+        }
+        for continuation in resumed { continuation.resume() }
+        return frame
+    }
+
+    /// Under the lock: drops written slots once they are most of the array.
+    private func compact() {
+        guard head >= 1024, head * 2 >= slots.count else { return }
+        slots.removeFirst(head)
+        base += head
+        head = 0
+    }
+
+    func webSocket(_ connection: WebSocketConnection, didReceive message: [UInt8]) {
+        guard let json = try? JSONParser.parse(message) else { return }
+        let events: [JSONValue]
+        if case let .array(items) = json { events = items } else { events = [json] }
+        for event in events where event["type"] == .string("error") {
+            guard case let .string(code)? = event["error"] else { continue }
+            let messageText: String
+            if case let .string(text)? = event["message"] { messageText = text } else { messageText = "" }
+            var field: String?
+            if case let .string(name)? = event["field"] { field = name }
+            errorSink.yield(.server(code: code, message: messageText, field: field))
+        }
+    }
+
+    func webSocketDidClose(_ connection: WebSocketConnection, error: String?) {
+        enum Next { case nothing, closed(CheckedContinuation<Void, Never>?), reconnect(after: Double, attempt: Int) }
+        let next: Next = lock.withLock {
+            guard connection === self.connection else { return .nothing }
+            self.connection = nil
+            writeRequested = false
+            switch lifecycle {
+            case .closing, .closed:
+                defer { closedWaiter = nil }
+                return .closed(closedWaiter)
+            case .open:
+                lifecycle = .waiting(attempt: 0)
+            case let .connecting(attempt), let .waiting(attempt):
+                lifecycle = .waiting(attempt: attempt + 1)
+            }
+            guard case let .waiting(attempt) = lifecycle else { return .nothing }
+            let ceiling = min(options.reconnectCap, options.reconnectBase * pow(2, Double(min(attempt, 30))))
+            return .reconnect(after: Double.random(in: 0...ceiling), attempt: attempt)
+        }
+        switch next {
+        case .nothing:
+            return
+        case let .closed(waiter):
+            waiter?.resume()
+        case let .reconnect(delay, attempt):
+            errorSink.yield(.connection(error ?? "the server closed the connection"))
+            DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [weak self] in self?.reconnect(attempt: attempt) }
+        }
+    }
+
+    private func reconnect(attempt: Int) {
+        let proceed: Bool = lock.withLock {
+            guard lifecycle == .waiting(attempt: attempt) else { return false }
+            lifecycle = .connecting(attempt: attempt)
+            return true
+        }
+        if proceed { start() }
+    }
+}

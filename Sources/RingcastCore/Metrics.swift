@@ -1,0 +1,36 @@
+/// Counters of the server's work, exported at /metrics in Prometheus' text format.
+/// Touched only on the service thread.
+public struct ServerMetrics {
+    public var httpRequests = 0
+    public var httpErrors = 0
+    public var eventsPublished = 0
+    public var framesSent = 0
+    public var eventsSent = 0
+    public var watchersOpened = 0
+    public var clientMessages = 0
+    public var clientErrors = 0
+
+    public init() {}
+
+    /// Renders every counter and the gauges given, each with its HELP and TYPE lines.
+    public func render(watchers: Int, tasks: Int, seq: UInt64, resyncs: Int, patternSets: Int) -> [UInt8] {
+        var text = ""
+        func metric(_ name: String, _ type: String, _ help: String, _ value: Int) {
+            text += "# HELP ringcast_\(name) \(help)\n# TYPE ringcast_\(name) \(type)\nringcast_\(name) \(value)\n"
+        }
+        metric("http_requests_total", "counter", "API requests answered.", httpRequests)
+        metric("http_errors_total", "counter", "API requests answered with a 4xx.", httpErrors)
+        metric("events_published_total", "counter", "Events produced by changes to tasks.", eventsPublished)
+        metric("frames_sent_total", "counter", "WebSocket frames written to watchers.", framesSent)
+        metric("events_sent_total", "counter", "Events written to watchers (a frame may hold several).", eventsSent)
+        metric("resyncs_total", "counter", "Watchers that fell out of the fan-out log and were sent state instead.", resyncs)
+        metric("watchers_opened_total", "counter", "WebSocket connections accepted.", watchersOpened)
+        metric("client_messages_total", "counter", "Messages received from WebSocket clients.", clientMessages)
+        metric("client_errors_total", "counter", "Error events sent for bad client messages.", clientErrors)
+        metric("watchers", "gauge", "WebSocket connections open now.", watchers)
+        metric("tasks", "gauge", "Tasks held now.", tasks)
+        metric("seq", "gauge", "The current sequence number.", Int(seq))
+        metric("pattern_sets", "gauge", "Distinct watch-pattern sets, each with its own fan-out log.", patternSets)
+        return Array(text.utf8)
+    }
+}

@@ -1,0 +1,206 @@
+import Foundation
+import RingcastClient
+import RingcastCore
+
+/// `some-program | ringcast pipe ID`: passes the input through and turns its progress lines into updates.
+struct PipeCommand: ProducerCommand {
+    static let name = "pipe"
+    static let summary = """
+    usage: some-program | ringcast pipe ID [--title T] [--hide-after SECONDS]
+
+    Copies standard input to standard output byte for byte, and reads progress out of each line
+    (a line ends at \\n or \\r, as tqdm redraws with \\r): `42%`, `[42/100]`, a bare `42/100`, or
+    tqdm's ` 42%|████      | 42/100 [00:01<00:02, 40.00it/s]`. Task ID is a spinner until the first
+    progress; it is updated at most once per 50 ms (the latest value always goes out) and marked done
+    at end of input. If the server cannot be reached, the input still passes through, one line goes
+    to stderr and the exit status is 1.
+
+    options:
+      --title T             the task's title
+      --hide-after SECONDS  hide the task that long after the input ends
+    """
+    static let valued: Set<String> = ["title", "hide-after"]
+    /// Seconds between two updates, at least.
+    static let minimumInterval = 0.05
+    /// A stuck server must not hold the pass-through up for long.
+    static let requestTimeout = 3.0
+
+    let id: String
+    let title: String?
+    let hideAfter: Double?
+
+    init(validating options: ParsedOptions) throws(UsageError) {
+        id = try options.taskID()
+        title = try options.text("title", maxLength: 200)
+        hideAfter = try options.seconds("hide-after")
+    }
+
+    func run(_ session: ProducerSession) throws(CommandFailure) -> Int32 {
+        var updater = ThrottledUpdater(session: session, id: id, interval: PipeCommand.minimumInterval)
+        var start: [(String, JSONValue)] = [("progress", .null), ("completed", .null), ("total", .null), ("detail", .null),
+                                            ("state", .string("running")), ("visible", .bool(true)), ("hideAfter", .null)]
+        if let title { start.append(("title", .string(title))) }
+        updater.sendNow(start)
+
+        var lines = LineSplitter()
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        reading: while true {
+            var poller = pollfd(fd: STDIN_FILENO, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&poller, 1, updater.millisecondsUntilDue())
+            if ready < 0, errno != EINTR { break }
+            if ready > 0 {
+                let count = chunk.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress, $0.count) }
+                if count < 0 {
+                    if errno == EINTR || errno == EAGAIN { continue }
+                    break reading
+                }
+                if count == 0 { break reading }
+                if let problem = writeAll(chunk[..<count]) {
+                    fail("pipe: standard output is closed: \(problem)")
+                    return 1
+                }
+                let scan = { (line: [UInt8]) in
+                    if let progress = ProgressText.scan(line: line) { updater.latest(progressFields(progress)) }
+                }
+                lines.feed(chunk[..<count], scan)
+                // A short read drained the pipe: the unterminated rest is what the writer wrote last
+                // (tqdm redraws as "\r" + line, so its newest state has no terminator yet).
+                if count < chunk.count { lines.scanUnterminated(scan) }
+            }
+            updater.sendIfDue()
+        }
+        lines.finish { line in
+            if let progress = ProgressText.scan(line: line) { updater.latest(progressFields(progress)) }
+        }
+        updater.sendPendingWaiting()
+        var done: [(String, JSONValue)] = [("state", .string("done"))]
+        if let hideAfter { done.append(("hideAfter", .number(hideAfter))) }
+        updater.latest(done)
+        updater.sendPendingWaiting()
+        return updater.failed ? 1 : 0
+    }
+
+    private func writeAll(_ bytes: ArraySlice<UInt8>) -> String? {
+        var offset = bytes.startIndex
+        while offset < bytes.endIndex {
+            let written = bytes[offset...].withUnsafeBytes { write(STDOUT_FILENO, $0.baseAddress, $0.count) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                return String(cString: strerror(errno))
+            }
+            offset += written
+        }
+        return nil
+    }
+}
+
+/// Splits bytes into lines at \n or \r (empty lines skipped); a line longer than 4 KiB is cut there.
+/// Each line is handed over once, also when it was already read while unterminated.
+struct LineSplitter {
+    private var line: [UInt8] = []
+    /// The unterminated line was handed over as it is now.
+    private var handedOver = false
+    static let maxLine = 4096
+
+    mutating func feed(_ bytes: ArraySlice<UInt8>, _ handle: ([UInt8]) -> Void) {
+        var rest = bytes
+        while let end = rest.firstIndex(where: { $0 == 10 || $0 == 13 }) {
+            append(rest[..<end])
+            if !line.isEmpty, !handedOver { handle(line) }
+            line.removeAll(keepingCapacity: true)
+            handedOver = false
+            rest = rest[(end + 1)...]
+        }
+        append(rest)
+    }
+
+    /// Hands over the line so far, unterminated (when the writer has paused after it).
+    mutating func scanUnterminated(_ handle: ([UInt8]) -> Void) {
+        guard !line.isEmpty, !handedOver else { return }
+        handle(line)
+        handedOver = true
+    }
+
+    mutating func finish(_ handle: ([UInt8]) -> Void) {
+        scanUnterminated(handle)
+        line = []
+        handedOver = false
+    }
+
+    private mutating func append(_ bytes: ArraySlice<UInt8>) {
+        guard !bytes.isEmpty else { return }
+        line.append(contentsOf: bytes.prefix(max(0, LineSplitter.maxLine - line.count)))
+        handedOver = false
+    }
+}
+
+/// Sends a task's updates at most once per `interval`, always the latest one; after a failure it
+/// says so once and retries no sooner than 5 s later, so a lost server never slows the pass-through.
+struct ThrottledUpdater {
+    let session: ProducerSession
+    let id: String
+    let interval: Double
+    private var pending: [(String, JSONValue)]?
+    private var lastSent = -Double.infinity
+    private var retryAfter = -Double.infinity
+    private(set) var failed = false
+
+    init(session: ProducerSession, id: String, interval: Double) {
+        self.session = session
+        self.id = id
+        self.interval = interval
+    }
+
+    private static func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
+
+    /// Replaces what is waiting (fields merge: a newer value of a field wins).
+    mutating func latest(_ fields: [(String, JSONValue)]) {
+        var merged = pending ?? []
+        // Counts without a fraction make the server derive the fraction: an older fraction must not win.
+        if fields.contains(where: { $0.0 == "completed" }), !fields.contains(where: { $0.0 == "progress" }) {
+            merged.removeAll { $0.0 == "progress" }
+        }
+        for (key, value) in fields {
+            if let index = merged.firstIndex(where: { $0.0 == key }) { merged[index].1 = value } else { merged.append((key, value)) }
+        }
+        pending = merged
+    }
+
+    mutating func sendNow(_ fields: [(String, JSONValue)]) {
+        latest(fields)
+        flush()
+    }
+
+    /// For poll: how long until the waiting update is due (-1: nothing waits).
+    func millisecondsUntilDue() -> Int32 {
+        guard pending != nil else { return -1 }
+        let due = max(lastSent + interval, retryAfter)
+        return Int32(max(0, ((due - ThrottledUpdater.now()) * 1000).rounded(.up)))
+    }
+
+    mutating func sendIfDue() {
+        guard pending != nil, ThrottledUpdater.now() >= max(lastSent + interval, retryAfter) else { return }
+        flush()
+    }
+
+    /// Sends what waits once its time has come, sleeping until then (unless the server is failing).
+    mutating func sendPendingWaiting() {
+        guard pending != nil else { return }
+        let wait = lastSent + interval - ThrottledUpdater.now()
+        if wait > 0 { Thread.sleep(forTimeInterval: wait) }
+        flush()
+    }
+
+    private mutating func flush() {
+        guard let fields = pending else { return }
+        pending = nil
+        lastSent = ThrottledUpdater.now()
+        do {
+            try session.send("POST", ProducerSession.taskPath(id), .object(fields))
+        } catch {
+            if !failed { fail("pipe: \(error); passing the input through without progress") }
+            failed = true
+            retryAfter = ThrottledUpdater.now() + 5
+        }
+    }
+}

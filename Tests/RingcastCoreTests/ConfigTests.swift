@@ -1,0 +1,109 @@
+import XCTest
+@testable import RingcastCore
+
+final class ConfigTests: XCTestCase {
+    private func parse(_ text: String) throws -> ServerConfig {
+        try ServerConfig.parse(Array(text.utf8), source: "test.json")
+    }
+
+    /// Parsing fails with an error that names the field (and the file).
+    private func assertFails(_ text: String, naming field: String, saying fragment: String? = nil,
+                             file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertThrowsError(try parse(text), "accepted \(text)", file: file, line: line) { error in
+            let message = (error as? ConfigError)?.description ?? ""
+            XCTAssertTrue(message.hasPrefix("test.json: "), message, file: file, line: line)
+            XCTAssertTrue(message.contains("\"\(field)\""), "\(message) should name \(field)", file: file, line: line)
+            if let fragment { XCTAssertTrue(message.contains(fragment), "\(message) should say \(fragment)", file: file, line: line) }
+        }
+    }
+
+    func testDefaults() throws {
+        let config = try parse("{}")
+        XCTAssertEqual(config, ServerConfig())
+        XCTAssertEqual(config.host, "127.0.0.1")
+        XCTAssertEqual(config.port, 8080)
+        XCTAssertEqual(config.publicDir, "Public")
+        XCTAssertEqual(config.heartbeatSeconds, 15)
+        XCTAssertEqual(config.logLevel, .info)
+    }
+
+    func testEverySetting() throws {
+        let config = try parse(#"""
+        {"host": "0.0.0.0", "port": 0, "publicDir": "/srv/www", "allowedOrigins": ["https://example.com/", "http://localhost:3000"],
+         "heartbeatSeconds": 2.5, "maxMessageBytes": 4096, "fanOutLogEvents": 64, "maxEventsPerFrame": 8,
+         "staticMaxAge": 0, "logLevel": "debug"}
+        """#)
+        XCTAssertEqual(config.host, "0.0.0.0")
+        XCTAssertEqual(config.port, 0)
+        XCTAssertEqual(config.publicDir, "/srv/www")
+        XCTAssertEqual(config.allowedOrigins, ["https://example.com", "http://localhost:3000"], "a trailing slash is dropped")
+        XCTAssertEqual(config.heartbeatSeconds, 2.5)
+        XCTAssertEqual(config.maxMessageBytes, 4096)
+        XCTAssertEqual(config.fanOutLogEvents, 64)
+        XCTAssertEqual(config.maxEventsPerFrame, 8)
+        XCTAssertEqual(config.staticMaxAge, 0)
+        XCTAssertEqual(config.logLevel, .debug)
+    }
+
+    func testReservedKeysOfLaterFeaturesAreAccepted() throws {
+        let config = try parse(#"{"publishers": [], "anonymousLocalPublish": true, "storage": {}, "redis": null, "tls": {}, "threads": 4, "port": 9000}"#)
+        XCTAssertEqual(config.port, 9000)
+    }
+
+    func testErrorsNameTheField() {
+        assertFails(#"{"host": ""}"#, naming: "host", saying: "a non-empty string")
+        assertFails(#"{"host": 127}"#, naming: "host")
+        assertFails(#"{"port": 70000}"#, naming: "port", saying: "0 to 65535")
+        assertFails(#"{"port": -1}"#, naming: "port")
+        assertFails(#"{"port": "8080"}"#, naming: "port", saying: "not string")
+        assertFails(#"{"publicDir": false}"#, naming: "publicDir", saying: "not boolean")
+        assertFails(#"{"allowedOrigins": "https://a.com"}"#, naming: "allowedOrigins")
+        assertFails(#"{"allowedOrigins": ["a.com"]}"#, naming: "allowedOrigins")
+        assertFails(#"{"allowedOrigins": [1]}"#, naming: "allowedOrigins")
+        assertFails(#"{"heartbeatSeconds": 0}"#, naming: "heartbeatSeconds")
+        assertFails(#"{"maxMessageBytes": 100}"#, naming: "maxMessageBytes")
+        assertFails(#"{"fanOutLogEvents": 8}"#, naming: "fanOutLogEvents")
+        assertFails(#"{"maxEventsPerFrame": 0}"#, naming: "maxEventsPerFrame")
+        assertFails(#"{"staticMaxAge": -5}"#, naming: "staticMaxAge")
+        assertFails(#"{"logLevel": "loud"}"#, naming: "logLevel", saying: "debug, info, warning, error")
+        assertFails(#"{"prot": 80}"#, naming: "prot", saying: "unknown setting")
+    }
+
+    func testAnOutOfRangeNumberIsQuotedAsWritten() {
+        // The message shows the number as the file has it, not Swift's debug form of a JSON value.
+        assertFails(#"{"port": 70000}"#, naming: "port", saying: "not 70000")
+        assertFails(#"{"heartbeatSeconds": 0.05}"#, naming: "heartbeatSeconds", saying: "not 0.05")
+    }
+
+    func testCountsMustBeWholeNumbers() {
+        // 8080.5 is no port: it must not silently become 8080.
+        assertFails(#"{"port": 8080.5}"#, naming: "port", saying: "must be a whole number, not 8080.5")
+        assertFails(#"{"maxMessageBytes": 4096.5}"#, naming: "maxMessageBytes")
+        assertFails(#"{"fanOutLogEvents": 64.2}"#, naming: "fanOutLogEvents")
+        assertFails(#"{"maxEventsPerFrame": 1.5}"#, naming: "maxEventsPerFrame")
+        assertFails(#"{"staticMaxAge": 0.5}"#, naming: "staticMaxAge")
+        XCTAssertEqual(try parse(#"{"port": 8080.0}"#).port, 8080)
+    }
+
+    func testMalformedFiles() {
+        XCTAssertThrowsError(try parse("{\"port\": 80,}")) { error in
+            XCTAssertEqual("\(error)", "test.json: invalid JSON at byte 12: expected a string key")
+        }
+        XCTAssertThrowsError(try parse("[]")) { error in
+            XCTAssertEqual("\(error)", "test.json: the top level must be a JSON object")
+        }
+    }
+
+    func testLogLevels() {
+        XCTAssertLessThan(LogLevel.debug, .info)
+        XCTAssertLessThan(LogLevel.warning, .error)
+        final class Lines: @unchecked Sendable { var items: [String] = [] }
+        let lines = Lines()
+        let logger = Logger(level: .warning) { lines.items.append($0) }
+        logger.debug("d")
+        logger.info("i")
+        logger.warning("w")
+        logger.error("e")
+        XCTAssertEqual(lines.items, ["[warning] w", "[error] e"])
+    }
+}

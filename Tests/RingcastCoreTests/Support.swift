@@ -1,0 +1,52 @@
+import XCTest
+@testable import RingcastCore
+
+/// A realistic Unix-ms start time: every test clock counts from here.
+let t0: Double = 1_700_000_000_000
+
+extension JSONValue {
+    var numberValue: Double? { if case let .number(n) = self { return n } else { return nil } }
+    var stringValue: String? { if case let .string(s) = self { return s } else { return nil } }
+    var boolValue: Bool? { if case let .bool(b) = self { return b } else { return nil } }
+    var arrayValue: [JSONValue]? { if case let .array(a) = self { return a } else { return nil } }
+    var keys: [String] { if case let .object(m) = self { return m.map(\.0) } else { return [] } }
+}
+
+func json(_ bytes: [UInt8], file: StaticString = #filePath, line: UInt = #line) -> JSONValue {
+    do {
+        return try JSONParser.parse(bytes)
+    } catch {
+        XCTFail("not JSON (\(error)): \(String(decoding: bytes, as: UTF8.self))", file: file, line: line)
+        return .null
+    }
+}
+
+func json(_ text: String, file: StaticString = #filePath, line: UInt = #line) -> JSONValue {
+    json(Array(text.utf8), file: file, line: line)
+}
+
+func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
+
+/// An event's JSON object.
+func decode(_ event: OutboundEvent, file: StaticString = #filePath, line: UInt = #line) -> JSONValue {
+    json(event.bytes, file: file, line: line)
+}
+
+extension TaskStore {
+    /// Applies `POST /api/tasks/{id}` with a JSON body, as the API would parse it.
+    @discardableResult
+    func update(_ id: String, _ body: String, now: Double) throws -> Change {
+        try apply(.update(id: id, patch: TaskPatch.parse(JSONParser.parse(body))), now: now)
+    }
+
+    @discardableResult
+    func startTimer(_ id: String, seconds: Double, interval: Double, now: Double, hideAfter: Double? = nil) throws -> Change {
+        try apply(.startTimer(id: id, spec: TimerStart(seconds: seconds, interval: interval, hideAfter: hideAfter)), now: now)
+    }
+}
+
+/// The one event a change produced.
+func single(_ change: Change, file: StaticString = #filePath, line: UInt = #line) -> OutboundEvent? {
+    XCTAssertEqual(change.events.count, 1, "expected exactly one event", file: file, line: line)
+    return change.events.first
+}

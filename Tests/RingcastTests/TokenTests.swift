@@ -1,0 +1,114 @@
+import Foundation
+import RingcastClient
+import RingcastCore
+import XCTest
+
+final class TokenTests: XCTestCase {
+    let ciToken = "ci-token-0123456789abcdef"
+    let deployToken = "deploy-token-0123456789abcdef"
+
+    /// A server configured from real config.json text, the CI token taken from the environment.
+    private func securedServer(anonymousLocal: Bool) throws -> TestServer {
+        setenv("RINGCAST_TEST_CI_TOKEN", ciToken, 1)
+        let text = """
+        {"anonymousLocalPublish": \(anonymousLocal), "publishers": [
+          {"name": "ci", "tokenEnv": "RINGCAST_TEST_CI_TOKEN", "patterns": ["ci.*"]},
+          {"name": "deploy", "token": "\(deployToken)", "patterns": ["deploy.*", "release"]}
+        ]}
+        """
+        let parsed = try ServerConfig.parse(Array(text.utf8), environment: ProcessInfo.processInfo.environment)
+        return try TestServer { $0.publishing = parsed.publishing }
+    }
+
+    private func bearer(_ token: String) -> [(String, String)] { [("Authorization", "Bearer \(token)")] }
+
+    func testMissingOrWrongTokenIs401AndAnUncoveredIdIs403() throws {
+        let server = try securedServer(anonymousLocal: false)
+        let client = server.http()
+        let missing = try client.request("POST", "/api/tasks/ci.build", json: #"{"progress":0.1}"#)
+        XCTAssertEqual(missing.status, 401)
+        XCTAssertEqual(try JSONParser.parse(missing.body)["error"], .string("unauthorized"))
+        let wrong = try client.request("POST", "/api/tasks/ci.build", json: #"{"progress":0.1}"#, headers: bearer("not-the-token-at-all-000"))
+        XCTAssertEqual(wrong.status, 401)
+        let uncovered = try client.request("POST", "/api/tasks/deploy.web", json: #"{"progress":0.1}"#, headers: bearer(ciToken))
+        XCTAssertEqual(uncovered.status, 403)
+        let body = try JSONParser.parse(uncovered.body)
+        XCTAssertEqual(body["error"], .string("forbidden"))
+        XCTAssertEqual(body["field"], .string("id"))
+
+        XCTAssertEqual(try client.request("POST", "/api/tasks/ci.build", json: #"{"progress":0.1}"#, headers: bearer(ciToken)).status, 200)
+        XCTAssertEqual(try client.request("POST", "/api/tasks/release", json: "{}", headers: bearer(deployToken)).status, 200)
+        XCTAssertEqual(try client.request("POST", "/api/tasks/ci.build/hide", json: "{}", headers: bearer(deployToken)).status, 403)
+        XCTAssertEqual(try client.request("DELETE", "/api/tasks/ci.build").status, 401)
+        XCTAssertEqual(try client.request("POST", "/api/timers/ci.t", json: #"{"seconds":5}"#, headers: bearer(ciToken)).status, 200)
+
+        // A batch is all or nothing: one uncovered id refuses the lot.
+        let batch = try client.request("POST", "/api/events", json: #"[{"type":"update","id":"ci.a"},{"type":"update","id":"deploy.b"}]"#, headers: bearer(ciToken))
+        XCTAssertEqual(batch.status, 403)
+        XCTAssertEqual(try JSONParser.parse(batch.body)["field"], .string("events[1].id"))
+        XCTAssertEqual(try client.request("GET", "/api/tasks/ci.a").status, 404)
+
+        // Reading needs no token.
+        XCTAssertEqual(try client.request("GET", "/api/tasks").status, 200)
+    }
+
+    func testLoopbackPublishesWithoutATokenWhileAnonymousLocalPublishIsOn() throws {
+        let server = try securedServer(anonymousLocal: true)
+        let client = server.http()
+        XCTAssertEqual(try client.request("POST", "/api/tasks/anything.at.all", json: "{}").status, 200)
+        // A token that is presented is still checked.
+        XCTAssertEqual(try client.request("POST", "/api/tasks/x", json: "{}", headers: bearer("wrong-token-0000000000")).status, 401)
+        XCTAssertEqual(try client.request("POST", "/api/tasks/deploy.x", json: "{}", headers: bearer(ciToken)).status, 403)
+        XCTAssertTrue(isLoopbackAddress("127.0.0.1"))
+        XCTAssertTrue(isLoopbackAddress("127.3.2.1"))
+        XCTAssertTrue(isLoopbackAddress("::1"))
+        XCTAssertTrue(isLoopbackAddress("::ffff:127.0.0.1"))
+        XCTAssertFalse(isLoopbackAddress("10.0.0.7"))
+        XCTAssertFalse(isLoopbackAddress("::ffff:192.168.1.2"))
+    }
+
+    func testWebSocketPublishingNeedsATokenFromTheHeaderOrAnAuthMessage() throws {
+        let server = try securedServer(anonymousLocal: false)
+        let watcher = TestWatcher(server.wsURL)
+        watcher.waitForSnapshot()
+
+        let anonymous = TestWatcher(server.wsURL)
+        anonymous.waitForSnapshot()
+        anonymous.connection.send(#"{"type":"update","id":"ci.x","progress":0.5}"#)
+        let refused = anonymous.wait { $0.contains { $0.type == "error" } }.first { $0.type == "error" }!
+        XCTAssertEqual(refused.string("error"), "unauthorized")
+        XCTAssertFalse(anonymous.closed, "a refused event does not disconnect")
+
+        let withHeader = TestWatcher(server.wsURL, headers: bearer(ciToken))
+        withHeader.waitForSnapshot()
+        withHeader.connection.send(#"[{"type":"update","id":"ci.x","progress":0.5},{"type":"update","id":"deploy.y","progress":0.5}]"#)
+        let errors = withHeader.wait { $0.contains { $0.type == "error" } }.filter { $0.type == "error" }
+        XCTAssertEqual(errors.first?.string("error"), "forbidden")
+        XCTAssertEqual(errors.first?.string("field"), "events[1].id")
+        watcher.wait { $0.contains { $0.id == "ci.x" } }
+
+        anonymous.connection.send(#"{"type":"auth","token":"\#(deployToken)"}"#)
+        let ok = anonymous.wait { $0.contains { $0.type == "auth" } }.first { $0.type == "auth" }!
+        XCTAssertEqual(ok.string("publisher"), "deploy")
+        anonymous.connection.send(#"{"type":"update","id":"deploy.y","progress":0.25}"#)
+        watcher.wait { $0.contains { $0.id == "deploy.y" } }
+        XCTAssertFalse(watcher.received.contains { $0.id == "ci.x" && $0.number("progress") != 0.5 })
+    }
+
+    func testConfigErrorsNameThePublisherField() {
+        func message(_ text: String, _ environment: [String: String] = [:]) -> String {
+            do {
+                _ = try ServerConfig.parse(Array(text.utf8), environment: environment)
+                return "accepted"
+            } catch {
+                return error.description
+            }
+        }
+        XCTAssertTrue(message(#"{"publishers":[{"name":"ci","tokenEnv":"NOPE_NOT_SET","patterns":["ci.*"]}]}"#).contains("publishers[0].tokenEnv"))
+        XCTAssertTrue(message(#"{"publishers":[{"name":"ci","token":"short","patterns":["ci.*"]}]}"#).contains("shorter than 16"))
+        XCTAssertTrue(message(#"{"publishers":[{"name":"ci","token":"0123456789abcdef0","patterns":[]}]}"#).contains("publishers[0].patterns"))
+        XCTAssertTrue(message(#"{"publishers":[{"token":"0123456789abcdef0","patterns":["a"]}]}"#).contains("\"name\""))
+        XCTAssertEqual(message(#"{"publishers":[{"name":"ci","tokenEnv":"T","patterns":["ci.*"]}]}"#, ["T": "0123456789abcdef0"]), "accepted")
+        XCTAssertTrue(message(#"{"anonymousLocalPublish":"yes"}"#).contains("anonymousLocalPublish"))
+    }
+}

@@ -1,0 +1,218 @@
+"""Shared pieces of the browser tests and the render benchmark: the real ringcast server on an
+ephemeral port, a headless Chromium driven by selenium, and small HTTP API helpers."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+os.environ.setdefault("SE_OFFLINE", "true")  # selenium-manager must not try to download a driver
+
+REPO = Path(__file__).resolve().parents[2]
+PUBLIC = REPO / "Public"
+SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
+CHROMIUM = os.environ.get("CHROMIUM_BIN", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("CHROMEDRIVER_BIN", "/usr/bin/chromedriver")
+
+
+def server_binary():
+    path = Path(os.environ.get("RINGCAST_BIN", ".build/release/ringcast"))
+    if not path.is_absolute():
+        path = REPO / path
+    return path
+
+
+class Server:
+    """One `ringcast serve` process. `start(port)` reuses a port for restart tests."""
+
+    def __init__(self, allowed_origins=(), heartbeat=2, workdir=None):
+        self.binary = server_binary()
+        self.allowed_origins = list(allowed_origins)
+        self.heartbeat = heartbeat
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="ringcast-browser-"))
+        self.proc = None
+        self.port = 0
+        self.host = "127.0.0.1"
+        self.generation = 0
+        self.log_path = None
+
+    @property
+    def base(self):
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def ws_base(self):
+        return f"ws://{self.host}:{self.port}"
+
+    def start(self, port=0, timeout=20.0):
+        if not self.binary.exists():
+            raise RuntimeError(
+                f"ringcast binary not found at {self.binary}: build it (swift build -c release) "
+                "or point RINGCAST_BIN at it")
+        self.generation += 1
+        # Each run gets its own working directory, so a restarted server starts from what it
+        # persisted there (nothing, unless configured): the test compares the page with the server.
+        cwd = self.workdir / f"run{self.generation}"
+        cwd.mkdir(parents=True, exist_ok=True)
+        config = cwd / "config.json"
+        config.write_text(json.dumps({
+            "host": "127.0.0.1",
+            "port": 0,
+            "publicDir": str(PUBLIC),
+            "allowedOrigins": self.allowed_origins,
+            "heartbeatSeconds": self.heartbeat,
+        }))
+        self.log_path = cwd / "server.log"
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [str(self.binary), "serve", "--port", str(port), "--config", str(config)],
+            cwd=cwd, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+        log.close()
+        line = self._first_line(timeout)
+        prefix = "listening on http://"
+        if not line.startswith(prefix):
+            self.stop()
+            raise RuntimeError(f"unexpected first line from ringcast: {line!r}; log: {self.log_tail()}")
+        hostport = line[len(prefix):].strip().rstrip("/")
+        self.host, _, p = hostport.rpartition(":")
+        self.port = int(p)
+        # Keep draining stdout so the server never blocks on a full pipe.
+        threading.Thread(target=self._drain, args=(self.proc,), daemon=True).start()
+        self._wait_healthy(timeout)
+        return self
+
+    def _first_line(self, timeout):
+        result = {}
+
+        def read():
+            result["line"] = self.proc.stdout.readline().decode("utf-8", "replace")
+
+        t = threading.Thread(target=read, daemon=True)
+        t.start()
+        t.join(timeout)
+        if "line" not in result:
+            self.stop()
+            raise RuntimeError(f"ringcast printed nothing in {timeout} s; log: {self.log_tail()}")
+        return result["line"]
+
+    def _drain(self, proc):
+        with open(self.log_path, "ab") as out:
+            for chunk in iter(lambda: proc.stdout.read1(4096), b""):
+                out.write(chunk)
+
+    def _wait_healthy(self, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(self.base + "/api/tasks", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ringcast exited with {self.proc.returncode}; log: {self.log_tail()}")
+            time.sleep(0.05)
+        raise RuntimeError("ringcast did not answer /api/tasks")
+
+    def stop(self, timeout=10.0):
+        proc, self.proc = self.proc, None
+        if not proc or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+    def freeze(self):
+        """SIGSTOP: connections stay open but nothing arrives (the stall the watchdog is for)."""
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def thaw(self):
+        self.proc.send_signal(signal.SIGCONT)
+
+    def log_tail(self, n=2000):
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except (OSError, AttributeError):
+            return ""
+
+    def api(self, method, path, body=None, ok=(200, 201, 202, 204)):
+        """Calls the HTTP API; returns the decoded JSON answer (or None)."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                raw = r.read()
+                status = r.status
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            status = e.code
+        if status not in ok:
+            raise AssertionError(f"{method} {path} {body!r} -> {status} {raw[:500]!r}")
+        return json.loads(raw) if raw.strip() else None
+
+    def post(self, path, body=None):
+        return self.api("POST", path, {} if body is None else body)
+
+
+class StaticSite:
+    """Another origin: a python http.server on a loopback port, serving a temporary folder."""
+
+    def __init__(self):
+        import http.server
+        import functools
+
+        self.root = Path(tempfile.mkdtemp(prefix="ringcast-site-"))
+
+        class Quiet(http.server.SimpleHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+        handler = functools.partial(Quiet, directory=str(self.root))
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.port = self.httpd.server_address[1]
+        self.origin = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def write(self, name, text):
+        (self.root / name).write_text(text)
+        return f"{self.origin}/{name}"
+
+    def close(self):
+        self.httpd.shutdown()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def make_driver(width=1280, height=860, reduced_motion=False, dark=False):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    if not Path(CHROMIUM).exists() or not Path(CHROMEDRIVER).exists():
+        raise RuntimeError("chromium/chromedriver missing: run scripts/browser-deps.sh")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                f"--window-size={width},{height}", "--hide-scrollbars", "--mute-audio",
+                "--disable-background-timer-throttling", "--disable-renderer-backgrounding",
+                "--disable-backgrounding-occluded-windows"):
+        opts.add_argument(arg)
+    if reduced_motion:
+        opts.add_argument("--force-prefers-reduced-motion")
+    if dark:
+        opts.add_argument("--blink-settings=preferredColorScheme=0")
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    driver.set_page_load_timeout(30)
+    driver.set_script_timeout(30)
+    return driver
+

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what the browser tests need, only what is missing (safe to run again):
+# Chromium and chromedriver from Debian's packages, selenium and pytest from PyPI.
+set -euo pipefail
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null 2>&1 && SUDO="sudo"
+fi
+
+missing=()
+command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || [ -x /usr/bin/chromedriver ] || missing+=(chromium-driver)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "browser-deps: installing ${missing[*]}"
+  $SUDO apt-get update
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y "${missing[@]}"
+fi
+
+PYTHON="${PYTHON:-python3}"
+pip_missing=()
+"$PYTHON" -c 'import selenium' >/dev/null 2>&1 || pip_missing+=(selenium)
+"$PYTHON" -c 'import pytest' >/dev/null 2>&1 || pip_missing+=(pytest)
+if [ ${#pip_missing[@]} -gt 0 ]; then
+  echo "browser-deps: pip installing ${pip_missing[*]}"
+  if ! "$PYTHON" -m pip --version >/dev/null 2>&1; then
+    $SUDO apt-get update
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y python3-pip
+  fi
+  # Debian's own python refuses plain pip installs (PEP 668); fall back to the documented override.
+  "$PYTHON" -m pip install --quiet "${pip_missing[@]}" \
+    || "$PYTHON" -m pip install --quiet --break-system-packages "${pip_missing[@]}"
+fi
