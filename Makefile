@@ -33,5 +33,11 @@ bench-publish:
 	scripts/deps.sh build
 	Benchmarks/publish.sh
 
+# Ringcast beside the raw libwebsockets reference under the same `ringcast load` scenarios; writes
+# Benchmarks/RESULTS.md (about 10 minutes; Benchmarks/run --quick for about 1).
+bench:
+	scripts/deps.sh build
+	Benchmarks/run
+
 clean:
 	rm -rf .build

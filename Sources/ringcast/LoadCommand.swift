@@ -41,7 +41,7 @@ enum LoadCommand {
 
     Exit status: 0 when the run completed (loss is a result, not an error), 1 when it could not
     run (no server, no watcher connected, updates refused), 2 for a bad option. Ctrl-C stops
-    publishing and prints what was measured until then.
+    publishing, prints what was measured until then and exits with 130.
     """
 
     static let valued: Set<String> = ["url", "clients", "rate", "duration", "messages", "payload-bytes", "watch", "tasks",
@@ -104,7 +104,7 @@ enum LoadCommand {
                 return 1
             }
         }
-        return 0
+        return result.interrupted ? 130 : 0
     }
 
     static func makeOptions(_ parsed: ParsedOptions) throws -> LoadTestOptions {
