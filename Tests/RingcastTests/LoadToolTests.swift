@@ -9,7 +9,7 @@ final class LoadToolTests: XCTestCase {
     private static let publicDirectory: String = {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ringcast-load-tests-public").path
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: directory + "/index.html", contents: Data("<!doctype html><title>load</title>".utf8))
+        _ = FileManager.default.createFile(atPath: directory + "/index.html", contents: Data("<!doctype html><title>load</title>".utf8))
         return directory
     }()
 
