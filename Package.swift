@@ -18,14 +18,20 @@ let package = Package(
         ),
         .target(name: "CRingcastShims", dependencies: ["CLibWebSockets"]),
         .target(name: "RingcastCore"),
+        // The one Swift layer over libwebsockets that the server and the client share.
+        .target(
+            name: "RingcastLWS",
+            dependencies: ["CLibWebSockets", "CRingcastShims"],
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
         .target(
             name: "Ringcast",
-            dependencies: ["RingcastCore", "CLibWebSockets", "CRingcastShims"],
+            dependencies: ["RingcastCore", "RingcastLWS", "CLibWebSockets", "CRingcastShims"],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .target(
             name: "RingcastClient",
-            dependencies: ["RingcastCore", "CLibWebSockets", "CRingcastShims"],
+            dependencies: ["RingcastCore", "RingcastLWS", "CLibWebSockets", "CRingcastShims"],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .executableTarget(

@@ -1,5 +1,6 @@
 import CLibWebSockets
 import RingcastCore
+import RingcastLWS
 
 /// The Swift side of one lws connection, reached from the C callback through the per-session pointer.
 /// The pointer holds one retain (taken in `attach`, given back in `detach`). Service thread only.

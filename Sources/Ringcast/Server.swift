@@ -2,6 +2,7 @@ import CLibWebSockets
 import CRingcastShims
 import Foundation
 import RingcastCore
+import RingcastLWS
 
 public struct ServerError: Error, CustomStringConvertible {
     public let description: String
@@ -155,7 +156,7 @@ public final class RingcastServer: @unchecked Sendable {
         // With IPv6 on, lws binds [::] whatever iface says: an IPv4 address must turn it off.
         if !config.host.contains(":") { options |= UInt64(LWS_SERVER_OPTION_DISABLE_IPV6) }
         info.options = options
-        raiseFileLimit()
+        LWS.raiseOpenFileLimit()
         guard let context = lws_create_context(&info) else {
             startError = ServerError("could not listen on \(config.host):\(config.port): the port is in use or the address is not on this machine; pick another \"port\" or \"host\"")
             return nil
@@ -164,14 +165,6 @@ public final class RingcastServer: @unchecked Sendable {
         let port = Int(lws_get_vhost_listen_port(vhost))
         lock.withLock { boundPort = port }
         return context
-    }
-
-    /// Each watcher is a file descriptor: allow as many as the hard limit does.
-    private func raiseFileLimit() {
-        var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
-        limit.rlim_cur = limit.rlim_max
-        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 
     // MARK: Publishing (service thread)

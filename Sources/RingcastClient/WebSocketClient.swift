@@ -1,6 +1,7 @@
 import CLibWebSockets
 import CRingcastShims
 import Foundation
+import RingcastLWS
 
 /// Receives one connection's events, on the client context's service thread.
 public protocol WebSocketDelegate: AnyObject {
@@ -120,9 +121,10 @@ public final class WebSocketClientContext: @unchecked Sendable {
     private var touched: [WebSocketConnection] = []
     private var stopping = false
     private let finished = DispatchSemaphore(value: 0)
-    private let writeBuffer = ClientWriteBuffer()
-    private var protocols: UnsafeMutablePointer<lws_protocols>
-    private let protocolName = strdup("ringcast-client")!
+    private let writeBuffer = WriteBuffer(capacity: 16 * 1024)
+    /// Strings and the protocol list lws points at while the context lives.
+    private var resources = CResources()
+    private let protocolName: UnsafePointer<CChar>
     /// The per-connection pointers lws holds (each one retain), service thread only. lws calls back
     /// with a pointer also after the connection has finished (e.g. on destroy): it is checked here
     /// before it is turned back into an object.
@@ -131,23 +133,18 @@ public final class WebSocketClientContext: @unchecked Sendable {
     /// - Parameter connectTimeoutSeconds: how long a connection may take to connect and finish its
     ///   handshake before it fails with an error.
     public init(connectTimeoutSeconds: Int = 10) throws {
-        protocols = .allocate(capacity: 2)
-        protocols.initialize(repeating: lws_protocols(), count: 2)
-        protocols[0].name = UnsafePointer(protocolName)
-        protocols[0].callback = clientCallback
-        protocols[0].rx_buffer_size = 64 * 1024
+        protocolName = resources.string("ringcast-client")
         var info = lws_context_creation_info()
         info.port = -1 // CONTEXT_PORT_NO_LISTEN: a client-only context
-        info.protocols = UnsafePointer(protocols)
+        info.protocols = resources.protocols(name: "ringcast-client", callback: clientCallback, sessionSize: 0, rxBufferSize: 64 * 1024)
         info.user = Unmanaged.passUnretained(self).toOpaque()
         info.timeout_secs = UInt32(max(1, connectTimeoutSeconds))
         info.connect_timeout_secs = UInt32(max(1, connectTimeoutSeconds))
         info.fd_limit_per_thread = 0
         lws_set_log_level(Int32(LLL_ERR), nil)
-        raiseOpenFileLimit()
+        LWS.raiseOpenFileLimit()
         guard let created = lws_create_context(&info) else {
-            protocols.deallocate()
-            free(protocolName)
+            resources.release()
             throw ClientError("could not create a libwebsockets client context")
         }
         context = created
@@ -156,10 +153,7 @@ public final class WebSocketClientContext: @unchecked Sendable {
         thread.start()
     }
 
-    deinit {
-        protocols.deallocate()
-        free(protocolName)
-    }
+    deinit { resources.release() }
 
     /// Opens a WebSocket to `url`; the delegate hears of it on the service thread.
     @discardableResult
@@ -340,44 +334,12 @@ public final class WebSocketClientContext: @unchecked Sendable {
         connection.delegate.webSocketDidClose(connection, error: error)
         Unmanaged<WebSocketConnection>.fromOpaque(user).release()
     }
-
-    private func raiseOpenFileLimit() {
-        var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
-        limit.rlim_cur = limit.rlim_max
-        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-    }
 }
 
 private func clientCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
                             _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
     guard let wsi, let owner = lws_context_user(lws_get_context(wsi)) else { return 0 }
     return Unmanaged<WebSocketClientContext>.fromOpaque(owner).takeUnretainedValue().handle(wsi, reason, user, input, length)
-}
-
-/// A reusable buffer with LWS_PRE bytes of headroom, for the client's writes.
-final class ClientWriteBuffer {
-    private var storage: UnsafeMutablePointer<UInt8>
-    private var capacity: Int
-    private let pre = rc_lws_pre()
-
-    init(capacity: Int = 16 * 1024) {
-        self.capacity = capacity
-        storage = .allocate(capacity: pre + capacity)
-    }
-
-    deinit { storage.deallocate() }
-
-    func writeText(_ bytes: [UInt8], to wsi: OpaquePointer) -> Bool {
-        if bytes.count > capacity {
-            storage.deallocate()
-            capacity = max(bytes.count, capacity * 2)
-            storage = .allocate(capacity: pre + capacity)
-        }
-        let payload = storage + pre
-        bytes.withUnsafeBufferPointer { if let base = $0.baseAddress { payload.update(from: base, count: $0.count) } }
-        return lws_write(wsi, payload, bytes.count, LWS_WRITE_TEXT) >= 0
-    }
 }
 
 public struct ClientError: Error, CustomStringConvertible {

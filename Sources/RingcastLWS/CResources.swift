@@ -2,22 +2,23 @@ import CLibWebSockets
 import Glibc
 
 /// The C signature of a protocol's callback.
-typealias LWSCallback = @convention(c) (OpaquePointer?, lws_callback_reasons, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?, Int) -> Int32
+package typealias LWSCallback = @convention(c) (OpaquePointer?, lws_callback_reasons, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?, Int) -> Int32
 
 /// C memory that lws keeps pointers to for the whole life of a context: strings, the protocol list,
 /// mounts and header lists. Allocated before the context, released after it is destroyed.
-struct CResources {
+package struct CResources {
     private var strings: [UnsafeMutablePointer<CChar>] = []
+    package init() {}
     private var releases: [() -> Void] = []
 
-    mutating func string(_ text: String) -> UnsafePointer<CChar> {
+    package mutating func string(_ text: String) -> UnsafePointer<CChar> {
         let copy = strdup(text)!
         strings.append(copy)
         return UnsafePointer(copy)
     }
 
-    mutating func protocols(name: String, callback: LWSCallback, sessionSize: Int, rxBufferSize: Int) -> UnsafePointer<lws_protocols> {
-        // Browsers open /ws without a subprotocol: lws then picks protocols[0], which is this one.
+    package mutating func protocols(name: String, callback: LWSCallback, sessionSize: Int, rxBufferSize: Int) -> UnsafePointer<lws_protocols> {
+        // A context of one protocol: an upgrade that names no subprotocol (what browsers send) gets it.
         // lws allocates rx_buffer_size (0: 4096) for every WebSocket, idle or not; bigger messages
         // arrive in fragments, which the server joins.
         let list = UnsafeMutablePointer<lws_protocols>.allocate(capacity: 2)
@@ -31,7 +32,7 @@ struct CResources {
     }
 
     /// `/` serves the public directory (and nothing outside it); `/api`, `/healthz` and `/metrics` go to the callback.
-    mutating func mounts(publicDirectory: String, maxAge: Int) -> UnsafePointer<lws_http_mount> {
+    package mutating func mounts(publicDirectory: String, maxAge: Int) -> UnsafePointer<lws_http_mount> {
         let mimeTypes = mimeTypeList([
             (".js", "text/javascript"), (".mjs", "text/javascript"), (".svg", "image/svg+xml"),
             (".json", "application/json"), (".webmanifest", "application/manifest+json"),
@@ -63,7 +64,7 @@ struct CResources {
     }
 
     /// Headers lws adds to every HTTP answer, as a linked list of name/value options.
-    mutating func headers(_ pairs: [(String, String)]) -> UnsafePointer<lws_protocol_vhost_options>? {
+    package mutating func headers(_ pairs: [(String, String)]) -> UnsafePointer<lws_protocol_vhost_options>? {
         optionList(pairs)
     }
 
@@ -84,7 +85,7 @@ struct CResources {
         return UnsafePointer(list)
     }
 
-    mutating func release() {
+    package mutating func release() {
         for release in releases { release() }
         for string in strings { free(string) }
         releases = []

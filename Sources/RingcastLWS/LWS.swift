@@ -2,12 +2,21 @@ import CLibWebSockets
 import CRingcastShims
 import Glibc
 
-/// The small layer through which the server reaches libwebsockets: header access, HTTP answers and
-/// frame writes. Every pointer to C memory stays in this target.
-enum LWS {
-    static let pre = rc_lws_pre()
+/// The small layer through which the server and the client reach libwebsockets: header access,
+/// HTTP answers, frame writes and the C memory a context keeps. Only the C-facing targets
+/// (Ringcast, RingcastClient) use it; it is `package`, not public API.
+package enum LWS {
+    package static let pre = rc_lws_pre()
 
-    static func header(_ wsi: OpaquePointer, _ token: lws_token_indexes) -> String? {
+    /// Each WebSocket is a file descriptor: allow as many as the hard limit does.
+    package static func raiseOpenFileLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    }
+
+    package static func header(_ wsi: OpaquePointer, _ token: lws_token_indexes) -> String? {
         let length = lws_hdr_total_length(wsi, token)
         guard length > 0 else { return nil }
         var buffer = [CChar](repeating: 0, count: Int(length) + 1)
@@ -15,12 +24,12 @@ enum LWS {
         return String(cString: buffer)
     }
 
-    static func hasHeader(_ wsi: OpaquePointer, _ token: lws_token_indexes) -> Bool {
+    package static func hasHeader(_ wsi: OpaquePointer, _ token: lws_token_indexes) -> Bool {
         lws_hdr_total_length(wsi, token) > 0
     }
 
     /// The request's method and path, from whichever method token lws filled in.
-    static func requestLine(_ wsi: OpaquePointer) -> (method: String, path: String)? {
+    package static func requestLine(_ wsi: OpaquePointer) -> (method: String, path: String)? {
         let methods: [(String, lws_token_indexes)] = [
             ("GET", WSI_TOKEN_GET_URI), ("POST", WSI_TOKEN_POST_URI), ("PUT", WSI_TOKEN_PUT_URI),
             ("PATCH", WSI_TOKEN_PATCH_URI), ("DELETE", WSI_TOKEN_DELETE_URI),
@@ -33,7 +42,7 @@ enum LWS {
     }
 
     /// `?a=b&c=d`, as lws split (and URL-decoded) it.
-    static func queryArguments(_ wsi: OpaquePointer) -> [String: String] {
+    package static func queryArguments(_ wsi: OpaquePointer) -> [String: String] {
         var arguments: [String: String] = [:]
         var buffer = [CChar](repeating: 0, count: 2048)
         var index: Int32 = 0
@@ -49,19 +58,19 @@ enum LWS {
         return arguments
     }
 
-    static func peerAddress(_ wsi: OpaquePointer) -> String {
+    package static func peerAddress(_ wsi: OpaquePointer) -> String {
         var buffer = [CChar](repeating: 0, count: 64)
         guard lws_get_peer_simple(wsi, &buffer, buffer.count) != nil else { return "" }
         return String(cString: buffer)
     }
 }
 
-/// One reusable buffer with LWS_PRE bytes of headroom, for every write on the service thread.
-final class WriteBuffer {
+/// One reusable buffer with LWS_PRE bytes of headroom, for every write on one service thread.
+package final class WriteBuffer {
     private(set) var storage: UnsafeMutablePointer<UInt8>
     private var capacity: Int
 
-    init(capacity: Int = 64 * 1024) {
+    package init(capacity: Int = 64 * 1024) {
         self.capacity = capacity
         storage = .allocate(capacity: LWS.pre + capacity)
     }
@@ -69,7 +78,7 @@ final class WriteBuffer {
     deinit { storage.deallocate() }
 
     /// Copies `bytes` after the headroom and returns where they start.
-    func load(_ bytes: [UInt8]) -> UnsafeMutablePointer<UInt8> {
+    package func load(_ bytes: [UInt8]) -> UnsafeMutablePointer<UInt8> {
         reserve(bytes.count)
         let payload = storage + LWS.pre
         bytes.withUnsafeBufferPointer { source in
@@ -78,7 +87,7 @@ final class WriteBuffer {
         return payload
     }
 
-    func reserve(_ count: Int) {
+    package func reserve(_ count: Int) {
         guard count > capacity else { return }
         storage.deallocate()
         capacity = max(count, capacity * 2)
@@ -86,13 +95,13 @@ final class WriteBuffer {
     }
 
     /// Writes one WebSocket text frame; false when the connection should close.
-    func writeText(_ bytes: [UInt8], to wsi: OpaquePointer) -> Bool {
+    package func writeText(_ bytes: [UInt8], to wsi: OpaquePointer) -> Bool {
         let payload = load(bytes)
         return lws_write(wsi, payload, bytes.count, LWS_WRITE_TEXT) >= 0
     }
 
     /// Writes a whole small HTTP answer: status line and headers, then the body. False: close.
-    func writeHTTP(status: Int, contentType: String, body: [UInt8], extraHeaders: [(String, String)], to wsi: OpaquePointer) -> Bool {
+    package func writeHTTP(status: Int, contentType: String, body: [UInt8], extraHeaders: [(String, String)], to wsi: OpaquePointer) -> Bool {
         let headerRoom = 1024
         reserve(headerRoom + body.count)
         let start = storage + LWS.pre
