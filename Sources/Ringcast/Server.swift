@@ -209,7 +209,7 @@ public final class RingcastServer: @unchecked Sendable {
 
     // MARK: HTTP
 
-    func beginHTTP(_ wsi: OpaquePointer, sessionData: UnsafeMutableRawPointer?, path: String) -> Int32 {
+    func beginHTTP(_ wsi: OpaquePointer, sessionData: UnsafeMutableRawPointer?) -> Int32 {
         guard let sessionData, let (method, fullPath) = LWS.requestLine(wsi) else { return -1 }
         // lws hands the same session memory to the next request on a kept-alive connection.
         closeConnection(sessionData)
@@ -475,7 +475,8 @@ private func ringcastCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reas
     let server = Unmanaged<RingcastServer>.fromOpaque(serverPointer).takeUnretainedValue()
     switch reason {
     case LWS_CALLBACK_HTTP:
-        return server.beginHTTP(wsi, sessionData: user, path: input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "")
+        // The path lws passes is the part after the mount point; the full one comes from the headers.
+        return server.beginHTTP(wsi, sessionData: user)
     case LWS_CALLBACK_HTTP_BODY:
         if let connection = Connection.find(user), let input {
             server.receiveBody(connection, UnsafeRawBufferPointer(start: input, count: length))
