@@ -6,44 +6,25 @@ import XCTest
 
 /// Collects a client's `errors` (the stream allows one consumer) so tests can wait for one.
 final class ErrorCollector: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var collected: [RingcastClientError] = []
-    private(set) var finished = false
+    private let inbox = Inbox<RingcastClientError>()
     private var task: Task<Void, Never>?
 
     init(_ client: RingcastClient) {
-        task = Task { [self] in
-            for await error in client.errors {
-                condition.withLock { collected.append(error); condition.broadcast() }
-            }
-            condition.withLock { finished = true; condition.broadcast() }
+        task = Task { [inbox] in
+            for await error in client.errors { inbox.append(contentsOf: [error]) }
+            inbox.close()
         }
     }
 
-    var errors: [RingcastClientError] { condition.withLock { collected } }
+    var errors: [RingcastClientError] { inbox.all }
 
     @discardableResult
     func wait(timeout: Double = 5, file: StaticString = #filePath, line: UInt = #line,
               until predicate: ([RingcastClientError]) -> Bool) -> [RingcastClientError] {
-        let deadline = Date().addingTimeInterval(timeout)
-        condition.lock()
-        defer { condition.unlock() }
-        while !predicate(collected) {
-            if !condition.wait(until: deadline) {
-                XCTFail("timed out; errors so far: \(collected)", file: file, line: line)
-                break
-            }
-        }
-        return collected
+        inbox.wait(timeout: timeout, file: file, line: line, until: predicate)
     }
 
-    func waitForFinish(timeout: Double = 5) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        condition.lock()
-        defer { condition.unlock() }
-        while !finished { if !condition.wait(until: deadline) { return false } }
-        return true
-    }
+    func waitForFinish(timeout: Double = 5) -> Bool { inbox.waitForClose(timeout: timeout) }
 }
 
 /// Polls `condition` until it holds or `timeout` passes.

@@ -47,66 +47,39 @@ struct Received {
     func string(_ key: String) -> String? { if case let .string(s)? = event[key] { return s }; return nil }
 }
 
-/// A real WebSocket watcher that records every event (arrays flattened) with its arrival time.
-final class TestWatcher: WebSocketDelegate, @unchecked Sendable {
+/// Items arriving on another thread, and a way to wait until what has arrived passes a test.
+final class Inbox<Element>: @unchecked Sendable {
     private let condition = NSCondition()
-    private var events: [Received] = []
-    private(set) var frames = 0
-    private(set) var closed = false
-    private(set) var closeError: String?
-    private(set) var opened = false
-    var connection: WebSocketConnection!
+    private var items: [Element] = []
+    private var closed = false
 
-    static let clients = try! WebSocketClientContext()
+    var all: [Element] { condition.withLock { items } }
+    var isClosed: Bool { condition.withLock { closed } }
 
-    init(_ url: String, headers: [(String, String)] = []) {
-        connection = TestWatcher.clients.connect(ServerURL(url)!, headers: headers, delegate: self)
+    func append(contentsOf new: [Element]) {
+        condition.withLock { items += new; condition.broadcast() }
     }
 
-    deinit { connection.close() }
-
-    func webSocketDidOpen(_ connection: WebSocketConnection) {
-        condition.withLock { opened = true; condition.broadcast() }
+    /// No more items will come.
+    func close() {
+        condition.withLock { closed = true; condition.broadcast() }
     }
 
-    func webSocket(_ connection: WebSocketConnection, didReceive message: [UInt8]) {
-        let at = nowMs()
-        guard let json = try? JSONParser.parse(message) else {
-            XCTFail("the server sent a frame that is not JSON: \(String(decoding: message, as: UTF8.self))")
-            return
-        }
-        let batch: [JSONValue]
-        if case let .array(items) = json { batch = items } else { batch = [json] }
-        condition.withLock {
-            frames += 1
-            events += batch.map { Received(event: $0, at: at) }
-            condition.broadcast()
-        }
-    }
-
-    func webSocketDidClose(_ connection: WebSocketConnection, error: String?) {
-        condition.withLock {
-            closed = true
-            closeError = error
-            condition.broadcast()
-        }
-    }
-
-    var received: [Received] { condition.withLock { events } }
-
-    /// Waits until `predicate` holds over everything received so far; returns what was received.
+    /// Waits until `predicate` holds over everything received so far (failing the test after
+    /// `timeout`); returns what was received.
     @discardableResult
-    func wait(timeout: Double = 5, file: StaticString = #filePath, line: UInt = #line, until predicate: ([Received]) -> Bool) -> [Received] {
+    func wait(timeout: Double = 5, describe: ([Element]) -> String = { "\($0)" }, file: StaticString = #filePath, line: UInt = #line,
+              until predicate: ([Element]) -> Bool) -> [Element] {
         let deadline = Date().addingTimeInterval(timeout)
         condition.lock()
         defer { condition.unlock() }
-        while !predicate(events) {
+        while !predicate(items) {
             if !condition.wait(until: deadline) {
-                XCTFail("timed out after \(timeout) s; received \(events.map { String(decoding: JSONWriter.encode($0.event), as: UTF8.self) })", file: file, line: line)
-                return events
+                XCTFail("timed out after \(timeout) s; received \(describe(items))", file: file, line: line)
+                break
             }
         }
-        return events
+        return items
     }
 
     func waitForClose(timeout: Double = 5) -> Bool {
@@ -118,12 +91,59 @@ final class TestWatcher: WebSocketDelegate, @unchecked Sendable {
         }
         return true
     }
+}
+
+/// A real WebSocket watcher that records every event (arrays flattened) with its arrival time.
+final class TestWatcher: WebSocketDelegate, @unchecked Sendable {
+    private let inbox = Inbox<Received>()
+    private(set) var closeError: String?
+    var connection: WebSocketConnection!
+
+    static let clients = try! WebSocketClientContext()
+
+    init(_ url: String, headers: [(String, String)] = []) {
+        connection = TestWatcher.clients.connect(ServerURL(url)!, headers: headers, delegate: self)
+    }
+
+    deinit { connection.close() }
+
+    func webSocketDidOpen(_ connection: WebSocketConnection) {}
+
+    func webSocket(_ connection: WebSocketConnection, didReceive message: [UInt8]) {
+        let at = nowMs()
+        guard let json = try? JSONParser.parse(message) else {
+            XCTFail("the server sent a frame that is not JSON: \(String(decoding: message, as: UTF8.self))")
+            return
+        }
+        let batch: [JSONValue]
+        if case let .array(items) = json { batch = items } else { batch = [json] }
+        inbox.append(contentsOf: batch.map { Received(event: $0, at: at) })
+    }
+
+    func webSocketDidClose(_ connection: WebSocketConnection, error: String?) {
+        closeError = error
+        inbox.close()
+    }
+
+    var received: [Received] { inbox.all }
+    var closed: Bool { inbox.isClosed }
+
+    /// Waits until `predicate` holds over everything received so far; returns what was received.
+    @discardableResult
+    func wait(timeout: Double = 5, file: StaticString = #filePath, line: UInt = #line, until predicate: ([Received]) -> Bool) -> [Received] {
+        inbox.wait(timeout: timeout, describe: { $0.map { String(decoding: JSONWriter.encode($0.event), as: UTF8.self) }.description },
+                   file: file, line: line, until: predicate)
+    }
+
+    func waitForClose(timeout: Double = 5) -> Bool { inbox.waitForClose(timeout: timeout) }
 
     /// Waits for hello and snapshot, the first two events of every connection.
     @discardableResult
     func waitForSnapshot(file: StaticString = #filePath, line: UInt = #line) -> (hello: Received, snapshot: Received) {
         let events = wait(file: file, line: line) { $0.contains { $0.type == "snapshot" } }
-        return (events[0], events.first { $0.type == "snapshot" }!)
+        // After a timeout (already a failure) the test goes on with empty events rather than crashing.
+        let missing = Received(event: .null, at: 0)
+        return (events.first ?? missing, events.first { $0.type == "snapshot" } ?? missing)
     }
 
     func events(for id: String, type: String? = nil) -> [Received] {
