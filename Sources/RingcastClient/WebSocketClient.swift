@@ -136,6 +136,8 @@ public final class WebSocketClientContext: @unchecked Sendable {
         protocolName = resources.string("ringcast-client")
         var info = lws_context_creation_info()
         info.port = -1 // CONTEXT_PORT_NO_LISTEN: a client-only context
+        // wss:// needs the TLS library set up once per context.
+        info.options = UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT)
         info.protocols = resources.protocols(name: "ringcast-client", callback: clientCallback, sessionSize: 0, rxBufferSize: 64 * 1024)
         info.user = Unmanaged.passUnretained(self).toOpaque()
         info.timeout_secs = UInt32(max(1, connectTimeoutSeconds))
