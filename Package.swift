@@ -17,6 +17,11 @@ let package = Package(
             providers: [.apt(["libwebsockets-dev"])]
         ),
         .target(name: "CRingcastShims", dependencies: ["CLibWebSockets"]),
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
         .target(name: "RingcastCore"),
         // The one Swift layer over libwebsockets that the server and the client share.
         .target(
@@ -26,7 +31,7 @@ let package = Package(
         ),
         .target(
             name: "Ringcast",
-            dependencies: ["RingcastCore", "RingcastLWS", "CLibWebSockets", "CRingcastShims"],
+            dependencies: ["RingcastCore", "RingcastLWS", "CLibWebSockets", "CRingcastShims", "CSQLite"],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .target(

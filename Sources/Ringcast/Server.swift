@@ -23,6 +23,7 @@ public final class RingcastServer: @unchecked Sendable {
     let api: API
     let fanOut: FanOut
     let writeBuffer = WriteBuffer()
+    private let persistence: TaskPersistence
     private let publicDirectory: String
 
     private let lock = NSLock()
@@ -35,6 +36,8 @@ public final class RingcastServer: @unchecked Sendable {
 
     private var deadlineTimer: OpaquePointer?
     private var heartbeatTimer: OpaquePointer?
+    private var storageTimer: OpaquePointer?
+    private var storageFlushScheduled = false
     private var scheduledDeadline: Double?
     private var resources = CResources()
     private var metrics = ServerMetrics()
@@ -43,11 +46,19 @@ public final class RingcastServer: @unchecked Sendable {
     public init(config: ServerConfig, baseDirectory: String, logger: Logger, persistence: TaskPersistence = MemoryOnlyPersistence()) {
         self.config = config
         self.logger = logger
+        self.persistence = persistence
         store = TaskStore(persistence: persistence)
         api = API(store: store, policy: config.publishing)
         fanOut = FanOut(logCapacity: config.fanOutLogEvents, maxEventsPerFrame: config.maxEventsPerFrame)
         let directory = config.publicDir.hasPrefix("/") ? config.publicDir : baseDirectory + "/" + config.publicDir
         publicDirectory = URL(fileURLWithPath: directory).standardizedFileURL.path
+    }
+
+    /// The storage `config.storage` names: memory, or an SQLite file relative to `baseDirectory`.
+    public static func persistence(for config: ServerConfig, baseDirectory: String, logger: Logger) throws -> TaskPersistence {
+        guard config.storage != "memory" else { return MemoryOnlyPersistence() }
+        let path = config.storage.hasPrefix("/") ? config.storage : baseDirectory + "/" + config.storage
+        return try SQLitePersistence(path: path, logger: logger)
     }
 
     public var port: Int { lock.withLock { boundPort } }
@@ -100,6 +111,7 @@ public final class RingcastServer: @unchecked Sendable {
         let user = Unmanaged.passUnretained(self).toOpaque()
         deadlineTimer = rc_timer_new(user) { Unmanaged<RingcastServer>.fromOpaque($0!).takeUnretainedValue().deadlineFired() }
         heartbeatTimer = rc_timer_new(user) { Unmanaged<RingcastServer>.fromOpaque($0!).takeUnretainedValue().heartbeatFired() }
+        storageTimer = rc_timer_new(user) { Unmanaged<RingcastServer>.fromOpaque($0!).takeUnretainedValue().storageFired() }
         rc_timer_schedule(context, heartbeatTimer, Int64(config.heartbeatSeconds * 1_000_000))
         rescheduleDeadline()
 
@@ -110,7 +122,8 @@ public final class RingcastServer: @unchecked Sendable {
             if lws_service(context, 0) < 0 { break }
         }
         closeWatchers(context)
-        for timer in [deadlineTimer, heartbeatTimer] {
+        persistence.flush()
+        for timer in [deadlineTimer, heartbeatTimer, storageTimer] {
             rc_timer_cancel(timer)
             rc_timer_free(timer)
         }
@@ -177,6 +190,19 @@ public final class RingcastServer: @unchecked Sendable {
         // for writes right away costs one pass over the watchers per callback, however many events.
         fanOut.flush()
         rescheduleDeadline()
+        scheduleStorageFlush()
+    }
+
+    /// Progress that storage writes behind leaves within a quarter second, in one transaction.
+    private func scheduleStorageFlush() {
+        guard !storageFlushScheduled, persistence.hasPendingWrites, let context = currentContext else { return }
+        storageFlushScheduled = true
+        rc_timer_schedule(context, storageTimer, Int64(SQLitePersistence.writeBehindSeconds * 1_000_000))
+    }
+
+    private func storageFired() {
+        storageFlushScheduled = false
+        persistence.flush()
     }
 
     private func rescheduleDeadline() {

@@ -18,11 +18,13 @@ public struct ServerConfig: Equatable, Sendable {
     public var logLevel = LogLevel.info
     /// Who may publish, and whether loopback may publish without a token.
     public var publishing = PublishPolicy()
+    /// `"memory"`, or the SQLite file that keeps tasks across restarts (relative to the config file).
+    public var storage = "memory"
 
     public init() {}
 
     public static let keys = ["host", "port", "publicDir", "allowedOrigins", "heartbeatSeconds", "maxMessageBytes",
-                              "fanOutLogEvents", "maxEventsPerFrame", "staticMaxAge", "logLevel", "publishers", "anonymousLocalPublish"]
+                              "fanOutLogEvents", "maxEventsPerFrame", "staticMaxAge", "logLevel", "publishers", "anonymousLocalPublish", "storage"]
 
     /// Parses a config file's contents; the error names the field and says what to write instead.
     /// `environment` supplies the variables that publishers' `tokenEnv` name.
@@ -75,6 +77,11 @@ public struct ServerConfig: Equatable, Sendable {
                     throw fail("one of \(LogLevel.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
                 config.logLevel = level
+            case "storage":
+                guard case let .string(storage) = value, !storage.isEmpty else {
+                    throw fail("\"memory\" or the path of an SQLite file, like \"data/ringcast.db\"")
+                }
+                config.storage = storage
             case "anonymousLocalPublish":
                 guard case let .bool(flag) = value else { throw fail("true or false") }
                 config.publishing.anonymousLocalPublish = flag
@@ -125,7 +132,7 @@ public struct ServerConfig: Equatable, Sendable {
     }
 
     /// Keys later features own; accepted here so one config.json serves every version.
-    public static let reservedKeys: Set<String> = ["storage", "redis", "tls", "threads"]
+    public static let reservedKeys: Set<String> = ["redis", "tls", "threads"]
 }
 
 public struct ConfigError: Error, CustomStringConvertible, Equatable {

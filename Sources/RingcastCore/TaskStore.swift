@@ -1,9 +1,14 @@
-/// Where state goes so a restart can bring it back. The embedded default keeps nothing.
+/// Where state goes so a restart can bring it back. Called on the service thread only.
 public protocol TaskPersistence: AnyObject {
     /// The state saved before, if any: the store resumes its epoch and sequence from it.
     func load() -> PersistedState?
-    func save(_ task: TaskRecord, epoch: String, seq: UInt64)
+    /// `urgent` marks a change a restart must never lose (a terminal state, show, hide, a timer's
+    /// start, pause or end); others may be written behind.
+    func save(_ task: TaskRecord, epoch: String, seq: UInt64, urgent: Bool)
     func remove(id: String, epoch: String, seq: UInt64)
+    /// Whether changes wait to be written, and writing them.
+    var hasPendingWrites: Bool { get }
+    func flush()
 }
 
 public struct PersistedState {
@@ -22,8 +27,10 @@ public struct PersistedState {
 public final class MemoryOnlyPersistence: TaskPersistence {
     public init() {}
     public func load() -> PersistedState? { nil }
-    public func save(_ task: TaskRecord, epoch: String, seq: UInt64) {}
+    public func save(_ task: TaskRecord, epoch: String, seq: UInt64, urgent: Bool) {}
     public func remove(id: String, epoch: String, seq: UInt64) {}
+    public var hasPendingWrites: Bool { false }
+    public func flush() {}
 }
 
 /// What an applied command changed: the task as it now is (nil once removed) and the events to push.
@@ -246,7 +253,7 @@ public final class TaskStore {
         task.updatedAt = now
         tasks[task.id] = task
         removals.removeValue(forKey: task.id)
-        persistence.save(task, epoch: epoch, seq: seq)
+        persistence.save(task, epoch: epoch, seq: seq, urgent: type.isSticky || (type == .tick && task.state.isTerminal))
         scheduleDeadline(for: task.id)
         var events = [OutboundEvent.task(type, task, now: now)]
         if oldParent != task.parent, let oldParent {

@@ -154,7 +154,14 @@ enum ServeCommand {
             FileHandle.standardError.write(Data((line + "\n").utf8))
         }
         let baseDirectory = URL(fileURLWithPath: configPath).deletingLastPathComponent().path
-        let server = RingcastServer(config: config, baseDirectory: baseDirectory, logger: logger)
+        let persistence: TaskPersistence
+        do {
+            persistence = try RingcastServer.persistence(for: config, baseDirectory: baseDirectory, logger: logger)
+        } catch {
+            fail("\(error)")
+            return 1
+        }
+        let server = RingcastServer(config: config, baseDirectory: baseDirectory, logger: logger, persistence: persistence)
         let port: Int
         do {
             port = try server.start()

@@ -46,8 +46,15 @@ final class ConfigTests: XCTestCase {
     }
 
     func testReservedKeysOfLaterFeaturesAreAccepted() throws {
-        let config = try parse(#"{"publishers": [], "anonymousLocalPublish": true, "storage": {}, "redis": null, "tls": {}, "threads": 4, "port": 9000}"#)
+        let config = try parse(#"{"publishers": [], "anonymousLocalPublish": true, "redis": null, "tls": {}, "threads": 4, "port": 9000}"#)
         XCTAssertEqual(config.port, 9000)
+    }
+
+    func testStorageIsMemoryOrAFile() throws {
+        XCTAssertEqual(try parse("{}").storage, "memory")
+        XCTAssertEqual(try parse(#"{"storage": "data/ringcast.db"}"#).storage, "data/ringcast.db")
+        assertFails(#"{"storage": {}}"#, naming: "storage", saying: "memory")
+        assertFails(#"{"storage": ""}"#, naming: "storage")
     }
 
     func testErrorsNameTheField() {

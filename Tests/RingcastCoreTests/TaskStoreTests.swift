@@ -493,8 +493,10 @@ final class TaskStoreTests: XCTestCase {
         var removed: [(String, UInt64)] = []
         init(initial: PersistedState? = nil) { self.initial = initial }
         func load() -> PersistedState? { initial }
-        func save(_ task: TaskRecord, epoch: String, seq: UInt64) { saved[task.id] = (task, seq) }
+        func save(_ task: TaskRecord, epoch: String, seq: UInt64, urgent: Bool) { saved[task.id] = (task, seq) }
         func remove(id: String, epoch: String, seq: UInt64) { removed.append((id, seq)) }
+        var hasPendingWrites: Bool { false }
+        func flush() {}
     }
 
     func testEveryChangeReachesPersistenceAndARestartResumes() throws {

@@ -14,12 +14,12 @@ final class TestServer {
     let server: RingcastServer
     let port: Int
 
-    init(configure: (inout ServerConfig) -> Void = { _ in }) throws {
+    init(persistence: TaskPersistence = MemoryOnlyPersistence(), configure: (inout ServerConfig) -> Void = { _ in }) throws {
         var config = ServerConfig()
         config.port = 0
         config.logLevel = .error
         configure(&config)
-        server = RingcastServer(config: config, baseDirectory: repositoryRoot, logger: .silent)
+        server = RingcastServer(config: config, baseDirectory: repositoryRoot, logger: .silent, persistence: persistence)
         port = try server.start()
     }
 
