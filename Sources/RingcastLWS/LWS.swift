@@ -120,8 +120,13 @@ package final class WriteBuffer {
             }
             if added != 0 { return false }
         }
-        if lws_finalize_write_http_header(wsi, start, &cursor, end) != 0 { return false }
-        let payload = load(body)
-        return lws_write(wsi, payload, body.count, LWS_WRITE_HTTP_FINAL) >= 0
+        if lws_finalize_http_header(wsi, &cursor, end) != 0 { return false }
+        // Headers and body leave in one write: one send, one segment, for answers this small.
+        guard var bodyStart = cursor else { return false }
+        body.withUnsafeBufferPointer { source in
+            if let base = source.baseAddress { bodyStart.update(from: base, count: source.count) }
+        }
+        bodyStart += body.count
+        return lws_write(wsi, start, bodyStart - start, LWS_WRITE_HTTP_HEADERS) >= 0
     }
 }
