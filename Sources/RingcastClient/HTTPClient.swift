@@ -112,8 +112,10 @@ public final class HTTPClient {
         }
     }
 
+    /// Reused by every read: a fresh 64 KiB array per recv cost more than the round trip.
+    private var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+
     private func fill() throws {
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
             let count = chunk.withUnsafeMutableBytes { Glibc.recv(socket, $0.baseAddress, $0.count, 0) }
             if count > 0 {
