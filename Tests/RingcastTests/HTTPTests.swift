@@ -153,48 +153,21 @@ final class HTTPTests: XCTestCase {
     }
 
     func testTheExecutablePrintsWhereItListensFirst() throws {
-        let binary = repositoryRoot + "/.build/debug/ringcast"
-        try XCTSkipUnless(FileManager.default.isExecutableFile(atPath: binary), "build the executable first (make test does)")
         let configURL = FileManager.default.temporaryDirectory.appendingPathComponent("ringcast-test-\(UUID().uuidString).json")
         try Data(#"{"host":"127.0.0.1","port":8080,"publicDir":"\#(repositoryRoot)/Public"}"#.utf8).write(to: configURL)
         defer { try? FileManager.default.removeItem(at: configURL) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = ["serve", "--config", configURL.path, "--port", "0"]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        defer { process.terminate(); process.waitUntilExit() }
-        let firstLine = readLine(from: output.fileHandleForReading)
+        let served = try ServeProcess(["--config", configURL.path, "--port", "0"])
         let prefix = "listening on http://127.0.0.1:"
-        XCTAssertTrue(firstLine.hasPrefix(prefix), "first line: \(firstLine)")
-        let port = try XCTUnwrap(Int(firstLine.dropFirst(prefix.count)))
+        XCTAssertTrue(served.firstLine.hasPrefix(prefix), "first line: \(served.firstLine)")
+        let port = try XCTUnwrap(Int(served.firstLine.dropFirst(prefix.count)))
         XCTAssertNotEqual(port, 8080, "--port 0 overrides the config and takes a free port")
         XCTAssertEqual(try HTTPClient(host: "127.0.0.1", port: port).request("GET", "/healthz").status, 200)
-        process.terminate()
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 0, "SIGTERM stops the server cleanly")
+        XCTAssertEqual(served.stop(), 0, "SIGTERM stops the server cleanly")
 
-        let bad = Process()
-        bad.executableURL = URL(fileURLWithPath: binary)
-        bad.arguments = ["serve", "--config", configURL.path, "--port", "http"]
-        let errors = Pipe()
-        bad.standardError = errors
-        try bad.run()
-        bad.waitUntilExit()
-        XCTAssertNotEqual(bad.terminationStatus, 0)
-        XCTAssertTrue(String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).contains("--port"))
+        let bad = try RingcastProcess.run(["serve", "--config", configURL.path, "--port", "http"])
+        XCTAssertNotEqual(bad.status, 0)
+        XCTAssertTrue(bad.stderr.contains("--port"))
     }
-}
-
-func readLine(from handle: FileHandle) -> String {
-    var line: [UInt8] = []
-    while true {
-        let byte = handle.readData(ofLength: 1)
-        if byte.isEmpty || byte.first == UInt8(ascii: "\n") { break }
-        line.append(byte.first!)
-    }
-    return String(decoding: line, as: UTF8.self)
 }
 
 /// The local addresses with a socket listening on `port`, from the kernel's own tables.

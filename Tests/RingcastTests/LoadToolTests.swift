@@ -5,16 +5,8 @@ import XCTest
 
 /// Short real runs of the load tester against an in-process server (real lws on loopback).
 final class LoadToolTests: XCTestCase {
-    /// A public directory of its own, so these runs need nothing from the web client.
-    private static let publicDirectory: String = {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ringcast-load-tests-public").path
-        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        _ = FileManager.default.createFile(atPath: directory + "/index.html", contents: Data("<!doctype html><title>load</title>".utf8))
-        return directory
-    }()
-
     private func server() throws -> TestServer {
-        try TestServer { $0.publicDir = LoadToolTests.publicDirectory }
+        try TestServer { $0.publicDir = emptyPublicDirectory }
     }
 
     private func options(_ server: TestServer, _ change: (inout LoadTestOptions) -> Void = { _ in }) -> LoadTestOptions {
@@ -185,7 +177,7 @@ final class LoadToolTests: XCTestCase {
     func testAServerThatWantsATokenGetsItFromEachPublisher() throws {
         let token = "load-token-0123456789abcdef"
         let server = try TestServer {
-            $0.publicDir = LoadToolTests.publicDirectory
+            $0.publicDir = emptyPublicDirectory
             $0.publishing = PublishPolicy(publishers: [Publisher(name: "load", token: token, patterns: WatchSet([Glob("rcload.*")]))],
                                             anonymousLocalPublish: false)
         }

@@ -4,16 +4,6 @@ import RingcastClient
 import RingcastCore
 import XCTest
 
-/// The executable the Makefile (and `swift build`) builds before the tests run.
-let ringcastBinary = repositoryRoot + "/.build/debug/ringcast"
-
-/// An empty directory to serve as publicDir: these tests need the API, not the dashboard.
-let emptyPublicDirectory: String = {
-    let path = NSTemporaryDirectory() + "ringcast-producer-tests-public"
-    try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    return path
-}()
-
 /// A real server for producer tests (on an ephemeral port unless `configure` sets one).
 func producerServer(configure: (inout ServerConfig) -> Void = { _ in }) throws -> TestServer {
     try TestServer { config in

@@ -76,36 +76,21 @@ final class StorageTests: XCTestCase {
     }
 
     func testKillNineLosesNoTerminalStateAndOnlyTheLastQuarterSecondOfProgress() throws {
-        let binary = repositoryRoot + "/.build/debug/ringcast"
-        try XCTSkipUnless(FileManager.default.isExecutableFile(atPath: binary), "build the executable first (make test does)")
         let config = folder.appendingPathComponent("config.json")
         try Data(#"{"port":0,"publicDir":"\#(repositoryRoot)/Public","storage":"data/ringcast.db"}"#.utf8).write(to: config)
 
-        func start() throws -> (Process, Int) {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: binary)
-            process.arguments = ["serve", "--config", config.path]
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            let line = readLine(from: output.fileHandleForReading)
-            return (process, Int(line.split(separator: ":").last ?? "") ?? 0)
-        }
-        var (process, port) = try start()
-        var client = HTTPClient(host: "127.0.0.1", port: port)
+        var served = try ServeProcess(["--config", config.path])
+        var client = HTTPClient(host: "127.0.0.1", port: served.port)
         XCTAssertEqual(try client.request("POST", "/api/tasks/job.failed", json: #"{"progress":0.4}"#).status, 200)
         XCTAssertEqual(try client.request("POST", "/api/tasks/job.failed", json: #"{"state":"failed","detail":"exit 3"}"#).status, 200)
         XCTAssertEqual(try client.request("POST", "/api/tasks/job.slow", json: #"{"progress":0.7}"#).status, 200)
         Thread.sleep(forTimeInterval: 0.5)  // longer than the write-behind interval
         XCTAssertEqual(try client.request("POST", "/api/tasks/job.hidden/show", json: "{}").status, 200)
         XCTAssertEqual(try client.request("POST", "/api/tasks/job.hidden/hide", json: "{}").status, 200)
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        _ = served.stop(SIGKILL)
 
-        (process, port) = try start()
-        defer { process.terminate(); process.waitUntilExit() }
-        client = HTTPClient(host: "127.0.0.1", port: port)
+        served = try ServeProcess(["--config", config.path])
+        client = HTTPClient(host: "127.0.0.1", port: served.port)
         let failed = try JSONParser.parse(try client.request("GET", "/api/tasks/job.failed").body)
         XCTAssertEqual(failed["state"], .string("failed"))
         XCTAssertEqual(failed["detail"], .string("exit 3"))

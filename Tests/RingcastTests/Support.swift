@@ -9,6 +9,58 @@ func nowMs() -> Double { Date().timeIntervalSince1970 * 1000 }
 
 let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
 
+/// The executable the Makefile (and `swift build`) builds before the tests run.
+let ringcastBinary = repositoryRoot + "/.build/debug/ringcast"
+
+/// An empty directory to serve as publicDir, for tests that need the API and not the dashboard.
+let emptyPublicDirectory: String = {
+    let path = NSTemporaryDirectory() + "ringcast-tests-empty-public"
+    try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    return path
+}()
+
+/// `ringcast serve` in a process of its own, started and read until it says where it listens.
+final class ServeProcess {
+    let process = Process()
+    /// The first line it printed: `listening on http://HOST:PORT`.
+    let firstLine: String
+    let port: Int
+
+    init(_ arguments: [String]) throws {
+        try XCTSkipUnless(FileManager.default.isExecutableFile(atPath: ringcastBinary), "build the executable first (make test does)")
+        process.executableURL = URL(fileURLWithPath: ringcastBinary)
+        process.arguments = ["serve"] + arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        firstLine = readLine(from: output.fileHandleForReading)
+        port = Int(firstLine.split(separator: ":").last ?? "") ?? 0
+    }
+
+    deinit {
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+    }
+
+    /// Sends `signal` and returns the exit status.
+    func stop(_ signal: Int32 = SIGTERM) -> Int32 {
+        kill(process.processIdentifier, signal)
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}
+
+func readLine(from handle: FileHandle) -> String {
+    var line: [UInt8] = []
+    while true {
+        let byte = handle.readData(ofLength: 1)
+        if byte.isEmpty || byte.first == UInt8(ascii: "\n") { break }
+        line.append(byte.first!)
+    }
+    return String(decoding: line, as: UTF8.self)
+}
+
 /// A real server on an ephemeral loopback port, serving the repository's Public/.
 final class TestServer {
     let server: RingcastServer
