@@ -26,12 +26,12 @@ let package = Package(
         // The one Swift layer over libwebsockets that the server and the client share.
         .target(
             name: "RingcastLWS",
-            dependencies: ["CLibWebSockets", "CRingcastShims"],
+            dependencies: ["CLibWebSockets", "CRingcastShims", "RingcastCore"],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .target(
             name: "Ringcast",
-            dependencies: ["RingcastCore", "RingcastLWS", "CLibWebSockets", "CRingcastShims", "CSQLite"],
+            dependencies: ["RingcastCore", "RingcastLWS", "CSQLite"],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .target(

@@ -1,65 +1,63 @@
-import CLibWebSockets
 import RingcastCore
 import RingcastLWS
 
-/// The Swift side of one lws connection, reached from the C callback through the per-session pointer.
-/// The pointer holds one retain (taken in `attach`, given back in `detach`). Service thread only.
-final class Connection: FanOutWriter {
-    let wsi: OpaquePointer
-
-    // HTTP exchange
-    var request: APIRequest?
-    var expectsBody = false
-    var bodyTooLarge = false
-    var response: (status: Int, body: [UInt8])?
-    var contentType = "application/json"
-
-    // WebSocket watcher
-    var subscription: Subscription?
-    /// Who this client publishes as; set from the upgrade's Authorization header or an `auth` message.
-    var credential = Credential.missing
-    var incoming: [UInt8] = []
-    var incomingTooLarge = false
-    /// Set when the connection must close once what is queued has left (a refused watch pattern).
-    var closeReason: (status: lws_close_status, text: String)?
-
-    init(wsi: OpaquePointer) { self.wsi = wsi }
-
-    func requestWrite() { lws_callback_on_writable(wsi) }
-
-    static func attach(_ connection: Connection, to sessionData: UnsafeMutableRawPointer) {
-        sessionData.storeBytes(of: Unmanaged.passRetained(connection).toOpaque(), as: UnsafeMutableRawPointer?.self)
+/// The Swift side of one lws connection, kept (retained) in its session memory: what the connection
+/// is for now. lws reuses the same memory for the next request of a kept-alive connection and for
+/// its WebSocket upgrade, so a connection changes role by being replaced. Service thread only.
+final class Connection {
+    enum Role {
+        /// One HTTP request being read and answered.
+        case http(HTTPExchange)
+        /// A WebSocket receiving the events of the tasks it watches.
+        case watcher(SocketPeer)
+        /// A WebSocket that publishes (`?mode=publish`): it hears only its own replies and heartbeats.
+        case publisher(SocketPeer)
     }
 
-    static func find(_ sessionData: UnsafeMutableRawPointer?) -> Connection? {
-        guard let sessionData, let pointer = sessionData.load(as: UnsafeMutableRawPointer?.self) else { return nil }
-        return Unmanaged<Connection>.fromOpaque(pointer).takeUnretainedValue()
+    let role: Role
+
+    init(_ role: Role) { self.role = role }
+
+    var exchange: HTTPExchange? {
+        if case let .http(exchange) = role { return exchange }
+        return nil
     }
 
-    /// Gives back the per-session retain; safe to call twice.
-    static func detach(_ sessionData: UnsafeMutableRawPointer?) -> Connection? {
-        guard let sessionData, let pointer = sessionData.load(as: UnsafeMutableRawPointer?.self) else { return nil }
-        sessionData.storeBytes(of: nil, as: UnsafeMutableRawPointer?.self)
-        return Unmanaged<Connection>.fromOpaque(pointer).takeRetainedValue()
+    var socket: SocketPeer? {
+        switch role {
+        case let .watcher(socket), let .publisher(socket): return socket
+        case .http: return nil
+        }
     }
 }
 
-/// The per-session memory lws allocates (zeroed) for each connection and keeps across the requests
-/// of a kept-alive connection and its WebSocket upgrade: word 0 holds the Connection, word 1 what
-/// is known of the peer (0 unknown, 1 loopback, 2 elsewhere), so getpeername runs once per socket.
-enum SessionMemory {
-    static let size = 2 * MemoryLayout<Int>.size
+/// One HTTP request: collected (headers, then the body up to `maxMessageBytes`), answered by the
+/// API, written in one send. Service thread only.
+final class HTTPExchange {
+    var request: APIRequest?
+    var body: MessageAssembler
+    var response: APIResponse?
 
-    static func isLoopbackPeer(_ wsi: OpaquePointer) -> Bool {
-        guard let memory = lws_wsi_user(wsi) else { return isLoopbackAddress(LWS.peerAddress(wsi)) }
-        let slot = memory.advanced(by: MemoryLayout<Int>.size)
-        switch slot.load(as: Int.self) {
-        case 1: return true
-        case 2: return false
-        default:
-            let loopback = isLoopbackAddress(LWS.peerAddress(wsi))
-            slot.storeBytes(of: loopback ? 1 : 2, as: Int.self)
-            return loopback
-        }
+    init(request: APIRequest, bodyLimit: Int) {
+        self.request = request
+        body = MessageAssembler(limit: bodyLimit)
     }
+}
+
+/// One WebSocket: its protocol session, its place in the fan-out, and the message being received.
+/// Service thread only.
+final class SocketPeer: FanOutWriter {
+    let link: LWSConnection
+    var session: SocketSession?
+    var subscription: Subscription?
+    var incoming: MessageAssembler
+    /// Set when the socket must close once what is queued has left (a refused query, shutdown).
+    var closeReason: (status: CloseStatus, text: String)?
+
+    init(link: LWSConnection, messageLimit: Int) {
+        self.link = link
+        incoming = MessageAssembler(limit: messageLimit)
+    }
+
+    func requestWrite() { link.requestWrite() }
 }

@@ -1,3 +1,16 @@
+/// The request headers the API reads; the transport copies them out of its connection.
+public struct RequestHeaders: Sendable, Equatable {
+    public var host: String?
+    public var origin: String?
+    public var authorization: String?
+
+    public init(host: String? = nil, origin: String? = nil, authorization: String? = nil) {
+        self.host = host
+        self.origin = origin
+        self.authorization = authorization
+    }
+}
+
 /// An HTTP request as the API sees it: transport details already stripped.
 public struct APIRequest: Sendable {
     public var method: String
@@ -5,24 +18,35 @@ public struct APIRequest: Sendable {
     public var path: String
     public var query: [String: String]
     public var body: [UInt8]
+    public var headers: RequestHeaders
+    /// Whether the peer is on this machine: loopback may publish without a token when allowed.
+    public var fromLoopback: Bool
+    /// The transport stopped collecting the body at `maxMessageBytes`.
+    public var bodyTooLarge: Bool
 
-    public init(method: String, path: String, query: [String: String] = [:], body: [UInt8] = []) {
+    public init(method: String, path: String, query: [String: String] = [:], body: [UInt8] = [],
+                headers: RequestHeaders = RequestHeaders(), fromLoopback: Bool = true, bodyTooLarge: Bool = false) {
         self.method = method
         self.path = path
         self.query = query
         self.body = body
+        self.headers = headers
+        self.fromLoopback = fromLoopback
+        self.bodyTooLarge = bodyTooLarge
     }
 }
 
 public struct APIResponse {
     public var status: Int
     public var body: [UInt8]
+    public var contentType: String
     /// What the request changed, for the fan-out.
     public var events: [OutboundEvent]
 
-    init(status: Int = 200, body: [UInt8], events: [OutboundEvent] = []) {
+    init(status: Int = 200, body: [UInt8], contentType: String = "application/json", events: [OutboundEvent] = []) {
         self.status = status
         self.body = body
+        self.contentType = contentType
         self.events = events
     }
 
@@ -36,25 +60,70 @@ public struct BatchResult {
     public var events: [OutboundEvent] = []
 }
 
-/// The HTTP API and the publishing half of the WebSocket protocol, over one TaskStore.
+/// What the transport knows that `/healthz` and `/metrics` report.
+public struct TransportStatus: Sendable {
+    public var watchers = 0
+    public var resyncs = 0
+    public var patternSets = 0
+
+    public init(watchers: Int = 0, resyncs: Int = 0, patternSets: Int = 0) {
+        self.watchers = watchers
+        self.resyncs = resyncs
+        self.patternSets = patternSets
+    }
+}
+
+/// Both halves of the protocol over one TaskStore: the HTTP API (with `/healthz` and `/metrics`) and
+/// the WebSocket's messages (SocketProtocol.swift). Whatever carries a published event, it takes one
+/// path: `publish`, which checks who may change the task and applies it to the store.
 /// Not thread-safe: the service thread owns it, as it owns the store.
 public final class API {
     public let store: TaskStore
-    public let policy: PublishPolicy
+    public let config: ServerConfig
+    public var policy: PublishPolicy { config.publishing }
+    public var metrics = ServerMetrics()
     public static let maxBatchEvents = 10_000
 
-    public init(store: TaskStore, policy: PublishPolicy = PublishPolicy()) {
+    public init(store: TaskStore, config: ServerConfig = ServerConfig()) {
         self.store = store
-        self.policy = policy
+        self.config = config
     }
 
-    /// Answers one request. Reads are open to all; each change is checked against `credential`.
-    public func handle(_ request: APIRequest, now: Double, credential: Credential = .anonymousLocal) -> APIResponse {
-        do {
-            return try route(request, now: now, credential: credential)
-        } catch {
-            return APIResponse(error)
+    /// Answers one request. Reads are open to all; each change is checked against the request's credential.
+    /// `status` is asked only by `/healthz` and `/metrics`.
+    public func handle(_ request: APIRequest, now: Double, status: () -> TransportStatus = { TransportStatus() }) -> APIResponse {
+        metrics.httpRequests += 1
+        let response: APIResponse
+        if request.path == "/metrics" {
+            let transport = status()
+            response = APIResponse(body: metrics.render(watchers: transport.watchers, tasks: store.tasks.count, seq: store.seq,
+                                                        resyncs: transport.resyncs, patternSets: transport.patternSets),
+                                   contentType: "text/plain; version=0.0.4")
+        } else if request.bodyTooLarge {
+            response = APIResponse(APIError(.bodyTooLarge, "the body is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); send less, or split a batch"))
+        } else if request.path == "/healthz" {
+            response = APIResponse(body: healthBody(watchers: status().watchers))
+        } else {
+            do {
+                if request.method != "GET" { try checkOrigin(request.headers) }
+                let credential = policy.identify(authorization: request.headers.authorization, fromLoopback: request.fromLoopback)
+                response = try route(request, now: now, credential: credential)
+            } catch {
+                response = APIResponse(error)
+            }
         }
+        if response.status >= 400 { metrics.httpErrors += 1 }
+        return response
+    }
+
+    /// A browser page from a site not in `allowedOrigins` may not change or watch anything. A page
+    /// of the server's own origin (the Origin names the Host it was sent to) always may.
+    public func checkOrigin(_ headers: RequestHeaders) throws(APIError) {
+        guard let origin = headers.origin else { return }
+        let host = headers.host ?? ""
+        if origin == "http://\(host)" || origin == "https://\(host)" { return }
+        if config.allowedOrigins.contains(origin) { return }
+        throw APIError(.forbidden, "origin \(origin) is not allowed: add it to \"allowedOrigins\" in config.json", field: "Origin")
     }
 
     private func route(_ request: APIRequest, now: Double, credential: Credential) throws(APIError) -> APIResponse {
@@ -63,8 +132,7 @@ public final class API {
             try policy.authorize(credential, id: "")
         }
         func apply(_ command: Command, now: Double) throws(APIError) -> APIResponse {
-            try policy.authorize(credential, id: command.id)
-            return try self.apply(command, now: now)
+            try answer(command, as: credential, now: now)
         }
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
         guard parts.first == "api", parts.count >= 2 else { throw routeNotFound(request.path) }
@@ -116,6 +184,7 @@ public final class API {
             }
         case ("events", 2):
             try allow(request, "POST")
+            // A malformed batch, or one with an event this credential may not send, changes nothing.
             let commands = try parseBatch(try JSONParser.parseForAPI(request.body))
             for (index, command) in commands.enumerated() {
                 do {
@@ -124,15 +193,22 @@ public final class API {
                     throw error.within("events[\(index)]")
                 }
             }
-            let result = applyBatch(commands, now: now)
+            let result = applyBatch(commands, as: credential, now: now)
             return APIResponse(body: encodeBatchAnswer(result), events: result.events)
         default:
             throw routeNotFound(request.path)
         }
     }
 
-    private func apply(_ command: Command, now: Double) throws(APIError) -> APIResponse {
-        let change = try store.apply(command, now: now)
+    /// The one path of every published change, from HTTP or a WebSocket: who may change the task,
+    /// then the store's merge rules.
+    public func publish(_ command: Command, as credential: Credential, now: Double) throws(APIError) -> Change {
+        try policy.authorize(credential, id: command.id)
+        return try store.apply(command, now: now)
+    }
+
+    private func answer(_ command: Command, as credential: Credential, now: Double) throws(APIError) -> APIResponse {
+        let change = try publish(command, as: credential, now: now)
         var writer = JSONWriter(capacity: 384)
         writer.beginObject()
         writer.key("seq"); writer.number(Int(store.seq))
@@ -173,11 +249,11 @@ public final class API {
     }
 
     /// Applies commands in order; one that fails (an unknown task, a finished timer) does not stop the rest.
-    public func applyBatch(_ commands: [Command], now: Double) -> BatchResult {
+    public func applyBatch(_ commands: [Command], as credential: Credential, now: Double) -> BatchResult {
         var result = BatchResult()
         for (index, command) in commands.enumerated() {
             do {
-                result.events += try store.apply(command, now: now).events
+                result.events += try publish(command, as: credential, now: now).events
                 result.applied += 1
             } catch {
                 result.errors.append((index, error))
@@ -204,7 +280,7 @@ public final class API {
         return writer.bytes
     }
 
-    public func healthBody(watchers: Int) -> [UInt8] {
+    func healthBody(watchers: Int) -> [UInt8] {
         var writer = JSONWriter()
         writer.beginObject()
         writer.key("ok"); writer.bool(true)

@@ -31,16 +31,16 @@ package struct CResources {
         return UnsafePointer(list)
     }
 
-    /// `/` serves the public directory (and nothing outside it); `/api`, `/healthz` and `/metrics` go to the callback.
-    package mutating func mounts(publicDirectory: String, maxAge: Int) -> UnsafePointer<lws_http_mount> {
+    /// `/` serves the public directory (and nothing outside it); each of `callbackPaths` goes to the
+    /// protocol named `protocolName` instead.
+    package mutating func mounts(publicDirectory: String, maxAge: Int, callbackPaths: [String], protocolName: String) -> UnsafePointer<lws_http_mount> {
         let mimeTypes = mimeTypeList([
             (".js", "text/javascript"), (".mjs", "text/javascript"), (".svg", "image/svg+xml"),
             (".json", "application/json"), (".webmanifest", "application/manifest+json"),
             (".woff2", "font/woff2"), (".map", "application/json"), (".txt", "text/plain; charset=utf-8"),
         ])
-        let callbackMounts = ["/api", "/healthz", "/metrics"]
-        let mounts = UnsafeMutablePointer<lws_http_mount>.allocate(capacity: 1 + callbackMounts.count)
-        mounts.initialize(repeating: lws_http_mount(), count: 1 + callbackMounts.count)
+        let mounts = UnsafeMutablePointer<lws_http_mount>.allocate(capacity: 1 + callbackPaths.count)
+        mounts.initialize(repeating: lws_http_mount(), count: 1 + callbackPaths.count)
         mounts[0].mountpoint = string("/")
         mounts[0].mountpoint_len = 1
         mounts[0].origin = string(publicDirectory)
@@ -51,11 +51,11 @@ package struct CResources {
         mounts[0].cache_reusable = 1
         mounts[0].cache_revalidate = 1
         mounts[0].cache_intermediaries = 0
-        for (index, point) in callbackMounts.enumerated() {
+        for (index, point) in callbackPaths.enumerated() {
             let mount = mounts + index + 1
             mount.pointee.mountpoint = string(point)
             mount.pointee.mountpoint_len = UInt8(point.utf8.count)
-            mount.pointee.origin = string("ringcast")
+            mount.pointee.origin = string(protocolName)
             mount.pointee.origin_protocol = UInt8(LWSMPRO_CALLBACK.rawValue)
             mounts[index].mount_next = UnsafePointer(mount)
         }

@@ -1,0 +1,52 @@
+import RingcastCore
+import RingcastLWS
+
+/// The HTTP role of the server: read a request, let the API answer it, write the answer in one send.
+/// Service thread only.
+extension RingcastServer {
+    func beginHTTP(_ link: LWSConnection) -> Bool {
+        guard let (method, path) = link.requestLine() else { return false }
+        let request = APIRequest(
+            method: method, path: path, query: link.queryArguments(),
+            headers: RequestHeaders(host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization)),
+            fromLoopback: link.isLoopbackPeer)
+        let exchange = HTTPExchange(request: request, bodyLimit: config.maxMessageBytes)
+        // lws hands the same session memory to the next request of a kept-alive connection.
+        release(link.attach(Connection(.http(exchange))))
+        let contentLength = Int(link.header(.contentLength) ?? "") ?? 0
+        if contentLength > config.maxMessageBytes { exchange.body.refuse() }
+        if contentLength > 0 && (method == "POST" || method == "PUT" || method == "PATCH") {
+            return true  // the body follows
+        }
+        answer(exchange, on: link)
+        return true
+    }
+
+    func receiveBody(_ piece: UnsafeRawBufferPointer, on link: LWSConnection) {
+        link.attachment(as: Connection.self)?.exchange?.body.append(piece)
+    }
+
+    func answer(_ exchange: HTTPExchange, on link: LWSConnection) {
+        // Once per request: lws also reports BODY_COMPLETION for a POST with Content-Length: 0,
+        // which beginHTTP has already answered.
+        guard var request = exchange.request else { return }
+        exchange.request = nil
+        (request.body, request.bodyTooLarge) = exchange.body.take()
+        let response = api.handle(request, now: Clock.now()) { transportStatus }
+        exchange.response = response
+        publish(response.events)
+        link.requestWrite()
+    }
+
+    /// Writes the answer, lets go of the exchange, then completes the transaction: lws may free the
+    /// session memory inside it, so nothing may touch it afterwards.
+    func writeHTTP(on link: LWSConnection) -> Bool {
+        guard let exchange = link.attachment(as: Connection.self)?.exchange, let response = exchange.response else { return true }
+        exchange.response = nil
+        let written = link.writeHTTP(status: response.status, contentType: response.contentType, body: response.body,
+                                     headers: [("cache-control:", "no-store")])
+        release(link.detach())
+        guard written else { return false }
+        return link.completeHTTPTransaction()
+    }
+}

@@ -1,0 +1,178 @@
+import CLibWebSockets
+import Glibc
+import RingcastCore
+
+/// The request headers the server and client read, named in Swift so that only this layer sees lws's tokens.
+package enum HTTPHeader: Sendable {
+    case host, origin, authorization, contentLength, contentType, accept, upgrade, ifNoneMatch
+
+    var token: lws_token_indexes {
+        switch self {
+        case .host: return WSI_TOKEN_HOST
+        case .origin: return WSI_TOKEN_ORIGIN
+        case .authorization: return WSI_TOKEN_HTTP_AUTHORIZATION
+        case .contentLength: return WSI_TOKEN_HTTP_CONTENT_LENGTH
+        case .contentType: return WSI_TOKEN_HTTP_CONTENT_TYPE
+        case .accept: return WSI_TOKEN_HTTP_ACCEPT
+        case .upgrade: return WSI_TOKEN_UPGRADE
+        case .ifNoneMatch: return WSI_TOKEN_HTTP_IF_NONE_MATCH
+        }
+    }
+}
+
+/// WebSocket close codes (RFC 6455 §7.4) the server and client send.
+package enum CloseStatus: UInt16, Sendable {
+    case normal = 1000
+    case goingAway = 1001
+    case invalidPayload = 1007
+    case policyViolation = 1008
+    case messageTooBig = 1009
+    case unexpectedCondition = 1011
+
+    var lws: lws_close_status { lws_close_status(rawValue: UInt32(rawValue)) }
+}
+
+/// One lws connection as its callback sees it: the wsi, the per-session memory lws keeps for it,
+/// and the loop that services it. A value valid for the duration of one callback; service thread only.
+///
+/// Per-session memory (`ContextSettings.sessionBytes` must be `LWSConnection.sessionBytes`) holds, in
+/// word 0, one retain of the object `attach` stored, and in word 1 what is known of the peer
+/// (0 unknown, 1 loopback, 2 elsewhere), so getpeername runs once per socket. lws zeroes it per
+/// socket and keeps it across the requests of a kept-alive connection and its WebSocket upgrade.
+package struct LWSConnection {
+    package static let sessionBytes = 2 * MemoryLayout<Int>.size
+
+    let wsi: OpaquePointer
+    let session: UnsafeMutableRawPointer?
+    unowned let loop: ServiceLoop
+
+    init(wsi: OpaquePointer, session: UnsafeMutableRawPointer?, loop: ServiceLoop) {
+        self.wsi = wsi
+        self.session = session
+        self.loop = loop
+    }
+
+    /// Identity of the underlying socket, for logs and maps; stable while the connection lives.
+    package var identifier: Int { Int(bitPattern: UnsafeRawPointer(wsi)) }
+
+    // MARK: The Swift object a connection carries
+
+    /// Stores `object` (retained) in the session memory, replacing and returning what was there.
+    @discardableResult
+    package func attach(_ object: AnyObject) -> AnyObject? {
+        guard let session else { return nil }
+        let previous = detach()
+        session.storeBytes(of: Unmanaged.passRetained(object).toOpaque(), as: UnsafeMutableRawPointer?.self)
+        return previous
+    }
+
+    package func attachment<T: AnyObject>(as type: T.Type) -> T? {
+        guard let session, let pointer = session.load(as: UnsafeMutableRawPointer?.self) else { return nil }
+        return Unmanaged<AnyObject>.fromOpaque(pointer).takeUnretainedValue() as? T
+    }
+
+    /// Gives back the session's retain and returns the object; safe to call twice.
+    @discardableResult
+    package func detach() -> AnyObject? {
+        guard let session, let pointer = session.load(as: UnsafeMutableRawPointer?.self) else { return nil }
+        session.storeBytes(of: nil, as: UnsafeMutableRawPointer?.self)
+        return Unmanaged<AnyObject>.fromOpaque(pointer).takeRetainedValue()
+    }
+
+    // MARK: The request
+
+    package func header(_ header: HTTPHeader) -> String? {
+        let length = lws_hdr_total_length(wsi, header.token)
+        guard length > 0 else { return nil }
+        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: Int(length) + 1) { buffer -> String? in
+            guard lws_hdr_copy(wsi, buffer.baseAddress, Int32(buffer.count), header.token) >= 0 else { return nil }
+            return String(cString: buffer.baseAddress!)
+        }
+    }
+
+    package func hasHeader(_ header: HTTPHeader) -> Bool { lws_hdr_total_length(wsi, header.token) > 0 }
+
+    /// The request's method and path (without the query), from whichever method token lws filled in.
+    package func requestLine() -> (method: String, path: String)? {
+        for (method, token) in LWSConnection.methods where lws_hdr_total_length(wsi, token) > 0 {
+            let length = Int(lws_hdr_total_length(wsi, token))
+            let path = withUnsafeTemporaryAllocation(of: CChar.self, capacity: length + 1) { buffer -> String? in
+                guard lws_hdr_copy(wsi, buffer.baseAddress, Int32(buffer.count), token) >= 0 else { return nil }
+                return String(cString: buffer.baseAddress!)
+            }
+            if let path { return (method, path) }
+        }
+        return nil
+    }
+
+    private static let methods: [(String, lws_token_indexes)] = [
+        ("GET", WSI_TOKEN_GET_URI), ("POST", WSI_TOKEN_POST_URI), ("PUT", WSI_TOKEN_PUT_URI),
+        ("PATCH", WSI_TOKEN_PATCH_URI), ("DELETE", WSI_TOKEN_DELETE_URI),
+        ("OPTIONS", WSI_TOKEN_OPTIONS_URI), ("HEAD", WSI_TOKEN_HEAD_URI),
+    ]
+
+    /// `?a=b&c=d`, as lws split (and URL-decoded) it; a repeated name keeps its last value.
+    package func queryArguments() -> [String: String] {
+        var arguments: [String: String] = [:]
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: 2048) { buffer in
+            var index: Int32 = 0
+            while lws_hdr_copy_fragment(wsi, buffer.baseAddress, Int32(buffer.count), WSI_TOKEN_HTTP_URI_ARGS, index) >= 0 {
+                let fragment = String(cString: buffer.baseAddress!)
+                if let equals = fragment.firstIndex(of: "=") {
+                    arguments[String(fragment[..<equals])] = String(fragment[fragment.index(after: equals)...])
+                } else {
+                    arguments[fragment] = ""
+                }
+                index += 1
+            }
+        }
+        return arguments
+    }
+
+    package var peerAddress: String {
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: 64) { buffer in
+            guard lws_get_peer_simple(wsi, buffer.baseAddress, buffer.count) != nil else { return "" }
+            return String(cString: buffer.baseAddress!)
+        }
+    }
+
+    /// Whether the peer is on this machine (127.0.0.0/8, ::1), asked of the socket once.
+    package var isLoopbackPeer: Bool {
+        guard let session else { return isLoopbackAddress(peerAddress) }
+        let slot = session.advanced(by: MemoryLayout<Int>.size)
+        switch slot.load(as: Int.self) {
+        case 1: return true
+        case 2: return false
+        default:
+            let loopback = isLoopbackAddress(peerAddress)
+            slot.storeBytes(of: loopback ? 1 : 2, as: Int.self)
+            return loopback
+        }
+    }
+
+    // MARK: Writing (only from this connection's writeable callback)
+
+    /// Asks lws for a writeable callback on this connection.
+    package func requestWrite() { lws_callback_on_writable(wsi) }
+
+    /// Whether the kernel's send buffer is full, so another write now would be buffered by lws.
+    package var isChoked: Bool { lws_send_pipe_choked(wsi) != 0 }
+
+    /// Writes one WebSocket text frame; false when the connection should close.
+    package func writeText(_ bytes: [UInt8]) -> Bool { loop.writeBuffer.writeText(bytes, to: wsi) }
+
+    /// Writes a whole small HTTP answer, headers and body in one send; false when the connection should close.
+    package func writeHTTP(status: Int, contentType: String, body: [UInt8], headers: [(String, String)]) -> Bool {
+        loop.writeBuffer.writeHTTP(status: status, contentType: contentType, body: body, extraHeaders: headers, to: wsi)
+    }
+
+    /// Ends an HTTP exchange so a kept-alive connection can take the next request; false: close it.
+    /// lws may free the session memory in here: nothing may touch it (or `attachment`) afterwards.
+    package func completeHTTPTransaction() -> Bool { lws_http_transaction_completed(wsi) == 0 }
+
+    /// Sets the close frame a WebSocket sends when its callback next returns false.
+    package func setCloseReason(_ status: CloseStatus, _ text: String) {
+        var bytes = Array(text.utf8.prefix(123))
+        bytes.withUnsafeMutableBufferPointer { lws_close_reason(wsi, status.lws, $0.baseAddress, $0.count) }
+    }
+}

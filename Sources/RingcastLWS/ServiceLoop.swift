@@ -1,0 +1,406 @@
+import CLibWebSockets
+import CRingcastShims
+import Foundation
+import RingcastCore
+
+/// What happened on a connection, as lws's callback reported it, in the order lws reports it.
+package enum ServiceEvent {
+    /// An HTTP request's headers are in; a body may follow in `httpBody` pieces.
+    case httpRequest
+    /// A piece of the body, lent for the duration of the call.
+    case httpBody(UnsafeRawBufferPointer)
+    case httpBodyComplete
+    case httpWriteable
+    /// The HTTP connection (or the exchange an upgrade replaced) is gone.
+    case httpClosed
+    /// A WebSocket upgrade asks to be accepted: answer false to refuse it.
+    case upgradeRequested
+    /// A WebSocket is open (server side: upgraded; client side: connected).
+    case opened
+    /// A piece of a message, lent for the duration of the call; `isWhole` when it ends the message.
+    case received(UnsafeRawBufferPointer, isLast: Bool)
+    case writeable
+    /// The peer sent a close frame, with its status code when it gave one.
+    case peerClosing(code: Int?)
+    case closed
+    /// A client connection could not be made.
+    case connectFailed(String)
+    /// A client handshake is being written: add headers to it.
+    case appendHandshakeHeaders(HandshakeHeaders)
+}
+
+/// What a context's connections do. Called on the context's service thread only.
+package protocol ServiceHandler: AnyObject {
+    /// Returns false to close the connection (for `.upgradeRequested`: to refuse the upgrade).
+    func handle(_ event: ServiceEvent, on connection: LWSConnection) -> Bool
+    /// The loop is about to destroy its context: the last moment to send close frames, with `loop.service(forAtMost:until:)`.
+    func loopWillStop(_ loop: ServiceLoop)
+}
+
+extension ServiceHandler {
+    package func loopWillStop(_ loop: ServiceLoop) {}
+}
+
+/// How a context is made: what it listens on, what it serves, and its limits.
+package struct ContextSettings: Sendable {
+    package struct Listener: Sendable {
+        package var host: String
+        package var port: Int
+        package init(host: String, port: Int) { self.host = host; self.port = port }
+    }
+
+    /// `/` serves `directory` (and nothing outside it); `callbackPaths` go to the handler instead.
+    package struct StaticFiles: Sendable {
+        package var directory: String
+        package var maxAge: Int
+        package var callbackPaths: [String]
+        package init(directory: String, maxAge: Int, callbackPaths: [String]) {
+            self.directory = directory
+            self.maxAge = maxAge
+            self.callbackPaths = callbackPaths
+        }
+    }
+
+    /// The protocol's name, which is also the service thread's.
+    package var name: String
+    /// nil: a context without a listening socket (a client, or one that adopts accepted sockets).
+    package var listener: Listener?
+    package var staticFiles: StaticFiles?
+    /// Per-connection memory lws allocates and zeroes; `LWSConnection.sessionBytes` for `attach`.
+    package var sessionBytes = 0
+    /// lws allocates this for every WebSocket, idle or not (0: 4096); bigger messages arrive in pieces.
+    package var receiveBufferBytes = 0
+    /// Headers added to every HTTP answer lws writes (static files included).
+    package var headers: [(String, String)] = []
+    /// lws's own Content-Security-Policy and friends on every answer (no inline script or style).
+    package var enforceSecurityHeaders = false
+    /// Refuse WebSocket text that is not UTF-8 (close 1007) before it reaches the handler.
+    package var validateUTF8 = false
+    /// Seconds lws allows a connection's handshake or an idle HTTP exchange.
+    package var timeoutSeconds = 10
+    package var connectTimeoutSeconds: Int?
+    /// Set up the TLS library (needed before any wss:// client connection).
+    package var initializeTLS = false
+
+    package init(name: String) { self.name = name }
+}
+
+/// One libwebsockets context and the one thread that services it (lws is single-threaded: see
+/// LWS-NOTES.md). Other threads hand work in with `post`, which wakes the loop with
+/// `lws_cancel_service`; the work runs on the service thread in `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
+/// Connection callbacks reach the `ServiceHandler` through one C trampoline.
+///
+/// `@unchecked Sendable`: `lifecycle`, `context`, `boundPort` and `jobs` are guarded by `lock`; every
+/// other stored property is touched only on the service thread, between `start` and `stop`.
+package final class ServiceLoop: @unchecked Sendable {
+    package enum Lifecycle: Sendable { case initial, starting, running, stopping, stopped }
+
+    package let name: String
+    let logger: Logger
+
+    private let lock = NSLock()
+    private var lifecycle = Lifecycle.initial
+    private var context: OpaquePointer?
+    private var boundPort = 0
+    private var jobs: [@Sendable () -> Void] = []
+
+    private var handler: ServiceHandler?
+    private var resources = CResources()
+    private var timers: [LoopTimer] = []
+    private var wakeTimer: LoopTimer?
+    private var startError: Error?
+    private let started = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+    /// Every write on this loop goes through one buffer with lws's headroom.
+    let writeBuffer = WriteBuffer()
+
+    package init(name: String, logger: Logger) {
+        self.name = name
+        self.logger = logger
+    }
+
+    package var port: Int { lock.withLock { boundPort } }
+    package var isRunning: Bool { lock.withLock { lifecycle == .running } }
+
+    /// Creates the context on a new service thread, runs `prepare` there (timers, first state), and
+    /// returns once the loop runs: the port it listens on, or 0 without a listener.
+    @discardableResult
+    package func start(_ settings: ContextSettings, handler: ServiceHandler,
+                       prepare: @escaping (ServiceLoop) throws -> Void = { _ in }) throws -> Int {
+        lock.withLock {
+            precondition(lifecycle == .initial, "a ServiceLoop starts once")
+            lifecycle = .starting
+        }
+        self.handler = handler
+        // The handler is handed to the service thread here, before it starts, and is touched only there.
+        let thread = Thread { [self] in run(settings, prepare: prepare) }
+        thread.name = settings.name
+        thread.start()
+        started.wait()
+        if let startError {
+            finished.wait()
+            throw startError
+        }
+        return port
+    }
+
+    /// Stops the loop, lets the handler say goodbye, destroys the context and returns when it is
+    /// gone. Any thread but the service thread; a loop that is not running is left as it is.
+    package func stop() {
+        let wasRunning: Bool = lock.withLock {
+            guard lifecycle == .running else { return false }
+            lifecycle = .stopping
+            lws_cancel_service(context)
+            return true
+        }
+        if wasRunning { finished.wait() }
+    }
+
+    /// Runs `job` on the service thread soon; false when the loop is not running (the job is dropped).
+    /// Any thread.
+    @discardableResult
+    package func post(_ job: @escaping @Sendable () -> Void) -> Bool {
+        lock.withLock {
+            guard lifecycle == .running || lifecycle == .starting, let context else { return false }
+            jobs.append(job)
+            // The context is destroyed only after `context` is cleared under this lock, so it is alive here.
+            lws_cancel_service(context)
+            return true
+        }
+    }
+
+    /// A one-shot timer on this loop; it fires on the service thread. Service thread only.
+    package func makeTimer(_ fire: @escaping () -> Void) throws(LWSError) -> LoopTimer {
+        let timer = LoopTimer(loop: self, fire: fire)
+        let user = Unmanaged.passUnretained(timer).toOpaque()
+        timer.pointer = try checked(rc_timer_new(user) { Unmanaged<LoopTimer>.fromOpaque($0!).takeUnretainedValue().fire() },
+                                    "rc_timer_new", "out of memory for a timer")
+        timers.append(timer)
+        return timer
+    }
+
+    /// Services connections for at most `milliseconds`, or until `done()` holds; for `loopWillStop`.
+    package func service(forAtMost milliseconds: Int, until done: () -> Bool) {
+        guard let context = serviceContext else { return }
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(milliseconds) * 1_000_000
+        while !done(), DispatchTime.now().uptimeNanoseconds < deadline {
+            // A timer wakes the loop even when no socket does.
+            wakeTimer?.schedule(microseconds: 20_000)
+            if lws_service(context, 0) < 0 { break }
+        }
+    }
+
+    /// The context, read on the service thread, which alone creates and destroys it.
+    var serviceContext: OpaquePointer? { context }
+
+    // MARK: The service thread
+
+    private func run(_ settings: ContextSettings, prepare: (ServiceLoop) throws -> Void) {
+        let created: OpaquePointer
+        do {
+            created = try makeContext(settings)
+            lock.withLock { context = created }
+            wakeTimer = try makeTimer {}
+            try prepare(self)
+        } catch {
+            startError = error
+            if let context = lock.withLock({ () -> OpaquePointer? in defer { context = nil }; return context }) {
+                releaseTimers()
+                lws_context_destroy(context)
+            }
+            resources.release()
+            handler = nil
+            lock.withLock { lifecycle = .stopped }
+            started.signal()
+            finished.signal()
+            return
+        }
+        lock.withLock { lifecycle = .running }
+        started.signal()
+        logger.debug("\(name): service loop running")
+        while lock.withLock({ lifecycle == .running }) {
+            if lws_service(created, 0) < 0 { break }
+        }
+        handler?.loopWillStop(self)
+        releaseTimers()
+        lock.withLock {
+            context = nil
+            jobs = []
+        }
+        // Connections still open are closed in here, with callbacks: the handler must still be set.
+        lws_context_destroy(created)
+        resources.release()
+        handler = nil
+        lock.withLock { lifecycle = .stopped }
+        logger.debug("\(name): service loop stopped")
+        finished.signal()
+    }
+
+    private func releaseTimers() {
+        for timer in timers { timer.release() }
+        timers = []
+        wakeTimer = nil
+    }
+
+    private func makeContext(_ settings: ContextSettings) throws -> OpaquePointer {
+        var info = lws_context_creation_info()
+        info.protocols = resources.protocols(name: settings.name, callback: serviceCallback,
+                                             sessionSize: settings.sessionBytes, rxBufferSize: settings.receiveBufferBytes)
+        if let listener = settings.listener {
+            info.port = Int32(listener.port)
+            info.iface = resources.string(listener.host)
+        } else {
+            info.port = -1  // CONTEXT_PORT_NO_LISTEN
+        }
+        if let files = settings.staticFiles {
+            info.mounts = resources.mounts(publicDirectory: files.directory, maxAge: files.maxAge, callbackPaths: files.callbackPaths,
+                                           protocolName: settings.name)
+        }
+        info.headers = resources.headers(settings.headers)
+        info.user = Unmanaged.passUnretained(self).toOpaque()
+        info.timeout_secs = UInt32(max(1, settings.timeoutSeconds))
+        if let connect = settings.connectTimeoutSeconds { info.connect_timeout_secs = UInt32(max(1, connect)) }
+        var options: UInt64 = 0
+        if settings.enforceSecurityHeaders { options |= UInt64(LWS_SERVER_OPTION_HTTP_HEADERS_SECURITY_BEST_PRACTICES_ENFORCE) }
+        if settings.validateUTF8 { options |= UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8) }
+        if settings.initializeTLS { options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT) }
+        // With IPv6 on, lws binds [::] whatever iface says: an IPv4 address must turn it off.
+        if let listener = settings.listener, !listener.host.contains(":") { options |= UInt64(LWS_SERVER_OPTION_DISABLE_IPV6) }
+        info.options = options
+        LWS.raiseOpenFileLimit()
+        guard let context = lws_create_context(&info) else {
+            if let listener = settings.listener {
+                throw LWSError("lws_create_context", "could not listen on \(listener.host):\(listener.port): the port is in use or the address is not on this machine; pick another \"port\" or \"host\"")
+            }
+            throw LWSError("lws_create_context", "could not create a libwebsockets context")
+        }
+        if settings.listener != nil {
+            let vhost = lws_get_vhost_by_name(context, "default")
+            let port = Int(lws_get_vhost_listen_port(vhost))
+            lock.withLock { boundPort = port }
+        }
+        return context
+    }
+
+    fileprivate func runJobs() {
+        let due = lock.withLock { () -> [@Sendable () -> Void] in
+            defer { jobs.removeAll(keepingCapacity: true) }
+            return jobs
+        }
+        for job in due { job() }
+    }
+
+    fileprivate func dispatch(_ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
+                              _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+        guard let handler else { return lws_callback_http_dummy(wsi, reason, user, input, length) }
+        let connection = LWSConnection(wsi: wsi, session: user, loop: self)
+        func bytes() -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length) }
+        switch reason {
+        case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+            runJobs()
+            return 0
+        case LWS_CALLBACK_HTTP:
+            return handler.handle(.httpRequest, on: connection) ? 0 : -1
+        case LWS_CALLBACK_HTTP_BODY:
+            return handler.handle(.httpBody(bytes()), on: connection) ? 0 : -1
+        case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+            return handler.handle(.httpBodyComplete, on: connection) ? 0 : -1
+        case LWS_CALLBACK_HTTP_WRITEABLE:
+            return handler.handle(.httpWriteable, on: connection) ? 0 : -1
+        case LWS_CALLBACK_CLOSED_HTTP, LWS_CALLBACK_HTTP_DROP_PROTOCOL:
+            _ = handler.handle(.httpClosed, on: connection)
+            return lws_callback_http_dummy(wsi, reason, user, input, length)
+        case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+            return handler.handle(.upgradeRequested, on: connection) ? 0 : 1
+        case LWS_CALLBACK_ESTABLISHED, LWS_CALLBACK_CLIENT_ESTABLISHED:
+            return handler.handle(.opened, on: connection) ? 0 : -1
+        case LWS_CALLBACK_RECEIVE, LWS_CALLBACK_CLIENT_RECEIVE:
+            let isLast = lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0
+            return handler.handle(.received(bytes(), isLast: isLast), on: connection) ? 0 : -1
+        case LWS_CALLBACK_SERVER_WRITEABLE, LWS_CALLBACK_CLIENT_WRITEABLE:
+            return handler.handle(.writeable, on: connection) ? 0 : -1
+        case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+            var code: Int?
+            if let input, length >= 2 {
+                let status = input.assumingMemoryBound(to: UInt8.self)
+                code = Int(status[0]) << 8 | Int(status[1])
+            }
+            return handler.handle(.peerClosing(code: code), on: connection) ? 0 : -1
+        case LWS_CALLBACK_CLOSED, LWS_CALLBACK_CLIENT_CLOSED:
+            _ = handler.handle(.closed, on: connection)
+            return 0
+        case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+            let message = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "connection failed"
+            _ = handler.handle(.connectFailed(message), on: connection)
+            return 0
+        case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
+            guard let input else { return 0 }
+            let cursor = input.assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self)
+            guard let start = cursor.pointee else { return -1 }
+            let headers = HandshakeHeaders(wsi: wsi, cursor: cursor, end: start + length)
+            return handler.handle(.appendHandshakeHeaders(headers), on: connection) ? 0 : -1
+        default:
+            return lws_callback_http_dummy(wsi, reason, user, input, length)
+        }
+    }
+}
+
+/// The one C entry point of every context: finds the loop through the context's user pointer
+/// (unretained: the loop outlives its context).
+private func serviceCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
+                             _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+    guard let wsi, let owner = lws_context_user(lws_get_context(wsi)) else {
+        return lws_callback_http_dummy(wsi, reason, user, input, length)
+    }
+    return Unmanaged<ServiceLoop>.fromOpaque(owner).takeUnretainedValue().dispatch(wsi, reason, user, input, length)
+}
+
+/// A one-shot timer on a loop's service thread (lws's sorted usec list). The loop holds it and
+/// frees it when it stops; schedule and cancel on the service thread only.
+package final class LoopTimer {
+    fileprivate var pointer: OpaquePointer?
+    fileprivate let fire: () -> Void
+    private unowned let loop: ServiceLoop
+
+    fileprivate init(loop: ServiceLoop, fire: @escaping () -> Void) {
+        self.loop = loop
+        self.fire = fire
+    }
+
+    /// (Re)arms the timer; an earlier schedule is replaced.
+    package func schedule(microseconds: Int64) {
+        guard let pointer, let context = loop.serviceContext else { return }
+        rc_timer_schedule(context, pointer, microseconds)
+    }
+
+    package func schedule(seconds: Double) { schedule(microseconds: Int64((seconds * 1_000_000).rounded(.up))) }
+
+    package func cancel() {
+        if let pointer { rc_timer_cancel(pointer) }
+    }
+
+    fileprivate func release() {
+        guard let pointer else { return }
+        rc_timer_cancel(pointer)
+        rc_timer_free(pointer)
+        self.pointer = nil
+    }
+}
+
+/// The headers of a client handshake being written (`LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER`).
+package struct HandshakeHeaders {
+    let wsi: OpaquePointer
+    let cursor: UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>
+    let end: UnsafeMutablePointer<UInt8>
+
+    /// Adds `name: value`; false when there is no room left.
+    package func add(_ name: String, _ value: String) -> Bool {
+        "\(name.lowercased()):".withCString { namePointer in
+            value.withCString { valuePointer in
+                lws_add_http_header_by_name(wsi, UnsafeRawPointer(namePointer).assumingMemoryBound(to: UInt8.self),
+                                            UnsafeRawPointer(valuePointer).assumingMemoryBound(to: UInt8.self),
+                                            Int32(strlen(valuePointer)), cursor, end) == 0
+            }
+        }
+    }
+}
