@@ -26,13 +26,11 @@ let package = Package(
         // The one Swift layer over libwebsockets that the server and the client share.
         .target(
             name: "RingcastLWS",
-            dependencies: ["CLibWebSockets", "CRingcastShims", "RingcastCore"],
-            swiftSettings: [.swiftLanguageMode(.v5)]
+            dependencies: ["CLibWebSockets", "CRingcastShims", "RingcastCore"]
         ),
         .target(
             name: "Ringcast",
-            dependencies: ["RingcastCore", "RingcastLWS", "CSQLite"],
-            swiftSettings: [.swiftLanguageMode(.v5)]
+            dependencies: ["RingcastCore", "RingcastLWS", "CSQLite"]
         ),
         .target(
             name: "RingcastClient",

@@ -126,7 +126,7 @@ package final class ServiceLoop: @unchecked Sendable {
     /// returns once the loop runs: the port it listens on, or 0 without a listener.
     @discardableResult
     package func start(_ settings: ContextSettings, handler: ServiceHandler,
-                       prepare: @escaping (ServiceLoop) throws -> Void = { _ in }) throws -> Int {
+                       prepare: @escaping @Sendable (ServiceLoop) throws -> Void = { _ in }) throws -> Int {
         lock.withLock {
             precondition(lifecycle == .initial, "a ServiceLoop starts once")
             lifecycle = .starting

@@ -1,0 +1,123 @@
+import CSQLite
+
+/// A failed SQLite call: which call, SQLite's result code and its message.
+struct SQLiteError: Error, CustomStringConvertible {
+    let call: String
+    let code: Int32
+    let message: String
+
+    var description: String { "\(call) failed (\(code)): \(message)" }
+}
+
+/// One SQLite connection. Every call's result is checked in one place (`check`), and a failure
+/// throws an error naming the call. One thread at a time (opened with SQLITE_OPEN_NOMUTEX).
+final class SQLiteDatabase {
+    private let handle: OpaquePointer
+
+    init(path: String) throws(SQLiteError) {
+        var opened: OpaquePointer?
+        let status = sqlite3_open_v2(path, &opened, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
+        guard status == SQLITE_OK, let opened else {
+            let message = opened.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            sqlite3_close(opened)
+            throw SQLiteError(call: "sqlite3_open_v2", code: status, message: message)
+        }
+        handle = opened
+    }
+
+    deinit { sqlite3_close(handle) }
+
+    /// Throws unless `status` is one of `accepted` (SQLITE_OK by default).
+    fileprivate func check(_ status: Int32, _ call: String, accepting accepted: Set<Int32> = [SQLITE_OK]) throws(SQLiteError) {
+        guard accepted.contains(status) else {
+            throw SQLiteError(call: call, code: status, message: String(cString: sqlite3_errmsg(handle)))
+        }
+    }
+
+    /// Runs statements that return no rows.
+    func execute(_ sql: String) throws(SQLiteError) {
+        var message: UnsafeMutablePointer<CChar>?
+        let status = sqlite3_exec(handle, sql, nil, nil, &message)
+        defer { sqlite3_free(message) }
+        guard status == SQLITE_OK else {
+            throw SQLiteError(call: "sqlite3_exec", code: status, message: message.map { String(cString: $0) } ?? "unknown error")
+        }
+    }
+
+    func prepare(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
+        var statement: OpaquePointer?
+        try check(sqlite3_prepare_v2(handle, sql, -1, &statement, nil), "sqlite3_prepare_v2")
+        guard let statement else { throw SQLiteError(call: "sqlite3_prepare_v2", code: SQLITE_MISUSE, message: "empty statement: \(sql)") }
+        return SQLiteStatement(statement, database: self)
+    }
+
+    /// Runs `body` in one transaction: committed when it returns, rolled back when it throws.
+    func transaction(_ body: () throws(SQLiteError) -> Void) throws(SQLiteError) {
+        try execute("BEGIN")
+        do {
+            try body()
+            try execute("COMMIT")
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+}
+
+/// A prepared statement of one database; its bindings and steps are checked like every other call.
+final class SQLiteStatement {
+    private let statement: OpaquePointer
+    private let database: SQLiteDatabase
+
+    fileprivate init(_ statement: OpaquePointer, database: SQLiteDatabase) {
+        self.statement = statement
+        self.database = database
+    }
+
+    deinit { sqlite3_finalize(statement) }
+
+    func bind(_ index: Int32, _ text: String) throws(SQLiteError) {
+        try database.check(sqlite3_bind_text(statement, index, text, -1, rc_sqlite_transient()), "sqlite3_bind_text")
+    }
+
+    func bind(_ index: Int32, _ number: Int64) throws(SQLiteError) {
+        try database.check(sqlite3_bind_int64(statement, index, number), "sqlite3_bind_int64")
+    }
+
+    func bind(_ index: Int32, blob: [UInt8]) throws(SQLiteError) {
+        let status = blob.withUnsafeBytes { sqlite3_bind_blob(statement, index, $0.baseAddress, Int32($0.count), rc_sqlite_transient()) }
+        try database.check(status, "sqlite3_bind_blob")
+    }
+
+    /// Runs a statement that returns no rows, then makes it ready for the next bindings.
+    func run() throws(SQLiteError) {
+        defer { reset() }
+        try database.check(sqlite3_step(statement), "sqlite3_step", accepting: [SQLITE_DONE])
+    }
+
+    /// Steps through the rows, then makes the statement ready for the next bindings.
+    func forEachRow(_ row: (SQLiteStatement) -> Void) throws(SQLiteError) {
+        defer { reset() }
+        while true {
+            let status = sqlite3_step(statement)
+            if status == SQLITE_DONE { return }
+            try database.check(status, "sqlite3_step", accepting: [SQLITE_ROW])
+            row(self)
+        }
+    }
+
+    func blob(_ column: Int32) -> [UInt8] {
+        let count = Int(sqlite3_column_bytes(statement, column))
+        guard count > 0, let bytes = sqlite3_column_blob(statement, column) else { return [] }
+        return Array(UnsafeRawBufferPointer(start: bytes, count: count))
+    }
+
+    func text(_ column: Int32) -> String? {
+        sqlite3_column_text(statement, column).map { String(cString: $0) }
+    }
+
+    private func reset() {
+        sqlite3_reset(statement)
+        sqlite3_clear_bindings(statement)
+    }
+}
