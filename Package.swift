@@ -50,6 +50,7 @@ let package = Package(
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .testTarget(name: "RingcastCoreTests", dependencies: ["RingcastCore"]),
+        .testTarget(name: "RingcastLWSTests", dependencies: ["RingcastLWS", "RingcastCore"]),
         .testTarget(
             name: "RingcastTests",
             dependencies: ["Ringcast", "RingcastClient", "RingcastCore"],

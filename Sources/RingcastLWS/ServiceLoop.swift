@@ -133,8 +133,11 @@ package final class ServiceLoop: @unchecked Sendable {
         }
         self.handler = handler
         // The handler is handed to the service thread here, before it starts, and is touched only there.
-        let thread = Thread { [self] in run(settings, prepare: prepare) }
-        thread.name = settings.name
+        let thread = Thread { [self] in
+            // Named from inside: on Linux a name set before start names the caller's thread.
+            Thread.current.name = name
+            run(settings, prepare: prepare)
+        }
         thread.start()
         started.wait()
         if let startError {
