@@ -32,8 +32,8 @@ package enum CloseStatus: UInt16, Sendable {
     var lws: lws_close_status { lws_close_status(rawValue: UInt32(rawValue)) }
 }
 
-/// One lws connection as its callback sees it: the wsi, the per-session memory lws keeps for it,
-/// and the loop that services it. A value valid for the duration of one callback; service thread only.
+/// One lws connection: the wsi, the per-session memory lws keeps for it, and the loop that services
+/// it. Valid until the connection's `closed` event; service thread only.
 ///
 /// Per-session memory (`ContextSettings.sessionBytes` must be `LWSConnection.sessionBytes`) holds, in
 /// word 0, one retain of the object `attach` stored, and in word 1 what is known of the peer
@@ -44,7 +44,9 @@ package struct LWSConnection {
 
     let wsi: OpaquePointer
     let session: UnsafeMutableRawPointer?
-    unowned let loop: ServiceLoop
+    /// Unretained and unchecked: a loop outlives every connection of its context, and this value is
+    /// made for every callback, where reference counting would be pure cost.
+    unowned(unsafe) let loop: ServiceLoop
 
     init(wsi: OpaquePointer, session: UnsafeMutableRawPointer?, loop: ServiceLoop) {
         self.wsi = wsi
@@ -66,9 +68,11 @@ package struct LWSConnection {
         return previous
     }
 
+    /// The object `attach` stored. A context attaches objects of one type only, `T`: the pointer is
+    /// not checked (this runs in every callback, the delivery path included).
     package func attachment<T: AnyObject>(as type: T.Type) -> T? {
         guard let session, let pointer = session.load(as: UnsafeMutableRawPointer?.self) else { return nil }
-        return Unmanaged<AnyObject>.fromOpaque(pointer).takeUnretainedValue() as? T
+        return Unmanaged<T>.fromOpaque(pointer).takeUnretainedValue()
     }
 
     /// Gives back the session's retain and returns the object; safe to call twice.
