@@ -93,14 +93,16 @@ public struct TimerSpec: Equatable, Sendable {
 }
 
 /// Progress per second as tqdm computes it: exponential moving averages of Δprogress and Δtime
-/// (smoothing 0.3), each corrected for its start-up bias, divided.
+/// (smoothing 0.3), each corrected for its start-up bias 1 − (1−α)ⁿ, divided. O(1) per observation:
+/// (1−α)ⁿ is carried along, not recomputed.
 public struct RateEstimator: Equatable, Sendable {
     public static let smoothing = 0.3
     private var lastProgress: Double?
     private var lastTime: Double = 0
     private var averageDelta = 0.0
     private var averageSeconds = 0.0
-    private var calls = 0
+    /// (1 − α)ⁿ after n measurements: the weight the averages' zero start still has.
+    private var startWeight = 1.0
 
     public init() {}
 
@@ -123,29 +125,27 @@ public struct RateEstimator: Equatable, Sendable {
         let alpha = RateEstimator.smoothing
         averageDelta = alpha * delta + (1 - alpha) * averageDelta
         averageSeconds = alpha * seconds + (1 - alpha) * averageSeconds
-        calls += 1
+        startWeight *= 1 - alpha
         self.lastProgress = progress
         lastTime = time
         return rate
     }
 
+    /// The bias-corrected averages: what the estimator believes one step is, in progress and seconds.
+    public var correctedAverages: (delta: Double, seconds: Double)? {
+        guard startWeight < 1 else { return nil }
+        let correction = 1 - startWeight
+        return (averageDelta / correction, averageSeconds / correction)
+    }
+
     public var rate: Double? {
-        guard calls > 0 else { return nil }
-        let correction = 1 - pow(1 - RateEstimator.smoothing, Double(calls))
-        let seconds = averageSeconds / correction
-        guard seconds > 0 else { return nil }
-        return (averageDelta / correction) / seconds
+        guard let (delta, seconds) = correctedAverages, seconds > 0 else { return nil }
+        return delta / seconds
     }
 
     public static func eta(progress: Double, rate: Double?) -> Double? {
         guard let rate, rate > 0 else { return nil }
         return max(0, (1 - progress) / rate)
-    }
-
-    private func pow(_ base: Double, _ exponent: Double) -> Double {
-        var result = 1.0
-        for _ in 0..<Int(exponent) { result *= base }
-        return result
     }
 }
 

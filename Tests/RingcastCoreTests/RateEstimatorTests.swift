@@ -81,3 +81,40 @@ final class RateEstimatorTests: XCTestCase {
         XCTAssertNil(RateEstimator.eta(progress: 0.5, rate: 0))
     }
 }
+
+/// The estimator's cost per update does not grow with the number of updates before it: a million
+/// observations, checked against the closed form of their averages.
+final class RateEstimatorScaleTests: XCTestCase {
+    func testAMillionObservationsMatchTheClosedForm() {
+        // Steps of δ = 1e-7 progress, taking 1 s and 3 s in turn. With β = 1 − α, after n (even)
+        // steps EMA(Δp) = δ(1 − βⁿ) and EMA(Δt) = α(3 + β)(1 − βⁿ)/(1 − β²); corrected by 1 − βⁿ:
+        // Δp̂ = δ, Δt̂ = α(3 + β)/(1 − β²) = (3 + β)/(1 + β), and rate = δ(1 + β)/(3 + β).
+        let n = 1_000_000
+        let delta = 1e-7
+        let beta = 1 - RateEstimator.smoothing
+        var estimator = RateEstimator()
+        var time = t0
+        _ = estimator.observe(progress: 0, at: time)
+        var last: Double?
+        for k in 1...n {
+            time += k % 2 == 1 ? 1000 : 3000
+            last = estimator.observe(progress: Double(k) * delta, at: time)
+        }
+        let expectedRate = delta * (1 + beta) / (3 + beta)
+        XCTAssertEqual(last!, expectedRate, accuracy: expectedRate * 1e-6)
+        let averages = estimator.correctedAverages!
+        XCTAssertEqual(averages.delta, delta, accuracy: delta * 1e-6)
+        XCTAssertEqual(averages.seconds, (3 + beta) / (1 + beta), accuracy: 1e-6)
+    }
+
+    func testTheBiasCorrectionAfterAFewStepsIsTqdms() {
+        // After 3 steps the zero start still weighs β³ = 0.343: corrected Δt̂ = EMA(Δt)/(1 − 0.343).
+        var estimator = RateEstimator()
+        _ = estimator.observe(progress: 0, at: t0)
+        for k in 1...3 { _ = estimator.observe(progress: 0.1 * Double(k), at: t0 + 2000 * Double(k)) }
+        let averages = estimator.correctedAverages!
+        XCTAssertEqual(averages.seconds, 2, accuracy: 1e-12, "a steady 2 s step is 2 s once corrected")
+        XCTAssertEqual(averages.delta, 0.1, accuracy: 1e-12)
+        XCTAssertNil(RateEstimator().correctedAverages)
+    }
+}
