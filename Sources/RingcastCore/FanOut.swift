@@ -31,6 +31,8 @@ final class FanOutGroup {
     /// How many members have a writeable callback on order: when all have, a flush skips the group.
     var writesRequested = 0
     var isDirty = false
+    /// The stamp of the last event appended, so a group matching an event by several patterns takes it once.
+    var lastStamp = 0
 
     init(watch: WatchSet, capacity: Int) {
         self.watch = watch
@@ -111,13 +113,16 @@ public enum FramePlan {
     case resync(since: UInt64)
 }
 
-/// Hands every published event to the watchers whose patterns match it. Not thread-safe: the service
-/// thread owns it.
+/// Hands every published event to the watchers whose patterns match it; an event costs work in
+/// proportion to the pattern sets it matches (`PatternIndex`). Not thread-safe: the service thread owns it.
 public final class FanOut {
     public let logCapacity: Int
     public let maxEventsPerFrame: Int
     public let maxBytesPerFrame: Int
     private var groups: [WatchSet: FanOutGroup] = [:]
+    private var patterns = PatternIndex<FanOutGroup>()
+    /// Counts published events, to stamp them.
+    private var stamp = 0
     private var dirtyGroups: [FanOutGroup] = []
     public private(set) var subscriberCount = 0
     public private(set) var resyncCount = 0
@@ -145,6 +150,7 @@ public final class FanOut {
         } else {
             group = FanOutGroup(watch: watch, capacity: logCapacity)
             groups[watch] = group
+            patterns.insert(group, for: watch.globs)
         }
         let subscription = Subscription(watch: watch, group: group, lastSeq: lastSeq)
         subscription.writer = writer
@@ -166,14 +172,21 @@ public final class FanOut {
         subscription.writeableCallbackBegan()
         subscription.writer = nil
         subscriberCount -= 1
-        if group.members.isEmpty { groups.removeValue(forKey: group.watch) }
+        if group.members.isEmpty {
+            groups.removeValue(forKey: group.watch)
+            patterns.remove(group, for: group.watch.globs)
+        }
     }
 
     /// Appends each event to the log of every pattern set that matches it. Writes are requested
     /// later, in `flush`, once for however many events arrived in between.
     public func publish(_ events: [OutboundEvent]) {
         for event in events {
-            for group in groups.values where group.watch.matches(event.id) {
+            stamp += 1
+            let stamp = stamp
+            patterns.forEachMatch(event.id) { group in
+                guard group.lastStamp != stamp else { return }
+                group.lastStamp = stamp
                 append(event, to: group)
             }
         }
