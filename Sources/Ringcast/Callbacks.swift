@@ -5,6 +5,8 @@ import RingcastLWS
 extension RingcastServer: ServiceHandler {
     package func handle(_ event: ServiceEvent, on link: LWSConnection) -> Bool {
         switch event {
+        case .httpFilter:
+            return admitsHTTP(link)
         case .httpRequest:
             // The path lws passes is the part after the mount point; the full one comes from the headers.
             return beginHTTP(link)

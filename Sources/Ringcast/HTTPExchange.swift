@@ -4,6 +4,20 @@ import RingcastLWS
 /// The HTTP role of the server: read a request, let the API answer it, write the answer in one send.
 /// Service thread only.
 extension RingcastServer {
+    /// Every request, static files included, must name one of our hosts (DNS rebinding gets 421).
+    func admitsHTTP(_ link: LWSConnection) -> Bool {
+        do {
+            try api.checkHost(link.header(.host))
+            return true
+        } catch {
+            api.metrics.httpRequests += 1
+            api.metrics.httpErrors += 1
+            logRefusal("host", offender: link.peerAddress, "refused \(link.requestLine()?.path ?? "a request") from \(link.peerAddress): \(error.message)")
+            _ = link.writeHTTP(status: error.status, contentType: "application/json", body: error.encodedBody, headers: [("cache-control:", "no-store")])
+            return false
+        }
+    }
+
     func beginHTTP(_ link: LWSConnection) -> Bool {
         guard let (method, path) = link.requestLine() else { return false }
         let request = APIRequest(

@@ -32,13 +32,14 @@ public final class RingcastServer: @unchecked Sendable {
     private var storageTimer: LoopTimer?
     private var storageFlushScheduled = false
     private var scheduledDeadline: Double?
+    var refusals = RefusalLog()
 
     /// - Parameter baseDirectory: where a relative `publicDir` is found (the config file's folder).
     public init(config: ServerConfig, baseDirectory: String, logger: Logger, persistence: TaskPersistence = MemoryOnlyPersistence()) {
         self.config = config
         self.logger = logger
         self.persistence = persistence
-        store = TaskStore(persistence: persistence)
+        store = TaskStore(persistence: persistence, retentionSeconds: config.retentionSeconds, maxTasks: config.maxTasks)
         api = API(store: store, config: config)
         fanOut = FanOut(logCapacity: config.fanOutLogEvents, maxEventsPerFrame: config.maxEventsPerFrame)
         let directory = config.publicDir.hasPrefix("/") ? config.publicDir : baseDirectory + "/" + config.publicDir
@@ -166,5 +167,15 @@ enum Clock {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
         return Double(spec.tv_sec) * 1000 + Double(spec.tv_nsec) / 1_000_000
+    }
+}
+
+extension RingcastServer {
+    /// A refused client, logged once per offender and reason (then at most once a minute, with a count).
+    func logRefusal(_ reason: String, offender: String, _ message: @autoclosure () -> String) {
+        let verdict = refusals.admit(reason: reason, offender: offender, now: Clock.now())
+        guard verdict.log else { return }
+        let suppressed = verdict.suppressed > 0 ? " (and \(verdict.suppressed) more like it since the last report)" : ""
+        logger.warning("\(message())\(suppressed)")
     }
 }

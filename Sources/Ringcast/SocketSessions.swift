@@ -10,9 +10,10 @@ extension RingcastServer {
             return false
         }
         do {
+            try api.checkHost(link.header(.host))
             try api.checkOrigin(RequestHeaders(host: link.header(.host), origin: link.header(.origin)))
         } catch {
-            logger.info("refused a WebSocket: \(error.message)")
+            logRefusal(error.code == .misdirected ? "host" : "origin", offender: link.peerAddress, "refused a WebSocket from \(link.peerAddress): \(error.message)")
             return false
         }
         return true

@@ -80,6 +80,7 @@ public struct TransportStatus: Sendable {
 public final class API {
     public let store: TaskStore
     public let config: ServerConfig
+    public let hosts: HostPolicy
     public var policy: PublishPolicy { config.publishing }
     public var metrics = ServerMetrics()
     public static let maxBatchEvents = 10_000
@@ -87,6 +88,7 @@ public final class API {
     public init(store: TaskStore, config: ServerConfig = ServerConfig()) {
         self.store = store
         self.config = config
+        hosts = HostPolicy(config: config)
     }
 
     /// Answers one request. Reads are open to all; each change is checked against the request's credential.
@@ -94,7 +96,9 @@ public final class API {
     public func handle(_ request: APIRequest, now: Double, status: () -> TransportStatus = { TransportStatus() }) -> APIResponse {
         metrics.httpRequests += 1
         let response: APIResponse
-        if request.path == "/metrics" {
+        if let host = request.headers.host, !hosts.allows(host) {
+            response = APIResponse(hosts.refusal(host))
+        } else if request.path == "/metrics" {
             let transport = status()
             response = APIResponse(body: metrics.render(watchers: transport.watchers, tasks: store.tasks.count, seq: store.seq,
                                                         resyncs: transport.resyncs, patternSets: transport.patternSets),
@@ -114,6 +118,12 @@ public final class API {
         }
         if response.status >= 400 { metrics.httpErrors += 1 }
         return response
+    }
+
+    /// Only our own names reach us: anything else is refused (421) before any routing.
+    public func checkHost(_ header: String?) throws(APIError) {
+        guard let header, !hosts.allows(header) else { return }
+        throw hosts.refusal(header)
     }
 
     /// A browser page from a site not in `allowedOrigins` may not change or watch anything. A page

@@ -17,6 +17,14 @@ public enum Command: Equatable, Sendable {
         }
     }
 
+    /// Whether applying it to an unknown id creates a task (the others need one that exists).
+    public var createsTask: Bool {
+        switch self {
+        case .update, .show, .startTimer: return true
+        case .hide, .pauseTimer, .resumeTimer, .cancelTimer, .remove: return false
+        }
+    }
+
     /// Event types accepted by `POST /api/events` and on a publishing WebSocket.
     public static let eventTypes = ["update", "progress", "state", "show", "hide", "timer", "pause", "resume", "cancel", "remove"]
 

@@ -20,11 +20,27 @@ public struct ServerConfig: Equatable, Sendable {
     public var publishing = PublishPolicy()
     /// `"memory"`, or the SQLite file that keeps tasks across restarts (relative to the config file).
     public var storage = "memory"
+    /// Names besides the configured host, `localhost` and IP literals that the `Host` header may carry
+    /// (`.example.com` allows every subdomain; `*` turns the check off).
+    public var allowedHosts: [String] = []
+    /// Seconds after which a finished task (done, failed, cancelled) or a hidden, untouched one is removed.
+    public var retentionSeconds = 86_400.0
+    /// The most tasks held at once; past it a new task is refused (nothing held is dropped).
+    public var maxTasks = 10_000
+    /// Events a second one connection may publish (a token bucket holding one second's worth); 0: no limit.
+    public var maxPublishRate = 100_000.0
+    /// Connections one address may hold open at once; 0: no limit.
+    public var maxConnectionsPerAddress = 1024
+    /// Whether the per-address limit applies to loopback peers too (they are on this machine).
+    public var limitLoopback = false
+    /// Serve https:// and wss:// with this certificate and key (PEM files, relative to the config file).
+    public var tls: TLSFiles?
 
     public init() {}
 
-    public static let keys = ["host", "port", "publicDir", "allowedOrigins", "heartbeatSeconds", "maxMessageBytes",
-                              "fanOutLogEvents", "maxEventsPerFrame", "staticMaxAge", "logLevel", "publishers", "anonymousLocalPublish", "storage"]
+    public static let keys = ["host", "port", "publicDir", "allowedOrigins", "allowedHosts", "heartbeatSeconds", "maxMessageBytes",
+                              "fanOutLogEvents", "maxEventsPerFrame", "staticMaxAge", "logLevel", "publishers", "anonymousLocalPublish",
+                              "storage", "retentionSeconds", "maxTasks", "maxPublishRate", "maxConnectionsPerAddress", "limitLoopback", "tls"]
 
     /// Parses a config file's contents; the error names the field and says what to write instead.
     /// `environment` supplies the variables that publishers' `tokenEnv` name.
@@ -82,6 +98,32 @@ public struct ServerConfig: Equatable, Sendable {
                     throw fail("\"memory\" or the path of an SQLite file, like \"data/ringcast.db\"")
                 }
                 config.storage = storage
+            case "allowedHosts":
+                guard case let .array(items) = value else { throw fail("a list of host names like [\"ringcast.example.com\"]") }
+                config.allowedHosts = try items.map { item throws(ConfigError) in
+                    guard case let .string(name) = item, HostPolicy.isValidEntry(name) else {
+                        throw ConfigError("\(source): \"allowedHosts\" entries must be host names like \"ringcast.example.com\" or \".example.com\" (no port, no scheme), or \"*\"")
+                    }
+                    return name.lowercased()
+                }
+            case "retentionSeconds": config.retentionSeconds = try number(1...31_536_000, "seconds between 1 and 31536000")
+            case "maxTasks": config.maxTasks = try integer(1...10_000_000, "a count between 1 and 10000000")
+            case "maxPublishRate": config.maxPublishRate = try number(0...100_000_000, "events per second, 0 for no limit")
+            case "maxConnectionsPerAddress": config.maxConnectionsPerAddress = try integer(0...10_000_000, "a count, 0 for no limit")
+            case "limitLoopback":
+                guard case let .bool(flag) = value else { throw fail("true or false") }
+                config.limitLoopback = flag
+            case "tls":
+                guard case .object = value, case let .string(cert)? = value["cert"], !cert.isEmpty,
+                      case let .string(key)? = value["key"], !key.isEmpty else {
+                    throw fail("{\"cert\": \"cert.pem\", \"key\": \"key.pem\"} (PEM files)")
+                }
+                if case let .object(members) = value, let extra = members.first(where: { $0.0 != "cert" && $0.0 != "key" }) {
+                    throw ConfigError("\(source): \"tls\" has no setting \"\(extra.0)\"; it takes \"cert\" and \"key\"")
+                }
+                config.tls = TLSFiles(cert: cert, key: key)
+            case "threads", "redis":
+                throw ConfigError("\(source): \"\(key)\" is not supported by this version of Ringcast; remove it (a setting the server does not carry out is refused, never ignored)")
             case "anonymousLocalPublish":
                 guard case let .bool(flag) = value else { throw fail("true or false") }
                 config.publishing.anonymousLocalPublish = flag
@@ -91,9 +133,7 @@ public struct ServerConfig: Equatable, Sendable {
                     try parsePublisher(item, at: "\(source): publishers[\(index)]", environment: environment)
                 }
             default:
-                if !ServerConfig.reservedKeys.contains(key) {
-                    throw ConfigError("\(source): unknown setting \"\(key)\"; the settings are \(ServerConfig.keys.joined(separator: ", "))")
-                }
+                throw ConfigError("\(source): unknown setting \"\(key)\"; the settings are \(ServerConfig.keys.joined(separator: ", "))")
             }
         }
         return config
@@ -131,8 +171,17 @@ public struct ServerConfig: Equatable, Sendable {
         return Publisher(name: name, token: token, patterns: WatchSet(patterns))
     }
 
-    /// Keys later features own; accepted here so one config.json serves every version.
-    public static let reservedKeys: Set<String> = ["redis", "tls", "threads"]
+}
+
+/// The certificate and private key `tls` names, as written in the config (relative to its folder).
+public struct TLSFiles: Equatable, Sendable {
+    public var cert: String
+    public var key: String
+
+    public init(cert: String, key: String) {
+        self.cert = cert
+        self.key = key
+    }
 }
 
 public struct ConfigError: Error, CustomStringConvertible, Equatable {

@@ -15,6 +15,9 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
         case bodyTooLarge = "body_too_large"
         case unauthorized = "unauthorized"
         case forbidden = "forbidden"
+        case misdirected = "misdirected_request"
+        case tooManyTasks = "too_many_tasks"
+        case rateLimited = "rate_limited"
 
         public var status: Int {
             switch self {
@@ -26,6 +29,9 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
             case .bodyTooLarge: return 413
             case .unauthorized: return 401
             case .forbidden: return 403
+            case .misdirected: return 421
+            case .tooManyTasks: return 409
+            case .rateLimited: return 429
             }
         }
     }

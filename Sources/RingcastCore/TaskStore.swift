@@ -50,14 +50,23 @@ public final class TaskStore {
     /// Resuming from a seq below this needs a full snapshot: removals older than it were forgotten.
     public private(set) var removalHorizon: UInt64 = 0
     public let maxRemembered: Int
+    /// Seconds after which a finished or hidden, untouched task is removed (config `retentionSeconds`).
+    public let retentionSeconds: Double
+    /// The most tasks held at once (config `maxTasks`).
+    public let maxTasks: Int
+    /// Tasks removed because their retention ran out.
+    public private(set) var retiredCount = 0
     private var deadlines = DeadlineQueue()
     /// Parent id → ids of the tasks that name it.
     private var children: [String: Set<String>] = [:]
     private let persistence: TaskPersistence
 
-    public init(persistence: TaskPersistence = MemoryOnlyPersistence(), maxRemembered: Int = 10_000, epoch: String? = nil) {
+    public init(persistence: TaskPersistence = MemoryOnlyPersistence(), maxRemembered: Int = 10_000, epoch: String? = nil,
+                retentionSeconds: Double = ServerConfig().retentionSeconds, maxTasks: Int = ServerConfig().maxTasks) {
         self.persistence = persistence
         self.maxRemembered = maxRemembered
+        self.retentionSeconds = retentionSeconds
+        self.maxTasks = maxTasks
         if let saved = persistence.load() {
             self.epoch = saved.epoch
             seq = saved.seq
@@ -67,6 +76,7 @@ public final class TaskStore {
             self.epoch = epoch ?? TaskStore.newEpoch()
             seq = 0
         }
+        for task in tasks.values { if let parent = task.parent { children[parent, default: []].insert(task.id) } }
         for id in tasks.keys { scheduleDeadline(for: id) }
     }
 
@@ -81,6 +91,9 @@ public final class TaskStore {
     // MARK: Applying commands
 
     public func apply(_ command: Command, now: Double) throws(APIError) -> Change {
+        if tasks[command.id] == nil, command.createsTask, tasks.count >= maxTasks {
+            throw APIError(.tooManyTasks, "the server already holds \(maxTasks) tasks (maxTasks): remove finished ones, or raise \"maxTasks\" in config.json", field: "id")
+        }
         switch command {
         case let .update(id, patch): return update(id, patch, now: now)
         case let .show(id, options): return show(id, options, now: now)
@@ -220,6 +233,7 @@ public final class TaskStore {
             children[parent]?.remove(id)
             if children[parent]?.isEmpty == true { children.removeValue(forKey: parent) }
             events += rollUp(parent, now: now)
+            scheduleDeadline(for: parent)
         }
         return Change(task: nil, events: events)
     }
@@ -339,6 +353,12 @@ public final class TaskStore {
                 task.rate = nil
                 task.eta = nil
                 events += commit(task, .state, now: now).events
+                task = tasks[id]!
+            }
+            if let retireAt = retirement(of: task), retireAt <= now {
+                retiredCount += 1
+                events += (try? remove(id, now: now).events) ?? []
+                continue
             }
             if deadlines.scheduled[id] == nil { scheduleDeadline(for: id) }
         }
@@ -356,11 +376,19 @@ public final class TaskStore {
             consider(task.timer?.nextTickTime)
             if let staleAfter = task.staleAfter { consider(task.publishedAt + staleAfter * 1000) }
         }
+        consider(retirement(of: task))
         // An earlier entry stays: when it fires, runDue finds nothing due yet and schedules again.
         // This keeps a lease renewed 50 000 times a second from pushing 50 000 heap entries.
         if let current = deadlines.scheduled[id], current <= (next ?? .infinity) { return }
         guard let next else { return }
         deadlines.schedule(id, at: next)
+    }
+
+    /// When a task is forgotten: `retentionSeconds` after its last change once it is finished, or
+    /// hidden and untouched; never while tasks name it as their parent (it goes after them).
+    private func retirement(of task: TaskRecord) -> Double? {
+        guard task.state.isTerminal || !task.visible, children[task.id]?.isEmpty ?? true else { return nil }
+        return task.updatedAt + retentionSeconds * 1000
     }
 
     // MARK: Snapshots and resumption

@@ -5,7 +5,10 @@ import RingcastCore
 
 /// What happened on a connection, as lws's callback reported it, in the order lws reports it.
 package enum ServiceEvent {
-    /// An HTTP request's headers are in; a body may follow in `httpBody` pieces.
+    /// Any HTTP request (static files too) is about to be served: answer false to refuse it, after
+    /// writing the refusal (`writeHTTP`); the connection then closes.
+    case httpFilter
+    /// An HTTP request for a callback path; its headers are in, a body may follow in `httpBody` pieces.
     case httpRequest
     /// A piece of the body, lent for the duration of the call.
     case httpBody(UnsafeRawBufferPointer)
@@ -302,6 +305,8 @@ package final class ServiceLoop: @unchecked Sendable {
         case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
             runJobs()
             return 0
+        case LWS_CALLBACK_FILTER_HTTP_CONNECTION:
+            return handler.handle(.httpFilter, on: connection) ? 0 : 1
         case LWS_CALLBACK_HTTP:
             return handler.handle(.httpRequest, on: connection) ? 0 : -1
         case LWS_CALLBACK_HTTP_BODY:

@@ -45,9 +45,36 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(config.logLevel, .debug)
     }
 
-    func testReservedKeysOfLaterFeaturesAreAccepted() throws {
-        let config = try parse(#"{"publishers": [], "anonymousLocalPublish": true, "redis": null, "tls": {}, "threads": 4, "port": 9000}"#)
-        XCTAssertEqual(config.port, 9000)
+    func testASettingTheServerDoesNotCarryOutIsRefusedNotIgnored() {
+        assertFails(#"{"threads": 4}"#, naming: "threads", saying: "not supported")
+        assertFails(#"{"redis": "redis://127.0.0.1"}"#, naming: "redis", saying: "not supported")
+        assertFails(#"{"tls": {}}"#, naming: "tls", saying: "\"cert\"")
+        assertFails(#"{"tls": {"cert": "c.pem"}}"#, naming: "tls")
+        assertFails(#"{"tls": {"cert": "c.pem", "key": "k.pem", "ciphers": "x"}}"#, naming: "tls", saying: "ciphers")
+    }
+
+    func testTrustSettings() throws {
+        let config = try parse(#"""
+        {"tls": {"cert": "cert.pem", "key": "key.pem"}, "allowedHosts": ["Ringcast.Example.com", ".corp.example", "*"],
+         "retentionSeconds": 3600, "maxTasks": 500, "maxPublishRate": 0, "maxConnectionsPerAddress": 10, "limitLoopback": true}
+        """#)
+        XCTAssertEqual(config.tls, TLSFiles(cert: "cert.pem", key: "key.pem"))
+        XCTAssertEqual(config.allowedHosts, ["ringcast.example.com", ".corp.example", "*"])
+        XCTAssertEqual(config.retentionSeconds, 3600)
+        XCTAssertEqual(config.maxTasks, 500)
+        XCTAssertEqual(config.maxPublishRate, 0)
+        XCTAssertEqual(config.maxConnectionsPerAddress, 10)
+        XCTAssertTrue(config.limitLoopback)
+        let defaults = ServerConfig()
+        XCTAssertNil(defaults.tls)
+        XCTAssertEqual(defaults.retentionSeconds, 86_400, "a day")
+        XCTAssertEqual(defaults.maxTasks, 10_000)
+        assertFails(#"{"allowedHosts": ["http://a.com"]}"#, naming: "allowedHosts")
+        assertFails(#"{"allowedHosts": "a.com"}"#, naming: "allowedHosts")
+        assertFails(#"{"retentionSeconds": 0}"#, naming: "retentionSeconds")
+        assertFails(#"{"maxTasks": 0}"#, naming: "maxTasks")
+        assertFails(#"{"maxPublishRate": -1}"#, naming: "maxPublishRate")
+        assertFails(#"{"limitLoopback": "yes"}"#, naming: "limitLoopback")
     }
 
     func testStorageIsMemoryOrAFile() throws {

@@ -167,7 +167,7 @@ final class TaskStoreTests: XCTestCase {
         XCTAssertFalse(task.visible)
         XCTAssertFalse(task.modal)
         XCTAssertNil(task.hideAt)
-        XCTAssertNil(store.nextDeadline())
+        XCTAssertEqual(store.nextDeadline(), t0 + 1000 + store.retentionSeconds * 1000, "only its retention is left")
         XCTAssertEqual(store.runDue(now: t0 + 5000).count, 0, "hidden once")
     }
 
@@ -229,7 +229,7 @@ final class TaskStoreTests: XCTestCase {
         let task = try XCTUnwrap(store.task("tea"))
         XCTAssertEqual(task.state, .done)
         XCTAssertEqual(task.progress, 1)
-        XCTAssertNil(store.nextDeadline())
+        XCTAssertEqual(store.nextDeadline(), task.updatedAt + store.retentionSeconds * 1000, "only its retention is left")
         XCTAssertEqual(store.runDue(now: t0 + 60_000).count, 0)
     }
 
