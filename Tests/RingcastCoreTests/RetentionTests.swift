@@ -27,7 +27,7 @@ final class RetentionTests: XCTestCase {
         XCTAssertEqual(store.runDue(now: t0 + 90_000).map(\.id), ["late"])
         XCTAssertEqual(Set(store.tasks.keys), ["running"], "a running task is never forgotten")
         XCTAssertEqual(store.retiredCount, 4)
-        XCTAssertEqual(Set(persistence.removed), ["done", "failed", "hidden", "late"], "gone from storage too")
+        XCTAssertEqual(Set(persistence.removed.map(\.0)), ["done", "failed", "hidden", "late"], "gone from storage too")
         let changes = try XCTUnwrap(store.changes(since: 6, matching: WatchSet([Glob("*")])))
         XCTAssertEqual(Set(changes.removed), ["done", "failed", "hidden", "late"], "a resuming watcher hears of each removal")
     }
@@ -50,7 +50,7 @@ final class RetentionTests: XCTestCase {
         let persistence = RecordingPersistence()
         let first = TaskStore(persistence: persistence, epoch: "keep", retentionSeconds: 60)
         try first.update("done", #"{"state":"done"}"#, now: t0)
-        persistence.state = PersistedState(epoch: first.epoch, seq: first.seq, tasks: Array(first.tasks.values))
+        persistence.initial = PersistedState(epoch: first.epoch, seq: first.seq, tasks: Array(first.tasks.values))
         let second = TaskStore(persistence: persistence, retentionSeconds: 60)
         XCTAssertEqual(second.nextDeadline(), t0 + 60_000)
         XCTAssertEqual(second.runDue(now: t0 + day).map(\.id), ["done"])
@@ -81,15 +81,4 @@ final class RetentionTests: XCTestCase {
         XCTAssertEqual(json(refused.body)["applied"], .number(1), "the rest of a batch still applies")
         XCTAssertEqual(json(refused.body)["errors"]?.arrayValue?.first?["error"], .string("too_many_tasks"))
     }
-}
-
-/// Persistence that remembers what it was told.
-final class RecordingPersistence: TaskPersistence {
-    var state: PersistedState?
-    var removed: [String] = []
-    func load() -> PersistedState? { state }
-    func save(_ task: TaskRecord, epoch: String, seq: UInt64, urgent: Bool) {}
-    func remove(id: String, epoch: String, seq: UInt64) { removed.append(id) }
-    var hasPendingWrites: Bool { false }
-    func flush() {}
 }

@@ -50,3 +50,20 @@ func single(_ change: Change, file: StaticString = #filePath, line: UInt = #line
     XCTAssertEqual(change.events.count, 1, "expected exactly one event", file: file, line: line)
     return change.events.first
 }
+
+/// Persistence that remembers what it was told: every save (with its urgency) and removal.
+final class RecordingPersistence: TaskPersistence {
+    var initial: PersistedState?
+    var saved: [String: (TaskRecord, UInt64)] = [:]
+    var urgentSaves: [String] = []
+    var removed: [(String, UInt64)] = []
+    init(initial: PersistedState? = nil) { self.initial = initial }
+    func load() -> PersistedState? { initial }
+    func save(_ task: TaskRecord, epoch: String, seq: UInt64, urgent: Bool) {
+        saved[task.id] = (task, seq)
+        if urgent { urgentSaves.append(task.id) }
+    }
+    func remove(id: String, epoch: String, seq: UInt64) { removed.append((id, seq)) }
+    var hasPendingWrites: Bool { false }
+    func flush() {}
+}

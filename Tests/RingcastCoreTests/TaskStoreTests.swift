@@ -487,18 +487,6 @@ final class TaskStoreTests: XCTestCase {
 
     // MARK: Persistence seam
 
-    private final class RecordingPersistence: TaskPersistence {
-        var initial: PersistedState?
-        var saved: [String: (TaskRecord, UInt64)] = [:]
-        var removed: [(String, UInt64)] = []
-        init(initial: PersistedState? = nil) { self.initial = initial }
-        func load() -> PersistedState? { initial }
-        func save(_ task: TaskRecord, epoch: String, seq: UInt64, urgent: Bool) { saved[task.id] = (task, seq) }
-        func remove(id: String, epoch: String, seq: UInt64) { removed.append((id, seq)) }
-        var hasPendingWrites: Bool { false }
-        func flush() {}
-    }
-
     func testEveryChangeReachesPersistenceAndARestartResumes() throws {
         let persistence = RecordingPersistence()
         let first = TaskStore(persistence: persistence, epoch: "one")
