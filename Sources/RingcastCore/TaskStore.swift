@@ -154,7 +154,16 @@ public final class TaskStore {
         } else {
             type = .progress
         }
-        return commit(task, type, now: now)
+        // What a restart must never lose, whatever event it makes: a new state (a task created
+        // done or failed included), visibility, a modal or a hide deadline. Plain progress is written behind.
+        let sticky: Bool
+        if let existing {
+            sticky = existing.state != task.state || existing.visible != task.visible || existing.modal != task.modal
+                || existing.hideAt != task.hideAt || existing.timer != task.timer
+        } else {
+            sticky = task.state != .running || !task.visible || task.modal || task.hideAt != nil
+        }
+        return commit(task, type, now: now, urgent: sticky)
     }
 
     private func show(_ id: String, _ options: ShowOptions, now: Double) -> Change {
@@ -259,7 +268,9 @@ public final class TaskStore {
     }
 
     /// Stamps the change with the next seq, stores it, and encodes its event once.
-    private func commit(_ task: TaskRecord, _ type: EventType, now: Double, depth: Int = 0) -> Change {
+    /// `urgent` (by default: the event is sticky, or ends a timer) asks storage to commit the change
+    /// before anything about it leaves.
+    private func commit(_ task: TaskRecord, _ type: EventType, now: Double, depth: Int = 0, urgent: Bool? = nil) -> Change {
         var task = task
         let oldParent = tasks[task.id]?.parent
         seq += 1
@@ -267,7 +278,7 @@ public final class TaskStore {
         task.updatedAt = now
         tasks[task.id] = task
         removals.removeValue(forKey: task.id)
-        persistence.save(task, epoch: epoch, seq: seq, urgent: type.isSticky || (type == .tick && task.state.isTerminal))
+        persistence.save(task, epoch: epoch, seq: seq, urgent: urgent ?? (type.isSticky || (type == .tick && task.state.isTerminal)))
         scheduleDeadline(for: task.id)
         var events = [OutboundEvent.task(type, task, now: now)]
         if oldParent != task.parent, let oldParent {
