@@ -37,6 +37,8 @@ final class HTTPExchange {
     var request: APIRequest?
     var body: MessageAssembler
     var response: APIResponse?
+    /// False once lws has let go of the connection: an answer held for storage is then dropped.
+    var isOpen = true
 
     init(request: APIRequest, bodyLimit: Int) {
         self.request = request

@@ -47,9 +47,12 @@ extension RingcastServer {
         exchange.request = nil
         (request.body, request.bodyTooLarge) = exchange.body.take()
         let response = api.handle(request, now: Clock.now()) { transportStatus }
-        exchange.response = response
-        publish(response.events)
-        link.requestWrite()
+        // The answer leaves once storage has kept what it changed; the connection may be gone by then.
+        publish(response.events) { kept in
+            guard exchange.isOpen else { return }
+            exchange.response = kept ? response : APIResponse(APIError.storageFailed)
+            link.requestWrite()
+        }
     }
 
     /// Writes the answer, lets go of the exchange, then completes the transaction: lws may free the

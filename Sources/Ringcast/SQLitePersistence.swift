@@ -2,22 +2,54 @@ import Foundation
 import RingcastCore
 
 /// The embedded store: every task in one SQLite file (WAL, synchronous=NORMAL), so a restart — after
-/// a crash or kill -9 too — brings back every task, its epoch and its sequence. Changes a restart must
-/// never lose (terminal states, show, hide, timers starting, pausing or ending, removals) are
-/// committed before the event leaves; plain progress is written behind, at most `writeBehind`
-/// seconds later. Service thread only.
-public final class SQLitePersistence: TaskPersistence {
+/// a crash or kill -9 too — brings back every task, its epoch and its sequence.
+///
+/// Writes leave the service thread: once `startWriting` is called, `commit` hands the pending
+/// changes to a writer thread of their own, which takes every batch waiting, writes them in one
+/// transaction (group commit) and reports each batch's ticket. So neither a transaction nor a WAL
+/// checkpoint's fsync ever stalls the service loop. Plain progress is written behind, at most
+/// `writeBehindSeconds` later.
+///
+/// `@unchecked Sendable`: the pending changes, `epoch`, `seq` and `issued` belong to the service
+/// thread; `queue`, `writerState` and `report` are guarded by `condition`; the database and its
+/// statements belong to the writer thread while it runs, and to the caller of `init`/`load` and
+/// `flush` when it does not.
+public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
     public static let writeBehindSeconds = 0.25
+    /// How often a failed transaction is tried again before its batch is reported lost.
+    static let attempts = 3
+
     private let database: SQLiteDatabase
     private let path: String
     private let logger: Logger
     private let upsertTask: SQLiteStatement
     private let deleteTask: SQLiteStatement
     private let setMeta: SQLiteStatement
+
+    // Service thread.
     private var pendingSaves: [String: TaskRecord] = [:]
-    private var pendingRemovals: [String: UInt64] = [:]
+    private var pendingRemovals: Set<String> = []
+    private var urgentPending = false
     private var epoch: String?
     private var seq: UInt64 = 0
+    private var issued: UInt64 = 0
+
+    // Under `condition`.
+    private enum WriterState { case none, running, stopping, stopped }
+    private let condition = NSCondition()
+    private var queue: [Batch] = []
+    private var writerState = WriterState.none
+    private var writerBusy = false
+    private var report: (@Sendable (UInt64, Bool) -> Void)?
+
+    /// What one commit hands over: the changes pending at the time, and where the sequence stood.
+    private struct Batch: Sendable {
+        var saves: [TaskRecord]
+        var removals: [String]
+        var epoch: String
+        var seq: UInt64
+        var ticket: UInt64
+    }
 
     public init(path: String, logger: Logger) throws {
         self.path = path
@@ -63,51 +95,126 @@ public final class SQLitePersistence: TaskPersistence {
 
     public func save(_ task: TaskRecord, epoch: String, seq: UInt64, urgent: Bool) {
         pendingSaves[task.id] = task
-        pendingRemovals.removeValue(forKey: task.id)
+        pendingRemovals.remove(task.id)
         note(epoch: epoch, seq: seq)
-        if urgent { flush() }
+        if urgent { urgentPending = true }
     }
 
     public func remove(id: String, epoch: String, seq: UInt64) {
         pendingSaves.removeValue(forKey: id)
-        pendingRemovals[id] = seq
+        pendingRemovals.insert(id)
         note(epoch: epoch, seq: seq)
-        flush()
+        urgentPending = true
     }
 
     public var hasPendingWrites: Bool { !pendingSaves.isEmpty || !pendingRemovals.isEmpty }
+    public var hasUrgentWrites: Bool { urgentPending }
 
-    /// Writes everything pending in one transaction; on failure it stays pending for the next flush.
+    public func startWriting(report: @escaping @Sendable (UInt64, Bool) -> Void) {
+        let start: Bool = condition.withLock {
+            self.report = report
+            guard writerState == .none || writerState == .stopped else { return false }
+            writerState = .running
+            return true
+        }
+        guard start else { return }
+        let thread = Thread { [self] in
+            Thread.current.name = "ringcast-storage"
+            writerLoop()
+        }
+        thread.start()
+    }
+
+    public func commit() -> UInt64 {
+        issued += 1
+        let batch = Batch(saves: Array(pendingSaves.values), removals: Array(pendingRemovals), epoch: epoch ?? "", seq: seq, ticket: issued)
+        pendingSaves.removeAll(keepingCapacity: true)
+        pendingRemovals.removeAll(keepingCapacity: true)
+        urgentPending = false
+        let queued: Bool = condition.withLock {
+            guard writerState == .running else { return false }
+            queue.append(batch)
+            condition.broadcast()
+            return true
+        }
+        if !queued, epoch != nil { _ = write([batch]) }
+        return batch.ticket
+    }
+
+    /// Hands over what is pending, waits until the writer has written everything, and stops it.
     public func flush() {
-        guard hasPendingWrites, let epoch else { return }
-        do {
-            try database.transaction { () throws(SQLiteError) in
-                for task in pendingSaves.values {
-                    try upsertTask.bind(1, task.id)
-                    try upsertTask.bind(2, Int64(task.seq))
-                    try upsertTask.bind(3, blob: task.encodedForStorage())
-                    try upsertTask.run()
-                }
-                for id in pendingRemovals.keys {
-                    try deleteTask.bind(1, id)
-                    try deleteTask.run()
-                }
-                for (key, value) in [("epoch", epoch), ("seq", String(seq))] {
-                    try setMeta.bind(1, key)
-                    try setMeta.bind(2, value)
-                    try setMeta.run()
-                }
-            }
-            pendingSaves.removeAll(keepingCapacity: true)
-            pendingRemovals.removeAll(keepingCapacity: true)
-        } catch {
-            logger.error("storage: writing to \(path) failed, will retry: \(error)")
+        if hasPendingWrites { _ = commit() }
+        condition.withLock {
+            guard writerState == .running else { return }
+            writerState = .stopping
+            condition.broadcast()
+            while writerState != .stopped { condition.wait() }
         }
     }
 
     private func note(epoch: String, seq: UInt64) {
         self.epoch = epoch
         self.seq = max(self.seq, seq)
+    }
+
+    // MARK: The writer thread
+
+    private func writerLoop() {
+        while true {
+            let (batches, report): ([Batch], (@Sendable (UInt64, Bool) -> Void)?) = condition.withLock {
+                while queue.isEmpty, writerState == .running { condition.wait() }
+                defer { queue.removeAll(keepingCapacity: true) }
+                return (queue, self.report)
+            }
+            if batches.isEmpty {
+                condition.withLock {
+                    writerState = .stopped
+                    condition.broadcast()
+                }
+                return
+            }
+            let kept = write(batches)
+            for batch in batches { report?(batch.ticket, kept) }
+        }
+    }
+
+    /// Writes batches, oldest first, in one transaction; tries again a few times before giving up.
+    private func write(_ batches: [Batch]) -> Bool {
+        // The newest word on each task wins: a save after a removal brings it back, and the reverse.
+        var latest: [String: TaskRecord?] = [:]
+        for batch in batches {
+            for id in batch.removals { latest[id] = .some(nil) }
+            for task in batch.saves { latest[task.id] = .some(task) }
+        }
+        guard let last = batches.last, !last.epoch.isEmpty else { return true }
+        for attempt in 1...SQLitePersistence.attempts {
+            do {
+                try database.transaction { () throws(SQLiteError) in
+                    for (id, task) in latest {
+                        if let task {
+                            try upsertTask.bind(1, task.id)
+                            try upsertTask.bind(2, Int64(task.seq))
+                            try upsertTask.bind(3, blob: task.encodedForStorage())
+                            try upsertTask.run()
+                        } else {
+                            try deleteTask.bind(1, id)
+                            try deleteTask.run()
+                        }
+                    }
+                    for (key, value) in [("epoch", last.epoch), ("seq", String(last.seq))] {
+                        try setMeta.bind(1, key)
+                        try setMeta.bind(2, value)
+                        try setMeta.run()
+                    }
+                }
+                if attempt > 1 { logger.info("storage: writing to \(path) works again") }
+                return true
+            } catch {
+                logger.error("storage: writing \(latest.count) changes to \(path) failed (attempt \(attempt) of \(SQLitePersistence.attempts)): \(error)")
+                if attempt < SQLitePersistence.attempts { usleep(UInt32(20_000 * attempt)) }
+            }
+        }
+        return false
     }
 
     private func meta(_ key: String) throws(SQLiteError) -> String? {

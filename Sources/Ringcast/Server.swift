@@ -33,6 +33,10 @@ public final class RingcastServer: @unchecked Sendable {
     private var storageFlushScheduled = false
     private var scheduledDeadline: Double?
     var refusals = RefusalLog()
+    /// Answers and events held until storage reports their commit kept, in the order they were made.
+    private var held: [(ticket: UInt64, release: (Bool) -> Void)] = []
+    private var heldHead = 0
+    private var lastTicket: UInt64 = 0
 
     /// - Parameter baseDirectory: where a relative `publicDir` is found (the config file's folder).
     public init(config: ServerConfig, baseDirectory: String, logger: Logger, persistence: TaskPersistence = MemoryOnlyPersistence()) {
@@ -85,6 +89,9 @@ public final class RingcastServer: @unchecked Sendable {
 
     /// The loop's first moments, on its thread: the server's timers.
     private func prepare(_ loop: ServiceLoop) throws {
+        persistence.startWriting { [self] ticket, kept in
+            loop.post { [self] in committed(ticket, kept: kept) }
+        }
         deadlineTimer = try loop.makeTimer { [unowned self] in deadlineFired() }
         heartbeatTimer = try loop.makeTimer { [unowned self] in heartbeatFired() }
         storageTimer = try loop.makeTimer { [unowned self] in storageFired() }
@@ -93,9 +100,12 @@ public final class RingcastServer: @unchecked Sendable {
         logger.debug("serving on port \(loop.port)")
     }
 
-    /// lws destroys a context without close frames: tell each watcher the server is going away
-    /// (after what it is still owed), give them a moment to hear it, then write what storage holds back.
+    /// Storage is flushed first, so whatever is held for it leaves; then lws destroys the context
+    /// without close frames, so each watcher is told the server is going away (after what it is
+    /// still owed) and given a moment to hear it.
     func closeWatchers(_ loop: ServiceLoop) {
+        persistence.flush()
+        committed(lastTicket, kept: true)
         if fanOut.subscriberCount > 0 {
             fanOut.forEachSubscription { subscription in
                 guard let socket = subscription.writer as? SocketPeer else { return }
@@ -109,16 +119,47 @@ public final class RingcastServer: @unchecked Sendable {
 
     // MARK: Publishing (service thread)
 
-    /// Hands what a change produced to the watchers, and rearms the deadline and storage timers.
-    func publish(_ events: [OutboundEvent]) {
+    /// After a callback changed state: rearms the deadline and storage timers, and hands the events
+    /// (then `answer`) on once storage has kept what must be kept. Nothing overtakes what is held,
+    /// so watchers see every seq in order. `durable` commits even plain progress (a `flush` message).
+    func publish(_ events: [OutboundEvent], durable: Bool = false, answer: ((_ kept: Bool) -> Void)? = nil) {
+        rescheduleDeadline()
+        let mustCommit = persistence.hasUrgentWrites || (durable && persistence.hasPendingWrites)
+        if !mustCommit, heldHead == held.count {
+            deliver(events)
+            answer?(true)
+            scheduleStorageFlush()
+            return
+        }
+        if mustCommit { lastTicket = persistence.commit() }
+        held.append((lastTicket, { [self] kept in
+            deliver(events)
+            answer?(kept)
+        }))
+        scheduleStorageFlush()
+    }
+
+    private func deliver(_ events: [OutboundEvent]) {
         guard !events.isEmpty else { return }
         api.metrics.eventsPublished += events.count
         fanOut.publish(events)
         // Every callback that publishes does so once (a request, a message, a deadline), so asking
         // for writes right away costs one pass over the watchers per callback, however many events.
         fanOut.flush()
-        rescheduleDeadline()
-        scheduleStorageFlush()
+    }
+
+    /// Storage kept (or, after its retries, lost) everything up to `ticket`: what waited for it leaves.
+    private func committed(_ ticket: UInt64, kept: Bool) {
+        if !kept { logger.error("storage: a commit failed; its answers say so (503) and its changes live in memory only") }
+        while heldHead < held.count, held[heldHead].ticket <= ticket {
+            let release = held[heldHead].release
+            heldHead += 1
+            release(kept)
+        }
+        if heldHead == held.count {
+            held.removeAll(keepingCapacity: true)
+            heldHead = 0
+        }
     }
 
     /// Progress that storage writes behind leaves within a quarter second, in one transaction.
@@ -130,7 +171,7 @@ public final class RingcastServer: @unchecked Sendable {
 
     private func storageFired() {
         storageFlushScheduled = false
-        persistence.flush()
+        if persistence.hasPendingWrites { lastTicket = persistence.commit() }
     }
 
     private func rescheduleDeadline() {
@@ -146,7 +187,6 @@ public final class RingcastServer: @unchecked Sendable {
     private func deadlineFired() {
         scheduledDeadline = nil
         publish(store.runDue(now: Clock.now()))
-        rescheduleDeadline()
     }
 
     private func heartbeatFired() {

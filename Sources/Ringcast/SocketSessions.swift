@@ -77,13 +77,20 @@ extension RingcastServer {
         let (bytes, tooLarge) = socket.incoming.take()
         let reply = api.receive(tooLarge ? .tooLarge : .text(bytes), on: &session, now: Clock.now())
         socket.session = session
-        for frame in reply.frames { subscription.sendDirect(frame) }
-        publish(reply.events)
+        // Replies (a `flushed` acknowledgement among them) leave once storage has kept what came before.
+        publish(reply.events, durable: reply.wantsDurable) { _ in
+            for frame in reply.frames { subscription.sendDirect(frame) }
+        }
     }
 
-    /// Lets go of what a finished connection held: its place in the fan-out.
+    /// Lets go of what a finished connection held: its place in the fan-out, or its exchange.
     func release(_ previous: AnyObject?) {
-        guard let connection = previous as? Connection, let subscription = connection.socket?.subscription else { return }
-        fanOut.unsubscribe(subscription)
+        guard let connection = previous as? Connection else { return }
+        switch connection.role {
+        case let .http(exchange):
+            exchange.isOpen = false
+        case let .watcher(socket), let .publisher(socket):
+            if let subscription = socket.subscription { fanOut.unsubscribe(subscription) }
+        }
     }
 }

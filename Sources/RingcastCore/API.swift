@@ -50,7 +50,7 @@ public struct APIResponse {
         self.events = events
     }
 
-    init(_ error: APIError) { self.init(status: error.status, body: error.encodedBody) }
+    public init(_ error: APIError) { self.init(status: error.status, body: error.encodedBody) }
 }
 
 /// The outcome of a batch of events: how many were applied, and why each of the others was not.

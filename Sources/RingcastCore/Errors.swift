@@ -18,6 +18,7 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
         case misdirected = "misdirected_request"
         case tooManyTasks = "too_many_tasks"
         case rateLimited = "rate_limited"
+        case storageFailed = "storage_failed"
 
         public var status: Int {
             switch self {
@@ -32,6 +33,7 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
             case .misdirected: return 421
             case .tooManyTasks: return 409
             case .rateLimited: return 429
+            case .storageFailed: return 503
             }
         }
     }
@@ -47,6 +49,9 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
     }
 
     public var status: Int { code.status }
+
+    /// The answer to a change that storage could not keep.
+    public static let storageFailed = APIError(.storageFailed, "the change was applied but storage could not keep it (see the server's log); send it again")
     public var description: String { "\(code.rawValue): \(message)" }
 
     /// The same error, its field prefixed by where it sat in a batch (`events[2].progress`).

@@ -54,10 +54,13 @@ public enum SocketMessage: Sendable {
     case tooLarge
 }
 
-/// What one message led to: events for the fan-out, frames for the sender alone.
+/// What one message led to: events for the fan-out, frames for the sender alone (which leave once
+/// storage has kept what the message changed).
 public struct SocketReply {
     public var events: [OutboundEvent] = []
     public var frames: [[UInt8]] = []
+    /// A `flush` asked for everything before it to be kept, plain progress included, before its answer.
+    public var wantsDurable = false
 }
 
 extension API {
@@ -106,6 +109,15 @@ extension API {
             }
             return reply
         }
+        if json["type"] == .string("flush") {
+            do {
+                reply.frames.append(try flushed(json))
+                reply.wantsDurable = true
+            } catch {
+                refuse(error)
+            }
+            return reply
+        }
         let items: [JSONValue]
         if case let .array(elements) = json { items = elements } else { items = [json] }
         for (index, item) in items.enumerated() {
@@ -137,6 +149,20 @@ extension API {
         writer.key("ok"); writer.bool(true)
         writer.key("publisher"); writer.string(publisher.name)
         writer.key("patterns"); writer.string(publisher.patterns.key)
+        writer.endObject()
+        return writer.bytes
+    }
+
+    /// `{"type":"flush","ref":"…"}` is answered `{"type":"flushed","ref":"…","seq":N}` once
+    /// everything this socket sent before it is kept by storage: a publisher's acknowledgement.
+    private func flushed(_ message: JSONValue) throws(APIError) -> [UInt8] {
+        let fields = try FieldReader(message, allowed: ["type", "ref"])
+        let ref = try fields.string("ref", maxLength: 128)
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("type"); writer.string("flushed")
+        if let ref { writer.key("ref"); writer.string(ref) }
+        writer.key("seq"); writer.number(Int(store.seq))
         writer.endObject()
         return writer.bytes
     }

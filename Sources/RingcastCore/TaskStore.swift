@@ -1,38 +1,3 @@
-/// Where state goes so a restart can bring it back. Called on the service thread only.
-public protocol TaskPersistence: AnyObject {
-    /// The state saved before, if any: the store resumes its epoch and sequence from it.
-    func load() -> PersistedState?
-    /// `urgent` marks a change a restart must never lose (a terminal state, show, hide, a timer's
-    /// start, pause or end); others may be written behind.
-    func save(_ task: TaskRecord, epoch: String, seq: UInt64, urgent: Bool)
-    func remove(id: String, epoch: String, seq: UInt64)
-    /// Whether changes wait to be written, and writing them.
-    var hasPendingWrites: Bool { get }
-    func flush()
-}
-
-public struct PersistedState {
-    public var epoch: String
-    public var seq: UInt64
-    public var tasks: [TaskRecord]
-
-    public init(epoch: String, seq: UInt64, tasks: [TaskRecord]) {
-        self.epoch = epoch
-        self.seq = seq
-        self.tasks = tasks
-    }
-}
-
-/// Keeps state in memory only: every start is a new epoch.
-public final class MemoryOnlyPersistence: TaskPersistence {
-    public init() {}
-    public func load() -> PersistedState? { nil }
-    public func save(_ task: TaskRecord, epoch: String, seq: UInt64, urgent: Bool) {}
-    public func remove(id: String, epoch: String, seq: UInt64) {}
-    public var hasPendingWrites: Bool { false }
-    public func flush() {}
-}
-
 /// What an applied command changed: the task as it now is (nil once removed) and the events to push.
 public struct Change {
     public let task: TaskRecord?

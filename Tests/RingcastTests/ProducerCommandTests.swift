@@ -193,7 +193,7 @@ final class ProducerCommandTests: XCTestCase {
         try server.post("/api/timers/tea", #"{"seconds":60}"#)
         let before = try server.seq()
         let client = server.http()
-        let cancel = try client.exchange(Array("POST /api/timers/tea/cancel HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n".utf8))
+        let cancel = try client.exchange(Array("POST /api/timers/tea/cancel HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n".utf8))
         XCTAssertEqual(cancel.status, 200, cancel.text)
         XCTAssertEqual(try server.seq(), before + 1)
     }
