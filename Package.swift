@@ -34,27 +34,30 @@ let package = Package(
             dependencies: ["RingcastCore", "RingcastLWS", "CLibWebSockets", "CRingcastShims", "CSQLite"],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
+        // What a Swift service imports to push progress; its transport types are `package`.
         .target(
             name: "RingcastClient",
             dependencies: ["RingcastCore", "RingcastLWS", "CLibWebSockets", "CRingcastShims"],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
+        // The load tester behind `ringcast load`: many watchers, latency measured at each.
+        .target(name: "RingcastLoad", dependencies: ["RingcastClient", "RingcastCore"], swiftSettings: [.swiftLanguageMode(.v5)]),
         .executableTarget(
             name: "ringcast",
-            dependencies: ["Ringcast", "RingcastClient", "RingcastCore"],
+            dependencies: ["Ringcast", "RingcastClient", "RingcastLoad", "RingcastCore"],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         // Publish throughput against Ringcast and the raw lws reference: Benchmarks/publish.sh runs it.
         .executableTarget(
             name: "ringcast-bench",
-            dependencies: ["RingcastClient", "RingcastCore"],
+            dependencies: ["RingcastClient", "RingcastLoad", "RingcastCore"],
             path: "Benchmarks/ringcast-bench",
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .testTarget(name: "RingcastCoreTests", dependencies: ["RingcastCore"]),
         .testTarget(
             name: "RingcastTests",
-            dependencies: ["Ringcast", "RingcastClient", "RingcastCore"],
+            dependencies: ["Ringcast", "RingcastClient", "RingcastLoad", "RingcastCore", "ringcast"],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
     ]

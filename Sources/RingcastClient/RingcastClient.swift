@@ -174,7 +174,7 @@ public enum RingcastClientError: Error, Sendable, Equatable, CustomStringConvert
 extension ServerURL {
     /// The path before the API: "" for `http://host:port`, `/prefix` for `http://host/prefix` (a
     /// reverse proxy), also when the URL given was the WebSocket's `…/ws`.
-    public var basePath: String {
+    package var basePath: String {
         var base = Substring(path.prefix { $0 != "?" })
         while base.hasSuffix("/") { base = base.dropLast() }
         if base.hasSuffix("/ws") { base = base.dropLast(3) }
@@ -182,7 +182,7 @@ extension ServerURL {
     }
 
     /// `/api/tasks` under the base path.
-    public func endpoint(_ path: String) -> String { basePath + path }
+    package func endpoint(_ path: String) -> String { basePath + path }
 }
 
 /// One event waiting to be sent. An `update` slot may still take later updates of its task.

@@ -1,5 +1,6 @@
 import Foundation
 import RingcastClient
+import RingcastLoad
 import RingcastCore
 
 /// `ringcast load`: many watchers, one publisher, latency measured at every watcher.

@@ -1,5 +1,6 @@
 import Foundation
 import RingcastClient
+import RingcastLoad
 import RingcastCore
 import XCTest
 

@@ -3,6 +3,7 @@ import Ringcast
 import RingcastClient
 import RingcastCore
 import XCTest
+@testable import ringcast
 
 /// A real server for producer tests (on an ephemeral port unless `configure` sets one).
 func producerServer(configure: (inout ServerConfig) -> Void = { _ in }) throws -> TestServer {
