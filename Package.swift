@@ -37,11 +37,10 @@ let package = Package(
         // What a Swift service imports to push progress; its transport types are `package`.
         .target(
             name: "RingcastClient",
-            dependencies: ["RingcastCore", "RingcastLWS", "CLibWebSockets", "CRingcastShims"],
-            swiftSettings: [.swiftLanguageMode(.v5)]
+            dependencies: ["RingcastCore", "RingcastLWS", "CLibWebSockets", "CRingcastShims"]
         ),
         // The load tester behind `ringcast load`: many watchers, latency measured at each.
-        .target(name: "RingcastLoad", dependencies: ["RingcastClient", "RingcastCore"], swiftSettings: [.swiftLanguageMode(.v5)]),
+        .target(name: "RingcastLoad", dependencies: ["RingcastClient", "RingcastCore"]),
         .executableTarget(
             name: "ringcast",
             dependencies: ["Ringcast", "RingcastClient", "RingcastLoad", "RingcastCore"],
@@ -51,8 +50,7 @@ let package = Package(
         .executableTarget(
             name: "ringcast-bench",
             dependencies: ["RingcastClient", "RingcastLoad", "RingcastCore"],
-            path: "Benchmarks/ringcast-bench",
-            swiftSettings: [.swiftLanguageMode(.v5)]
+            path: "Benchmarks/ringcast-bench"
         ),
         .testTarget(name: "RingcastCoreTests", dependencies: ["RingcastCore"]),
         .testTarget(

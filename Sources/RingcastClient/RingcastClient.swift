@@ -215,6 +215,7 @@ private struct Outgoing {
 /// The client's state and its WebSocket delegate. Every `var` is guarded by `lock`: the calls touch
 /// it from any thread, the WebSocket callbacks from the client context's service thread.
 /// Continuations are resumed outside the lock.
+/// @unchecked Sendable: every `var` is read and written under `lock`; the `let`s are Sendable or immutable.
 private final class ClientCore: WebSocketDelegate, @unchecked Sendable {
     /// The connection's life: connecting → open → (closed by the peer) waiting → connecting …;
     /// `close()` moves any of them to closing, then closed.

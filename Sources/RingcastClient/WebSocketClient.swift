@@ -65,6 +65,7 @@ package struct ServerURL: Sendable, Equatable {
 
 /// One WebSocket. `send` and `close` may be called from any thread; the rest happens on the
 /// context's service thread.
+/// @unchecked Sendable: `outbox` and `closeRequested` are touched under the context's lock, the rest only on its service thread.
 package final class WebSocketConnection: @unchecked Sendable {
     package let url: ServerURL
     let headers: [(String, String)]
@@ -114,6 +115,7 @@ package final class WebSocketConnection: @unchecked Sendable {
 }
 
 /// One libwebsockets client context and its service thread, holding any number of WebSockets.
+/// @unchecked Sendable: the queues and `context` are guarded by `lock`; lws state is touched only on the service thread.
 package final class WebSocketClientContext: @unchecked Sendable {
     private let lock = NSLock()
     private var context: OpaquePointer?

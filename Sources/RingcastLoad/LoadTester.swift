@@ -104,6 +104,7 @@ package struct LoadProgress: Sendable {
 /// Threads: the caller's thread ramps, reports progress and decides the phases; the publisher has
 /// its own thread; every watcher callback runs on the client context's service thread, which alone
 /// touches `WatcherStats`. Counters the others need are atomics or sit under `lock`.
+/// @unchecked Sendable: each mutable member belongs to one of those threads, or is atomic, or sits under `lock`.
 package final class LoadTester: @unchecked Sendable {
     package let options: LoadTestOptions
     package let run: String
@@ -595,6 +596,7 @@ struct WatcherStats {
 
 /// The WebSocket publisher's delegate: tells when it is open and turns an `error` event from the
 /// server (an update it refused) into the run's error.
+/// @unchecked Sendable: its mutable state is written under `lock` (`closeError` is read after `opened` signals).
 final class PublisherSocket: WebSocketDelegate, @unchecked Sendable {
     let opened = DispatchSemaphore(value: 0)
     unowned let tester: LoadTester
@@ -640,7 +642,9 @@ final class PublisherSocket: WebSocketDelegate, @unchecked Sendable {
 
 /// Sends the updates, paced to the rate, on its own thread; records each one's send time just
 /// before it leaves.
-final class LoadPublisher {
+/// @unchecked Sendable: handed to the publisher thread, which alone uses it until it signals that it
+/// is done; the caller calls `finish()` only after that.
+final class LoadPublisher: @unchecked Sendable {
     private let http: HTTPClient?
     private let headers: [(String, String)]
     private let socket: WebSocketConnection?

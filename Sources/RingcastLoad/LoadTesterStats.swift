@@ -258,6 +258,7 @@ package enum LoadMarker {
 /// Send times by message number, written by the publisher and read by the watchers' thread.
 /// Storage is chunked and never moves: a chunk is allocated before any message in it is sent, so a
 /// reader that learned the number from the server (after the send) finds the time in place.
+/// @unchecked Sendable: one writer thread; a slot is read only after its number came back from the server.
 package final class SendTimes: @unchecked Sendable {
     static let chunkBits = 16
     static let chunkSize = 1 << chunkBits

@@ -155,6 +155,7 @@ func signalName(_ signal: Int32) -> String {
 
 /// Renews a task's lease on its own thread while a command runs: an empty update every `interval`.
 /// It owns the session until `stop()` returns.
+/// @unchecked Sendable: `stopped` and `finished` sit under `condition`; only the lease thread uses the session.
 final class LeaseKeeper: @unchecked Sendable {
     private let condition = NSCondition()
     private var stopped = false
@@ -188,6 +189,7 @@ final class LeaseKeeper: @unchecked Sendable {
 
 /// Passes SIGINT and SIGTERM that were sent to ringcast alone (with kill) on to the child. A terminal's
 /// Ctrl-C already reaches the whole foreground group, child included, so it is not sent twice.
+/// @unchecked Sendable: `running` sits under `lock`; `done` is a semaphore.
 final class SignalForwarder: @unchecked Sendable {
     private let lock = NSLock()
     private var running = true
