@@ -43,8 +43,7 @@ let package = Package(
         .target(name: "RingcastLoad", dependencies: ["RingcastClient", "RingcastCore"]),
         .executableTarget(
             name: "ringcast",
-            dependencies: ["Ringcast", "RingcastClient", "RingcastLoad", "RingcastCore"],
-            swiftSettings: [.swiftLanguageMode(.v5)]
+            dependencies: ["Ringcast", "RingcastClient", "RingcastLoad", "RingcastCore"]
         ),
         // Publish throughput against Ringcast and the raw lws reference: Benchmarks/publish.sh runs it.
         .executableTarget(

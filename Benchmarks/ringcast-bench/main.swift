@@ -7,6 +7,7 @@
 import Foundation
 import RingcastClient
 import RingcastCore
+import RingcastLoad
 
 setvbuf(stdout, nil, _IOLBF, 0)
 signal(SIGPIPE, SIG_IGN)
@@ -68,7 +69,8 @@ func parseOptions() -> Options {
     return options
 }
 
-func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
+/// Seconds on the load tester's clock.
+func now() -> Double { Double(MonotonicClock.nanoseconds()) / 1e9 }
 
 /// 100 task ids, and one update body per id, built once.
 let ids = (0..<100).map { String(format: "bench.t%02d", $0) }

@@ -57,7 +57,7 @@ package struct LoadTestOptions: Sendable {
     package func validate() throws(LoadError) {
         guard !url.secure else { throw LoadError("https:// and wss:// are not supported by `ringcast load`; use http://HOST:PORT") }
         guard url.path == "/" || url.path == "/ws" || url.path.hasPrefix("/?") || url.path.hasPrefix("/ws?") else {
-            throw LoadError("--url takes the server's address, like http://127.0.0.1:8080, not a path (\(url.path))")
+            throw LoadError("--server takes the server's address, like http://127.0.0.1:8080, not a path (\(url.path))")
         }
         guard clients >= 1, clients <= 1_000_000 else { throw LoadError("--clients must be from 1 to 1000000, not \(clients)") }
         guard rate >= 0, rate.isFinite else { throw LoadError("--rate must be updates per second (0 for as fast as possible), not \(rate)") }
