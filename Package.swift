@@ -51,11 +51,21 @@ let package = Package(
             dependencies: ["RingcastClient", "RingcastLoad", "RingcastCore"],
             path: "Benchmarks/ringcast-bench"
         ),
+        // Tests: one target per library target, the command line's own, and end-to-end ones that
+        // run the built executable; what they share is a library of its own, never a copy.
+        .target(
+            name: "RingcastTestSupport",
+            dependencies: ["Ringcast", "RingcastClient", "RingcastCore"],
+            path: "Tests/RingcastTestSupport"
+        ),
         .testTarget(name: "RingcastCoreTests", dependencies: ["RingcastCore"]),
+        .testTarget(name: "RingcastTests", dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastTestSupport"]),
+        .testTarget(name: "RingcastClientTests", dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastTestSupport"]),
+        .testTarget(name: "RingcastLoadTests", dependencies: ["RingcastLoad", "RingcastClient", "RingcastCore", "RingcastTestSupport"]),
+        .testTarget(name: "CommandLineTests", dependencies: ["ringcast", "RingcastClient"]),
         .testTarget(
-            name: "RingcastTests",
-            dependencies: ["Ringcast", "RingcastClient", "RingcastLoad", "RingcastCore", "ringcast"],
-            swiftSettings: [.swiftLanguageMode(.v5)]
+            name: "EndToEndTests",
+            dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastTestSupport"]
         ),
     ]
 )

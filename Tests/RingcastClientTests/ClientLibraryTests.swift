@@ -2,6 +2,7 @@ import Foundation
 import Ringcast
 import RingcastClient
 import RingcastCore
+import RingcastTestSupport
 import XCTest
 
 /// Collects a client's `errors` (the stream allows one consumer) so tests can wait for one.

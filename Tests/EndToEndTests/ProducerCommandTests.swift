@@ -2,107 +2,10 @@ import Foundation
 import Ringcast
 import RingcastClient
 import RingcastCore
+import RingcastTestSupport
 import XCTest
-@testable import ringcast
-
-/// A real server for producer tests (on an ephemeral port unless `configure` sets one).
-func producerServer(configure: (inout ServerConfig) -> Void = { _ in }) throws -> TestServer {
-    try TestServer { config in
-        config.publicDir = emptyPublicDirectory
-        configure(&config)
-    }
-}
-
-extension TestServer {
-    var httpURL: String { "http://127.0.0.1:\(port)" }
-
-    /// One task as the server holds it (nil when there is none).
-    func task(_ id: String) throws -> JSONValue? {
-        let response = try http().request("GET", "/api/tasks/\(id)")
-        return response.status == 200 ? try JSONParser.parse(response.body) : nil
-    }
-
-    /// The server's current seq, from /healthz.
-    func seq() throws -> Double {
-        guard case let .number(seq)? = try JSONParser.parse(try http().request("GET", "/healthz").body)["seq"] else { return -1 }
-        return seq
-    }
-}
-
-/// A loopback port nothing listens on: bound, then closed.
-func closedLoopbackPort() -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-    close(fd)
-    return Int(UInt16(bigEndian: address.sin_port))
-}
-
-/// The real `ringcast` executable, its output collected; RINGCAST_URL/RINGCAST_TOKEN come only from `environment`.
-final class RingcastProcess: @unchecked Sendable {
-    struct Result {
-        let status: Int32
-        let stdout: String
-        let stderr: String
-        var stderrLines: [Substring] { stderr.split(separator: "\n", omittingEmptySubsequences: false).dropLast() }
-    }
-
-    let process = Process()
-    private let input = Pipe()
-    private var output = Data()
-    private var errors = Data()
-    private let readers = DispatchGroup()
-
-    init(_ arguments: [String], environment: [String: String] = [:]) throws {
-        process.executableURL = URL(fileURLWithPath: ringcastBinary)
-        process.arguments = arguments
-        var merged = ProcessInfo.processInfo.environment
-        merged["RINGCAST_URL"] = nil
-        merged["RINGCAST_TOKEN"] = nil
-        merged.merge(environment) { $1 }
-        process.environment = merged
-        let outputPipe = Pipe(), errorPipe = Pipe()
-        process.standardInput = input
-        process.standardOutput = outputPipe
-        process.standardError = errorPipe
-        try process.run()
-        readers.enter()
-        DispatchQueue.global().async { self.output = outputPipe.fileHandleForReading.readDataToEndOfFile(); self.readers.leave() }
-        readers.enter()
-        DispatchQueue.global().async { self.errors = errorPipe.fileHandleForReading.readDataToEndOfFile(); self.readers.leave() }
-    }
-
-    func write(_ text: String) { input.fileHandleForWriting.write(Data(text.utf8)) }
-    func closeInput() { try? input.fileHandleForWriting.close() }
-
-    func wait() -> Result {
-        closeInput()
-        process.waitUntilExit()
-        readers.wait()
-        return Result(status: process.terminationStatus, stdout: String(decoding: output, as: UTF8.self), stderr: String(decoding: errors, as: UTF8.self))
-    }
-
-    /// Runs to the end with `stdin` as input.
-    static func run(_ arguments: [String], server: TestServer? = nil, stdin: String = "", environment: [String: String] = [:]) throws -> Result {
-        var environment = environment
-        if let server, environment["RINGCAST_URL"] == nil { environment["RINGCAST_URL"] = server.httpURL }
-        let process = try RingcastProcess(arguments, environment: environment)
-        process.write(stdin)
-        return process.wait()
-    }
-}
 
 final class ProducerCommandTests: XCTestCase {
-    override func setUp() {
-        super.setUp()
-        XCTAssertTrue(FileManager.default.isExecutableFile(atPath: ringcastBinary), "build first: swift build (or make test)")
-    }
-
     private func assertOneLineError(_ result: RingcastProcess.Result, status: Int32, containing text: String? = nil,
                                     file: StaticString = #filePath, line: UInt = #line) {
         XCTAssertEqual(result.status, status, "stderr: \(result.stderr)", file: file, line: line)
@@ -186,17 +89,6 @@ final class ProducerCommandTests: XCTestCase {
         assertOneLineError(try RingcastProcess.run(["timer", "tea", "--resume"], server: server), status: 1, containing: "conflict")
         try server.post("/api/tasks/plain", "{}")
         assertOneLineError(try RingcastProcess.run(["timer", "plain", "--pause"], server: server), status: 1, containing: "not_a_timer")
-    }
-
-    /// A body-less POST sent with `Content-Length: 0` (as HTTPClient sends it) is applied once, not twice.
-    func testAnEmptyPostIsAppliedOnce() throws {
-        let server = try producerServer()
-        try server.post("/api/timers/tea", #"{"seconds":60}"#)
-        let before = try server.seq()
-        let client = server.http()
-        let cancel = try client.exchange(Array("POST /api/timers/tea/cancel HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n".utf8))
-        XCTAssertEqual(cancel.status, 200, cancel.text)
-        XCTAssertEqual(try server.seq(), before + 1)
     }
 
     func testListPrintsATableOfTasks() throws {
@@ -484,33 +376,5 @@ final class ProducerCommandTests: XCTestCase {
         XCTAssertEqual(result.status, 0)
         XCTAssertEqual(result.stdout.split(separator: "\n").count, 99)
         watcher.wait { $0.contains { $0.string("state") == "done" } }
-    }
-
-    // MARK: Progress text, as push and pipe read it
-
-    func testProgressTextForms() {
-        XCTAssertEqual(ProgressText.parseArgument("42%"), .fraction(0.42))
-        XCTAssertEqual(ProgressText.parseArgument("42.5%"), .fraction(0.425))
-        XCTAssertEqual(ProgressText.parseArgument("0.42"), .fraction(0.42))
-        XCTAssertEqual(ProgressText.parseArgument("1"), .fraction(1))
-        XCTAssertEqual(ProgressText.parseArgument("42/100"), .units(completed: 42, total: 100))
-        for bad in ["", "42", "-1%", "101%", "1.5", "4/0", "5/4", "42 %", "abc", "0x10", "1e2%", "/4", "4/"] {
-            XCTAssertNil(ProgressText.parseArgument(bad), bad)
-        }
-        let lines: [(String, ProgressValue?)] = [
-            ("Downloading 42%", .fraction(0.42)),
-            ("[ 3/10] Building CXX object", .units(completed: 3, total: 10)),
-            ("  42%|████      | 42/100 [00:01<00:02, 40.00it/s]", .units(completed: 42, total: 100)),
-            ("100%|██████████| 1.00M/1.00M [00:09<00:00, 110kB/s]", .units(completed: 1_000_000, total: 1_000_000)),
-            (" 42%|####      | ? [00:01<?, ?it/s]", .fraction(0.42)),
-            ("processed 7/20", .units(completed: 7, total: 20)),
-            ("50% done, step 2/4", .fraction(0.5)),
-            ("[2/4] 50%", .units(completed: 2, total: 4)),
-            ("date 2024/05/01", nil), ("path a/1/2", nil), ("3/2 overshoot", nil), ("version v1.42%", nil),
-            ("rate 40.00it/s", nil), ("x42%", nil), ("150%", nil), ("", nil), ("  [00:01<00:02, 40.00it/s]", nil),
-        ]
-        for (line, expected) in lines {
-            XCTAssertEqual(ProgressText.scan(line: line), expected, line)
-        }
     }
 }
