@@ -148,6 +148,10 @@ public final class RingcastClient: Sendable {
 
     public var isConnected: Bool { core.isConnected }
     public var statistics: Statistics { core.statistics }
+
+    /// Calls suspended until the queue has room (`maxQueuedEvents` distinct events wait): for this
+    /// package's tests, which wait on it instead of sleeping.
+    package var callsWaitingForSpace: Int { core.callsWaitingForSpace }
 }
 
 /// What went wrong, thrown by a call or delivered on `errors`.
@@ -264,6 +268,7 @@ private final class ClientCore: WebSocketDelegate, @unchecked Sendable {
 
     var isConnected: Bool { lock.withLock { lifecycle == .open } }
     var statistics: RingcastClient.Statistics { lock.withLock { stats } }
+    var callsWaitingForSpace: Int { lock.withLock { spaceWaiters.count } }
 
     /// Connects. The lock is held across `connect` so that no callback of the new connection can
     /// look before `connection` names it (lws calls back only after its service thread has taken the

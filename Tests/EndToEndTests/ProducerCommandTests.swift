@@ -219,7 +219,8 @@ final class ProducerCommandTests: XCTestCase {
         let stalled = try XCTUnwrap(watcher.wait(timeout: 3) { $0.contains { $0.id == "lease" && $0.string("state") == "stalled" } }
             .first { $0.id == "lease" && $0.string("state") == "stalled" })
         XCTAssertEqual(stalled.type, "state")
-        XCTAssertEqual(stalled.at - first.at, 1000, accuracy: 250, "stalled \(stalled.at - first.at) ms after the update")
+        let published = try XCTUnwrap(first.number("updatedAt"))
+        XCTAssertOnTime(stalled.at, due: published + 1000, early: 5, "stalled \(stalled.at - published) ms after the update")
         XCTAssertEqual(try server.task("lease")?["state"], .string("stalled"))
 
         XCTAssertEqual(try RingcastProcess.run(["push", "lease", "--progress", "20%"], server: server).status, 0)
@@ -248,7 +249,8 @@ final class ProducerCommandTests: XCTestCase {
         let done = try XCTUnwrap(events.last)
         XCTAssertEqual(done.type, "state")
         XCTAssertEqual(done.number("progress"), 1)
-        XCTAssertEqual(done.at - spinner.at, 2000, accuracy: 400)
+        // The watcher may hear of the spinner a little late; the command's two seconds are exact.
+        XCTAssertOnTime(done.at, due: spinner.at + 2000, early: 200, late: 1000, "done after the spinner")
         // In between it only spun (lease renewals), never changed state.
         XCTAssertTrue(events.dropLast().allSatisfy { $0.string("state") == "running" && $0.event["progress"] == .null })
     }
@@ -304,7 +306,7 @@ final class ProducerCommandTests: XCTestCase {
         // SIGTERM sent to ringcast alone reaches the command, which ends with it: 128 + 15.
         let running = try RingcastProcess(["run", "killed", "--", "sleep", "30"], environment: ["RINGCAST_URL": server.httpURL])
         watcher.wait { $0.contains { $0.id == "killed" } }
-        Thread.sleep(forTimeInterval: 0.2)
+        XCTAssertTrue(eventually { !running.children.isEmpty }, "ringcast run never started its command")
         running.process.terminate()
         let killed = running.wait()
         XCTAssertEqual(killed.status, 143)
@@ -337,6 +339,8 @@ final class ProducerCommandTests: XCTestCase {
             pipe.write(text)
             sent += text
             watcher.wait { $0.last { $0.id == "train" }?.number("progress") == expected }
+            // Not a wait but a spacing: past the 50 ms throttle, so a value wrongly read from the
+            // next line would go out on its own instead of merging into that line's update.
             Thread.sleep(forTimeInterval: 0.06)
         }
         let result = pipe.wait()
@@ -357,12 +361,12 @@ final class ProducerCommandTests: XCTestCase {
         let started = nowMs()
         for percent in 1...99 {
             pipe.write("step \(percent)%\n")
-            Thread.sleep(forTimeInterval: 0.005)
+            Thread.sleep(forTimeInterval: 0.005) // a spacing, not a wait: input at 200 lines a second
         }
         let fed = nowMs() - started
         // The input stays open: the last value must come anyway, within the throttle's 50 ms.
         let last = try XCTUnwrap(watcher.wait(timeout: 2) { $0.contains { $0.number("progress") == 0.99 } }.first { $0.number("progress") == 0.99 })
-        XCTAssertLessThan(last.at - (started + fed), 200)
+        XCTAssertOnTime(last.at, due: started + fed, late: 500, "the last value")
         let updates = watcher.received.filter { $0.type == "progress" && $0.number("progress") != nil }
         XCTAssertLessThanOrEqual(updates.count, Int(fed / 50) + 2, "\(updates.count) updates in \(Int(fed)) ms")
         XCTAssertGreaterThanOrEqual(updates.count, 3)
