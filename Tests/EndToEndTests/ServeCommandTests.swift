@@ -7,21 +7,14 @@ import XCTest
 
 /// `ringcast serve` as a process: what it prints first, how it stops, what survives kill -9.
 final class ServeCommandTests: XCTestCase {
-    private var folder: URL!
+    private var folder: TemporaryFolder!
 
-    override func setUpWithError() throws {
-        folder = FileManager.default.temporaryDirectory.appendingPathComponent("ringcast-serve-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(at: folder)
-    }
+    override func setUpWithError() throws { folder = try TemporaryFolder("ringcast-serve") }
+    override func tearDown() { folder?.remove() }
 
     func testTheExecutablePrintsWhereItListensFirst() throws {
-        let configURL = FileManager.default.temporaryDirectory.appendingPathComponent("ringcast-test-\(UUID().uuidString).json")
+        let configURL = folder.file("config.json")
         try Data(#"{"host":"127.0.0.1","port":8080,"publicDir":"\#(repositoryRoot)/Public"}"#.utf8).write(to: configURL)
-        defer { try? FileManager.default.removeItem(at: configURL) }
         let served = try ServeProcess(["--config", configURL.path, "--port", "0"])
         let prefix = "listening on http://127.0.0.1:"
         XCTAssertTrue(served.firstLine.hasPrefix(prefix), "first line: \(served.firstLine)")
@@ -36,7 +29,7 @@ final class ServeCommandTests: XCTestCase {
     }
 
     func testKillNineLosesNoTerminalStateAndOnlyTheLastQuarterSecondOfProgress() throws {
-        let config = folder.appendingPathComponent("config.json")
+        let config = folder.file("config.json")
         try Data(#"{"port":0,"publicDir":"\#(repositoryRoot)/Public","storage":"data/ringcast.db"}"#.utf8).write(to: config)
 
         var served = try ServeProcess(["--config", config.path])
@@ -46,7 +39,7 @@ final class ServeCommandTests: XCTestCase {
         XCTAssertEqual(try client.request("POST", "/api/tasks/job.slow", json: #"{"progress":0.7}"#).status, 200)
         // Plain progress is written behind (within SQLitePersistence.writeBehindSeconds): wait until
         // the file holds it, allowing a loaded machine more than the quarter second it promises.
-        let database = folder.appendingPathComponent("data/ringcast.db").path
+        let database = folder.file("data/ringcast.db").path
         XCTAssertTrue(eventually(timeout: 3) { storedProgress(of: "job.slow", in: database) == 0.7 },
                       "the progress written behind never reached the file")
         XCTAssertEqual(try client.request("POST", "/api/tasks/job.hidden/show", json: "{}").status, 200)

@@ -18,6 +18,21 @@ package let emptyPublicDirectory: String = {
     return path
 }()
 
+/// A fresh, empty directory under the system's temporary one, for one test; `remove()` when done.
+package struct TemporaryFolder {
+    package let url: URL
+
+    package init(_ prefix: String) throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    /// A path inside it (not created).
+    package func file(_ relativePath: String) -> URL { url.appendingPathComponent(relativePath) }
+
+    package func remove() { try? FileManager.default.removeItem(at: url) }
+}
+
 /// A loopback port nothing listens on: bound, then closed.
 package func closedLoopbackPort() -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

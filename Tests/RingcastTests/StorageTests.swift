@@ -6,19 +6,13 @@ import RingcastTestSupport
 import XCTest
 
 final class StorageTests: XCTestCase {
-    private var folder: URL!
+    private var folder: TemporaryFolder!
 
-    override func setUpWithError() throws {
-        folder = FileManager.default.temporaryDirectory.appendingPathComponent("ringcast-storage-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(at: folder)
-    }
+    override func setUpWithError() throws { folder = try TemporaryFolder("ringcast-storage") }
+    override func tearDown() { folder?.remove() }
 
     private func server(port: Int = 0) throws -> TestServer {
-        let path = folder.appendingPathComponent("state/ringcast.db").path
+        let path = folder.file("state/ringcast.db").path
         let persistence = try SQLitePersistence(path: path, logger: .silent)
         return try TestServer(persistence: persistence) { $0.port = port }
     }
