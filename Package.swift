@@ -1,7 +1,8 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// Layers, bottom up: C (libwebsockets + a small shim) → pure-Swift core → server and client → thin executable.
+// Layers, bottom up: C (libwebsockets + a small shim) → pure-Swift core → server and client → the load
+// tester → thin executable.
 let package = Package(
     name: "Ringcast",
     products: [
@@ -63,9 +64,6 @@ let package = Package(
         .testTarget(name: "RingcastClientTests", dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastTestSupport"]),
         .testTarget(name: "RingcastLoadTests", dependencies: ["RingcastLoad", "RingcastClient", "RingcastCore", "RingcastTestSupport"]),
         .testTarget(name: "CommandLineTests", dependencies: ["ringcast", "RingcastClient"]),
-        .testTarget(
-            name: "EndToEndTests",
-            dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastTestSupport"]
-        ),
+        .testTarget(name: "EndToEndTests", dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastTestSupport"]),
     ]
 )
