@@ -1,7 +1,8 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// Layers, bottom up: C (libwebsockets + a small shim) → pure-Swift core → server and client → thin executable.
+// Layers, bottom up: C (libwebsockets + a small shim) → pure-Swift core → server and client → the load
+// tester → thin executable.
 let package = Package(
     name: "Ringcast",
     products: [
@@ -32,29 +33,36 @@ let package = Package(
             name: "Ringcast",
             dependencies: ["RingcastCore", "RingcastLWS", "CSQLite"]
         ),
+        // What a Swift service imports to push progress; its transport types are `package`.
         .target(
             name: "RingcastClient",
-            dependencies: ["RingcastCore", "RingcastLWS", "CLibWebSockets", "CRingcastShims"],
-            swiftSettings: [.swiftLanguageMode(.v5)]
+            dependencies: ["RingcastCore", "RingcastLWS", "CLibWebSockets", "CRingcastShims"]
         ),
+        // The load tester behind `ringcast load`: many watchers, latency measured at each.
+        .target(name: "RingcastLoad", dependencies: ["RingcastClient", "RingcastCore"]),
         .executableTarget(
             name: "ringcast",
-            dependencies: ["Ringcast", "RingcastClient", "RingcastCore"],
-            swiftSettings: [.swiftLanguageMode(.v5)]
+            dependencies: ["Ringcast", "RingcastClient", "RingcastLoad", "RingcastCore"]
         ),
         // Publish throughput against Ringcast and the raw lws reference: Benchmarks/publish.sh runs it.
         .executableTarget(
             name: "ringcast-bench",
-            dependencies: ["RingcastClient", "RingcastCore"],
-            path: "Benchmarks/ringcast-bench",
-            swiftSettings: [.swiftLanguageMode(.v5)]
+            dependencies: ["RingcastClient", "RingcastLoad", "RingcastCore"],
+            path: "Benchmarks/ringcast-bench"
+        ),
+        // Tests: one target per library target, the command line's own, and end-to-end ones that
+        // run the built executable; what they share is a library of its own, never a copy.
+        .target(
+            name: "RingcastTestSupport",
+            dependencies: ["Ringcast", "RingcastClient", "RingcastCore"],
+            path: "Tests/RingcastTestSupport"
         ),
         .testTarget(name: "RingcastCoreTests", dependencies: ["RingcastCore"]),
         .testTarget(name: "RingcastLWSTests", dependencies: ["RingcastLWS", "RingcastCore"]),
-        .testTarget(
-            name: "RingcastTests",
-            dependencies: ["Ringcast", "RingcastClient", "RingcastCore"],
-            swiftSettings: [.swiftLanguageMode(.v5)]
-        ),
+        .testTarget(name: "RingcastTests", dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastTestSupport"]),
+        .testTarget(name: "RingcastClientTests", dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastTestSupport"]),
+        .testTarget(name: "RingcastLoadTests", dependencies: ["RingcastLoad", "RingcastClient", "RingcastCore", "RingcastTestSupport"]),
+        .testTarget(name: "CommandLineTests", dependencies: ["ringcast", "RingcastClient"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastTestSupport"]),
     ]
 )

@@ -1,9 +1,13 @@
 // ringcast-bench: publish throughput, the same load against each server given, one client on one
 // connection at a time. Run through Benchmarks/publish.sh, which starts Ringcast and the raw
 // libwebsockets reference server.
+// First, before Foundation: stdout is a C global Swift 6 cannot prove safe, and it is set up
+// here before any other thread runs.
+@preconcurrency import Glibc
 import Foundation
 import RingcastClient
 import RingcastCore
+import RingcastLoad
 
 setvbuf(stdout, nil, _IOLBF, 0)
 signal(SIGPIPE, SIG_IGN)
@@ -65,7 +69,8 @@ func parseOptions() -> Options {
     return options
 }
 
-func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
+/// Seconds on the load tester's clock.
+func now() -> Double { Double(MonotonicClock.nanoseconds()) / 1e9 }
 
 /// 100 task ids, and one update body per id, built once.
 let ids = (0..<100).map { String(format: "bench.t%02d", $0) }
@@ -147,7 +152,7 @@ final class Target {
             let seq = try probeSeq()
             probes += 1
             if seq - before - (probes - 1) >= frames * perFrame { break }
-            if pump.failure != nil { throw BenchError(description: "\(name): \(pump.failure!)") }
+            if let failure = pump.failure { throw BenchError(description: "\(name): \(failure)") }
             usleep(500)
         }
         let seconds = now() - start
@@ -157,6 +162,7 @@ final class Target {
 }
 
 /// Writes `frames` text frames as fast as the socket takes them (from the writeable callback).
+/// @unchecked Sendable: its mutable state sits under `lock`; `opened` is a semaphore.
 final class FramePump: WebSocketDelegate, @unchecked Sendable {
     let frames: Int
     let texts: [[UInt8]]
@@ -164,7 +170,8 @@ final class FramePump: WebSocketDelegate, @unchecked Sendable {
     private let lock = NSLock()
     private var running = false
     private var sent = 0
-    private(set) var failure: String?
+    private var failed: String?
+    var failure: String? { lock.withLock { failed } }
 
     init(frames: Int, texts: [[UInt8]]) {
         self.frames = frames
@@ -178,10 +185,10 @@ final class FramePump: WebSocketDelegate, @unchecked Sendable {
 
     func webSocketDidOpen(_ connection: WebSocketConnection) { opened.signal() }
     func webSocket(_ connection: WebSocketConnection, didReceive message: [UInt8]) {
-        if message.starts(with: Array(#"{"type":"error""#.utf8)) { lock.withLock { failure = String(decoding: message, as: UTF8.self) } }
+        if message.starts(with: Array(#"{"type":"error""#.utf8)) { lock.withLock { failed = String(decoding: message, as: UTF8.self) } }
     }
     func webSocketDidClose(_ connection: WebSocketConnection, error: String?) {
-        if let error { lock.withLock { failure = error } }
+        if let error { lock.withLock { failed = error } }
     }
 
     func webSocketNextMessage(_ connection: WebSocketConnection) -> [UInt8]? {

@@ -1,37 +1,37 @@
 import Foundation
 
-public struct HTTPResponse: Sendable {
-    public var status: Int
-    public var headers: [String: String]
-    public var body: [UInt8]
+package struct HTTPResponse: Sendable {
+    package var status: Int
+    package var headers: [String: String]
+    package var body: [UInt8]
 
-    public var text: String { String(decoding: body, as: UTF8.self) }
+    package var text: String { String(decoding: body, as: UTF8.self) }
 }
 
 /// A small blocking HTTP/1.1 client over one keep-alive TCP connection (plain http only): the
 /// producer commands, the load tester's HTTP publisher and the tests all speak through it.
 /// One caller at a time.
-public final class HTTPClient {
-    public let host: String
-    public let port: Int
-    public let timeoutSeconds: Double
+package final class HTTPClient {
+    package let host: String
+    package let port: Int
+    package let timeoutSeconds: Double
     private var socket: Int32 = -1
     private var buffered: [UInt8] = []
 
-    public init(host: String, port: Int, timeoutSeconds: Double = 10) {
+    package init(host: String, port: Int, timeoutSeconds: Double = 10) {
         self.host = host
         self.port = port
         self.timeoutSeconds = timeoutSeconds
     }
 
-    public convenience init(url: ServerURL, timeoutSeconds: Double = 10) throws {
+    package convenience init(url: ServerURL, timeoutSeconds: Double = 10) throws {
         guard !url.secure else { throw ClientError("\(url.host): https is not supported by this client; use http:// (for example behind a local TLS proxy)") }
         self.init(host: url.host, port: url.port, timeoutSeconds: timeoutSeconds)
     }
 
     deinit { disconnect() }
 
-    public func request(_ method: String, _ path: String, body: [UInt8]? = nil, headers: [(String, String)] = []) throws -> HTTPResponse {
+    package func request(_ method: String, _ path: String, body: [UInt8]? = nil, headers: [(String, String)] = []) throws -> HTTPResponse {
         var head = "\(method) \(path) HTTP/1.1\r\nHost: \(host.contains(":") ? "[\(host)]" : host):\(port)\r\n"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
         if let body {
@@ -43,12 +43,12 @@ public final class HTTPClient {
         return try exchange(Array(head.utf8) + (body ?? []))
     }
 
-    public func request(_ method: String, _ path: String, json: String, headers: [(String, String)] = []) throws -> HTTPResponse {
+    package func request(_ method: String, _ path: String, json: String, headers: [(String, String)] = []) throws -> HTTPResponse {
         try request(method, path, body: Array(json.utf8), headers: headers)
     }
 
     /// Sends bytes exactly as given (for tests of what a browser would never send) and reads one answer.
-    public func exchange(_ raw: [UInt8]) throws -> HTTPResponse {
+    package func exchange(_ raw: [UInt8]) throws -> HTTPResponse {
         // A kept-alive socket the server closed meanwhile fails on first use: retry once on a fresh one.
         let reused = socket >= 0
         do {
@@ -63,7 +63,7 @@ public final class HTTPClient {
         }
     }
 
-    public func disconnect() {
+    package func disconnect() {
         if socket >= 0 { Glibc.close(socket) }
         socket = -1
         buffered = []

@@ -148,6 +148,10 @@ public final class RingcastClient: Sendable {
 
     public var isConnected: Bool { core.isConnected }
     public var statistics: Statistics { core.statistics }
+
+    /// Calls suspended until the queue has room (`maxQueuedEvents` distinct events wait): for this
+    /// package's tests, which wait on it instead of sleeping.
+    package var callsWaitingForSpace: Int { core.callsWaitingForSpace }
 }
 
 /// What went wrong, thrown by a call or delivered on `errors`.
@@ -174,7 +178,7 @@ public enum RingcastClientError: Error, Sendable, Equatable, CustomStringConvert
 extension ServerURL {
     /// The path before the API: "" for `http://host:port`, `/prefix` for `http://host/prefix` (a
     /// reverse proxy), also when the URL given was the WebSocket's `…/ws`.
-    public var basePath: String {
+    package var basePath: String {
         var base = Substring(path.prefix { $0 != "?" })
         while base.hasSuffix("/") { base = base.dropLast() }
         if base.hasSuffix("/ws") { base = base.dropLast(3) }
@@ -182,7 +186,7 @@ extension ServerURL {
     }
 
     /// `/api/tasks` under the base path.
-    public func endpoint(_ path: String) -> String { basePath + path }
+    package func endpoint(_ path: String) -> String { basePath + path }
 }
 
 /// One event waiting to be sent. An `update` slot may still take later updates of its task.
@@ -215,6 +219,7 @@ private struct Outgoing {
 /// The client's state and its WebSocket delegate. Every `var` is guarded by `lock`: the calls touch
 /// it from any thread, the WebSocket callbacks from the client context's service thread.
 /// Continuations are resumed outside the lock.
+/// @unchecked Sendable: every `var` is read and written under `lock`; the `let`s are Sendable or immutable.
 private final class ClientCore: WebSocketDelegate, @unchecked Sendable {
     /// The connection's life: connecting → open → (closed by the peer) waiting → connecting …;
     /// `close()` moves any of them to closing, then closed.
@@ -263,6 +268,7 @@ private final class ClientCore: WebSocketDelegate, @unchecked Sendable {
 
     var isConnected: Bool { lock.withLock { lifecycle == .open } }
     var statistics: RingcastClient.Statistics { lock.withLock { stats } }
+    var callsWaitingForSpace: Int { lock.withLock { spaceWaiters.count } }
 
     /// Connects. The lock is held across `connect` so that no callback of the new connection can
     /// look before `connection` names it (lws calls back only after its service thread has taken the

@@ -4,7 +4,7 @@ import Foundation
 import RingcastLWS
 
 /// Receives one connection's events, on the client context's service thread.
-public protocol WebSocketDelegate: AnyObject {
+package protocol WebSocketDelegate: AnyObject {
     func webSocketDidOpen(_ connection: WebSocketConnection)
     func webSocket(_ connection: WebSocketConnection, didReceive message: [UInt8])
     /// `error` is nil for a clean close; the connection is finished either way.
@@ -19,21 +19,21 @@ public protocol WebSocketDelegate: AnyObject {
 }
 
 extension WebSocketDelegate {
-    public func webSocketNextMessage(_ connection: WebSocketConnection) -> [UInt8]? { nil }
+    package func webSocketNextMessage(_ connection: WebSocketConnection) -> [UInt8]? { nil }
 
-    public func webSocket(_ connection: WebSocketConnection, didReceiveBytes message: UnsafeRawBufferPointer) {
+    package func webSocket(_ connection: WebSocketConnection, didReceiveBytes message: UnsafeRawBufferPointer) {
         webSocket(connection, didReceive: Array(message))
     }
 }
 
 /// A parsed `ws://host:port/path?query` (or `http://`, taken to mean the same server).
-public struct ServerURL: Sendable, Equatable {
-    public var host: String
-    public var port: Int
-    public var path: String
-    public var secure: Bool
+package struct ServerURL: Sendable, Equatable {
+    package var host: String
+    package var port: Int
+    package var path: String
+    package var secure: Bool
 
-    public init?(_ text: String, defaultPath: String = "/") {
+    package init?(_ text: String, defaultPath: String = "/") {
         var rest = Substring(text)
         if rest.hasPrefix("ws://") || rest.hasPrefix("http://") {
             secure = false
@@ -60,13 +60,14 @@ public struct ServerURL: Sendable, Equatable {
         guard !host.isEmpty, (1...65535).contains(port) else { return nil }
     }
 
-    public var hostHeader: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    package var hostHeader: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }
 
 /// One WebSocket. `send` and `close` may be called from any thread; the rest happens on the
 /// context's service thread.
-public final class WebSocketConnection: @unchecked Sendable {
-    public let url: ServerURL
+/// @unchecked Sendable: `outbox` and `closeRequested` are touched under the context's lock, the rest only on its service thread.
+package final class WebSocketConnection: @unchecked Sendable {
+    package let url: ServerURL
     let headers: [(String, String)]
     weak var context: WebSocketClientContext?
     let delegate: WebSocketDelegate
@@ -76,11 +77,11 @@ public final class WebSocketConnection: @unchecked Sendable {
     /// Service thread only.
     var wsi: OpaquePointer?
     var incoming: [UInt8] = []
-    public private(set) var isOpen = false
+    package private(set) var isOpen = false
     /// The status code of the close frame the server sent, if it sent one (1001: going away).
-    public private(set) var peerCloseCode: Int?
+    package private(set) var peerCloseCode: Int?
     /// Free for the owner's bookkeeping (the load tester keeps its per-watcher counters here).
-    public var tag = 0
+    package var tag = 0
 
     init(url: ServerURL, headers: [(String, String)], delegate: WebSocketDelegate, context: WebSocketClientContext) {
         self.url = url
@@ -90,23 +91,23 @@ public final class WebSocketConnection: @unchecked Sendable {
     }
 
     /// Queues a text message; it leaves when the socket is writeable (after it opens).
-    public func send(_ text: [UInt8]) {
+    package func send(_ text: [UInt8]) {
         context?.enqueue(self) { $0.outbox.append(text) }
     }
 
-    public func send(_ text: String) { send(Array(text.utf8)) }
+    package func send(_ text: String) { send(Array(text.utf8)) }
 
     /// Asks for a writeable callback, in which the delegate's `webSocketNextMessage` is asked for a message.
-    public func requestWrite() {
+    package func requestWrite() {
         context?.enqueue(self) { _ in }
     }
 
-    public func close() {
+    package func close() {
         context?.enqueue(self) { $0.closeRequested = true }
     }
 
     /// Messages queued by `send` that have not been written yet (a publisher's back-pressure).
-    public var queuedMessages: Int { context?.queuedCount(self) ?? 0 }
+    package var queuedMessages: Int { context?.queuedCount(self) ?? 0 }
 
     fileprivate func opened() { isOpen = true }
     fileprivate func closed() { isOpen = false }
@@ -114,7 +115,8 @@ public final class WebSocketConnection: @unchecked Sendable {
 }
 
 /// One libwebsockets client context and its service thread, holding any number of WebSockets.
-public final class WebSocketClientContext: @unchecked Sendable {
+/// @unchecked Sendable: the queues and `context` are guarded by `lock`; lws state is touched only on the service thread.
+package final class WebSocketClientContext: @unchecked Sendable {
     private let lock = NSLock()
     private var context: OpaquePointer?
     private var pendingConnects: [WebSocketConnection] = []
@@ -132,7 +134,7 @@ public final class WebSocketClientContext: @unchecked Sendable {
 
     /// - Parameter connectTimeoutSeconds: how long a connection may take to connect and finish its
     ///   handshake before it fails with an error.
-    public init(connectTimeoutSeconds: Int = 10) throws {
+    package init(connectTimeoutSeconds: Int = 10) throws {
         protocolName = resources.string("ringcast-client")
         var info = lws_context_creation_info()
         info.port = -1 // CONTEXT_PORT_NO_LISTEN: a client-only context
@@ -159,7 +161,7 @@ public final class WebSocketClientContext: @unchecked Sendable {
 
     /// Opens a WebSocket to `url`; the delegate hears of it on the service thread.
     @discardableResult
-    public func connect(_ url: ServerURL, headers: [(String, String)] = [], delegate: WebSocketDelegate) -> WebSocketConnection {
+    package func connect(_ url: ServerURL, headers: [(String, String)] = [], delegate: WebSocketDelegate) -> WebSocketConnection {
         let connection = WebSocketConnection(url: url, headers: headers, delegate: delegate, context: self)
         lock.withLock {
             pendingConnects.append(connection)
@@ -169,7 +171,7 @@ public final class WebSocketClientContext: @unchecked Sendable {
     }
 
     /// Closes every connection and stops the service thread. Call once, from any other thread.
-    public func shutdown() {
+    package func shutdown() {
         let wasRunning: Bool = lock.withLock {
             guard !stopping, let context else { return false }
             stopping = true
@@ -344,7 +346,7 @@ private func clientCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reason
     return Unmanaged<WebSocketClientContext>.fromOpaque(owner).takeUnretainedValue().handle(wsi, reason, user, input, length)
 }
 
-public struct ClientError: Error, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+package struct ClientError: Error, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }

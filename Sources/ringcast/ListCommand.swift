@@ -5,32 +5,32 @@ import RingcastCore
 /// `ringcast ls`: the tasks as a table (or as the server's JSON).
 struct ListCommand: ProducerCommand {
     static let name = "ls"
-    static let summary = """
-    usage: ringcast ls [--watch PATTERNS] [--json]
-
+    static let summary = "list the tasks as a table"
+    static let usage = ["ringcast ls [--watch PATTERNS] [--json]"]
+    static let discussion = """
     Lists the server's tasks: id, state, progress, title and the server's estimate of the time left
     (a timer's time left). `-` marks an indeterminate task (a spinner) or an unknown estimate.
-
-    options:
-      --watch PATTERNS  only ids matching these globs, comma-separated (e.g. 'ci.*,deploy.web')
-      --json            print the server's answer (epoch, seq, tasks) as JSON instead
     """
-    static let valued: Set<String> = ["watch"]
-    static let flags: Set<String> = ["json"]
+    static let ownOptions: [Option] = [
+        .value("watch", "PATTERNS", "only ids matching these globs, comma-separated (e.g. 'ci.*,deploy.web')"),
+        .flag("json", "print the server's answer (epoch, seq, tasks) as JSON instead"),
+    ]
 
+    let session: ProducerSession
     let watch: String?
     let json: Bool
 
-    init(validating options: ParsedOptions) throws(UsageError) {
-        if let extra = options.positional.first { throw UsageError("unexpected argument '\(extra)'") }
-        if let watch = options.values["watch"], case let .failure(error) = WatchSet.parse(watch) {
+    init(validating options: ParsedOptions, session: ProducerSession) throws(UsageError) {
+        self.session = session
+        try options.noPositional()
+        if let watch = options.value("watch"), case let .failure(error) = WatchSet.parse(watch) {
             throw UsageError("--watch: \(error.message)")
         }
-        watch = options.values["watch"]
-        json = options.flags.contains("json")
+        watch = options.value("watch")
+        json = options.flag("json")
     }
 
-    func run(_ session: ProducerSession) throws(CommandFailure) -> Int32 {
+    func run() throws(CommandFailure) -> Int32 {
         let path = "/api/tasks" + (watch.map { "?watch=\($0)" } ?? "")
         let answer = try session.send("GET", path)
         if json {

@@ -5,37 +5,38 @@ import RingcastCore
 /// `some-program | ringcast pipe ID`: passes the input through and turns its progress lines into updates.
 struct PipeCommand: ProducerCommand {
     static let name = "pipe"
-    static let summary = """
-    usage: some-program | ringcast pipe ID [--title T] [--hide-after SECONDS]
-
+    static let summary = "progress read from another program's output: make 2>&1 | ringcast pipe build"
+    static let usage = ["some-program | ringcast pipe ID [--title T] [--hide-after SECONDS]"]
+    static let discussion = """
     Copies standard input to standard output byte for byte, and reads progress out of each line
     (a line ends at \\n or \\r, as tqdm redraws with \\r): `42%`, `[42/100]`, a bare `42/100`, or
     tqdm's ` 42%|████      | 42/100 [00:01<00:02, 40.00it/s]`. Task ID is a spinner until the first
     progress; it is updated at most once per 50 ms (the latest value always goes out) and marked done
     at end of input. If the server cannot be reached, the input still passes through, one line goes
     to stderr and the exit status is 1.
-
-    options:
-      --title T             the task's title
-      --hide-after SECONDS  hide the task that long after the input ends
     """
-    static let valued: Set<String> = ["title", "hide-after"]
+    static let ownOptions: [Option] = [
+        .value("title", "T", "the task's title"),
+        .value("hide-after", "SECONDS", "hide the task that long after the input ends"),
+    ]
     /// Seconds between two updates, at least.
     static let minimumInterval = 0.05
     /// A stuck server must not hold the pass-through up for long.
     static let requestTimeout = 3.0
 
+    let session: ProducerSession
     let id: String
     let title: String?
     let hideAfter: Double?
 
-    init(validating options: ParsedOptions) throws(UsageError) {
+    init(validating options: ParsedOptions, session: ProducerSession) throws(UsageError) {
+        self.session = session
         id = try options.taskID()
         title = try options.text("title", maxLength: 200)
         hideAfter = try options.seconds("hide-after")
     }
 
-    func run(_ session: ProducerSession) throws(CommandFailure) -> Int32 {
+    func run() throws(CommandFailure) -> Int32 {
         var updater = ThrottledUpdater(session: session, id: id, interval: PipeCommand.minimumInterval)
         var start: [(String, JSONValue)] = [("progress", .null), ("completed", .null), ("total", .null), ("detail", .null),
                                             ("state", .string("running")), ("visible", .bool(true)), ("hideAfter", .null)]

@@ -5,31 +5,32 @@ import RingcastCore
 /// `ringcast run ID -- CMD ARGS…`: a spinner while CMD runs, then done or failed from its exit status.
 struct RunCommand: ProducerCommand {
     static let name = "run"
-    static let summary = """
-    usage: ringcast run ID [--title T] [--hide-after SECONDS] [--stale-after SECONDS] -- CMD [ARGS…]
-
+    static let summary = "a spinner while a command runs, then done or failed: ringcast run build -- make"
+    static let usage = ["ringcast run ID [--title T] [--hide-after SECONDS] [--stale-after SECONDS] -- CMD [ARGS…]"]
+    static let discussion = """
     Runs CMD with ARGS, its input and output untouched, while task ID shows a spinner; then marks the
     task done (exit status 0) or failed, and exits with CMD's status (128+N when a signal N ended it,
     127 when CMD is not found).
     While CMD runs the task's lease is kept alive: if ringcast itself dies, the task turns `stalled`.
     SIGINT and SIGTERM sent to ringcast alone are passed on to CMD.
     If the server cannot be reached at the start, CMD is not run (exit status 1).
-
-    options:
-      --title T               the task's title (default: the command line)
-      --hide-after SECONDS    hide the task that long after CMD ends
-      --stale-after SECONDS   the lease (default 10); it is renewed every third of it
     """
-    static let valued: Set<String> = ["title", "hide-after", "stale-after"]
+    static let ownOptions: [Option] = [
+        .value("title", "T", "the task's title (default: the command line)"),
+        .value("hide-after", "SECONDS", "hide the task that long after CMD ends"),
+        .value("stale-after", "SECONDS", "the lease; it is renewed every third of it", default: "10"),
+    ]
     static let takesPassthrough = true
 
+    let session: ProducerSession
     let id: String
     let command: [String]
     let title: String
     let hideAfter: Double?
     let lease: Double
 
-    init(validating options: ParsedOptions) throws(UsageError) {
+    init(validating options: ParsedOptions, session: ProducerSession) throws(UsageError) {
+        self.session = session
         id = try options.taskID()
         guard !options.passthrough.isEmpty, !options.passthrough[0].isEmpty else {
             throw UsageError("give the command after --, e.g. ringcast run \(id) -- make test")
@@ -38,10 +39,10 @@ struct RunCommand: ProducerCommand {
         let commandLine = command.joined(separator: " ")
         title = try options.text("title", maxLength: 200) ?? (commandLine.count > 200 ? String(commandLine.prefix(199)) + "…" : commandLine)
         hideAfter = try options.seconds("hide-after")
-        lease = try options.seconds("stale-after", minimum: 1) ?? 10
+        lease = try options.seconds("stale-after", minimum: 1)!
     }
 
-    func run(_ session: ProducerSession) throws(CommandFailure) -> Int32 {
+    func run() throws(CommandFailure) -> Int32 {
         // A fresh spinner: clears what an earlier run left (counts, detail, a pending hide).
         try session.send("POST", ProducerSession.taskPath(id), .object([
             ("title", .string(title)), ("progress", .null), ("completed", .null), ("total", .null),
@@ -116,14 +117,7 @@ struct ChildProcess {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in [SIGPIPE, SIGINT, SIGTERM] { sigaddset(&defaults, signal) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        TerminationSignals.resetForChild(&attributes)
         let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid = pid_t()
@@ -155,17 +149,21 @@ func signalName(_ signal: Int32) -> String {
 
 /// Renews a task's lease on its own thread while a command runs: an empty update every `interval`.
 /// It owns the session until `stop()` returns.
+/// @unchecked Sendable: `stopped` and `finished` sit under `condition`; only the lease thread uses the session.
 final class LeaseKeeper: @unchecked Sendable {
     private let condition = NSCondition()
     private var stopped = false
     private var finished = false
+    private let session: ProducerSession
+
     init(session: ProducerSession, id: String, every interval: Double) {
+        self.session = session
         let thread = Thread { [self] in
             condition.lock()
             while !stopped {
                 if !condition.wait(until: Date().addingTimeInterval(interval)), !stopped {
                     // A lost renewal is not worth a word: the next one, or the final update, follows.
-                    _ = try? session.send("POST", ProducerSession.taskPath(id), .object([]))
+                    _ = try? self.session.send("POST", ProducerSession.taskPath(id), .object([]))
                 }
             }
             finished = true
@@ -188,6 +186,7 @@ final class LeaseKeeper: @unchecked Sendable {
 
 /// Passes SIGINT and SIGTERM that were sent to ringcast alone (with kill) on to the child. A terminal's
 /// Ctrl-C already reaches the whole foreground group, child included, so it is not sent twice.
+/// @unchecked Sendable: `running` sits under `lock`; `done` is a semaphore.
 final class SignalForwarder: @unchecked Sendable {
     private let lock = NSLock()
     private var running = true
@@ -195,15 +194,8 @@ final class SignalForwarder: @unchecked Sendable {
 
     init(to pid: pid_t) {
         let thread = Thread { [self] in
-            var signals = sigset_t()
-            sigemptyset(&signals)
-            sigaddset(&signals, SIGINT)
-            sigaddset(&signals, SIGTERM)
-            var timeout = timespec(tv_sec: 0, tv_nsec: 100_000_000)
             while lock.withLock({ running }) {
-                var info = siginfo_t()
-                let signal = sigtimedwait(&signals, &info, &timeout)
-                if signal > 0, info.si_code == SI_USER { kill(pid, signal) }
+                if let (signal, sentByKill) = TerminationSignals.take(timeout: 0.1), sentByKill { kill(pid, signal) }
             }
             done.signal()
         }

@@ -1,6 +1,7 @@
 import Foundation
 import RingcastClient
 import RingcastCore
+import RingcastTestSupport
 import XCTest
 
 final class HTTPTests: XCTestCase {
@@ -49,6 +50,17 @@ final class HTTPTests: XCTestCase {
         }
         // A malformed batch applied nothing.
         XCTAssertEqual(try client.request("GET", "/api/tasks/ok").status, 404)
+    }
+
+    /// A body-less POST sent with `Content-Length: 0` (as HTTPClient sends it) is applied once, not twice.
+    func testAnEmptyPostIsAppliedOnce() throws {
+        let server = try TestServer()
+        try server.post("/api/timers/tea", #"{"seconds":60}"#)
+        let before = try server.seq()
+        let client = server.http()
+        let cancel = try client.exchange(Array("POST /api/timers/tea/cancel HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n".utf8))
+        XCTAssertEqual(cancel.status, 200, cancel.text)
+        XCTAssertEqual(try server.seq(), before + 1)
     }
 
     func testTaskLifecycleOverHTTP() throws {
@@ -150,23 +162,6 @@ final class HTTPTests: XCTestCase {
         XCTAssertTrue(stranger.received.isEmpty)
         let friend = TestWatcher(server.wsURL, headers: [("Origin", "http://allowed.example")])
         friend.waitForSnapshot()
-    }
-
-    func testTheExecutablePrintsWhereItListensFirst() throws {
-        let configURL = FileManager.default.temporaryDirectory.appendingPathComponent("ringcast-test-\(UUID().uuidString).json")
-        try Data(#"{"host":"127.0.0.1","port":8080,"publicDir":"\#(repositoryRoot)/Public"}"#.utf8).write(to: configURL)
-        defer { try? FileManager.default.removeItem(at: configURL) }
-        let served = try ServeProcess(["--config", configURL.path, "--port", "0"])
-        let prefix = "listening on http://127.0.0.1:"
-        XCTAssertTrue(served.firstLine.hasPrefix(prefix), "first line: \(served.firstLine)")
-        let port = try XCTUnwrap(Int(served.firstLine.dropFirst(prefix.count)))
-        XCTAssertNotEqual(port, 8080, "--port 0 overrides the config and takes a free port")
-        XCTAssertEqual(try HTTPClient(host: "127.0.0.1", port: port).request("GET", "/healthz").status, 200)
-        XCTAssertEqual(served.stop(), 0, "SIGTERM stops the server cleanly")
-
-        let bad = try RingcastProcess.run(["serve", "--config", configURL.path, "--port", "http"])
-        XCTAssertNotEqual(bad.status, 0)
-        XCTAssertTrue(bad.stderr.contains("--port"))
     }
 }
 

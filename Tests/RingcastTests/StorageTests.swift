@@ -2,22 +2,17 @@ import Foundation
 import Ringcast
 import RingcastClient
 import RingcastCore
+import RingcastTestSupport
 import XCTest
 
 final class StorageTests: XCTestCase {
-    private var folder: URL!
+    private var folder: TemporaryFolder!
 
-    override func setUpWithError() throws {
-        folder = FileManager.default.temporaryDirectory.appendingPathComponent("ringcast-storage-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(at: folder)
-    }
+    override func setUpWithError() throws { folder = try TemporaryFolder("ringcast-storage") }
+    override func tearDown() { folder?.remove() }
 
     private func server(port: Int = 0) throws -> TestServer {
-        let path = folder.appendingPathComponent("state/ringcast.db").path
+        let path = folder.file("state/ringcast.db").path
         let persistence = try SQLitePersistence(path: path, logger: .silent)
         return try TestServer(persistence: persistence) { $0.port = port }
     }
@@ -73,28 +68,5 @@ final class StorageTests: XCTestCase {
         let next = try JSONParser.parse(try second.http().request("GET", "/api/tasks/keep.progress").body)
         guard case let .number(nextSeq)? = next["seq"] else { return XCTFail("no seq") }
         XCTAssertGreaterThan(nextSeq, seq, "the sequence carries on after a restart")
-    }
-
-    func testKillNineLosesNoTerminalStateAndOnlyTheLastQuarterSecondOfProgress() throws {
-        let config = folder.appendingPathComponent("config.json")
-        try Data(#"{"port":0,"publicDir":"\#(repositoryRoot)/Public","storage":"data/ringcast.db"}"#.utf8).write(to: config)
-
-        var served = try ServeProcess(["--config", config.path])
-        var client = HTTPClient(host: "127.0.0.1", port: served.port)
-        XCTAssertEqual(try client.request("POST", "/api/tasks/job.failed", json: #"{"progress":0.4}"#).status, 200)
-        XCTAssertEqual(try client.request("POST", "/api/tasks/job.failed", json: #"{"state":"failed","detail":"exit 3"}"#).status, 200)
-        XCTAssertEqual(try client.request("POST", "/api/tasks/job.slow", json: #"{"progress":0.7}"#).status, 200)
-        Thread.sleep(forTimeInterval: 0.5)  // longer than the write-behind interval
-        XCTAssertEqual(try client.request("POST", "/api/tasks/job.hidden/show", json: "{}").status, 200)
-        XCTAssertEqual(try client.request("POST", "/api/tasks/job.hidden/hide", json: "{}").status, 200)
-        _ = served.stop(SIGKILL)
-
-        served = try ServeProcess(["--config", config.path])
-        client = HTTPClient(host: "127.0.0.1", port: served.port)
-        let failed = try JSONParser.parse(try client.request("GET", "/api/tasks/job.failed").body)
-        XCTAssertEqual(failed["state"], .string("failed"))
-        XCTAssertEqual(failed["detail"], .string("exit 3"))
-        XCTAssertEqual(try JSONParser.parse(try client.request("GET", "/api/tasks/job.slow").body)["progress"], .number(0.7))
-        XCTAssertEqual(try JSONParser.parse(try client.request("GET", "/api/tasks/job.hidden").body)["visible"], .bool(false))
     }
 }

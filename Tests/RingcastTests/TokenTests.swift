@@ -1,6 +1,7 @@
 import Foundation
 import RingcastClient
 import RingcastCore
+import RingcastTestSupport
 import XCTest
 
 final class TokenTests: XCTestCase {

@@ -1,5 +1,6 @@
 import Foundation
-@testable import RingcastClient
+@testable import RingcastLoad
+import RingcastClient
 import RingcastCore
 import XCTest
 

@@ -1,10 +1,11 @@
 import Foundation
+import RingcastClient
 import RingcastCore
 import Synchronization
 
 /// What one load run does: how many watchers, what is published how fast and how, and what to measure.
-public struct LoadTestOptions: Sendable {
-    public enum PublishMode: String, Sendable, CaseIterable {
+package struct LoadTestOptions: Sendable {
+    package enum PublishMode: String, Sendable, CaseIterable {
         /// One `POST /api/tasks/{id}` per update, on one kept-alive connection.
         case http
         /// `POST /api/events` with `batchSize` updates per request.
@@ -14,49 +15,49 @@ public struct LoadTestOptions: Sendable {
     }
 
     /// The server, e.g. `http://127.0.0.1:8080`: watchers open `/ws` there, updates go to `/api/`.
-    public var url: ServerURL
-    public var clients = 100
+    package var url: ServerURL
+    package var clients = 100
     /// Updates per second; 0 publishes as fast as the server takes them.
-    public var rate: Double = 10
+    package var rate: Double = 10
     /// How long to publish (seconds); with `messages` too, whichever ends first.
-    public var duration: Double?
+    package var duration: Double?
     /// How many updates to publish; 0 publishes nothing and just holds the watchers for `duration`.
-    public var messages: Int?
+    package var messages: Int?
     /// Each update's `detail` is padded to this many bytes (it always holds at least the marker).
-    public var payloadBytes = 0
+    package var payloadBytes = 0
     /// The watchers' `?watch=` patterns.
-    public var watch = "*"
+    package var watch = "*"
     /// Updates go round-robin to task ids `rcload.t0` … `rcload.t(K-1)`.
-    public var tasks = 1
-    public var publish = PublishMode.http
+    package var tasks = 1
+    package var publish = PublishMode.http
     /// Updates per request (`batch`) or per frame (`ws`); `http` always sends one.
-    public var batchSize = 1
+    package var batchSize = 1
     /// A publisher token, sent as `Authorization: Bearer TOKEN` (servers that require one).
-    public var token: String?
+    package var token: String?
     /// A local server's pid: its CPU time and memory are read from /proc.
-    public var serverPID: Int32?
+    package var serverPID: Int32?
     /// New watcher connections started per second; 0 = as fast as `maxHandshakes` allows.
-    public var rampPerSecond: Double = 0
+    package var rampPerSecond: Double = 0
     /// At most this many watchers connecting (TCP + handshake) at once.
-    public var maxHandshakes = 256
+    package var maxHandshakes = 256
     /// A watcher not open after this many seconds counts as failed.
-    public var connectTimeout: Double = 10
+    package var connectTimeout: Double = 10
     /// After the last update, how long to wait at most for deliveries still on their way.
-    public var drainTimeout: Double = 60
+    package var drainTimeout: Double = 60
     /// Drain ends early after this long without a new delivery.
-    public var quietSeconds: Double = 2
+    package var quietSeconds: Double = 2
 
-    public init(url: ServerURL) { self.url = url }
+    package init(url: ServerURL) { self.url = url }
 
-    public static let taskPrefix = "rcload.t"
+    package static let taskPrefix = "rcload.t"
 
-    public func taskID(_ index: Int) -> String { LoadTestOptions.taskPrefix + String(index) }
+    package func taskID(_ index: Int) -> String { LoadTestOptions.taskPrefix + String(index) }
 
     /// Everything a user could get wrong, as one message saying what to type instead.
-    public func validate() throws(LoadError) {
+    package func validate() throws(LoadError) {
         guard !url.secure else { throw LoadError("https:// and wss:// are not supported by `ringcast load`; use http://HOST:PORT") }
         guard url.path == "/" || url.path == "/ws" || url.path.hasPrefix("/?") || url.path.hasPrefix("/ws?") else {
-            throw LoadError("--url takes the server's address, like http://127.0.0.1:8080, not a path (\(url.path))")
+            throw LoadError("--server takes the server's address, like http://127.0.0.1:8080, not a path (\(url.path))")
         }
         guard clients >= 1, clients <= 1_000_000 else { throw LoadError("--clients must be from 1 to 1000000, not \(clients)") }
         guard rate >= 0, rate.isFinite else { throw LoadError("--rate must be updates per second (0 for as fast as possible), not \(rate)") }
@@ -77,23 +78,23 @@ public struct LoadTestOptions: Sendable {
     }
 }
 
-public struct LoadError: Error, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+package struct LoadError: Error, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }
 
 /// A moment of a run, for the live progress line.
-public struct LoadProgress: Sendable {
-    public enum Phase: String, Sendable { case connecting, publishing, draining, holding, done }
-    public var phase: Phase
-    public var clients: Int
-    public var connected: Int
-    public var failed: Int
-    public var published: Int
-    public var delivered: Int
+package struct LoadProgress: Sendable {
+    package enum Phase: String, Sendable { case connecting, publishing, draining, holding, done }
+    package var phase: Phase
+    package var clients: Int
+    package var connected: Int
+    package var failed: Int
+    package var published: Int
+    package var delivered: Int
     /// Deliveries per second since the previous progress report.
-    public var deliveriesPerSecond: Double
-    public var elapsed: Double
+    package var deliveriesPerSecond: Double
+    package var elapsed: Double
 }
 
 /// Runs one load test: opens the watchers from one client context (ramped, with a cap on handshakes
@@ -103,9 +104,10 @@ public struct LoadProgress: Sendable {
 /// Threads: the caller's thread ramps, reports progress and decides the phases; the publisher has
 /// its own thread; every watcher callback runs on the client context's service thread, which alone
 /// touches `WatcherStats`. Counters the others need are atomics or sit under `lock`.
-public final class LoadTester: @unchecked Sendable {
-    public let options: LoadTestOptions
-    public let run: String
+/// @unchecked Sendable: each mutable member belongs to one of those threads, or is atomic, or sits under `lock`.
+package final class LoadTester: @unchecked Sendable {
+    package let options: LoadTestOptions
+    package let run: String
     private let runBytes: [UInt8]
     let sendTimes: SendTimes
     private let watchSet: WatchSet
@@ -129,7 +131,7 @@ public final class LoadTester: @unchecked Sendable {
     private let stopRequested = Atomic<Bool>(false)
     private let publisherError = Mutex<String?>(nil)
 
-    public init(options: LoadTestOptions) throws(LoadError) {
+    package init(options: LoadTestOptions) throws(LoadError) {
         try options.validate()
         self.options = options
         run = LoadMarker.newRunID()
@@ -142,13 +144,13 @@ public final class LoadTester: @unchecked Sendable {
     }
 
     /// Asks a running test to stop publishing and finish (Ctrl-C). Any thread.
-    public func stop() { stopRequested.store(true, ordering: .relaxed) }
+    package func stop() { stopRequested.store(true, ordering: .relaxed) }
 
     private var stopping: Bool { stopRequested.load(ordering: .relaxed) }
 
     /// Runs the whole test and returns its figures; throws what a user can fix (no server, nothing
     /// connected, updates refused). `progress` is called about four times a second on this thread.
-    public func execute(progress: @escaping (LoadProgress) -> Void = { _ in }) throws(LoadError) -> LoadResult {
+    package func execute(progress: @escaping (LoadProgress) -> Void = { _ in }) throws(LoadError) -> LoadResult {
         let began = MonotonicClock.nanoseconds()
         try checkServer()
         let before = try sampleServer()
@@ -594,6 +596,7 @@ struct WatcherStats {
 
 /// The WebSocket publisher's delegate: tells when it is open and turns an `error` event from the
 /// server (an update it refused) into the run's error.
+/// @unchecked Sendable: its mutable state is written under `lock` (`closeError` is read after `opened` signals).
 final class PublisherSocket: WebSocketDelegate, @unchecked Sendable {
     let opened = DispatchSemaphore(value: 0)
     unowned let tester: LoadTester
@@ -639,7 +642,9 @@ final class PublisherSocket: WebSocketDelegate, @unchecked Sendable {
 
 /// Sends the updates, paced to the rate, on its own thread; records each one's send time just
 /// before it leaves.
-final class LoadPublisher {
+/// @unchecked Sendable: handed to the publisher thread, which alone uses it until it signals that it
+/// is done; the caller calls `finish()` only after that.
+final class LoadPublisher: @unchecked Sendable {
     private let http: HTTPClient?
     private let headers: [(String, String)]
     private let socket: WebSocketConnection?

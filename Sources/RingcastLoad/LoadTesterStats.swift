@@ -5,9 +5,9 @@ import Foundation
 
 /// The one clock of a load run: CLOCK_MONOTONIC in nanoseconds. Publisher and watchers live in the
 /// same process, so a delivery time minus a send time on this clock has no skew.
-public enum MonotonicClock {
+package enum MonotonicClock {
     @inline(__always)
-    public static func nanoseconds() -> UInt64 {
+    package static func nanoseconds() -> UInt64 {
         var spec = timespec()
         clock_gettime(CLOCK_MONOTONIC, &spec)
         return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
@@ -16,7 +16,7 @@ public enum MonotonicClock {
     /// Latency in whole microseconds from a send time to a receive time (0 if the clock were to go
     /// backwards, which a monotonic clock does not).
     @inline(__always)
-    public static func latencyMicroseconds(sentAt: UInt64, receivedAt: UInt64) -> UInt64 {
+    package static func latencyMicroseconds(sentAt: UInt64, receivedAt: UInt64) -> UInt64 {
         receivedAt > sentAt ? (receivedAt - sentAt) / 1000 : 0
     }
 }
@@ -24,11 +24,11 @@ public enum MonotonicClock {
 /// Percentiles by the nearest-rank method: the p-th percentile of N sorted values is the value at
 /// rank ⌈p/100 · N⌉ (1-based), so it is always one of the values seen, never an interpolation.
 /// For 1…1000: p50 = 500, p90 = 900, p99 = 990, p99.9 = 999, p100 = max = 1000.
-public enum Percentile {
-    public static let reported: [Double] = [50, 90, 99, 99.9]
+package enum Percentile {
+    package static let reported: [Double] = [50, 90, 99, 99.9]
 
     /// The 1-based rank nearest-rank picks for percentile `p` of `count` values.
-    public static func rank(_ p: Double, count: Int) -> Int {
+    package static func rank(_ p: Double, count: Int) -> Int {
         guard count > 0 else { return 0 }
         // The small epsilon keeps 99.9 % of 1000 at rank 999, not 1000 from binary rounding.
         let exact = p / 100 * Double(count)
@@ -36,7 +36,7 @@ public enum Percentile {
     }
 
     /// Nearest-rank percentile of values already sorted ascending.
-    public static func nearestRank<T>(_ sorted: [T], _ p: Double) -> T? {
+    package static func nearestRank<T>(_ sorted: [T], _ p: Double) -> T? {
         guard !sorted.isEmpty else { return nil }
         return sorted[rank(p, count: sorted.count) - 1]
     }
@@ -46,20 +46,20 @@ public enum Percentile {
 /// (0.1 %) above, up to 2^40 µs; percentiles are nearest-rank over the buckets and report a bucket's
 /// highest value, never above the largest value recorded. Fixed size (32 Ki buckets), so recording
 /// a hundred million deliveries costs no memory that grows.
-public struct LatencyHistogram: Sendable {
+package struct LatencyHistogram: Sendable {
     static let exactBits = 11                       // values below 2^11 have a bucket each
     static let exactLimit: UInt64 = 1 << exactBits
     static let halfBucket: UInt64 = exactLimit / 2  // buckets per doubling above the exact range
     static let maxValue: UInt64 = (1 << 40) - 1
     static let bucketCount = index(of: maxValue) + 1
 
-    public private(set) var counts: [UInt64]
-    public private(set) var count: UInt64 = 0
-    public private(set) var sum: UInt64 = 0
-    public private(set) var min: UInt64 = .max
-    public private(set) var max: UInt64 = 0
+    package private(set) var counts: [UInt64]
+    package private(set) var count: UInt64 = 0
+    package private(set) var sum: UInt64 = 0
+    package private(set) var min: UInt64 = .max
+    package private(set) var max: UInt64 = 0
 
-    public init() { counts = Array(repeating: 0, count: LatencyHistogram.bucketCount) }
+    package init() { counts = Array(repeating: 0, count: LatencyHistogram.bucketCount) }
 
     @inline(__always)
     static func index(of value: UInt64) -> Int {
@@ -78,7 +78,7 @@ public struct LatencyHistogram: Sendable {
     }
 
     @inline(__always)
-    public mutating func record(_ microseconds: UInt64, times: UInt64 = 1) {
+    package mutating func record(_ microseconds: UInt64, times: UInt64 = 1) {
         let value = Swift.min(microseconds, LatencyHistogram.maxValue)
         counts[LatencyHistogram.index(of: value)] &+= times
         count &+= times
@@ -87,7 +87,7 @@ public struct LatencyHistogram: Sendable {
         if value > max { max = value }
     }
 
-    public mutating func add(_ other: LatencyHistogram) {
+    package mutating func add(_ other: LatencyHistogram) {
         guard other.count > 0 else { return }
         for index in other.counts.indices where other.counts[index] > 0 { counts[index] += other.counts[index] }
         count += other.count
@@ -97,7 +97,7 @@ public struct LatencyHistogram: Sendable {
     }
 
     /// Nearest-rank percentile in microseconds (nil when nothing was recorded).
-    public func percentile(_ p: Double) -> UInt64? {
+    package func percentile(_ p: Double) -> UInt64? {
         guard count > 0 else { return nil }
         let rank = UInt64(Percentile.rank(p, count: Int(clamping: count)))
         var seen: UInt64 = 0
@@ -108,10 +108,10 @@ public struct LatencyHistogram: Sendable {
         return max
     }
 
-    public var mean: Double? { count > 0 ? Double(sum) / Double(count) : nil }
+    package var mean: Double? { count > 0 ? Double(sum) / Double(count) : nil }
 
     /// Non-empty buckets as (lowest value, highest value, count), ascending: what a report plots.
-    public var nonEmptyBuckets: [(lower: UInt64, upper: UInt64, count: UInt64)] {
+    package var nonEmptyBuckets: [(lower: UInt64, upper: UInt64, count: UInt64)] {
         counts.indices.compactMap { index in
             guard counts[index] > 0 else { return nil }
             let range = LatencyHistogram.range(of: index)
@@ -122,18 +122,18 @@ public struct LatencyHistogram: Sendable {
 
 /// Latency over time: one coarse histogram (4 buckets per doubling, ±10 %) per 100 ms slot of
 /// receive time, counted from the start of publishing. Enough for p50/p99/max lines in a report.
-public struct LatencyTimeline: Sendable {
-    public static let slotNanoseconds: UInt64 = 100_000_000
-    public static let maxSlots = 36_000           // an hour; later deliveries land in the last slot
+package struct LatencyTimeline: Sendable {
+    package static let slotNanoseconds: UInt64 = 100_000_000
+    package static let maxSlots = 36_000           // an hour; later deliveries land in the last slot
     static let bucketsPerSlot = 168               // 4 per doubling up to 2^42 µs
 
-    public struct Slot: Sendable {
-        public var count: UInt32 = 0
-        public var max: UInt64 = 0
+    package struct Slot: Sendable {
+        package var count: UInt32 = 0
+        package var max: UInt64 = 0
         var buckets: [UInt32] = Array(repeating: 0, count: LatencyTimeline.bucketsPerSlot)
 
         /// Nearest-rank percentile within the slot, as the upper edge of a coarse bucket.
-        public func percentile(_ p: Double) -> UInt64? {
+        package func percentile(_ p: Double) -> UInt64? {
             guard count > 0 else { return nil }
             let rank = UInt32(Percentile.rank(p, count: Int(count)))
             var seen: UInt32 = 0
@@ -145,10 +145,10 @@ public struct LatencyTimeline: Sendable {
         }
     }
 
-    public let origin: UInt64
-    public private(set) var slots: [Slot] = []
+    package let origin: UInt64
+    package private(set) var slots: [Slot] = []
 
-    public init(origin: UInt64) { self.origin = origin }
+    package init(origin: UInt64) { self.origin = origin }
 
     @inline(__always)
     static func coarseIndex(_ microseconds: UInt64) -> Int {
@@ -165,7 +165,7 @@ public struct LatencyTimeline: Sendable {
     }
 
     @inline(__always)
-    public mutating func record(_ microseconds: UInt64, receivedAt: UInt64, times: UInt32 = 1) {
+    package mutating func record(_ microseconds: UInt64, receivedAt: UInt64, times: UInt32 = 1) {
         let offset = receivedAt > origin ? receivedAt - origin : 0
         let slot = Swift.min(Int(offset / LatencyTimeline.slotNanoseconds), LatencyTimeline.maxSlots - 1)
         while slots.count <= slot { slots.append(Slot()) }
@@ -178,27 +178,27 @@ public struct LatencyTimeline: Sendable {
 /// The mark the publisher puts in every update's `detail`: `rcload:RUN:N:` then padding, where RUN
 /// names the run (so state left by earlier runs is not counted) and N is the message number that
 /// indexes the send times. Watchers find it by scanning the frame's bytes, not by parsing JSON.
-public enum LoadMarker {
-    public static let prefix: [UInt8] = Array("rcload:".utf8)
-    public static let runLength = 6
+package enum LoadMarker {
+    package static let prefix: [UInt8] = Array("rcload:".utf8)
+    package static let runLength = 6
 
-    public static func newRunID() -> String {
+    package static func newRunID() -> String {
         let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789")
         var generator = SystemRandomNumberGenerator()
         return String((0..<runLength).map { _ in alphabet[Int(generator.next() % UInt64(alphabet.count))] })
     }
 
     /// The detail text for message `number`, padded with `x` to at least `length` bytes.
-    public static func detail(run: String, number: Int, length: Int) -> String {
+    package static func detail(run: String, number: Int, length: Int) -> String {
         let mark = "rcload:\(run):\(number):"
         return mark.count >= length ? mark : mark + String(repeating: "x", count: length - mark.count)
     }
 
     /// What kind of frame this is, from its first bytes: watchers count only `.events` frames as
     /// deliveries; a `.snapshot` carries state (a resync when it is not the first).
-    public enum FrameKind: Equatable, Sendable { case events, hello, snapshot, heartbeat, error }
+    package enum FrameKind: Equatable, Sendable { case events, hello, snapshot, heartbeat, error }
 
-    public static func kind(of frame: UnsafeRawBufferPointer) -> FrameKind {
+    package static func kind(of frame: UnsafeRawBufferPointer) -> FrameKind {
         // Both servers write "type" first: {"type":"snapshot",… or [{"type":"progress",…
         func starts(_ text: StaticString) -> Bool {
             frame.count >= text.utf8CodeUnitCount && memcmp(frame.baseAddress!, text.utf8Start, text.utf8CodeUnitCount) == 0
@@ -213,7 +213,7 @@ public enum LoadMarker {
     /// Calls `found` with the message number of every marker of run `run` in `frame`, in order, and
     /// returns how many markers of other runs it skipped. An array frame holds several.
     @inline(__always)
-    public static func scan(_ frame: UnsafeRawBufferPointer, run: UnsafeRawBufferPointer, _ found: (Int) -> Void) -> Int {
+    package static func scan(_ frame: UnsafeRawBufferPointer, run: UnsafeRawBufferPointer, _ found: (Int) -> Void) -> Int {
         // "rcload:" found by its 'c' with memchr (a few hits per event), then checked around it.
         guard let base = frame.baseAddress, frame.count >= prefix.count + runLength + 2 else { return 0 }
         let end = frame.count
@@ -247,27 +247,28 @@ public enum LoadMarker {
     }
 
     /// `scan` over bytes in an array (tests, and messages that arrived in pieces).
-    public static func scan(_ frame: [UInt8], run: String, _ found: (Int) -> Void) -> Int {
+    package static func scan(_ frame: [UInt8], run: String, _ found: (Int) -> Void) -> Int {
         let runBytes = Array(run.utf8)
         return frame.withUnsafeBytes { bytes in runBytes.withUnsafeBytes { scan(bytes, run: $0, found) } }
     }
 
-    public static func kind(of frame: [UInt8]) -> FrameKind { frame.withUnsafeBytes { kind(of: $0) } }
+    package static func kind(of frame: [UInt8]) -> FrameKind { frame.withUnsafeBytes { kind(of: $0) } }
 }
 
 /// Send times by message number, written by the publisher and read by the watchers' thread.
 /// Storage is chunked and never moves: a chunk is allocated before any message in it is sent, so a
 /// reader that learned the number from the server (after the send) finds the time in place.
-public final class SendTimes: @unchecked Sendable {
+/// @unchecked Sendable: one writer thread; a slot is read only after its number came back from the server.
+package final class SendTimes: @unchecked Sendable {
     static let chunkBits = 16
     static let chunkSize = 1 << chunkBits
     /// Room for 2^28 updates (the table of chunk pointers is 32 KiB; chunks come as used).
-    public static let defaultCapacity = 1 << 28
-    public let capacity: Int
+    package static let defaultCapacity = 1 << 28
+    package let capacity: Int
     private let chunks: UnsafeMutablePointer<UnsafeMutablePointer<UInt64>?>
     private let chunkCount: Int
 
-    public init(capacity: Int = SendTimes.defaultCapacity) {
+    package init(capacity: Int = SendTimes.defaultCapacity) {
         self.capacity = capacity
         chunkCount = (capacity + SendTimes.chunkSize - 1) / SendTimes.chunkSize
         chunks = .allocate(capacity: chunkCount)
@@ -281,7 +282,7 @@ public final class SendTimes: @unchecked Sendable {
 
     /// Publisher thread only. Returns false past the capacity.
     @discardableResult
-    public func set(_ number: Int, _ nanoseconds: UInt64) -> Bool {
+    package func set(_ number: Int, _ nanoseconds: UInt64) -> Bool {
         guard number >= 0, number < capacity else { return false }
         let chunk = number >> SendTimes.chunkBits
         if chunks[chunk] == nil {
@@ -295,7 +296,7 @@ public final class SendTimes: @unchecked Sendable {
 
     /// The send time of `number`, or nil if it was never sent (a marker the publisher did not make).
     @inline(__always)
-    public func get(_ number: Int) -> UInt64? {
+    package func get(_ number: Int) -> UInt64? {
         guard number >= 0, number < capacity, let chunk = chunks[number >> SendTimes.chunkBits] else { return nil }
         let value = chunk[number & (SendTimes.chunkSize - 1)]
         return value == 0 ? nil : value
@@ -303,21 +304,21 @@ public final class SendTimes: @unchecked Sendable {
 }
 
 /// A server process's CPU time and memory, read from /proc (Linux, local servers only).
-public struct ProcessSample: Sendable, Equatable {
+package struct ProcessSample: Sendable, Equatable {
     /// utime + stime of every thread, in nanoseconds: from /proc/PID/task/*/schedstat when the kernel
     /// has it (nanosecond resolution), else /proc/PID/stat (clock ticks, usually 10 ms).
-    public var cpuNanoseconds: UInt64
-    public var cpuSource: String
+    package var cpuNanoseconds: UInt64
+    package var cpuSource: String
     /// VmRSS from /proc/PID/status.
-    public var residentKiB: Int
+    package var residentKiB: Int
 
-    public init(cpuNanoseconds: UInt64, cpuSource: String, residentKiB: Int) {
+    package init(cpuNanoseconds: UInt64, cpuSource: String, residentKiB: Int) {
         self.cpuNanoseconds = cpuNanoseconds
         self.cpuSource = cpuSource
         self.residentKiB = residentKiB
     }
 
-    public static func read(pid: Int32) -> ProcessSample? {
+    package static func read(pid: Int32) -> ProcessSample? {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
               let resident = parseResidentKiB(status: status) else { return nil }
         if let precise = schedstatNanoseconds(pid: pid) {
@@ -331,7 +332,7 @@ public struct ProcessSample: Sendable, Equatable {
 
     /// utime + stime (fields 14 and 15) in clock ticks from a /proc/PID/stat line. The command name
     /// (field 2) is in parentheses and may hold spaces, so fields are counted after the last ')'.
-    public static func parseCPUTicks(stat: String) -> UInt64? {
+    package static func parseCPUTicks(stat: String) -> UInt64? {
         guard let close = stat.lastIndex(of: ")") else { return nil }
         let fields = stat[stat.index(after: close)...].split(separator: " ", omittingEmptySubsequences: true)
         // fields[0] is field 3 (state), so utime (14) is fields[11] and stime (15) fields[12].
@@ -340,7 +341,7 @@ public struct ProcessSample: Sendable, Equatable {
     }
 
     /// VmRSS in KiB from /proc/PID/status.
-    public static func parseResidentKiB(status: String) -> Int? {
+    package static func parseResidentKiB(status: String) -> Int? {
         for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
             return Int(line.dropFirst(6).split(whereSeparator: { $0 == " " || $0 == "\t" }).first ?? "")
         }

@@ -1,99 +1,100 @@
 import Foundation
+import RingcastClient
 import RingcastCore
 
 /// A local server's CPU time and memory over a run, read from /proc.
-public struct ServerFigures: Sendable {
-    public var pid: Int32
+package struct ServerFigures: Sendable {
+    package var pid: Int32
     /// `schedstat` (nanoseconds, every thread) or `stat` (utime + stime in clock ticks).
-    public var cpuSource: String
+    package var cpuSource: String
     /// CPU time from the start of publishing to the end of the drain (connecting excluded).
-    public var cpuSeconds: Double
+    package var cpuSeconds: Double
     /// CPU time spent while the watchers connected.
-    public var connectCPUSeconds: Double
+    package var connectCPUSeconds: Double
     /// VmRSS at the end, with every watcher still connected.
-    public var residentKiB: Int
+    package var residentKiB: Int
     /// VmRSS before the first watcher connected.
-    public var residentBeforeKiB: Int
+    package var residentBeforeKiB: Int
 }
 
 /// The figures of one load run: what the table, `--json` and `--report` show.
-public struct LoadResult: Sendable {
-    public let options: LoadTestOptions
-    public let run: String
-    public var connected = 0
-    public var failed = 0
-    public var timedOut = 0
+package struct LoadResult: Sendable {
+    package let options: LoadTestOptions
+    package let run: String
+    package var connected = 0
+    package var failed = 0
+    package var timedOut = 0
     /// Watchers that were open and closed before the end.
-    public var dropped = 0
-    public var connectErrors: [String: Int] = [:]
-    public var connectSeconds = 0.0
+    package var dropped = 0
+    package var connectErrors: [String: Int] = [:]
+    package var connectSeconds = 0.0
     /// Watchers open when publishing began: every matching update should reach each of them.
-    public var openAtStart = 0
-    public var published = 0
+    package var openAtStart = 0
+    package var published = 0
     /// Published updates whose task the watchers' patterns match.
-    public var matchingPublished = 0
-    public var publishSeconds = 0.0
-    public var expected = 0
-    public var delivered = 0
+    package var matchingPublished = 0
+    package var publishSeconds = 0.0
+    package var expected = 0
+    package var delivered = 0
     /// From the start of publishing to the last delivery.
-    public var deliverySeconds = 0.0
-    public var runSeconds = 0.0
+    package var deliverySeconds = 0.0
+    package var runSeconds = 0.0
     /// From the start of publishing to the end of the drain: the window CPU times are taken over.
-    public var measuredSeconds = 0.0
+    package var measuredSeconds = 0.0
     /// This load process's own CPU time over that window.
-    public var loadCPUSeconds = 0.0
-    public var histogram = LatencyHistogram()
-    public var timeline = LatencyTimeline(origin: 0)
+    package var loadCPUSeconds = 0.0
+    package var histogram = LatencyHistogram()
+    package var timeline = LatencyTimeline(origin: 0)
     /// Where publishing began on the timeline's clock, in seconds.
-    public var timelineOffset = 0.0
+    package var timelineOffset = 0.0
     /// Every frame the watchers received, hello and snapshot included.
-    public var frames = 0
+    package var frames = 0
     /// Frames that carried at least one update of this run.
-    public var dataFrames = 0
+    package var dataFrames = 0
     /// Snapshots after the first: a watcher that fell behind was sent the latest state instead.
-    public var resyncs = 0
+    package var resyncs = 0
     /// Markers of other runs, or with numbers this run never sent.
-    public var foreignMarkers = 0
-    public var errorFrames = 0
-    public var firstErrorFrame: String?
+    package var foreignMarkers = 0
+    package var errorFrames = 0
+    package var firstErrorFrame: String?
     /// Watchers that saw the last matching update (delivered, or in a resync snapshot).
-    public var finalValueSeenBy = 0
-    public var perWatcherMin = 0
-    public var perWatcherMax = 0
-    public var interrupted = false
-    public var server: ServerFigures?
+    package var finalValueSeenBy = 0
+    package var perWatcherMin = 0
+    package var perWatcherMax = 0
+    package var interrupted = false
+    package var server: ServerFigures?
 
-    public init(options: LoadTestOptions, run: String) {
+    package init(options: LoadTestOptions, run: String) {
         self.options = options
         self.run = run
     }
 
-    public var loss: Int { max(0, expected - delivered) }
-    public var lossPercent: Double { expected > 0 ? Double(loss) / Double(expected) * 100 : 0 }
-    public var deliveriesPerSecond: Double? { deliverySeconds > 0 && delivered > 0 ? Double(delivered) / deliverySeconds : nil }
-    public var publishRate: Double? { publishSeconds > 0 && published > 0 ? Double(published) / publishSeconds : nil }
-    public var eventsPerFrame: Double? { dataFrames > 0 ? Double(delivered) / Double(dataFrames) : nil }
+    package var loss: Int { max(0, expected - delivered) }
+    package var lossPercent: Double { expected > 0 ? Double(loss) / Double(expected) * 100 : 0 }
+    package var deliveriesPerSecond: Double? { deliverySeconds > 0 && delivered > 0 ? Double(delivered) / deliverySeconds : nil }
+    package var publishRate: Double? { publishSeconds > 0 && published > 0 ? Double(published) / publishSeconds : nil }
+    package var eventsPerFrame: Double? { dataFrames > 0 ? Double(delivered) / Double(dataFrames) : nil }
 
     /// Latency percentiles in milliseconds (p50, p90, p99, p99.9), then max.
-    public var latencyMilliseconds: [(label: String, value: Double?)] {
+    package var latencyMilliseconds: [(label: String, value: Double?)] {
         Percentile.reported.map { p in ("p" + LoadResult.trim(p), histogram.percentile(p).map { Double($0) / 1000 }) }
             + [("max", histogram.count > 0 ? Double(histogram.max) / 1000 : nil)]
     }
 
     /// Server CPU milliseconds per 1000 deliveries (which is also microseconds per delivery).
-    public var cpuMillisecondsPer1000: Double? {
+    package var cpuMillisecondsPer1000: Double? {
         guard let server, delivered > 0 else { return nil }
         return server.cpuSeconds * 1e6 / Double(delivered)
     }
 
     /// Deliveries per second of server CPU time.
-    public var deliveriesPerCPUSecond: Double? {
+    package var deliveriesPerCPUSecond: Double? {
         guard let server, server.cpuSeconds > 0, delivered > 0 else { return nil }
         return Double(delivered) / server.cpuSeconds
     }
 
     /// Server memory added per connected watcher, in KiB.
-    public var residentPerWatcherKiB: Double? {
+    package var residentPerWatcherKiB: Double? {
         guard let server, connected > 0 else { return nil }
         return Double(server.residentKiB - server.residentBeforeKiB) / Double(connected)
     }
@@ -104,7 +105,7 @@ public struct LoadResult: Sendable {
 
     // MARK: The table
 
-    public var table: String {
+    package var table: String {
         let o = options
         var lines: [(String, String)] = []
         let errors = connectErrors.sorted { $0.value > $1.value }.prefix(3).map { "\($0.value)× \($0.key)" }.joined(separator: "; ")
@@ -150,7 +151,7 @@ public struct LoadResult: Sendable {
 
     // MARK: JSON
 
-    public var json: JSONValue {
+    package var json: JSONValue {
         let o = options
         func number(_ value: Double?) -> JSONValue { value.map { .number(($0 * 1000).rounded() / 1000) } ?? .null }
         func count(_ value: Int) -> JSONValue { .number(Double(value)) }
@@ -216,7 +217,7 @@ public struct LoadResult: Sendable {
     // MARK: The HTML report
 
     /// A self-contained page: the table, an SVG latency histogram and latency over time.
-    public var html: String {
+    package var html: String {
         let title = "ringcast load — \(options.url.hostHeader), \(options.clients) watchers"
         return """
         <!doctype html>

@@ -2,6 +2,7 @@ import Foundation
 import Ringcast
 import RingcastClient
 import RingcastCore
+import RingcastTestSupport
 import XCTest
 
 /// Collects a client's `errors` (the stream allows one consumer) so tests can wait for one.
@@ -25,16 +26,6 @@ final class ErrorCollector: @unchecked Sendable {
     }
 
     func waitForFinish(timeout: Double = 5) -> Bool { inbox.waitForClose(timeout: timeout) }
-}
-
-/// Polls `condition` until it holds or `timeout` passes.
-func eventually(timeout: Double = 5, _ condition: () throws -> Bool) rethrows -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-        if try condition() { return true }
-        Thread.sleep(forTimeInterval: 0.01)
-    }
-    return try condition()
 }
 
 final class ClientLibraryTests: XCTestCase {
@@ -234,12 +225,16 @@ final class ClientLibraryTests: XCTestCase {
 
         first = nil // stops the server: every connection closes
         XCTAssertTrue(eventually { !rc.isConnected }, "the client noticed the server went away")
-        errors.wait { $0.contains { if case .connection = $0 { return true }; return false } }
+        func connectionErrors(_ errors: [RingcastClientError]) -> Int {
+            errors.filter { if case .connection = $0 { return true }; return false }.count
+        }
+        errors.wait { connectionErrors($0) >= 1 }
         // Queued while the server is down: they wait, and the updates to one task merge.
         try await rc.update("svc.job", progress: 0.2)
         try await rc.update("svc.job", progress: 0.3, detail: "after the restart")
         try await rc.show("svc.banner", hideAfter: 30)
-        try await Task.sleep(nanoseconds: 500_000_000) // a few failed attempts, backing off
+        // A few reconnect attempts fail, backing off, before the server is back.
+        errors.wait { connectionErrors($0) >= 3 }
 
         let second = try producerServer { $0.port = port }
         XCTAssertEqual(second.port, port)
@@ -265,7 +260,7 @@ final class ClientLibraryTests: XCTestCase {
         let blocked = Task { () -> RingcastClientError? in
             do { try await rc.show("d"); return nil } catch { return error as? RingcastClientError }
         }
-        try await Task.sleep(nanoseconds: 200_000_000)
+        XCTAssertTrue(eventually { rc.callsWaitingForSpace == 1 }, "show(\"d\") never waited for space")
         XCTAssertEqual(rc.statistics.accepted, 4, "the fourth distinct event waits for space")
         do {
             try await rc.flush(timeout: 0.2)

@@ -1,28 +1,11 @@
-/// A progress a producer reports: a fraction, unit counts (the server derives the fraction and can
-/// weigh children by them), or none at all (indeterminate: a spinner).
-public enum ProgressValue: Equatable, Sendable, ExpressibleByFloatLiteral {
-    case fraction(Double)
-    case units(completed: Double, total: Double)
-    case indeterminate
-
-    public init(floatLiteral value: Double) { self = .fraction(value) }
-
-    /// The fraction 0…1 it stands for, or nil when indeterminate.
-    public var fraction: Double? {
-        switch self {
-        case let .fraction(value): return value
-        case let .units(completed, total): return total > 0 ? min(1, completed / total) : nil
-        case .indeterminate: return nil
-        }
-    }
-}
+import RingcastClient
 
 /// Reads progress out of text: a command-line argument (`42%`, `0.42`, `42/100`) or a line another
 /// program printed (`42%`, `42/100`, `[42/100]`, tqdm's ` 42%|████      | 42/100 [00:01<00:02, 40.00it/s]`).
 /// Pure functions over bytes; no allocation beyond the result.
-public enum ProgressText {
+enum ProgressText {
     /// `42%` (0–100), `0.42` (0–1) or `42/100` (0 ≤ done ≤ total, total > 0); nil for anything else.
-    public static func parseArgument(_ text: String) -> ProgressValue? {
+    static func parseArgument(_ text: String) -> ProgressValue? {
         let bytes = Array(text.utf8)
         guard !bytes.isEmpty else { return nil }
         if bytes.last == UInt8(ascii: "%") {
@@ -41,12 +24,12 @@ public enum ProgressText {
 
     /// The progress a line shows, if any. When a line holds several forms, the most specific wins:
     /// tqdm's bar, then `[n/total]`, then the first `n%`, then the first bare `n/total`.
-    public static func scan(line: some Collection<UInt8>) -> ProgressValue? {
+    static func scan(line: some Collection<UInt8>) -> ProgressValue? {
         let bytes = Array(line)
         return tqdm(bytes) ?? bracketedFraction(bytes) ?? percent(bytes) ?? bareFraction(bytes)
     }
 
-    public static func scan(line: String) -> ProgressValue? { scan(line: Array(line.utf8)) }
+    static func scan(line: String) -> ProgressValue? { scan(line: Array(line.utf8)) }
 
     // MARK: The forms
 

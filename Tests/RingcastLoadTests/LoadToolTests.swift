@@ -1,6 +1,8 @@
 import Foundation
 import RingcastClient
+import RingcastLoad
 import RingcastCore
+import RingcastTestSupport
 import XCTest
 
 /// Short real runs of the load tester against an in-process server (real lws on loopback).

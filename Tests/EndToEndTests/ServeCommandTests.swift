@@ -1,0 +1,67 @@
+import Foundation
+import Ringcast
+import RingcastClient
+import RingcastCore
+import RingcastTestSupport
+import XCTest
+
+/// `ringcast serve` as a process: what it prints first, how it stops, what survives kill -9.
+final class ServeCommandTests: XCTestCase {
+    private var folder: TemporaryFolder!
+
+    override func setUpWithError() throws { folder = try TemporaryFolder("ringcast-serve") }
+    override func tearDown() { folder?.remove() }
+
+    func testTheExecutablePrintsWhereItListensFirst() throws {
+        let configURL = folder.file("config.json")
+        try Data(#"{"host":"127.0.0.1","port":8080,"publicDir":"\#(repositoryRoot)/Public"}"#.utf8).write(to: configURL)
+        let served = try ServeProcess(["--config", configURL.path, "--port", "0"])
+        let prefix = "listening on http://127.0.0.1:"
+        XCTAssertTrue(served.firstLine.hasPrefix(prefix), "first line: \(served.firstLine)")
+        let port = try XCTUnwrap(Int(served.firstLine.dropFirst(prefix.count)))
+        XCTAssertNotEqual(port, 8080, "--port 0 overrides the config and takes a free port")
+        XCTAssertEqual(try HTTPClient(host: "127.0.0.1", port: port).request("GET", "/healthz").status, 200)
+        XCTAssertEqual(served.stop(), 0, "SIGTERM stops the server cleanly")
+
+        let bad = try RingcastProcess.run(["serve", "--config", configURL.path, "--port", "http"])
+        XCTAssertNotEqual(bad.status, 0)
+        XCTAssertTrue(bad.stderr.contains("--port"))
+    }
+
+    func testKillNineLosesNoTerminalStateAndOnlyTheLastQuarterSecondOfProgress() throws {
+        let config = folder.file("config.json")
+        try Data(#"{"port":0,"publicDir":"\#(repositoryRoot)/Public","storage":"data/ringcast.db"}"#.utf8).write(to: config)
+
+        var served = try ServeProcess(["--config", config.path])
+        var client = HTTPClient(host: "127.0.0.1", port: served.port)
+        XCTAssertEqual(try client.request("POST", "/api/tasks/job.failed", json: #"{"progress":0.4}"#).status, 200)
+        XCTAssertEqual(try client.request("POST", "/api/tasks/job.failed", json: #"{"state":"failed","detail":"exit 3"}"#).status, 200)
+        XCTAssertEqual(try client.request("POST", "/api/tasks/job.slow", json: #"{"progress":0.7}"#).status, 200)
+        // Plain progress is written behind (within SQLitePersistence.writeBehindSeconds): wait until
+        // the file holds it, allowing a loaded machine more than the quarter second it promises.
+        let database = folder.file("data/ringcast.db").path
+        XCTAssertTrue(eventually(timeout: 3) { storedProgress(of: "job.slow", in: database) == 0.7 },
+                      "the progress written behind never reached the file")
+        XCTAssertEqual(try client.request("POST", "/api/tasks/job.hidden/show", json: "{}").status, 200)
+        XCTAssertEqual(try client.request("POST", "/api/tasks/job.hidden/hide", json: "{}").status, 200)
+        _ = served.stop(SIGKILL)
+
+        served = try ServeProcess(["--config", config.path])
+        client = HTTPClient(host: "127.0.0.1", port: served.port)
+        let failed = try JSONParser.parse(try client.request("GET", "/api/tasks/job.failed").body)
+        XCTAssertEqual(failed["state"], .string("failed"))
+        XCTAssertEqual(failed["detail"], .string("exit 3"))
+        XCTAssertEqual(try JSONParser.parse(try client.request("GET", "/api/tasks/job.slow").body)["progress"], .number(0.7))
+        XCTAssertEqual(try JSONParser.parse(try client.request("GET", "/api/tasks/job.hidden").body)["visible"], .bool(false))
+    }
+}
+
+/// The progress of task `id` as the storage file holds it now (nil when the file or the task is
+/// not there yet), read through the storage engine itself, which a running server leaves readable.
+private func storedProgress(of id: String, in path: String) -> Double? {
+    guard FileManager.default.fileExists(atPath: path),
+          let persistence = try? SQLitePersistence(path: path, logger: .silent),
+          let state = persistence.load(),
+          let task = state.tasks.first(where: { $0.id == id }) else { return nil }
+    return task.progress
+}

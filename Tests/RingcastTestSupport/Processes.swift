@@ -1,0 +1,136 @@
+import Foundation
+import XCTest
+
+// The built `ringcast` executable in processes of its own, for the end-to-end tests.
+
+/// The executable the tests run: $RINGCAST_BIN when set, else the one built next to this test
+/// bundle (same build configuration), else .build/debug/ringcast.
+package let ringcastBinary: String = {
+    if let given = ProcessInfo.processInfo.environment["RINGCAST_BIN"], !given.isEmpty { return given }
+    let runner = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    let sibling = runner.deletingLastPathComponent().appendingPathComponent("ringcast").path
+    return FileManager.default.isExecutableFile(atPath: sibling) ? sibling : repositoryRoot + "/.build/debug/ringcast"
+}()
+
+/// A test that runs the executable fails, never skips, when there is none to run.
+package struct MissingBinary: Error, CustomStringConvertible {
+    package var description: String { "no executable at \(ringcastBinary): build it first (swift build, or make test)" }
+
+    package static func check() throws {
+        guard FileManager.default.isExecutableFile(atPath: ringcastBinary) else { throw MissingBinary() }
+    }
+}
+
+/// `ringcast serve` in a process of its own, started and read until it says where it listens.
+package final class ServeProcess {
+    package let process = Process()
+    /// The first line it printed: `listening on http://HOST:PORT`.
+    package let firstLine: String
+    package let port: Int
+
+    package init(_ arguments: [String]) throws {
+        try MissingBinary.check()
+        process.executableURL = URL(fileURLWithPath: ringcastBinary)
+        process.arguments = ["serve"] + arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        firstLine = readLine(from: output.fileHandleForReading)
+        port = Int(firstLine.split(separator: ":").last ?? "") ?? 0
+    }
+
+    deinit {
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+    }
+
+    /// Sends `signal` and returns the exit status.
+    package func stop(_ signal: Int32 = SIGTERM) -> Int32 {
+        kill(process.processIdentifier, signal)
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}
+
+/// One line (without its newline) read byte by byte, so nothing after it is consumed.
+package func readLine(from handle: FileHandle) -> String {
+    var line: [UInt8] = []
+    while true {
+        let byte = handle.readData(ofLength: 1)
+        if byte.isEmpty || byte.first == UInt8(ascii: "\n") { break }
+        line.append(byte.first!)
+    }
+    return String(decoding: line, as: UTF8.self)
+}
+
+/// The real `ringcast` executable, its output collected; RINGCAST_URL/RINGCAST_TOKEN come only from `environment`.
+/// @unchecked Sendable: `output` and `errors` are written once each by their reader and read only
+/// after `readers` says both are done.
+package final class RingcastProcess: @unchecked Sendable {
+    package struct Result {
+        package let status: Int32
+        package let stdout: String
+        package let stderr: String
+        package var stderrLines: [Substring] { stderr.split(separator: "\n", omittingEmptySubsequences: false).dropLast() }
+    }
+
+    package let process = Process()
+    private let input = Pipe()
+    private var output = Data()
+    private var errors = Data()
+    private let readers = DispatchGroup()
+
+    package init(_ arguments: [String], environment: [String: String] = [:]) throws {
+        try MissingBinary.check()
+        process.executableURL = URL(fileURLWithPath: ringcastBinary)
+        process.arguments = arguments
+        var merged = ProcessInfo.processInfo.environment
+        merged["RINGCAST_URL"] = nil
+        merged["RINGCAST_TOKEN"] = nil
+        merged.merge(environment) { $1 }
+        process.environment = merged
+        let outputPipe = Pipe(), errorPipe = Pipe()
+        process.standardInput = input
+        process.standardOutput = outputPipe
+        process.standardError = errorPipe
+        try process.run()
+        readers.enter()
+        DispatchQueue.global().async { self.output = outputPipe.fileHandleForReading.readDataToEndOfFile(); self.readers.leave() }
+        readers.enter()
+        DispatchQueue.global().async { self.errors = errorPipe.fileHandleForReading.readDataToEndOfFile(); self.readers.leave() }
+    }
+
+    package func write(_ text: String) { input.fileHandleForWriting.write(Data(text.utf8)) }
+    package func closeInput() { try? input.fileHandleForWriting.close() }
+
+    package func wait() -> Result {
+        closeInput()
+        process.waitUntilExit()
+        readers.wait()
+        return Result(status: process.terminationStatus, stdout: String(decoding: output, as: UTF8.self), stderr: String(decoding: errors, as: UTF8.self))
+    }
+
+    /// Runs to the end with `stdin` as input, against `server` (as RINGCAST_URL) when given.
+    package static func run(_ arguments: [String], server: TestServer? = nil, stdin: String = "",
+                            environment: [String: String] = [:]) throws -> Result {
+        var environment = environment
+        if let server, environment["RINGCAST_URL"] == nil { environment["RINGCAST_URL"] = server.httpURL }
+        let process = try RingcastProcess(arguments, environment: environment)
+        process.write(stdin)
+        return process.wait()
+    }
+
+    /// The processes this one started that are still running (from /proc: their parent is it).
+    package var children: [pid_t] {
+        let parent = process.processIdentifier
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { entry -> pid_t? in
+            guard let pid = pid_t(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return nil }
+            // After the command name in parentheses: state, then the parent's pid.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return fields.count > 1 && pid_t(fields[1]) == parent ? pid : nil
+        }
+    }
+}
