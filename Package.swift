@@ -36,32 +36,32 @@ let package = Package(
         // What a Swift service imports to push progress; its transport types are `package`.
         .target(
             name: "RingcastClient",
-            dependencies: ["RingcastCore", "RingcastLWS", "CLibWebSockets", "CRingcastShims"]
+            dependencies: ["RingcastCore", "RingcastLWS"]
         ),
         // The load tester behind `ringcast load`: many watchers, latency measured at each.
-        .target(name: "RingcastLoad", dependencies: ["RingcastClient", "RingcastCore"]),
+        .target(name: "RingcastLoad", dependencies: ["RingcastClient", "RingcastCore", "RingcastLWS"]),
         .executableTarget(
             name: "ringcast",
-            dependencies: ["Ringcast", "RingcastClient", "RingcastLoad", "RingcastCore"]
+            dependencies: ["Ringcast", "RingcastClient", "RingcastLoad", "RingcastCore", "RingcastLWS"]
         ),
         // Publish throughput against Ringcast and the raw lws reference: Benchmarks/publish.sh runs it.
         .executableTarget(
             name: "ringcast-bench",
-            dependencies: ["RingcastClient", "RingcastLoad", "RingcastCore"],
+            dependencies: ["RingcastClient", "RingcastLoad", "RingcastCore", "RingcastLWS"],
             path: "Benchmarks/ringcast-bench"
         ),
         // Tests: one target per library target, the command line's own, and end-to-end ones that
         // run the built executable; what they share is a library of its own, never a copy.
         .target(
             name: "RingcastTestSupport",
-            dependencies: ["Ringcast", "RingcastClient", "RingcastCore"],
+            dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastLWS"],
             path: "Tests/RingcastTestSupport"
         ),
         .testTarget(name: "RingcastCoreTests", dependencies: ["RingcastCore"]),
         .testTarget(name: "RingcastLWSTests", dependencies: ["RingcastLWS", "RingcastCore"]),
         .testTarget(name: "RingcastTests", dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastTestSupport"]),
         .testTarget(name: "RingcastClientTests", dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastTestSupport"]),
-        .testTarget(name: "RingcastLoadTests", dependencies: ["RingcastLoad", "RingcastClient", "RingcastCore", "RingcastTestSupport"]),
+        .testTarget(name: "RingcastLoadTests", dependencies: ["RingcastLoad", "RingcastClient", "RingcastCore", "RingcastLWS", "RingcastTestSupport"]),
         .testTarget(name: "CommandLineTests", dependencies: ["ringcast", "RingcastClient"]),
         .testTarget(name: "EndToEndTests", dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastTestSupport"]),
     ]

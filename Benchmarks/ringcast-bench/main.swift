@@ -7,6 +7,7 @@
 import Foundation
 import RingcastClient
 import RingcastCore
+import RingcastLWS
 import RingcastLoad
 
 setvbuf(stdout, nil, _IOLBF, 0)

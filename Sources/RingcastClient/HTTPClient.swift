@@ -1,4 +1,5 @@
 import Foundation
+import RingcastLWS
 
 package struct HTTPResponse: Sendable {
     package var status: Int
@@ -179,4 +180,9 @@ package final class HTTPClient {
             if size == 0 { return body }
         }
     }
+}
+
+package struct ClientError: Error, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }

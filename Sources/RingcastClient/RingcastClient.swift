@@ -1,5 +1,6 @@
 import Foundation
 import RingcastCore
+import RingcastLWS
 
 /// Pushes progress to a Ringcast server from a Swift service, over one WebSocket.
 ///

@@ -7,6 +7,13 @@ import Synchronization
 package enum LWSLog {
     private static let destination = Mutex<Logger?>(nil)
 
+    /// Routes lws's lines to `logger` unless something routed them already: a client context in a
+    /// process that also serves must not take the server's log over.
+    package static func routeUnlessRouted(to logger: Logger) {
+        guard destination.withLock({ $0 == nil }) else { return }
+        route(to: logger)
+    }
+
     /// lws's errors and warnings go to `logger` at those levels; its notices only at debug.
     package static func route(to logger: Logger) {
         destination.withLock { $0 = logger }

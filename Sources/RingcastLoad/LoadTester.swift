@@ -1,6 +1,7 @@
 import Foundation
 import RingcastClient
 import RingcastCore
+import RingcastLWS
 import Synchronization
 
 /// What one load run does: how many watchers, what is published how fast and how, and what to measure.

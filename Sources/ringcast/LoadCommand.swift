@@ -1,6 +1,7 @@
 import Foundation
 import RingcastClient
 import RingcastCore
+import RingcastLWS
 import RingcastLoad
 
 /// `ringcast load`: many watchers, one publisher, latency measured at every watcher.

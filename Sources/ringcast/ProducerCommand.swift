@@ -1,6 +1,7 @@
 import Foundation
 import RingcastClient
 import RingcastCore
+import RingcastLWS
 
 /// The options every command that talks to a server shares: which server, and who we are to it.
 struct ConnectionOptions {

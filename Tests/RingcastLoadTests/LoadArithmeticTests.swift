@@ -2,6 +2,7 @@ import Foundation
 @testable import RingcastLoad
 import RingcastClient
 import RingcastCore
+import RingcastLWS
 import XCTest
 
 /// The load tester's arithmetic on known inputs: percentiles, latency, marker parsing, /proc.

@@ -2,6 +2,7 @@ import Foundation
 import RingcastClient
 import RingcastLoad
 import RingcastCore
+import RingcastLWS
 import RingcastTestSupport
 import XCTest
 

@@ -1,6 +1,7 @@
 import Foundation
 import RingcastClient
 import RingcastCore
+import RingcastLWS
 import XCTest
 
 /// One received event and when it arrived.

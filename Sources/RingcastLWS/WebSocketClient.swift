@@ -1,7 +1,6 @@
 import CLibWebSockets
-import CRingcastShims
 import Foundation
-import RingcastLWS
+import RingcastCore
 
 /// Receives one connection's events, on the client context's service thread.
 package protocol WebSocketDelegate: AnyObject {
@@ -74,14 +73,12 @@ package final class WebSocketConnection: @unchecked Sendable {
     /// Guarded by the context's lock.
     var outbox: [[UInt8]] = []
     var closeRequested = false
-    /// Service thread only.
-    var wsi: OpaquePointer?
+    /// Service thread only: the open connection, and a message arriving in pieces.
+    var link: LWSConnection?
     var incoming: [UInt8] = []
     package private(set) var isOpen = false
     /// The status code of the close frame the server sent, if it sent one (1001: going away).
     package private(set) var peerCloseCode: Int?
-    /// Free for the owner's bookkeeping (the load tester keeps its per-watcher counters here).
-    package var tag = 0
 
     init(url: ServerURL, headers: [(String, String)], delegate: WebSocketDelegate, context: WebSocketClientContext) {
         self.url = url
@@ -111,115 +108,87 @@ package final class WebSocketConnection: @unchecked Sendable {
 
     fileprivate func opened() { isOpen = true }
     fileprivate func closed() { isOpen = false }
-    fileprivate func peerClosed(code: Int) { peerCloseCode = code }
+    fileprivate func peerClosed(code: Int?) { peerCloseCode = code }
 }
 
-/// One libwebsockets client context and its service thread, holding any number of WebSockets.
-/// @unchecked Sendable: the queues and `context` are guarded by `lock`; lws state is touched only on the service thread.
-package final class WebSocketClientContext: @unchecked Sendable {
+/// One libwebsockets client context on its own `ServiceLoop`, holding any number of WebSockets.
+/// Calls from any thread queue their change under `lock` and post one drain to the loop.
+/// @unchecked Sendable: the queues are guarded by `lock`; connections and lws state are touched only
+/// on the loop's service thread.
+package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable {
+    private let loop: ServiceLoop
     private let lock = NSLock()
-    private var context: OpaquePointer?
     private var pendingConnects: [WebSocketConnection] = []
     private var touched: [WebSocketConnection] = []
-    private var stopping = false
-    private let finished = DispatchSemaphore(value: 0)
-    private let writeBuffer = WriteBuffer(capacity: 16 * 1024)
-    /// Strings and the protocol list lws points at while the context lives.
-    private var resources = CResources()
-    private let protocolName: UnsafePointer<CChar>
+    private var drainPosted = false
     /// The per-connection pointers lws holds (each one retain), service thread only. lws calls back
     /// with a pointer also after the connection has finished (e.g. on destroy): it is checked here
     /// before it is turned back into an object.
     private var liveConnections = Set<UnsafeMutableRawPointer>()
+    private static let protocolName = "ringcast-client"
 
     /// - Parameter connectTimeoutSeconds: how long a connection may take to connect and finish its
     ///   handshake before it fails with an error.
-    package init(connectTimeoutSeconds: Int = 10) throws {
-        protocolName = resources.string("ringcast-client")
-        var info = lws_context_creation_info()
-        info.port = -1 // CONTEXT_PORT_NO_LISTEN: a client-only context
+    package init(connectTimeoutSeconds: Int = 10, logger: Logger = .silent) throws {
+        loop = ServiceLoop(name: WebSocketClientContext.protocolName, logger: logger)
+        var settings = ContextSettings(name: WebSocketClientContext.protocolName)
+        settings.receiveBufferBytes = 64 * 1024
+        settings.timeoutSeconds = connectTimeoutSeconds
+        settings.connectTimeoutSeconds = connectTimeoutSeconds
         // wss:// needs the TLS library set up once per context.
-        info.options = UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT)
-        info.protocols = resources.protocols(name: "ringcast-client", callback: clientCallback, sessionSize: 0, rxBufferSize: 64 * 1024)
-        info.user = Unmanaged.passUnretained(self).toOpaque()
-        info.timeout_secs = UInt32(max(1, connectTimeoutSeconds))
-        info.connect_timeout_secs = UInt32(max(1, connectTimeoutSeconds))
-        info.fd_limit_per_thread = 0
-        lws_set_log_level(Int32(LLL_ERR), nil)
-        LWS.raiseOpenFileLimit()
-        guard let created = lws_create_context(&info) else {
-            resources.release()
-            throw ClientError("could not create a libwebsockets client context")
-        }
-        context = created
-        let thread = Thread { [self] in serviceLoop() }
-        thread.name = "ringcast-client"
-        thread.start()
+        settings.initializeTLS = true
+        LWSLog.routeUnlessRouted(to: logger)
+        try loop.start(settings, handler: self)
     }
-
-    deinit { resources.release() }
 
     /// Opens a WebSocket to `url`; the delegate hears of it on the service thread.
     @discardableResult
     package func connect(_ url: ServerURL, headers: [(String, String)] = [], delegate: WebSocketDelegate) -> WebSocketConnection {
         let connection = WebSocketConnection(url: url, headers: headers, delegate: delegate, context: self)
-        lock.withLock {
-            pendingConnects.append(connection)
-            if let context { lws_cancel_service(context) }
-        }
+        lock.withLock { pendingConnects.append(connection) }
+        wake()
         return connection
     }
 
     /// Closes every connection and stops the service thread. Call once, from any other thread.
-    package func shutdown() {
-        let wasRunning: Bool = lock.withLock {
-            guard !stopping, let context else { return false }
-            stopping = true
-            lws_cancel_service(context)
-            return true
-        }
-        if wasRunning { finished.wait() }
-    }
+    package func shutdown() { loop.stop() }
 
     func enqueue(_ connection: WebSocketConnection, _ change: (WebSocketConnection) -> Void) {
         lock.withLock {
             change(connection)
             touched.append(connection)
-            if let context { lws_cancel_service(context) }
         }
+        wake()
     }
 
     func queuedCount(_ connection: WebSocketConnection) -> Int {
         lock.withLock { connection.outbox.count }
     }
 
-    private func serviceLoop() {
-        guard let context = lock.withLock({ self.context }) else { return }
-        while lock.withLock({ !stopping }) {
-            if lws_service(context, 0) < 0 { break }
+    /// One drain on order at a time, however many calls queued something.
+    private func wake() {
+        let post: Bool = lock.withLock {
+            defer { drainPosted = true }
+            return !drainPosted
         }
-        lock.withLock { self.context = nil }
-        lws_context_destroy(context)
-        finished.signal()
+        if post { loop.post { [self] in drainQueued() } }
     }
 
     /// Runs on the service thread when another thread has queued work.
-    fileprivate func drainQueued() {
+    private func drainQueued() {
         let (connects, changed) = lock.withLock { () -> ([WebSocketConnection], [WebSocketConnection]) in
-            defer { pendingConnects = []; touched = [] }
+            defer { pendingConnects = []; touched = []; drainPosted = false }
             return (pendingConnects, touched)
         }
         for connection in connects { open(connection) }
-        for connection in changed where connection.wsi != nil {
-            lws_callback_on_writable(connection.wsi)
-        }
+        for connection in changed { connection.link?.requestWrite() }
     }
 
     private func open(_ connection: WebSocketConnection) {
-        guard let context = lock.withLock({ self.context }) else { return }
+        guard let context = loop.serviceContext else { return }
         var info = lws_client_connect_info()
         let url = connection.url
-        let texts: [String] = [url.host, url.path, url.hostHeader]
+        let texts: [String] = [url.host, url.path, url.hostHeader, WebSocketClientContext.protocolName]
         let strings = texts.map { strdup($0)! }
         defer { strings.forEach { free($0) } }
         info.context = context
@@ -230,7 +199,7 @@ package final class WebSocketClientContext: @unchecked Sendable {
         // No Origin: this is not a browser, and lws would prefix whatever it was given with http://.
         info.ssl_connection = url.secure ? Int32(LCCSCF_USE_SSL.rawValue) : 0
         info.ietf_version_or_minus_one = -1
-        info.local_protocol_name = UnsafePointer(protocolName)
+        info.local_protocol_name = UnsafePointer(strings[3])
         let retained = Unmanaged.passRetained(connection)
         info.userdata = retained.toOpaque()
         liveConnections.insert(retained.toOpaque())
@@ -243,110 +212,80 @@ package final class WebSocketClientContext: @unchecked Sendable {
         }
     }
 
-    fileprivate func handle(_ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
-                            _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
-        if reason == LWS_CALLBACK_EVENT_WAIT_CANCELLED {
-            drainQueued()
-            return 0
-        }
-        guard let user, liveConnections.contains(user) else { return 0 }
+    package func handle(_ event: ServiceEvent, on link: LWSConnection) -> Bool {
+        guard let user = link.session, liveConnections.contains(user) else { return true }
         let connection = Unmanaged<WebSocketConnection>.fromOpaque(user).takeUnretainedValue()
-        switch reason {
-        case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
-            guard let input, !connection.headers.isEmpty else { return 0 }
-            let cursor = input.assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self)
-            guard let start = cursor.pointee else { return -1 }
-            let end = start + length
-            for (name, value) in connection.headers {
-                let result = "\(name.lowercased()):".withCString { namePointer in
-                    value.withCString { valuePointer in
-                        lws_add_http_header_by_name(wsi, UnsafeRawPointer(namePointer).assumingMemoryBound(to: UInt8.self),
-                                                    UnsafeRawPointer(valuePointer).assumingMemoryBound(to: UInt8.self),
-                                                    Int32(strlen(valuePointer)), cursor, end)
-                    }
-                }
-                if result != 0 { return -1 }
-            }
-            return 0
-        case LWS_CALLBACK_CLIENT_ESTABLISHED:
-            connection.wsi = wsi
+        switch event {
+        case let .appendHandshakeHeaders(handshake):
+            for (name, value) in connection.headers where !handshake.add(name, value) { return false }
+            return true
+        case .opened:
+            connection.link = link
             connection.opened()
             connection.delegate.webSocketDidOpen(connection)
-            if lock.withLock({ !connection.outbox.isEmpty || connection.closeRequested }) { lws_callback_on_writable(wsi) }
-            return 0
-        case LWS_CALLBACK_CLIENT_RECEIVE:
-            let isWhole = lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0
-            if isWhole, connection.incoming.isEmpty {
+            if lock.withLock({ !connection.outbox.isEmpty || connection.closeRequested }) { link.requestWrite() }
+            return true
+        case let .received(piece, isLast):
+            if isLast, connection.incoming.isEmpty {
                 // The usual case: the message came in one piece; lend it without copying.
-                connection.delegate.webSocket(connection, didReceiveBytes: UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length))
-                return 0
+                connection.delegate.webSocket(connection, didReceiveBytes: piece)
+                return true
             }
-            if let input { connection.incoming.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length)) }
-            if isWhole {
+            connection.incoming.append(contentsOf: piece)
+            if isLast {
                 let message = connection.incoming
                 connection.incoming.removeAll(keepingCapacity: true)
                 connection.delegate.webSocket(connection, didReceive: message)
             }
-            return 0
-        case LWS_CALLBACK_CLIENT_WRITEABLE:
-            // Several messages per callback while the socket takes them (a fast publisher).
-            var more = false, closing = false, pulled = false
-            for _ in 0..<16 {
-                let next: [UInt8]?
-                (next, more, closing) = lock.withLock { () -> ([UInt8]?, Bool, Bool) in
-                    let next = connection.outbox.isEmpty ? nil : connection.outbox.removeFirst()
-                    return (next, !connection.outbox.isEmpty, connection.closeRequested && connection.outbox.isEmpty)
-                }
-                var message = next
-                pulled = false
-                if message == nil, !closing, let offered = connection.delegate.webSocketNextMessage(connection) {
-                    message = offered
-                    pulled = true
-                }
-                guard let message else { break }
-                guard writeBuffer.writeText(message, to: wsi) else { return -1 }
-                if !(more || pulled) || lws_send_pipe_choked(wsi) != 0 { break }
-            }
-            if more || pulled { lws_callback_on_writable(wsi); return 0 }
-            if closing {
-                lws_close_reason(wsi, LWS_CLOSE_STATUS_NORMAL, nil, 0)
-                return -1
-            }
-            return 0
-        case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
-            if let input, length >= 2 {
-                let bytes = input.assumingMemoryBound(to: UInt8.self)
-                connection.peerClosed(code: Int(bytes[0]) << 8 | Int(bytes[1]))
-            }
-            return 0
-        case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
-            let message = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "connection failed"
-                finish(connection, user, error: message)
-            return 0
-        case LWS_CALLBACK_CLIENT_CLOSED:
+            return true
+        case .writeable:
+            return write(connection, on: link)
+        case let .peerClosing(code):
+            connection.peerClosed(code: code)
+            return true
+        case let .connectFailed(message):
+            finish(connection, user, error: message)
+            return true
+        case .closed:
             finish(connection, user, error: nil)
-            return 0
-        default:
-            return 0
+            return true
+        case .httpFilter, .httpRequest, .httpBody, .httpBodyComplete, .httpWriteable, .httpClosed, .upgradeRequested:
+            return true
         }
+    }
+
+    /// Several messages per callback while the socket takes them (a fast publisher).
+    private func write(_ connection: WebSocketConnection, on link: LWSConnection) -> Bool {
+        var more = false, closing = false, pulled = false
+        for _ in 0..<16 {
+            let next: [UInt8]?
+            (next, more, closing) = lock.withLock { () -> ([UInt8]?, Bool, Bool) in
+                let next = connection.outbox.isEmpty ? nil : connection.outbox.removeFirst()
+                return (next, !connection.outbox.isEmpty, connection.closeRequested && connection.outbox.isEmpty)
+            }
+            var message = next
+            pulled = false
+            if message == nil, !closing, let offered = connection.delegate.webSocketNextMessage(connection) {
+                message = offered
+                pulled = true
+            }
+            guard let message else { break }
+            guard link.writeText(message) else { return false }
+            if !(more || pulled) || link.isChoked { break }
+        }
+        if more || pulled { link.requestWrite(); return true }
+        if closing {
+            link.setCloseReason(.normal, "")
+            return false
+        }
+        return true
     }
 
     private func finish(_ connection: WebSocketConnection, _ user: UnsafeMutableRawPointer, error: String?) {
         guard liveConnections.remove(user) != nil else { return }
-        connection.wsi = nil
+        connection.link = nil
         connection.closed()
         connection.delegate.webSocketDidClose(connection, error: error)
         Unmanaged<WebSocketConnection>.fromOpaque(user).release()
     }
-}
-
-private func clientCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
-                            _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
-    guard let wsi, let owner = lws_context_user(lws_get_context(wsi)) else { return 0 }
-    return Unmanaged<WebSocketClientContext>.fromOpaque(owner).takeUnretainedValue().handle(wsi, reason, user, input, length)
-}
-
-package struct ClientError: Error, CustomStringConvertible {
-    package let description: String
-    package init(_ description: String) { self.description = description }
 }
