@@ -131,6 +131,7 @@ final class ConfigTests: XCTestCase {
     func testLogLevels() {
         XCTAssertLessThan(LogLevel.debug, .info)
         XCTAssertLessThan(LogLevel.warning, .error)
+        // @unchecked Sendable: the logger calls its sink on this thread only.
         final class Lines: @unchecked Sendable { var items: [String] = [] }
         let lines = Lines()
         let logger = Logger(level: .warning) { lines.items.append($0) }
