@@ -56,6 +56,65 @@ final class ServeCommandTests: XCTestCase {
     }
 }
 
+extension ServeCommandTests {
+    /// An answer means it is kept: 1 000 tasks posted one by one, a third running, a third created
+    /// done and a third failed in one request each, then kill -9 right after the last answer.
+    func testAThousandAnswersOfMixedStatesSurviveKillNineRightAfterTheLastAnswer() throws {
+        let config = folder.file("config.json")
+        try Data(#"{"port":0,"publicDir":"\#(repositoryRoot)/Public","storage":"data/ringcast.db"}"#.utf8).write(to: config)
+        var served = try ServeProcess(["--config", config.path])
+        var client = HTTPClient(host: "127.0.0.1", port: served.port)
+        var expected: [String: String] = [:]
+        // A batch that ends a task, removes one and shows one: each kept before its answer.
+        for index in [3, 30] { XCTAssertEqual(try client.request("POST", "/api/tasks/mixed.\(index)", json: "{}").status, 200) }
+        let batch = try client.request("POST", "/api/events", json: #"[{"type":"update","id":"mixed.30","state":"cancelled"},{"type":"remove","id":"mixed.3"},{"type":"show","id":"mixed.shown","hideAfter":600}]"#)
+        XCTAssertEqual(batch.status, 200, batch.text)
+        // Then 1 000 tasks; the last answer is for a task created done, and nothing comes after it.
+        for index in 4...1003 where index != 30 {
+            let id = "mixed.\(index)"
+            let body: String
+            switch index % 3 {
+            case 0: body = #"{"progress":0.5}"#
+            case 1: body = #"{"state":"done","title":"Done \#(index)"}"#; expected[id] = "done"
+            default: body = #"{"state":"failed","detail":"exit \#(index)"}"#; expected[id] = "failed"
+            }
+            let answer = try client.request("POST", "/api/tasks/\(id)", json: body)
+            XCTAssertEqual(answer.status, 200, answer.text)
+        }
+        expected["mixed.30"] = "cancelled"
+        _ = served.stop(SIGKILL)
+
+        served = try ServeProcess(["--config", config.path])
+        client = HTTPClient(host: "127.0.0.1", port: served.port)
+        let list = try JSONParser.parse(try client.request("GET", "/api/tasks?watch=mixed.*").body)
+        guard case let .array(tasks)? = list["tasks"] else { return XCTFail("no task list") }
+        var states: [String: String] = [:]
+        for task in tasks { if case let .string(id)? = task["id"], case let .string(state)? = task["state"] { states[id] = state } }
+        var wrong: [String] = []
+        for (id, state) in expected where states[id] != state { wrong.append("\(id): \(states[id] ?? "missing") instead of \(state)") }
+        XCTAssertTrue(wrong.isEmpty, "\(wrong.count) of \(expected.count) terminal states came back wrong: \(wrong.prefix(5))")
+        XCTAssertNil(states["mixed.3"], "the removal was kept")
+        XCTAssertEqual(states["mixed.shown"], "running", "the show was kept")
+        let failed = try JSONParser.parse(try client.request("GET", "/api/tasks/mixed.1001").body)
+        XCTAssertEqual(failed["detail"], .string("exit 1001"), "a terminal task comes back whole, not just its state")
+    }
+
+    /// README: plain progress is written behind, at most writeBehindSeconds later.
+    func testPlainProgressReachesTheFileWithinTheWriteBehindWindow() throws {
+        let config = folder.file("config.json")
+        try Data(#"{"port":0,"publicDir":"\#(repositoryRoot)/Public","storage":"state.db"}"#.utf8).write(to: config)
+        let served = try ServeProcess(["--config", config.path])
+        let client = HTTPClient(host: "127.0.0.1", port: served.port)
+        let database = folder.file("state.db").path
+        XCTAssertEqual(try client.request("POST", "/api/tasks/behind", json: #"{"progress":0.3}"#).status, 200)
+        let answeredAt = nowMs()
+        XCTAssertTrue(eventually(timeout: 3) { storedProgress(of: "behind", in: database) == 0.3 })
+        XCTAssertOnTime(nowMs(), due: answeredAt + SQLitePersistence.writeBehindSeconds * 1000, early: SQLitePersistence.writeBehindSeconds * 1000,
+                        "written behind within \(SQLitePersistence.writeBehindSeconds) s (a loaded machine is allowed its usual lateness)")
+        _ = served.stop(SIGKILL)
+    }
+}
+
 /// The progress of task `id` as the storage file holds it now (nil when the file or the task is
 /// not there yet), read through the storage engine itself, which a running server leaves readable.
 private func storedProgress(of id: String, in path: String) -> Double? {
