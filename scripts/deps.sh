@@ -6,7 +6,7 @@ mode=${1:-build}
 
 packages=(pkg-config libwebsockets-dev libsqlite3-dev)
 if [ "$mode" = test ]; then
-  packages+=(procps iproute2)
+  packages+=(procps iproute2 openssl curl)
 fi
 
 missing=()

@@ -24,6 +24,8 @@ public final class RingcastServer: @unchecked Sendable {
     let fanOut: FanOut
     let persistence: TaskPersistence
     private let publicDirectory: String
+    /// The certificate and key, resolved against the config's folder, when `tls` is set.
+    private let certificate: (cert: String, key: String)?
     let loop: ServiceLoop
 
     // Service thread only.
@@ -46,8 +48,11 @@ public final class RingcastServer: @unchecked Sendable {
         store = TaskStore(persistence: persistence, retentionSeconds: config.retentionSeconds, maxTasks: config.maxTasks)
         api = API(store: store, config: config)
         fanOut = FanOut(logCapacity: config.fanOutLogEvents, maxEventsPerFrame: config.maxEventsPerFrame)
-        let directory = config.publicDir.hasPrefix("/") ? config.publicDir : baseDirectory + "/" + config.publicDir
-        publicDirectory = URL(fileURLWithPath: directory).standardizedFileURL.path
+        func resolved(_ path: String) -> String {
+            URL(fileURLWithPath: path.hasPrefix("/") ? path : baseDirectory + "/" + path).standardizedFileURL.path
+        }
+        publicDirectory = resolved(config.publicDir)
+        certificate = config.tls.map { (resolved($0.cert), resolved($0.key)) }
         loop = ServiceLoop(name: "ringcast-service", logger: logger)
     }
 
@@ -60,6 +65,11 @@ public final class RingcastServer: @unchecked Sendable {
 
     public var port: Int { loop.port }
     public var epoch: String { store.epoch }
+    /// Where the server answers, `http://` or (with `tls`) `https://`, for the first line `serve` prints.
+    public var url: String {
+        let host = config.host.contains(":") ? "[\(config.host)]" : config.host
+        return "\(certificate == nil ? "http" : "https")://\(host):\(port)"
+    }
 
     /// Creates the context on a new service thread and returns once it listens (or failed to).
     @discardableResult
@@ -68,8 +78,15 @@ public final class RingcastServer: @unchecked Sendable {
         guard FileManager.default.fileExists(atPath: publicDirectory, isDirectory: &isDirectory), isDirectory.boolValue else {
             throw ServerError("publicDir '\(publicDirectory)' is not a directory: point \"publicDir\" in the config at the folder holding index.html")
         }
+        if let certificate {
+            for (field, path) in [("tls.cert", certificate.cert), ("tls.key", certificate.key)] where !FileManager.default.isReadableFile(atPath: path) {
+                let reason = FileManager.default.fileExists(atPath: path) ? "is not readable by this user" : "does not exist"
+                throw ServerError("\(field): the file '\(path)' \(reason); point \"tls\" in the config at a PEM certificate and its key")
+            }
+        }
         LWSLog.route(to: logger)
         var settings = ContextSettings(name: "ringcast")
+        settings.certificate = certificate
         settings.listener = .init(host: config.host, port: config.port)
         settings.staticFiles = .init(directory: publicDirectory, maxAge: config.staticMaxAge, callbackPaths: ["/api", "/healthz", "/metrics"])
         settings.sessionBytes = LWSConnection.sessionBytes

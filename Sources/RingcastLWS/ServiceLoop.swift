@@ -84,6 +84,10 @@ package struct ContextSettings: Sendable {
     package var connectTimeoutSeconds: Int?
     /// Set up the TLS library (needed before any wss:// client connection).
     package var initializeTLS = false
+    /// Serve TLS (https://, wss://) on the listener with this PEM certificate and key.
+    package var certificate: (cert: String, key: String)?
+    /// A client context trusts servers whose certificates these PEM certificates sign (nil: the system's).
+    package var trustedCertificates: String?
 
     package init(name: String) { self.name = name }
 }
@@ -263,18 +267,29 @@ package final class ServiceLoop: @unchecked Sendable {
                                            protocolName: settings.name)
         }
         info.headers = resources.headers(settings.headers)
+        if let trusted = settings.trustedCertificates { info.client_ssl_ca_filepath = resources.string(trusted) }
+        if let certificate = settings.certificate {
+            info.ssl_cert_filepath = resources.string(certificate.cert)
+            info.ssl_private_key_filepath = resources.string(certificate.key)
+            // HTTP/1.1 only: an answer leaves as headers and body in one write, which HTTP/2's
+            // framing does not allow, and browsers then open WebSockets the usual way.
+            info.alpn = resources.string("http/1.1")
+        }
         info.user = Unmanaged.passUnretained(self).toOpaque()
         info.timeout_secs = UInt32(max(1, settings.timeoutSeconds))
         if let connect = settings.connectTimeoutSeconds { info.connect_timeout_secs = UInt32(max(1, connect)) }
         var options: UInt64 = 0
         if settings.enforceSecurityHeaders { options |= UInt64(LWS_SERVER_OPTION_HTTP_HEADERS_SECURITY_BEST_PRACTICES_ENFORCE) }
         if settings.validateUTF8 { options |= UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8) }
-        if settings.initializeTLS { options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT) }
+        if settings.initializeTLS || settings.certificate != nil { options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT) }
         // With IPv6 on, lws binds [::] whatever iface says: an IPv4 address must turn it off.
         if let listener = settings.listener, !listener.host.contains(":") { options |= UInt64(LWS_SERVER_OPTION_DISABLE_IPV6) }
         info.options = options
         LWS.raiseOpenFileLimit()
         guard let context = lws_create_context(&info) else {
+            if let certificate = settings.certificate {
+                throw LWSError("lws_create_context", "could not listen with TLS on \(settings.listener.map { "\($0.host):\($0.port)" } ?? "no address"): the port may be in use, or \(certificate.cert) and \(certificate.key) are not a PEM certificate and its private key (the log says which)")
+            }
             if let listener = settings.listener {
                 throw LWSError("lws_create_context", "could not listen on \(listener.host):\(listener.port): the port is in use or the address is not on this machine; pick another \"port\" or \"host\"")
             }

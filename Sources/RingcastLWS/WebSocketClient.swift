@@ -127,9 +127,12 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
     private var liveConnections = Set<UnsafeMutableRawPointer>()
     private static let protocolName = "ringcast-client"
 
-    /// - Parameter connectTimeoutSeconds: how long a connection may take to connect and finish its
-    ///   handshake before it fails with an error.
-    package init(connectTimeoutSeconds: Int = 10, logger: Logger = .silent) throws {
+    /// - Parameters:
+    ///   - connectTimeoutSeconds: how long a connection may take to connect and finish its handshake
+    ///     before it fails with an error.
+    ///   - trustedCertificates: a PEM file of the certificates wss:// servers may present (a private
+    ///     CA, or a self-signed server's own); nil trusts the system's.
+    package init(connectTimeoutSeconds: Int = 10, trustedCertificates: String? = nil, logger: Logger = .silent) throws {
         loop = ServiceLoop(name: WebSocketClientContext.protocolName, logger: logger)
         var settings = ContextSettings(name: WebSocketClientContext.protocolName)
         settings.receiveBufferBytes = 64 * 1024
@@ -137,6 +140,7 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
         settings.connectTimeoutSeconds = connectTimeoutSeconds
         // wss:// needs the TLS library set up once per context.
         settings.initializeTLS = true
+        settings.trustedCertificates = trustedCertificates
         LWSLog.routeUnlessRouted(to: logger)
         try loop.start(settings, handler: self)
     }

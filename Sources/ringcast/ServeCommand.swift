@@ -46,16 +46,14 @@ struct ServeCommand: Subcommand {
             FileHandle.standardError.write(Data((line + "\n").utf8))
         }
         let server: RingcastServer
-        let port: Int
         do {
             let persistence = try RingcastServer.persistence(for: config, baseDirectory: baseDirectory, logger: logger)
             server = RingcastServer(config: config, baseDirectory: baseDirectory, logger: logger, persistence: persistence)
-            port = try server.start()
+            try server.start()
         } catch {
             throw CommandFailure("\(error)")
         }
-        let shownHost = config.host.contains(":") ? "[\(config.host)]" : config.host
-        print("listening on http://\(shownHost):\(port)")
+        print("listening on \(server.url)")
         TerminationSignals.wait()
         logger.info("stopping")
         server.stop()

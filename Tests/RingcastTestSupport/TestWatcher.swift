@@ -71,10 +71,10 @@ package final class TestWatcher: WebSocketDelegate, @unchecked Sendable {
     package private(set) var closeError: String?
     package var connection: WebSocketConnection!
 
-    static let clients = try! WebSocketClientContext()
+    package static let clients = try! WebSocketClientContext()
 
-    package init(_ url: String, headers: [(String, String)] = []) {
-        connection = TestWatcher.clients.connect(ServerURL(url)!, headers: headers, delegate: self)
+    package init(_ url: String, headers: [(String, String)] = [], context: WebSocketClientContext = TestWatcher.clients) {
+        connection = context.connect(ServerURL(url)!, headers: headers, delegate: self)
     }
 
     deinit { connection.close() }
