@@ -1,3 +1,4 @@
+import RingcastCore
 import RingcastLWS
 
 /// Where each libwebsockets callback goes: the one dispatch from the service loop to the server's
@@ -5,6 +6,17 @@ import RingcastLWS
 extension RingcastServer: ServiceHandler {
     package func handle(_ event: ServiceEvent, on link: LWSConnection) -> Bool {
         switch event {
+        case let .accepted(address):
+            return admitsConnection(from: address)
+        case .created:
+            if let peer = acceptedPeer {
+                link.setPeerState(peer)
+                acceptedPeer = nil
+            }
+            return true
+        case .destroyed:
+            if let peer = link.takePeerState() as? Peer { forget(peer) }
+            return true
         case .httpFilter:
             return admitsHTTP(link)
         case .httpRequest:
@@ -27,13 +39,39 @@ extension RingcastServer: ServiceHandler {
             return openSocket(link)
         case .writeable:
             return writeSocket(on: link)
-        case let .received(piece, isLast):
-            receive(piece, isLast: isLast, on: link)
-            return true
+        case let .received(piece, isLast, isBinary):
+            return receive(piece, isLast: isLast, isBinary: isBinary, on: link)
         case .peerClosing, .connectFailed, .appendHandshakeHeaders:
             return true
         }
     }
 
     package func loopWillStop(_ loop: ServiceLoop) { closeWatchers(loop) }
+
+    /// An address may hold at most `maxConnectionsPerAddress` sockets (loopback only with `limitLoopback`).
+    private func admitsConnection(from address: String) -> Bool {
+        // A socket accepted before whose connection lws never made: its count goes back.
+        if let stale = acceptedPeer { forget(stale) }
+        let loopback = isLoopbackAddress(address)
+        let counted = config.maxConnectionsPerAddress > 0 && (!loopback || config.limitLoopback)
+        if counted {
+            let open = connectionsByAddress[address, default: 0]
+            guard open < config.maxConnectionsPerAddress else {
+                api.metrics.connectionsRefused += 1
+                logRefusal("connections", offender: address,
+                           "refused a connection from \(address): it holds \(open) already (maxConnectionsPerAddress is \(config.maxConnectionsPerAddress))")
+                return false
+            }
+            connectionsByAddress[address] = open + 1
+        }
+        acceptedPeer = Peer(address: address, isLoopback: loopback, isCounted: counted,
+                            allowance: TokenBucket(rate: config.maxPublishRate, now: Clock.now()))
+        return true
+    }
+
+    private func forget(_ peer: Peer) {
+        if peer === acceptedPeer { acceptedPeer = nil }
+        guard peer.isCounted, let open = connectionsByAddress[peer.address] else { return }
+        if open <= 1 { connectionsByAddress.removeValue(forKey: peer.address) } else { connectionsByAddress[peer.address] = open - 1 }
+    }
 }

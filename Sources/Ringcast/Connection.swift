@@ -31,6 +31,24 @@ final class Connection {
     }
 }
 
+/// What the server knows of one socket for its whole life — its kept-alive requests and its upgrade:
+/// where it comes from and how much it may still publish. Held with the socket itself
+/// (`LWSConnection.setPeerState`), from `created` to `destroyed`. Service thread only.
+final class Peer {
+    let address: String
+    let isLoopback: Bool
+    /// Whether it counts against `maxConnectionsPerAddress`.
+    let isCounted: Bool
+    var allowance: TokenBucket
+
+    init(address: String, isLoopback: Bool, isCounted: Bool, allowance: TokenBucket) {
+        self.address = address
+        self.isLoopback = isLoopback
+        self.isCounted = isCounted
+        self.allowance = allowance
+    }
+}
+
 /// One HTTP request: collected (headers, then the body up to `maxMessageBytes`), answered by the
 /// API, written in one send. Service thread only.
 final class HTTPExchange {

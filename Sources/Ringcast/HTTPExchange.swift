@@ -46,7 +46,20 @@ extension RingcastServer {
         guard var request = exchange.request else { return }
         exchange.request = nil
         (request.body, request.bodyTooLarge) = exchange.body.take()
-        let response = api.handle(request, now: Clock.now()) { transportStatus }
+        let now = Clock.now()
+        let peer = link.peerState(as: Peer.self)
+        let publishes = request.method != "GET" && request.method != "HEAD"
+        let response: APIResponse
+        if publishes, let peer, !peer.allowance.allows(now: now) {
+            api.metrics.httpRequests += 1
+            api.metrics.httpErrors += 1
+            api.metrics.rateLimited += 1
+            logRefusal("rate", offender: peer.address, "refused requests from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")
+            response = APIResponse(APIError(.rateLimited, "this connection publishes more than \(config.maxPublishRate.plain) events a second (maxPublishRate): slow down, batch, or raise \"maxPublishRate\" in config.json"))
+        } else {
+            response = api.handle(request, now: now) { transportStatus }
+            if publishes { peer?.allowance.spend(max(1, response.events.count), now: now) }
+        }
         // The answer leaves once storage has kept what it changed; the connection may be gone by then.
         publish(response.events) { kept in
             guard exchange.isOpen else { return }

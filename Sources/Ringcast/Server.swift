@@ -35,6 +35,10 @@ public final class RingcastServer: @unchecked Sendable {
     private var storageFlushScheduled = false
     private var scheduledDeadline: Double?
     var refusals = RefusalLog()
+    /// Open sockets per address, for `maxConnectionsPerAddress`.
+    var connectionsByAddress: [String: Int] = [:]
+    /// The address of the socket just accepted, for the `created` that follows.
+    var acceptedPeer: Peer?
     /// Answers and events held until storage reports their commit kept, in the order they were made.
     private var held: [(ticket: UInt64, release: (Bool) -> Void)] = []
     private var heldHead = 0
@@ -93,7 +97,7 @@ public final class RingcastServer: @unchecked Sendable {
         settings.headers = [("access-control-allow-origin:", "*")]
         settings.enforceSecurityHeaders = true
         settings.validateUTF8 = true
-        settings.timeoutSeconds = 10
+        settings.timeoutSeconds = config.handshakeTimeoutSeconds
         do {
             return try loop.start(settings, handler: self) { [self] loop in try prepare(loop) }
         } catch let error as LWSError {

@@ -69,18 +69,29 @@ extension RingcastServer {
     }
 
     /// A piece of a client's message; a whole one goes to the core's protocol, its replies to the
-    /// sender and its events to the fan-out.
-    func receive(_ piece: UnsafeRawBufferPointer, isLast: Bool, on link: LWSConnection) {
-        guard let socket = link.attachment(as: Connection.self)?.socket, let subscription = socket.subscription else { return }
+    /// sender and its events to the fan-out. False closes the socket (a publisher past its rate).
+    func receive(_ piece: UnsafeRawBufferPointer, isLast: Bool, isBinary: Bool, on link: LWSConnection) -> Bool {
+        guard let socket = link.attachment(as: Connection.self)?.socket, let subscription = socket.subscription else { return true }
         socket.incoming.append(piece)
-        guard isLast, var session = socket.session else { return }
+        guard isLast, var session = socket.session else { return true }
         let (bytes, tooLarge) = socket.incoming.take()
-        let reply = api.receive(tooLarge ? .tooLarge : .text(bytes), on: &session, now: Clock.now())
+        let now = Clock.now()
+        let peer = link.peerState(as: Peer.self)
+        if let peer, !peer.allowance.allows(now: now) {
+            api.metrics.rateLimited += 1
+            logRefusal("rate", offender: peer.address, "closed a WebSocket from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")
+            link.setCloseReason(.policyViolation, "publish rate over maxPublishRate")
+            return false
+        }
+        let message: SocketMessage = tooLarge ? .tooLarge : (isBinary ? .binary : .text(bytes))
+        let reply = api.receive(message, on: &session, now: now)
+        peer?.allowance.spend(max(1, reply.events.count), now: now)
         socket.session = session
         // Replies (a `flushed` acknowledgement among them) leave once storage has kept what came before.
         publish(reply.events, durable: reply.wantsDurable) { _ in
             for frame in reply.frames { subscription.sendDirect(frame) }
         }
+        return true
     }
 
     /// Lets go of what a finished connection held: its place in the fan-out, or its exchange.

@@ -35,12 +35,16 @@ public struct ServerConfig: Equatable, Sendable {
     public var limitLoopback = false
     /// Serve https:// and wss:// with this certificate and key (PEM files, relative to the config file).
     public var tls: TLSFiles?
+    /// Seconds a connection may take to send its request headers (or finish a WebSocket handshake)
+    /// before it is closed; also how long an HTTP body may take to arrive.
+    public var handshakeTimeoutSeconds = 10
 
     public init() {}
 
     public static let keys = ["host", "port", "publicDir", "allowedOrigins", "allowedHosts", "heartbeatSeconds", "maxMessageBytes",
                               "fanOutLogEvents", "maxEventsPerFrame", "staticMaxAge", "logLevel", "publishers", "anonymousLocalPublish",
-                              "storage", "retentionSeconds", "maxTasks", "maxPublishRate", "maxConnectionsPerAddress", "limitLoopback", "tls"]
+                              "storage", "retentionSeconds", "maxTasks", "maxPublishRate", "maxConnectionsPerAddress", "limitLoopback", "tls",
+                              "handshakeTimeoutSeconds"]
 
     /// Parses a config file's contents; the error names the field and says what to write instead.
     /// `environment` supplies the variables that publishers' `tokenEnv` name.
@@ -110,6 +114,7 @@ public struct ServerConfig: Equatable, Sendable {
             case "maxTasks": config.maxTasks = try integer(1...10_000_000, "a count between 1 and 10000000")
             case "maxPublishRate": config.maxPublishRate = try number(0...100_000_000, "events per second, 0 for no limit")
             case "maxConnectionsPerAddress": config.maxConnectionsPerAddress = try integer(0...10_000_000, "a count, 0 for no limit")
+            case "handshakeTimeoutSeconds": config.handshakeTimeoutSeconds = try integer(1...3600, "whole seconds between 1 and 3600")
             case "limitLoopback":
                 guard case let .bool(flag) = value else { throw fail("true or false") }
                 config.limitLoopback = flag

@@ -357,3 +357,8 @@ public struct JSONWriter {
         bytes.append(UInt8(ascii: "\""))
     }
 }
+
+extension Double {
+    /// `3`, not `3.0`; `0.5` stays: a number as a person writes it, for messages.
+    public var plain: String { self == rounded() && abs(self) < 1e15 ? String(Int64(self)) : String(self) }
+}

@@ -9,6 +9,8 @@ public struct ServerMetrics {
     public var watchersOpened = 0
     public var clientMessages = 0
     public var clientErrors = 0
+    public var rateLimited = 0
+    public var connectionsRefused = 0
 
     public init() {}
 
@@ -27,6 +29,8 @@ public struct ServerMetrics {
         metric("watchers_opened_total", "counter", "WebSocket connections accepted.", watchersOpened)
         metric("client_messages_total", "counter", "Messages received from WebSocket clients.", clientMessages)
         metric("client_errors_total", "counter", "Error events sent for bad client messages.", clientErrors)
+        metric("rate_limited_total", "counter", "Requests and WebSockets refused for publishing past maxPublishRate.", rateLimited)
+        metric("connections_refused_total", "counter", "Sockets closed at accept for passing maxConnectionsPerAddress.", connectionsRefused)
         metric("watchers", "gauge", "WebSocket connections open now.", watchers)
         metric("tasks", "gauge", "Tasks held now.", tasks)
         metric("seq", "gauge", "The current sequence number.", Int(seq))

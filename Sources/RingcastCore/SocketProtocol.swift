@@ -52,6 +52,8 @@ public enum SocketMessage: Sendable {
     case text([UInt8])
     /// Longer than `maxMessageBytes`: the transport stopped collecting it.
     case tooLarge
+    /// A binary frame: not part of the protocol.
+    case binary
 }
 
 /// What one message led to: events for the fan-out, frames for the sender alone (which leave once
@@ -90,6 +92,9 @@ extension API {
         switch message {
         case .tooLarge:
             refuse(APIError(.bodyTooLarge, "a message is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); split it"))
+            return reply
+        case .binary:
+            refuse(APIError(.invalidEvent, "binary frames are not part of the protocol: send each message as a text frame of JSON"))
             return reply
         case let .text(text):
             bytes = text

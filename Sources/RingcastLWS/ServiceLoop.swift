@@ -5,6 +5,13 @@ import RingcastCore
 
 /// What happened on a connection, as lws's callback reported it, in the order lws reports it.
 package enum ServiceEvent {
+    /// A socket was accepted from `address` (lws has not made a connection of it yet): answer false
+    /// to close it at once. The `created` that follows is that socket's.
+    case accepted(address: String)
+    /// A connection object exists (accepted sockets, and lws's own listener).
+    case created
+    /// The connection object is going away: the last event it gets.
+    case destroyed
     /// Any HTTP request (static files too) is about to be served: answer false to refuse it, after
     /// writing the refusal (`writeHTTP`); the connection then closes.
     case httpFilter
@@ -20,8 +27,9 @@ package enum ServiceEvent {
     case upgradeRequested
     /// A WebSocket is open (server side: upgraded; client side: connected).
     case opened
-    /// A piece of a message, lent for the duration of the call; `isWhole` when it ends the message.
-    case received(UnsafeRawBufferPointer, isLast: Bool)
+    /// A piece of a message, lent for the duration of the call; `isLast` when it ends the message,
+    /// `isBinary` when the message is a binary one.
+    case received(UnsafeRawBufferPointer, isLast: Bool, isBinary: Bool)
     case writeable
     /// The peer sent a close frame, with its status code when it gave one.
     case peerClosing(code: Int?)
@@ -320,6 +328,19 @@ package final class ServiceLoop: @unchecked Sendable {
         case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
             runJobs()
             return 0
+        case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+            // lws passes the accepted descriptor as `in` (the connection does not exist yet).
+            let descriptor = Int32(truncatingIfNeeded: Int(bitPattern: input))
+            let address = withUnsafeTemporaryAllocation(of: CChar.self, capacity: 64) { buffer in
+                lws_get_peer_simple_fd(descriptor, buffer.baseAddress, buffer.count) == nil ? "" : String(cString: buffer.baseAddress!)
+            }
+            return handler.handle(.accepted(address: address), on: connection) ? 0 : 1
+        case LWS_CALLBACK_WSI_CREATE:
+            _ = handler.handle(.created, on: connection)
+            return 0
+        case LWS_CALLBACK_WSI_DESTROY:
+            _ = handler.handle(.destroyed, on: connection)
+            return 0
         case LWS_CALLBACK_FILTER_HTTP_CONNECTION:
             return handler.handle(.httpFilter, on: connection) ? 0 : 1
         case LWS_CALLBACK_HTTP:
@@ -339,7 +360,8 @@ package final class ServiceLoop: @unchecked Sendable {
             return handler.handle(.opened, on: connection) ? 0 : -1
         case LWS_CALLBACK_RECEIVE, LWS_CALLBACK_CLIENT_RECEIVE:
             let isLast = lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0
-            return handler.handle(.received(bytes(), isLast: isLast), on: connection) ? 0 : -1
+            let isBinary = lws_frame_is_binary(wsi) != 0
+            return handler.handle(.received(bytes(), isLast: isLast, isBinary: isBinary), on: connection) ? 0 : -1
         case LWS_CALLBACK_SERVER_WRITEABLE, LWS_CALLBACK_CLIENT_WRITEABLE:
             return handler.handle(.writeable, on: connection) ? 0 : -1
         case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:

@@ -229,7 +229,7 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
             connection.delegate.webSocketDidOpen(connection)
             if lock.withLock({ !connection.outbox.isEmpty || connection.closeRequested }) { link.requestWrite() }
             return true
-        case let .received(piece, isLast):
+        case let .received(piece, isLast, _):
             if isLast, connection.incoming.isEmpty {
                 // The usual case: the message came in one piece; lend it without copying.
                 connection.delegate.webSocket(connection, didReceiveBytes: piece)
@@ -253,7 +253,8 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
         case .closed:
             finish(connection, user, error: nil)
             return true
-        case .httpFilter, .httpRequest, .httpBody, .httpBodyComplete, .httpWriteable, .httpClosed, .upgradeRequested:
+        case .httpFilter, .httpRequest, .httpBody, .httpBodyComplete, .httpWriteable, .httpClosed, .upgradeRequested,
+             .accepted, .created, .destroyed:
             return true
         }
     }

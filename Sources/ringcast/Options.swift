@@ -266,7 +266,3 @@ struct HelpText {
     }
 }
 
-extension Double {
-    /// `3`, not `3.0`; `0.5` stays.
-    var plain: String { self == rounded() && abs(self) < 1e15 ? String(Int64(self)) : String(self) }
-}
