@@ -9,13 +9,14 @@ extension RingcastServer: ServiceHandler {
         case let .accepted(address):
             return admitsConnection(from: address)
         case .created:
+            // lws makes the accepted socket's connection right after `accepted`, on this thread.
             if let peer = acceptedPeer {
-                link.setPeerState(peer)
+                peers[link.identifier] = peer
                 acceptedPeer = nil
             }
             return true
         case .destroyed:
-            if let peer = link.takePeerState() as? Peer { forget(peer) }
+            if let peer = peers.removeValue(forKey: link.identifier) { forget(peer) }
             return true
         case .httpFilter:
             return admitsHTTP(link)

@@ -32,8 +32,8 @@ final class Connection {
 }
 
 /// What the server knows of one socket for its whole life — its kept-alive requests and its upgrade:
-/// where it comes from and how much it may still publish. Held with the socket itself
-/// (`LWSConnection.setPeerState`), from `created` to `destroyed`. Service thread only.
+/// where it comes from and how much it may still publish. Held in `RingcastServer.peers` from the
+/// socket's `created` to its `destroyed` (lws's per-socket user pointer is its own). Service thread only.
 final class Peer {
     let address: String
     let isLoopback: Bool

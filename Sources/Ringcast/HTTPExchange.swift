@@ -47,7 +47,7 @@ extension RingcastServer {
         exchange.request = nil
         (request.body, request.bodyTooLarge) = exchange.body.take()
         let now = Clock.now()
-        let peer = link.peerState(as: Peer.self)
+        let peer = peers[link.identifier]
         let publishes = request.method != "GET" && request.method != "HEAD"
         let response: APIResponse
         if publishes, let peer, !peer.allowance.allows(now: now) {

@@ -37,8 +37,10 @@ public final class RingcastServer: @unchecked Sendable {
     var refusals = RefusalLog()
     /// Open sockets per address, for `maxConnectionsPerAddress`.
     var connectionsByAddress: [String: Int] = [:]
-    /// The address of the socket just accepted, for the `created` that follows.
+    /// The socket just accepted, for the `created` that follows.
     var acceptedPeer: Peer?
+    /// What is known of each open socket, by its connection's identity, from `created` to `destroyed`.
+    var peers: [Int: Peer] = [:]
     /// Answers and events held until storage reports their commit kept, in the order they were made.
     private var held: [(ticket: UInt64, release: (Bool) -> Void)] = []
     private var heldHead = 0

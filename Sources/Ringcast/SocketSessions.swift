@@ -76,7 +76,7 @@ extension RingcastServer {
         guard isLast, var session = socket.session else { return true }
         let (bytes, tooLarge) = socket.incoming.take()
         let now = Clock.now()
-        let peer = link.peerState(as: Peer.self)
+        let peer = peers[link.identifier]
         if let peer, !peer.allowance.allows(now: now) {
             api.metrics.rateLimited += 1
             logRefusal("rate", offender: peer.address, "closed a WebSocket from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")

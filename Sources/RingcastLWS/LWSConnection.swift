@@ -83,27 +83,6 @@ package struct LWSConnection {
         return Unmanaged<AnyObject>.fromOpaque(pointer).takeRetainedValue()
     }
 
-    // MARK: What lives as long as the socket
-
-    /// Stores `object` (retained) with the socket itself, not its session memory: it lasts across
-    /// the requests of a kept-alive connection and its upgrade, until `takePeerState` on `destroyed`.
-    package func setPeerState(_ object: AnyObject) {
-        lws_set_opaque_user_data(wsi, Unmanaged.passRetained(object).toOpaque())
-    }
-
-    /// The object `setPeerState` stored; a context stores objects of one type only, `T` (unchecked).
-    package func peerState<T: AnyObject>(as type: T.Type) -> T? {
-        guard let pointer = lws_get_opaque_user_data(wsi) else { return nil }
-        return Unmanaged<T>.fromOpaque(pointer).takeUnretainedValue()
-    }
-
-    /// Gives back the socket's retain and returns the object.
-    package func takePeerState() -> AnyObject? {
-        guard let pointer = lws_get_opaque_user_data(wsi) else { return nil }
-        lws_set_opaque_user_data(wsi, nil)
-        return Unmanaged<AnyObject>.fromOpaque(pointer).takeRetainedValue()
-    }
-
     // MARK: The request
 
     package func header(_ header: HTTPHeader) -> String? {

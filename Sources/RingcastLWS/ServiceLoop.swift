@@ -285,6 +285,9 @@ package final class ServiceLoop: @unchecked Sendable {
         }
         info.user = Unmanaged.passUnretained(self).toOpaque()
         info.timeout_secs = UInt32(max(1, settings.timeoutSeconds))
+        // A connection idle in the middle of its request headers holds one of lws's header tables:
+        // the same limit (lws's default is 10 s whatever timeout_secs says).
+        info.timeout_secs_ah_idle = UInt32(max(1, settings.timeoutSeconds))
         if let connect = settings.connectTimeoutSeconds { info.connect_timeout_secs = UInt32(max(1, connect)) }
         var options: UInt64 = 0
         if settings.enforceSecurityHeaders { options |= UInt64(LWS_SERVER_OPTION_HTTP_HEADERS_SECURITY_BEST_PRACTICES_ENFORCE) }

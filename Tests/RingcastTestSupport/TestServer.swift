@@ -9,12 +9,12 @@ package final class TestServer {
     package let server: RingcastServer
     package let port: Int
 
-    package init(persistence: TaskPersistence = MemoryOnlyPersistence(), configure: (inout ServerConfig) -> Void = { _ in }) throws {
+    package init(persistence: TaskPersistence = MemoryOnlyPersistence(), logger: Logger = .silent, configure: (inout ServerConfig) -> Void = { _ in }) throws {
         var config = ServerConfig()
         config.port = 0
         config.logLevel = .error
         configure(&config)
-        server = RingcastServer(config: config, baseDirectory: repositoryRoot, logger: .silent, persistence: persistence)
+        server = RingcastServer(config: config, baseDirectory: repositoryRoot, logger: logger, persistence: persistence)
         port = try server.start()
     }
 

@@ -1,0 +1,146 @@
+import Foundation
+
+/// A plain TCP socket to a loopback port, for sending what no well-behaved client would: partial
+/// requests, floods of headers, hand-made WebSocket frames, and abrupt resets.
+package final class RawSocket {
+    package let descriptor: Int32
+
+    package init(port: Int, timeoutSeconds: Double = 5) throws {
+        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw RawSocketError("socket: \(String(cString: strerror(errno)))") }
+        var timeout = timeval(tv_sec: Int(timeoutSeconds), tv_usec: Int((timeoutSeconds.truncatingRemainder(dividingBy: 1)) * 1_000_000))
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(descriptor)
+            throw RawSocketError("connect to 127.0.0.1:\(port): \(reason)")
+        }
+    }
+
+    deinit { close(descriptor) }
+
+    /// Sends everything, or throws when the peer is gone.
+    package func send(_ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes[offset...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if sent < 0, errno == EINTR { continue }
+            guard sent > 0 else { throw RawSocketError("send: \(String(cString: strerror(errno)))") }
+            offset += sent
+        }
+    }
+
+    package func send(_ text: String) throws { try send(Array(text.utf8)) }
+
+    /// What arrives until the peer closes, `limit` bytes have come, or the read times out.
+    package func receive(limit: Int = 1 << 20) -> (bytes: [UInt8], closed: Bool) {
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        while received.count < limit {
+            let count = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if count > 0 { received += chunk[..<count]; continue }
+            if count < 0, errno == EINTR { continue }
+            return (received, count == 0 || (count < 0 && errno == ECONNRESET))
+        }
+        return (received, false)
+    }
+
+    /// Reads until `bytes` holds `marker` (or the peer closes, or the read times out).
+    package func receive(until marker: [UInt8]) -> [UInt8] {
+        var received: [UInt8] = []
+        var byte: UInt8 = 0
+        while received.firstRange(of: marker) == nil {
+            let count = recv(descriptor, &byte, 1, 0)
+            if count == 1 { received.append(byte) } else if count < 0, errno == EINTR { continue } else { break }
+        }
+        return received
+    }
+
+    /// Reads until the server's close frame has arrived (or the peer closes, or the read times
+    /// out) and returns its status code.
+    package func receiveCloseCode() -> Int? {
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while RawSocket.closeCode(in: received) == nil {
+            let count = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if count > 0 { received += chunk[..<count] } else if count < 0, errno == EINTR { continue } else { break }
+        }
+        return RawSocket.closeCode(in: received)
+    }
+
+    /// Closes with a reset (SO_LINGER 0) instead of a goodbye: a client that vanished.
+    package func reset() {
+        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+        shutdown(descriptor, Int32(SHUT_RDWR))
+    }
+
+    // MARK: WebSocket by hand
+
+    /// Sends an upgrade for `path` and reads the server's 101 answer's head.
+    package func upgrade(_ path: String = "/ws", host: String = "127.0.0.1") throws -> String {
+        try send("GET \(path) HTTP/1.1\r\nHost: \(host)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                 + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        return String(decoding: receive(until: Array("\r\n\r\n".utf8)), as: UTF8.self)
+    }
+
+    /// One client frame (masked, as RFC 6455 demands of clients): opcode 1 text, 2 binary, 0 continuation.
+    package static func frame(_ payload: [UInt8], opcode: UInt8 = 1, final: Bool = true) -> [UInt8] {
+        var frame: [UInt8] = [(final ? 0x80 : 0) | opcode]
+        let mask: [UInt8] = [0x12, 0x34, 0x56, 0x78]
+        switch payload.count {
+        case 0..<126: frame.append(0x80 | UInt8(payload.count))
+        case 126..<65536: frame += [0x80 | 126, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
+        default: frame.append(0x80 | 127); frame += (0..<8).reversed().map { UInt8((payload.count >> ($0 * 8)) & 0xFF) }
+        }
+        frame += mask
+        frame += payload.enumerated().map { $0.element ^ mask[$0.offset % 4] }
+        return frame
+    }
+
+    /// The frames the server sent, parsed from `bytes` (servers do not mask): (opcode, payload).
+    package static func frames(in bytes: [UInt8]) -> [(opcode: UInt8, payload: [UInt8])] {
+        var frames: [(UInt8, [UInt8])] = []
+        var index = 0
+        while index + 2 <= bytes.count {
+            let opcode = bytes[index] & 0x0F
+            var length = Int(bytes[index + 1] & 0x7F)
+            var start = index + 2
+            if length == 126, start + 2 <= bytes.count {
+                length = Int(bytes[start]) << 8 | Int(bytes[start + 1]); start += 2
+            } else if length == 127, start + 8 <= bytes.count {
+                length = (0..<8).reduce(0) { $0 << 8 | Int(bytes[start + $1]) }; start += 8
+            }
+            guard start + length <= bytes.count else { break }
+            frames.append((opcode, Array(bytes[start..<(start + length)])))
+            index = start + length
+        }
+        return frames
+    }
+
+    /// The status code of the first close frame in `bytes`, if the server sent one.
+    package static func closeCode(in bytes: [UInt8]) -> Int? {
+        guard let close = frames(in: bytes).first(where: { $0.opcode == 8 }), close.payload.count >= 2 else { return nil }
+        return Int(close.payload[0]) << 8 | Int(close.payload[1])
+    }
+}
+
+package struct RawSocketError: Error, CustomStringConvertible {
+    package let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// This process's resident memory, in KiB (the in-process test server's included).
+package func residentKiB() -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+          let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return 0 }
+    return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+}
