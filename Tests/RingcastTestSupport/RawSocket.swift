@@ -53,6 +53,17 @@ package final class RawSocket {
         return (received, false)
     }
 
+    /// What one read returns (waiting at most the socket's timeout); empty when nothing came.
+    package func receiveSome() -> (bytes: [UInt8], closed: Bool) {
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if count > 0 { return (Array(chunk[..<count]), false) }
+            if count < 0, errno == EINTR { continue }
+            return ([], count == 0 || (count < 0 && errno == ECONNRESET))
+        }
+    }
+
     /// Reads until `bytes` holds `marker` (or the peer closes, or the read times out).
     package func receive(until marker: [UInt8]) -> [UInt8] {
         var received: [UInt8] = []
@@ -107,23 +118,29 @@ package final class RawSocket {
     }
 
     /// The frames the server sent, parsed from `bytes` (servers do not mask): (opcode, payload).
-    package static func frames(in bytes: [UInt8]) -> [(opcode: UInt8, payload: [UInt8])] {
+    package static func frames(in bytes: [UInt8]) -> [(opcode: UInt8, payload: [UInt8])] { completeFrames(in: bytes).frames }
+
+    /// The whole frames at the start of `bytes`, and how many bytes they took (a partial frame at
+    /// the end waits for more).
+    package static func completeFrames(in bytes: [UInt8]) -> (frames: [(opcode: UInt8, payload: [UInt8])], consumed: Int) {
         var frames: [(UInt8, [UInt8])] = []
         var index = 0
         while index + 2 <= bytes.count {
             let opcode = bytes[index] & 0x0F
             var length = Int(bytes[index + 1] & 0x7F)
             var start = index + 2
-            if length == 126, start + 2 <= bytes.count {
+            if length == 126 {
+                guard start + 2 <= bytes.count else { break }
                 length = Int(bytes[start]) << 8 | Int(bytes[start + 1]); start += 2
-            } else if length == 127, start + 8 <= bytes.count {
+            } else if length == 127 {
+                guard start + 8 <= bytes.count else { break }
                 length = (0..<8).reduce(0) { $0 << 8 | Int(bytes[start + $1]) }; start += 8
             }
             guard start + length <= bytes.count else { break }
             frames.append((opcode, Array(bytes[start..<(start + length)])))
             index = start + length
         }
-        return frames
+        return (frames, index)
     }
 
     /// The status code of the first close frame in `bytes`, if the server sent one.
@@ -138,9 +155,9 @@ package struct RawSocketError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// This process's resident memory, in KiB (the in-process test server's included).
-package func residentKiB() -> Int {
-    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+/// A process's resident memory, in KiB: by default this one's (the in-process test server's included).
+package func residentKiB(of pid: pid_t = getpid()) -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
           let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return 0 }
     return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
 }

@@ -1,0 +1,107 @@
+import Foundation
+import RingcastClient
+import RingcastCore
+import RingcastTestSupport
+import XCTest
+
+/// A watcher whose socket stops reading costs the server nothing that grows, and when it reads
+/// again it has the latest state of every task, every terminal state and every hide.
+final class StalledWatcherTests: XCTestCase {
+    func testAWatcherThatStopsReadingWhile100000UpdatesArePublished() throws {
+        let folder = try TemporaryFolder("ringcast-stalled")
+        defer { folder.remove() }
+        let config = folder.file("config.json")
+        try Data(#"{"port":0,"publicDir":"\#(emptyPublicDirectory)","logLevel":"error","maxPublishRate":0}"#.utf8).write(to: config)
+        let served = try ServeProcess(["--config", config.path])
+        let http = HTTPClient(host: "127.0.0.1", port: served.port)
+
+        let stalled = try RawSocket(port: served.port, timeoutSeconds: 10)
+        var small: Int32 = 4096
+        setsockopt(stalled.descriptor, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+        XCTAssertTrue(try stalled.upgrade("/ws?watch=slow.*").hasPrefix("HTTP/1.1 101"))
+
+        let before = residentKiB(of: served.process.processIdentifier)
+        let began = Date()
+        // 100 000 updates to 1 000 tasks, 500 to a request. Along the way every tenth task ends
+        // (done or failed) and every seventh is hidden; the last word on each is known here.
+        var expected: [String: (completed: Double, state: String, visible: Bool)] = [:]
+        let tasks = 1000, rounds = 100
+        for round in 0..<rounds {
+            for first in stride(from: 0, to: tasks, by: 500) {
+                var events: [String] = []
+                for index in first..<(first + 500) {
+                    let id = "slow.\(index)"
+                    var fields = #""completed":\#(round + 1),"total":\#(rounds)"#
+                    var state = expected[id]?.state ?? "running"
+                    var visible = expected[id]?.visible ?? true
+                    if round == 50, index % 10 == 0 { state = index % 20 == 0 ? "done" : "failed"; fields += #","state":"\#(state)""# }
+                    if round == 70, index % 7 == 0 { visible = false; fields += #","visible":false"# }
+                    if state == "done" { expected[id] = (Double(rounds), state, visible) } else { expected[id] = (Double(round + 1), state, visible) }
+                    events.append(#"{"type":"update","id":"\#(id)",\#(fields)}"#)
+                }
+                let answer = try http.request("POST", "/api/events", json: "[" + events.joined(separator: ",") + "]")
+                XCTAssertEqual(answer.status, 200, answer.text)
+            }
+        }
+        let grown = residentKiB(of: served.process.processIdentifier) - before
+        print("stalled watcher: server RSS grew \(grown) KiB over 100 000 updates in \(Date().timeIntervalSince(began)) s")
+        XCTAssertLessThan(grown, 32 * 1024, "the server's RSS grew \(grown) KiB while one watcher stalled")
+
+        // Read again, with a window wide enough to catch up fast: everything the server now sends,
+        // until the marker published last arrives.
+        var wide: Int32 = 4 << 20
+        setsockopt(stalled.descriptor, SOL_SOCKET, SO_RCVBUF, &wide, socklen_t(MemoryLayout<Int32>.size))
+        XCTAssertEqual(try http.request("POST", "/api/tasks/slow.zz-end", json: "{}").status, 200)
+        var stream: [UInt8] = []
+        var state = WatcherState()
+        while state.tasks["slow.zz-end"] == nil {
+            let (bytes, closed) = stalled.receiveSome()
+            stream += bytes
+            let (frames, consumed) = RawSocket.completeFrames(in: stream)
+            stream.removeFirst(consumed)
+            for frame in frames where frame.opcode == 1 { try state.apply(frame.payload) }
+            if closed || bytes.isEmpty { break }
+        }
+        XCTAssertNotNil(state.tasks["slow.zz-end"], "the watcher caught up with the marker")
+        XCTAssertGreaterThan(state.resyncs, 0, "it fell out of the log and was resynced by state")
+        var wrong: [String] = []
+        for (id, want) in expected {
+            let got = state.tasks[id]
+            if got?["completed"] != .number(want.completed) || got?["state"] != .string(want.state) || got?["visible"] != .bool(want.visible) {
+                wrong.append("\(id): \(got.map { String(decoding: JSONWriter.encode($0), as: UTF8.self) } ?? "missing")")
+            }
+        }
+        XCTAssertTrue(wrong.isEmpty, "\(wrong.count) tasks wrong after catching up, e.g. \(wrong.prefix(3))")
+    }
+}
+
+/// What a watcher knows, folded from the frames it read: snapshots (full or since) and events.
+private struct WatcherState {
+    var tasks: [String: JSONValue] = [:]
+    var resyncs = 0
+
+    mutating func apply(_ payload: [UInt8]) throws {
+        let message = try JSONParser.parse(payload)
+        if case let .array(events) = message {
+            for event in events { apply(event) }
+        } else {
+            apply(message)
+        }
+    }
+
+    private mutating func apply(_ event: JSONValue) {
+        guard case let .string(type)? = event["type"] else { return }
+        switch type {
+        case "snapshot":
+            if event["full"] == .bool(true) { tasks = [:] } else { resyncs += 1 }
+            if case let .array(list)? = event["tasks"] { for task in list { if case let .string(id)? = task["id"] { tasks[id] = task } } }
+            if case let .array(removed)? = event["removed"] { for id in removed { if case let .string(id) = id { tasks[id] = nil } } }
+        case "remove":
+            if case let .string(id)? = event["id"] { tasks[id] = nil }
+        case "heartbeat", "hello", "error":
+            break
+        default:
+            if case let .string(id)? = event["id"] { tasks[id] = event }
+        }
+    }
+}
