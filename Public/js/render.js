@@ -299,7 +299,8 @@ export class Dashboard {
       card.el.hidden = !this.passesFilter(task);
       return;
     }
-    if (card.el.classList.contains('child')) {
+    // Top level: not a child any more (a filtered-out child was hidden; here the section decides).
+    if (card.el.hidden || card.el.classList.contains('child')) {
       card.el.classList.remove('child');
       card.el.hidden = false;
     }

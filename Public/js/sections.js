@@ -41,13 +41,7 @@ export class Section {
     card.key = key;
     card.section = this;
     const items = this.items;
-    let lo = 0;
-    let hi = items.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (before(items[mid], card)) lo = mid + 1;
-      else hi = mid;
-    }
+    const lo = this.place(card);
     items.splice(lo, 0, card);
     let c = Math.floor(lo / CHUNK);
     if (c === this.chunks.length) this.addChunk();
@@ -65,7 +59,7 @@ export class Section {
 
   /** Takes `card` out of the section. */
   remove(card) {
-    let i = this.indexOf(card);
+    const i = this.indexOf(card);
     if (i < 0) return;
     this.items.splice(i, 1);
     card.section = null;
@@ -85,7 +79,8 @@ export class Section {
     }
   }
 
-  indexOf(card) {
+  /** The index of the first card that does not come before `card` (binary search). */
+  place(card) {
     const items = this.items;
     let lo = 0;
     let hi = items.length;
@@ -94,7 +89,12 @@ export class Section {
       if (before(items[mid], card)) lo = mid + 1;
       else hi = mid;
     }
-    return items[lo] === card ? lo : items.indexOf(card);
+    return lo;
+  }
+
+  indexOf(card) {
+    const i = this.place(card);
+    return this.items[i] === card ? i : this.items.indexOf(card);
   }
 
   addChunk() {

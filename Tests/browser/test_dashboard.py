@@ -281,17 +281,10 @@ def test_widget_on_another_origin(page, server, site):
     # The partner page has a strict CSP of its own: the widget must need no inline style.
     server.post("/api/tasks/embed.export", {"title": "Nightly export", "detail": "writing parquet",
                                             "progress": 0.64})
-    url = site.write("partner.html", f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Partner site</title><link rel="icon" href="data:,">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src data:; style-src 'self';
-  script-src {server.base}; connect-src {server.ws_base}">
-</head>
-<body>
+    url = site.partner_page("partner.html", server, f"""
   <h1>Partner status page</h1>
   <p>The task below is embedded from Ringcast at {server.base}:</p>
-  <ringcast-task server="{server.ws_base}" task="embed.export"></ringcast-task>
-  <script type="module" src="{server.base}/ringcast-widget.js"></script>
-</body></html>""")
+  <ringcast-task server="{server.ws_base}" task="embed.export"></ringcast-task>""")
     assert not url.startswith(server.base)
     page.driver.get(url)
     read = """const w = document.querySelector('ringcast-task');

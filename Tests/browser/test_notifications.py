@@ -179,16 +179,9 @@ def test_widget_notifies_when_asked_to(spied, server, site):
     d.execute_cdp_cmd("Browser.grantPermissions", {"origin": site.origin, "permissions": ["notifications"]})
     server.post("/api/tasks/wn.export", {"title": "Nightly export", "progress": 0.4})
     server.post("/api/tasks/wn.plain", {"title": "No bell here", "progress": 0.4})
-    url = site.write("partner-notify.html", f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Partner site</title><link rel="icon" href="data:,">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src data:; style-src 'self';
-  script-src {server.base}; connect-src {server.ws_base}">
-</head>
-<body>
+    url = site.partner_page("partner-notify.html", server, f"""
   <ringcast-task id="with" server="{server.ws_base}" task="wn.export" notify></ringcast-task>
-  <ringcast-task id="without" server="{server.ws_base}" task="wn.plain"></ringcast-task>
-  <script type="module" src="{server.base}/ringcast-widget.js"></script>
-</body></html>""")
+  <ringcast-task id="without" server="{server.ws_base}" task="wn.plain"></ringcast-task>""")
     d.get(url)
     page.js("localStorage.removeItem('ringcast.notifications')")
     d.refresh()
