@@ -6,6 +6,7 @@
 // It touches only the DOM it owns; the dashboard decides which card goes where.
 
 export const CHUNK = 60; // a multiple of 1…6 columns, so chunk boundaries never leave a gap
+const ENTRY_MS = 500; // a card's entry animation (style.css: .34 s) is over by then
 
 /** Orders cards by their key, then by creation (cards have unique `no`). */
 function before(a, b) {
@@ -26,6 +27,8 @@ export class Section {
     this.items = []; // cards in display order
     this.chunks = [];
     this.visible = true; // false while the section is collapsed
+    this.entering = []; // cards whose entry animation plays now
+    this.settleTimer = 0;
     // Where the browser tells which content-visibility:auto element it skips, off-screen cards
     // are not kept up to date every frame (render.js); elsewhere every chunk counts as shown.
     this.tracksSkips = 'oncontentvisibilityautostatechange' in root;
@@ -38,6 +41,7 @@ export class Section {
   /** Puts `card` in its place by `key` (smaller first); `animate` plays its entry animation. */
   insert(card, key, animate) {
     card.el.classList.toggle('settled', !animate);
+    if (animate) this.settleSoon(card.el);
     card.key = key;
     card.section = this;
     const items = this.items;
@@ -112,6 +116,17 @@ export class Section {
     this.root.append(chunk);
     this.chunks.push(chunk);
     return chunk;
+  }
+
+  /** The entry animation plays on arrival only: a card in a skipped chunk never ran it, and
+   *  must not run it when first scrolled into view. */
+  settleSoon(el) {
+    this.entering.push(el);
+    if (this.settleTimer) return;
+    this.settleTimer = setTimeout(() => {
+      this.settleTimer = 0;
+      for (const e of this.entering.splice(0)) settle(e);
+    }, ENTRY_MS);
   }
 
   setVisible(on) {

@@ -255,3 +255,38 @@ def test_sparklines_redraw_rarely_under_reduced_motion(server):
         assert not [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
     finally:
         d.quit()
+
+
+def test_many_cards_keep_order_in_full_chunks_and_off_screen_cards_catch_up(page, server):
+    """The layout behind 5 000 cards (js/sections.js): chunks of 60 the browser may skip, every
+    chunk but the last full, cards in order; off-screen cards brought up to date all the same."""
+    ids = [f"many.{n:03d}" for n in range(130)]
+    server.post("/api/events", [{"type": "update", "id": i, "title": f"Task {i}", "progress": 0.1} for i in ids])
+    page.open("many.*")
+    page.wait(lambda: len(page.section_ids("live")) == 130, 5, "not every card on the page")
+    chunks = "return [...document.querySelectorAll(`.chunk[data-section='live']`)].map(c => c.childElementCount)"
+    assert page.js(chunks) == [60, 60, 10]
+    order = page.section_ids("live")
+    assert sorted(order) == ids
+    # The browser skips what is far off screen (content-visibility: auto on the chunk).
+    page.wait(lambda: page.js("return document.querySelector(`.chunk[data-section='live']:last-child > .task`)"
+                              ".checkVisibility({contentVisibilityAuto: true}) === false"), 2,
+              "the last chunk is not skipped")
+
+    # Removing cards from the first chunk pulls the next ones up: no gaps, same order.
+    gone = set(order[3:8])
+    for i in gone:
+        server.api("DELETE", f"/api/tasks/{i}")
+    page.wait(lambda: page.js(chunks) == [60, 60, 5], 3, "chunks not refilled")
+    assert page.section_ids("live") == [i for i in order if i not in gone]
+
+    # Every card reaches the last value, those off screen too (in idle time).
+    seq = server.post("/api/events", [{"type": "update", "id": i, "progress": 0.77}
+                                      for i in ids if i not in gone])["seq"]
+    page.sync(seq)
+    page.wait(lambda: page.js("""return [...document.querySelectorAll('.task [role=progressbar]')]
+        .every(r => r.getAttribute('aria-valuenow') === '77')"""), 5, "off-screen cards not brought up to date")
+    # Scrolled to the bottom, the last card is drawn and current.
+    page.js("document.querySelector(`.task[data-id='many.129']`).scrollIntoView()")
+    page.wait(lambda: page.card_info("many.129")["valuenow"] == "77", 2, "the last card is not current")
+    page.shot()
