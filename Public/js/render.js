@@ -127,8 +127,9 @@ export class Dashboard {
       const was = prev ? stateOf(prev) : null;
       if (TERMINAL.has(state)) {
         this.rates.delete(id);
-        // Seen finishing: stay in place a moment, then fold into Recent.
-        if (c.source === 'live' && (was == null || !TERMINAL.has(was))) {
+        // Seen finishing (live, or in a resync after the first snapshot): stay in place a
+        // moment, then fold into Recent.
+        if ((c.source === 'live' || this.store.everSynced) && (was == null || !TERMINAL.has(was))) {
           this.foldAt.set(id, performance.now() + FOLD_AFTER_MS);
           setTimeout(() => this.mark(id), FOLD_AFTER_MS + 20);
         }
