@@ -6,6 +6,10 @@
 // constructable stylesheet (allowed under a strict CSP), its own reconnecting WebSocket to
 // `${server}/ws?watch=${task}` with capped full-jitter back-off, resume (`since`) and a watchdog.
 // The host site must be listed in the server's `allowedOrigins`.
+//
+// With the `notify` attribute the card gets a bell: once the person allows it, the task finishing,
+// failing or stalling shows a system notification while the page is not in front. That code
+// (js/notify.js, shared with the dashboard) is loaded from the server only then.
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
 const FATAL_CLOSE = new Set([1002, 1003, 1007, 1008]);
@@ -57,6 +61,16 @@ circle { fill: none; stroke-width: 10; }
 .dot[data-state="live"] { background: var(--rc-ok); }
 .dot[data-state="offline"] { background: var(--rc-bad); }
 .placeholder { color: var(--rc-muted); font-size: .9em; }
+.bell { flex: none; align-self: flex-start; display: inline-grid; place-items: center; width: 26px; height: 26px;
+  margin: -4px 6px 0 0; padding: 0; border-radius: 50%; border: 1px solid var(--rc-border); background: transparent;
+  color: var(--rc-muted); cursor: pointer; }
+.bell svg { width: 15px; height: 15px; fill: none; stroke: currentColor; stroke-width: 1.8; stroke-linecap: round; stroke-linejoin: round; }
+.bell:focus-visible { outline: 2px solid var(--rc-accent); outline-offset: 2px; }
+.bell .slash { display: none; }
+.bell[data-state="on"] { color: var(--rc-accent); }
+.bell[data-state="on"] .body { fill: color-mix(in srgb, var(--rc-accent) 22%, transparent); }
+.bell[data-state="blocked"] { cursor: not-allowed; opacity: .7; }
+.bell[data-state="blocked"] .slash { display: inline; }
 .sr { position: absolute; width: 1px; height: 1px; margin: -1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
 @keyframes spin { to { transform: rotate(360deg); } }
 @keyframes in { from { opacity: 0; transform: scale(.96); } }
@@ -79,7 +93,7 @@ function styles() {
 }
 
 function node(tag, className, parent) {
-  const e = tag === 'svg' || tag === 'circle' ? document.createElementNS(SVG_NS, tag) : document.createElement(tag);
+  const e = tag === 'svg' || tag === 'circle' || tag === 'path' ? document.createElementNS(SVG_NS, tag) : document.createElement(tag);
   if (className) e.setAttribute('class', className);
   if (parent) parent.append(e);
   return e;
@@ -131,7 +145,7 @@ function fmtDuration(s) {
 }
 
 class RingcastTask extends HTMLElement {
-  static get observedAttributes() { return ['server', 'task']; }
+  static get observedAttributes() { return ['server', 'task', 'notify']; }
 
   constructor() {
     super();
@@ -197,6 +211,7 @@ class RingcastTask extends HTMLElement {
 
   connectedCallback() {
     this.started = true;
+    this.setupNotify();
     document.addEventListener('visibilitychange', this.onVisible);
     this.setConn('reconnecting', 'Connecting…');
     this.placeholder('Connecting…');
@@ -218,6 +233,10 @@ class RingcastTask extends HTMLElement {
   attributeChangedCallback(name, old, value) {
     // Before connectedCallback (upgrade, parsing) the attributes are just read there.
     if (old === value || !this.started) return;
+    if (name === 'notify') {
+      this.setupNotify();
+      return;
+    }
     if (name === 'task') {
       this.task = null;
       this.epoch = null;
@@ -225,6 +244,38 @@ class RingcastTask extends HTMLElement {
     }
     this.attempts = 0;
     this.connect();
+  }
+
+  /** With `notify`: a bell in the card, and js/notify.js loaded from the server the script came from. */
+  setupNotify() {
+    const on = this.hasAttribute('notify');
+    if (this.ui.bell) this.ui.bell.hidden = !on;
+    if (!on || this.notifyLoading) return;
+    this.notifyLoading = import(new URL('js/notify.js', import.meta.url).href).then((m) => {
+      this.notifier = m.notifier;
+      const bell = node('button', 'bell');
+      bell.type = 'button';
+      bell.setAttribute('aria-label', 'Notify me');
+      bell.setAttribute('part', 'bell');
+      const svg = node('svg', null, bell);
+      svg.setAttribute('viewBox', '0 0 24 24');
+      svg.setAttribute('aria-hidden', 'true');
+      for (const [cls, d] of [['body', 'M6 9a6 6 0 0 1 12 0c0 6.2 2.6 8 2.6 8H3.4S6 15.2 6 9'],
+        ['clapper', 'M10.2 20.5a2 2 0 0 0 3.6 0'], ['slash', 'M3.5 3.5l17 17']]) {
+        node('path', cls, svg).setAttribute('d', d);
+      }
+      this.ui.card.insertBefore(bell, this.ui.dot);
+      this.ui.bell = bell;
+      m.bindBell(bell);
+      bell.hidden = !this.hasAttribute('notify') || !m.notifier.supported;
+    }, (err) => console.warn('ringcast-task: cannot load notifications', err));
+  }
+
+  /** Hands a change of the task to the notifier (when `notify` is set and loaded). */
+  notify(prevState, news) {
+    if (!this.notifier || !this.hasAttribute('notify') || !this.task) return;
+    // No icon: the host page's CSP decides which images may load, and ours may not be among them.
+    this.notifier.consider(this.getAttribute('server') || '', this.task, prevState, news);
   }
 
   url() {
@@ -315,7 +366,12 @@ class RingcastTask extends HTMLElement {
         return;
       case 'snapshot': {
         const t = (ev.tasks || []).find((x) => x.id === id);
-        if (t) this.task = { ...t };
+        const before = this.task && this.task.state;
+        const news = this.epoch != null; // states in the first snapshot are not news
+        if (t) {
+          this.task = { ...t };
+          this.notify(before, news);
+        }
         else if (ev.full !== false || ev.epoch !== this.epoch || (ev.removed || []).includes(id)) this.task = null;
         this.epoch = ev.epoch;
         if (typeof ev.seq === 'number') this.seq = ev.seq;
@@ -324,7 +380,10 @@ class RingcastTask extends HTMLElement {
         return;
       }
       case 'remove':
-        if (ev.id === id) this.task = null;
+        if (ev.id === id) {
+          this.task = null;
+          if (this.notifier) this.notifier.forget(this.getAttribute('server') || '', id);
+        }
         return;
       case 'error':
         console.warn(`ringcast-task: ${ev.error}: ${ev.message}`);
@@ -344,6 +403,7 @@ class RingcastTask extends HTMLElement {
         } else if (this.task && this.task.timer && !ev.timer) t.timer = this.task.timer;
         delete t.type; delete t.remaining; delete t.elapsed;
         this.task = t;
+        this.notify(prevState, true);
         if (prevState && prevState !== t.state && (t.state === 'done' || t.state === 'failed')) {
           this.ui.live.textContent = `${t.title || id} ${t.state === 'done' ? 'is done' : 'failed'}`;
         }

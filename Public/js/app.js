@@ -1,10 +1,13 @@
-// Entry point: wires the connection, the store, the dashboard, the splash and the status indicator.
+// Entry point: wires the connection, the store, the dashboard, the search box, the notification
+// bell, the splash and the status indicator.
 
 import { Connection, socketURL } from './connection.js';
 import { Store } from './store.js';
 import { Dashboard } from './render.js';
 import { Splash } from './splash.js';
 import { TitleAndIcon } from './favicon.js';
+import { SearchBox } from './search.js';
+import { bindBell, notifier } from './notify.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -15,6 +18,7 @@ const store = new Store();
 const splash = new Splash($('splash'));
 const titleAndIcon = new TitleAndIcon($('favicon'));
 const summary = $('summary');
+const searchCount = $('search-count');
 const statusEl = $('status');
 const statusText = statusEl.querySelector('.status-text');
 const stale = $('stale');
@@ -26,9 +30,13 @@ if (watch !== '*') {
 }
 $('empty-hint').textContent = `curl -X POST -d '{"title":"Build","progress":0.42}' ${location.origin}/api/tasks/ci.build-42`;
 
-new Dashboard({
+const dashboard = new Dashboard({
   store,
-  grid: $('tasks'),
+  root: $('dashboard'),
+  live: $('tasks'),
+  recent: $('recent'),
+  recentBox: $('recent-tasks'),
+  note: $('note'),
   empty: $('empty'),
   overlay: $('modal-overlay'),
   modalList: $('modal-list'),
@@ -42,7 +50,24 @@ new Dashboard({
     if (s.failed) parts.push(`${s.failed} failed`);
     const text = parts.join(' · ');
     if (summary.textContent !== text) summary.textContent = text;
+    const count = s.filtered ? `${s.matching} of ${s.topLevel}` : '';
+    if (searchCount.textContent !== count) searchCount.textContent = count;
   },
+});
+
+const search = new SearchBox($('search'), (q) => dashboard.setQuery(q));
+dashboard.setQuery(search.value);
+
+bindBell($('bell'));
+const notifyIcon = new URL('logo.svg', location.href).href;
+store.subscribe((c) => {
+  if (c.type === 'task') {
+    // States already there in the page's first snapshot are not news.
+    notifier.consider(location.origin, c.task, c.prev && (c.prev.state || 'running'), store.everSynced,
+      { icon: notifyIcon, onClick: () => dashboard.reveal(c.id) });
+  } else if (c.type === 'remove') {
+    notifier.forget(location.origin, c.id);
+  }
 });
 
 function showStatus(state, text) {

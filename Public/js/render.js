@@ -1,60 +1,91 @@
-// Renders the store into the page: task cards in the grid (children inside their parent), the
-// modal overlay and the live-region announcements. Changes are batched: a task is rendered at most
-// once per animation frame however many events arrive, and only attributes or text that changed
-// are written. Countdown rings are advanced every frame from the timer's end time.
+// Renders the store into the page: task cards in two sections (the live grid, and "Recent" for
+// finished work, collapsed by default), children inside their parent, the search filter, rate
+// sparklines, the modal overlay and the live-region announcements.
+//
+// Cost stays with what is on screen: a task is rendered at most once per animation frame however
+// many events arrive; only attributes or text that changed are written; cards in chunks the
+// browser skips (content-visibility, see sections.js) or in the collapsed Recent section are
+// brought up to date in idle time, and at once when they come into view. Countdown rings are
+// advanced every frame from the timer's end time while on screen.
+//
+// Where a card goes: inside its parent's card when the parent is on the page; else in Recent when
+// it is done, failed or cancelled and nothing under it still runs (a finished parent with a
+// running child stays in the grid; a finished child of a running parent stays inside it); else
+// in the live grid. A task seen finishing stays in place for FOLD_AFTER_MS first.
 
 import { createRing, setRing, ringView, stateLabel } from './ring.js';
 import { formatDuration, formatRate, formatUnits } from './format.js';
 import { isShown } from './store.js';
+import { Section, isRendered } from './sections.js';
+import { RateHistory, createSpark, drawSpark, sparkPaths } from './spark.js';
+import { createCard, el, write } from './card.js';
+import { matches, searchTerms } from './search.js';
 
 const TERMINAL = new Set(['done', 'failed', 'cancelled']);
 const LEAVE_FALLBACK_MS = 700;
+const FOLD_AFTER_MS = 4000;
+const SPARK_EVERY_MS = 1000; // a sparkline is redrawn at most this often…
+const SPARK_EVERY_REDUCED_MS = 5000; // …and more rarely under prefers-reduced-motion
+const IDLE_SLICE_MS = 4; // off-screen catch-up work per idle callback when the page is busy
+const MAX_DEPTH = 32; // parent chains are followed this far (guards against cycles)
 
-let nextDomId = 0;
-
-function el(tag, className, text) {
-  const e = document.createElement(tag);
-  if (className) e.className = className;
-  if (text != null) e.textContent = text;
-  return e;
-}
-
-/** Calls `apply(value)` unless `value` is what was written last under `key` (skips unchanged DOM writes). */
-function write(last, key, value, apply) {
-  if (last[key] === value) return;
-  last[key] = value;
-  apply(value);
-}
+const stateOf = (task) => (task && task.state) || 'running';
 
 export class Dashboard {
   /**
    * @param {object} o
    * @param {import('./store.js').Store} o.store
+   * @param {HTMLElement} o.root       holds both sections (clicks and keys on cards)
+   * @param {HTMLElement} o.live       the live grid's chunks go here
+   * @param {HTMLDetailsElement} o.recent  the Recent disclosure
+   * @param {HTMLElement} o.recentBox  Recent's chunks go here
+   * @param {HTMLElement} o.note       one line: nothing matches the search, or nothing runs
    */
-  constructor({ store, grid, empty, overlay, modalList, announcer, blockWhileModal, onSummary }) {
+  constructor({ store, root, live, recent, recentBox, note, empty, overlay, modalList, announcer, blockWhileModal, onSummary }) {
     this.store = store;
-    this.grid = grid;
+    this.root = root;
     this.empty = empty;
+    this.note = note;
     this.overlay = overlay;
     this.modalList = modalList;
     this.announcer = announcer;
     this.blockWhileModal = blockWhileModal || [];
     this.onSummary = onSummary || (() => {});
-    /** id -> card: {el, ring, title, detail, …, childBox, leaving, last: what was last written} */
+    const onShown = (chunk) => this.shown(chunk);
+    this.live = new Section(live, { name: 'live', onShown });
+    this.recent = new Section(recentBox, { name: 'recent', onShown });
+    this.recentDetails = recent;
+    this.recent.setVisible(recent.open);
+    recent.addEventListener('toggle', () => {
+      this.recent.setVisible(recent.open);
+      if (recent.open) this.shown(recentBox);
+    });
+    /** id -> card (see card.js) */
     this.cards = new Map();
+    this.made = 0;
     this.modals = new Map();
     this.children = new Map(); // parent id -> Set of child ids
     this.dirty = new Set();
+    this.stale = new Set(); // ids whose card is off screen and behind the store
     this.timers = new Set(); // ids whose countdown moves by itself
     this.hideTimers = new Map(); // id -> {at, handle}
+    this.foldAt = new Map(); // id -> performance.now() when a task seen finishing may fold
+    this.rates = new RateHistory();
+    this.sparkWait = new Set();
+    this.sparkTimer = 0;
+    this.terms = [];
     this.announcements = [];
     this.summaryDirty = true;
+    this.last = {}; // what summarize() wrote last
     this.frame = 0;
+    this.idleHandle = 0;
     this.restoreFocus = null;
+    this.reducedMotion = matchMedia('(prefers-reduced-motion: reduce)');
     this.flush = this.flush.bind(this);
+    this.idle = this.idle.bind(this);
     store.subscribe((c) => this.onChange(c));
-    grid.addEventListener('click', (e) => this.toggleFromEvent(e));
-    grid.addEventListener('keydown', (e) => {
+    root.addEventListener('click', (e) => this.toggleFromEvent(e));
+    root.addEventListener('keydown', (e) => {
       if ((e.key === 'Enter' || e.key === ' ') && e.target.classList.contains('task')) {
         e.preventDefault();
         this.toggleFromEvent(e);
@@ -71,22 +102,52 @@ export class Dashboard {
     }, true);
   }
 
+  /** Shows only the cards whose id or title holds every word of `query` (with their family). */
+  setQuery(query) {
+    const terms = searchTerms(query);
+    if (terms.join(' ') === this.terms.join(' ')) return;
+    this.terms = terms;
+    this.query = query.trim();
+    for (const id of this.cards.keys()) this.dirty.add(id);
+    this.summaryDirty = true;
+    this.schedule();
+  }
+
   onChange(c) {
     if (c.type === 'task') {
-      const { task, prev } = c;
+      const { task, prev, id } = c;
       if ((prev && prev.parent) !== task.parent) {
-        if (prev && prev.parent) this.unlinkChild(prev.parent, c.id);
-        if (task.parent) this.linkChild(task.parent, c.id);
+        if (prev && prev.parent) {
+          this.unlinkChild(prev.parent, id);
+          this.markAncestors(prev.parent);
+        }
+        if (task.parent) this.linkChild(task.parent, id);
       }
-      if (task.parent) this.mark(task.parent);
-      if (c.source === 'live' && prev && prev.state !== task.state && (task.state === 'done' || task.state === 'failed')) {
-        this.announcements.push(`${task.title || task.id} ${task.state === 'done' ? 'is done' : 'failed'}`);
+      const state = stateOf(task);
+      const was = prev ? stateOf(prev) : null;
+      if (TERMINAL.has(state)) {
+        this.rates.delete(id);
+        // Seen finishing (live, or in a resync after the first snapshot): stay in place a
+        // moment, then fold into Recent.
+        if ((c.source === 'live' || this.store.everSynced) && (was == null || !TERMINAL.has(was))) {
+          this.foldAt.set(id, performance.now() + FOLD_AFTER_MS);
+          setTimeout(() => this.mark(id), FOLD_AFTER_MS + 20);
+        }
+      } else {
+        this.foldAt.delete(id);
+        if (state === 'running' && !task.timer) this.rates.record(id, task.rate, task.updatedAt ?? this.store.serverNow());
       }
-      this.mark(c.id);
+      if (c.source === 'live' && prev && was !== state && (state === 'done' || state === 'failed')) {
+        this.announcements.push(`${task.title || id} ${state === 'done' ? 'is done' : 'failed'}`);
+      }
+      if (task.parent) this.markAncestors(task.parent);
+      this.mark(id);
     } else if (c.type === 'remove') {
+      this.rates.delete(c.id);
+      this.foldAt.delete(c.id);
       if (c.prev && c.prev.parent) {
         this.unlinkChild(c.prev.parent, c.id);
-        this.mark(c.prev.parent);
+        this.markAncestors(c.prev.parent);
       }
       if (c.immediate) this.drop(c.id, true);
       this.mark(c.id);
@@ -110,6 +171,15 @@ export class Dashboard {
     }
   }
 
+  /** A change below a parent can move it (fold, unfold, filter): re-render the whole chain. */
+  markAncestors(id) {
+    for (let n = 0; id && n < MAX_DEPTH; n++) {
+      this.mark(id);
+      const t = this.store.tasks.get(id);
+      id = t && t.parent;
+    }
+  }
+
   mark(id) {
     this.dirty.add(id);
     this.summaryDirty = true;
@@ -118,6 +188,11 @@ export class Dashboard {
 
   schedule() {
     if (!this.frame) this.frame = requestAnimationFrame(this.flush);
+  }
+
+  /** A chunk (or the Recent section) is on screen again: bring its cards up to date now. */
+  shown(box) {
+    for (const card of box.querySelectorAll('.task')) this.mark(card.dataset.id);
   }
 
   /** One animation frame: render every task that changed, then advance the running countdowns. */
@@ -130,9 +205,11 @@ export class Dashboard {
       for (const id of ids) this.render(id, now);
     }
     for (const id of this.timers) {
-      const card = this.cards.get(id) || this.modals.get(id);
+      const modal = this.modals.get(id);
+      const card = modal || this.cards.get(id);
       const task = this.store.tasks.get(id);
-      if (!card || !task || card.leaving) {
+      // Off screen the countdown stands still; it is redrawn when its chunk is shown again.
+      if (!card || !task || card.leaving || (!modal && !isRendered(card.el))) {
         this.timers.delete(id);
         continue;
       }
@@ -141,6 +218,8 @@ export class Dashboard {
       if (!view.active) this.timers.delete(id);
     }
     if (this.announcements.length) this.announce();
+    // What the page shows is current up to this seq (for tools and tests that wait for it).
+    write(this.last, 'seq', this.store.seq, (v) => { document.body.dataset.seq = String(v); });
     if (this.summaryDirty) {
       this.summaryDirty = false;
       this.summarize(now);
@@ -163,8 +242,9 @@ export class Dashboard {
       return;
     }
     let card = this.cards.get(id);
-    if (!card) {
-      card = this.createCard(task);
+    const fresh = !card;
+    if (fresh) {
+      card = createCard(task, ++this.made);
       this.cards.set(id, card);
       // Children that arrived first move inside.
       const kids = this.children.get(id);
@@ -172,7 +252,13 @@ export class Dashboard {
     } else if (card.leaving) {
       this.keep(card);
     }
-    this.place(card, task);
+    this.place(card, task, fresh);
+    if (!fresh && !isRendered(card.el)) {
+      this.stale.add(id);
+      this.scheduleIdle();
+      return;
+    }
+    this.stale.delete(id);
     this.updateCard(card, task, now);
   }
 
@@ -193,64 +279,85 @@ export class Dashboard {
     this.hideTimers.set(id, { at, handle });
   }
 
-  createCard(task) {
-    const root = el('article', 'task');
-    root.dataset.id = task.id;
-    root.tabIndex = 0;
-    root.dataset.expanded = 'false';
-    const titleId = `task-title-${++nextDomId}`;
-    root.setAttribute('aria-labelledby', titleId);
-    const main = el('div', 'task-main');
-    const ring = createRing();
-    const info = el('div', 'info');
-    const head = el('div', 'head');
-    const title = el('h2', 'title');
-    title.id = titleId;
-    const badge = el('span', 'badge');
-    badge.hidden = true;
-    head.append(title, badge);
-    const detail = el('p', 'detail');
-    const meta = el('p', 'meta');
-    const units = el('span', 'units');
-    const rate = el('span', 'rate');
-    const eta = el('span', 'eta');
-    meta.append(units, rate, eta);
-    const kids = el('p', 'kids');
-    kids.hidden = true;
-    info.append(head, detail, meta, kids);
-    main.append(ring.el, info);
-    const more = el('dl', 'more');
-    more.hidden = true;
-    const moreId = el('dd', 'more-id', task.id);
-    const moreUpdated = el('dd', 'more-updated');
-    more.append(el('dt', null, 'id'), moreId, el('dt', null, 'updated'), moreUpdated);
-    root.append(main, more);
-    return {
-      id: task.id, el: root, ring, title, badge, detail, meta, units, rate, eta, kids, more, moreUpdated,
-      childBox: null, leaving: false, leaveTimer: 0, last: {},
-    };
-  }
-
-  /** Puts a card in its parent's card when the parent is on the page, else in the grid. */
-  place(card, task) {
+  /** Puts a card in its parent's card when the parent is on the page, else in its section. */
+  place(card, task, fresh) {
     const parent = task.parent ? this.cards.get(task.parent) : null;
-    let box = this.grid;
-    if (parent && !parent.leaving && parent !== card) {
+    const from = card.el.parentNode;
+    if (parent && !parent.leaving && parent !== card && !card.el.contains(parent.el)) {
+      if (card.section) card.section.remove(card);
       if (!parent.childBox) {
         parent.childBox = el('div', 'children');
         parent.childBox.setAttribute('role', 'group');
-        parent.childBox.setAttribute('aria-label', `Steps of ${parent.title.textContent}`);
+        parent.childBox.setAttribute('aria-label', `Steps of ${parent.title.textContent || parent.id}`);
         parent.el.insertBefore(parent.childBox, parent.more);
       }
-      box = parent.childBox;
+      if (from !== parent.childBox) {
+        parent.childBox.append(card.el);
+        card.el.classList.add('child');
+        this.syncParent(from);
+        this.syncParent(parent.childBox);
+      }
+      card.el.hidden = !this.passesFilter(task);
+      return;
     }
-    const from = card.el.parentNode;
-    if (from !== box) {
-      box.append(card.el);
-      card.el.classList.toggle('child', box !== this.grid);
-      this.syncParent(from);
-      this.syncParent(box);
+    // Top level: not a child any more (a filtered-out child was hidden; here the section decides).
+    if (card.el.hidden || card.el.classList.contains('child')) {
+      card.el.classList.remove('child');
+      card.el.hidden = false;
     }
+    let target = null;
+    if (this.passesFilter(task)) target = this.folds(task) ? this.recent : this.live;
+    if (card.section === target && (target || !from)) return;
+    const folding = card.section === this.live && target === this.recent;
+    if (card.section) card.section.remove(card);
+    else if (from) card.el.remove();
+    this.syncParent(from);
+    if (target) target.insert(card, target === this.recent ? -(task.updatedAt || 0) : card.no, fresh || folding);
+    this.summaryDirty = true;
+  }
+
+  /** Whether a task goes to Recent: finished, not just seen finishing, nothing under it running. */
+  folds(task) {
+    if (!TERMINAL.has(stateOf(task))) return false;
+    const at = this.foldAt.get(task.id);
+    if (at != null) {
+      if (at > performance.now()) return false;
+      this.foldAt.delete(task.id);
+    }
+    return !this.runsBelow(task.id, 0);
+  }
+
+  runsBelow(id, depth) {
+    const kids = this.children.get(id);
+    if (!kids || depth > MAX_DEPTH) return false;
+    for (const k of kids) {
+      const t = this.store.tasks.get(k);
+      if (!t || t.visible === false) continue;
+      if (!TERMINAL.has(stateOf(t)) || this.runsBelow(k, depth + 1)) return true;
+    }
+    return false;
+  }
+
+  /** With a search: the task matches, or a task above or below it does (families stay together). */
+  passesFilter(task) {
+    const terms = this.terms;
+    if (!terms.length || matches(task, terms) || this.matchesBelow(task.id, 0)) return true;
+    let t = task;
+    for (let n = 0; t && t.parent && n < MAX_DEPTH; n++) {
+      t = this.store.tasks.get(t.parent);
+      if (t && matches(t, terms)) return true;
+    }
+    return false;
+  }
+
+  matchesBelow(id, depth) {
+    const kids = this.children.get(id);
+    if (!kids || depth > MAX_DEPTH) return false;
+    for (const k of kids) {
+      const t = this.store.tasks.get(k);
+      if (t && (matches(t, this.terms) || this.matchesBelow(k, depth + 1))) return true;
+    }
+    return false;
   }
 
   /** Marks the card owning a children box while it holds any (it then spans two grid rows). */
@@ -259,17 +366,18 @@ export class Dashboard {
     box.parentNode.classList.toggle('parent', box.childElementCount > 0);
   }
 
-  updateCard(card, task, now) {
+  updateCard(card, task, now, background = false) {
     const L = card.last;
     const root = card.el;
-    write(L, 'state', task.state || 'running', (v) => { root.dataset.state = v; });
+    const state = stateOf(task);
+    write(L, 'state', state, (v) => { root.dataset.state = v; });
     write(L, 'title', task.title || task.id, (v) => { card.title.textContent = v; });
     const detail = task.detail || '';
     write(L, 'detail', detail, (v) => {
       card.detail.textContent = v;
       card.detail.hidden = !v;
     });
-    const running = (task.state || 'running') === 'running';
+    const running = state === 'running';
     const units = formatUnits(task);
     const rate = running ? formatRate(task) : '';
     const eta = running && task.eta != null && task.progress != null && task.progress < 1 ? `ETA ${formatDuration(task.eta)}` : '';
@@ -288,10 +396,68 @@ export class Dashboard {
     if (L.expanded) {
       write(L, 'updated', task.updatedAt ? new Date(task.updatedAt).toLocaleTimeString() : '', (v) => { card.moreUpdated.textContent = v; });
     }
+    if (!background) this.updateSpark(card, running && !task.timer);
     const view = ringView(task, now);
     setRing(card.ring, view);
-    if (view.active) this.timers.add(task.id);
+    if (view.active && !background) this.timers.add(task.id);
     else this.timers.delete(task.id);
+  }
+
+  /** Redraws the card's sparkline when its samples changed, at most once per SPARK_EVERY_MS. */
+  updateSpark(card, wanted) {
+    const version = wanted ? this.rates.version(card.id) : -1;
+    if (version === card.sparkVersion) return;
+    const t = performance.now();
+    const every = this.reducedMotion.matches ? SPARK_EVERY_REDUCED_MS : SPARK_EVERY_MS;
+    if (version >= 0 && card.sparkDrawn && t - card.sparkAt < every) {
+      this.sparkLater(card.id, every - (t - card.sparkAt));
+      return;
+    }
+    card.sparkVersion = version;
+    const paths = version >= 0 ? sparkPaths(this.rates.history(card.id)) : null;
+    card.sparkDrawn = !!paths;
+    if (paths) {
+      if (!card.spark) {
+        card.spark = createSpark();
+        card.head.append(card.spark.el);
+      }
+      drawSpark(card.spark, paths);
+      card.sparkAt = t;
+    }
+    if (card.spark) write(card.last, 'spark', !!paths, (on) => { card.spark.el.classList.toggle('off', !on); });
+  }
+
+  sparkLater(id, delay) {
+    this.sparkWait.add(id);
+    if (this.sparkTimer) return;
+    this.sparkTimer = setTimeout(() => {
+      this.sparkTimer = 0;
+      const ids = [...this.sparkWait];
+      this.sparkWait.clear();
+      for (const w of ids) this.mark(w);
+    }, Math.max(16, delay));
+  }
+
+  /** Off-screen cards catch up in idle time (so assistive technology reads current values). */
+  scheduleIdle() {
+    if (this.idleHandle || !this.stale.size) return;
+    const ric = window.requestIdleCallback
+      || ((cb) => setTimeout(() => cb({ didTimeout: true, timeRemaining: () => 0 }), 250));
+    this.idleHandle = ric(this.idle, { timeout: 1000 });
+  }
+
+  idle(deadline) {
+    this.idleHandle = 0;
+    const start = performance.now();
+    const now = this.store.serverNow();
+    for (const id of this.stale) {
+      if (deadline.timeRemaining() < 1 && performance.now() - start > IDLE_SLICE_MS) break;
+      this.stale.delete(id);
+      const card = this.cards.get(id);
+      const task = this.store.tasks.get(id);
+      if (card && task && !card.leaving) this.updateCard(card, task, now, true);
+    }
+    this.scheduleIdle();
   }
 
   childSummary(id) {
@@ -320,31 +486,44 @@ export class Dashboard {
     if (open && task) card.moreUpdated.textContent = task.updatedAt ? new Date(task.updatedAt).toLocaleTimeString() : '';
   }
 
+  /** Brings a task's card into view and focus (from a notification click). */
+  reveal(id) {
+    const card = this.cards.get(id);
+    if (!card || !card.el.isConnected) return;
+    if (card.section === this.recent) this.recentDetails.open = true;
+    card.el.scrollIntoView({ block: 'center' });
+    card.el.focus({ preventScroll: true });
+  }
+
   /** Animates a card out, then removes it; `immediate` removes it now. */
   drop(id, immediate) {
     const card = this.cards.get(id);
     if (!card) return;
     if (card.leaving && !immediate) return;
-    // Children go back to the grid rather than leave with their parent.
+    // Children go back to a section rather than leave with their parent.
     if (card.childBox) {
       for (const kid of [...card.childBox.children]) {
-        this.grid.append(kid);
+        kid.remove();
         kid.classList.remove('child');
+        this.dirty.add(kid.dataset.id);
       }
       this.syncParent(card.childBox);
+      this.schedule();
     }
     const finish = () => {
       clearTimeout(card.leaveTimer);
       const box = card.el.parentNode;
-      card.el.remove();
+      if (card.section) card.section.remove(card);
+      else card.el.remove();
       this.syncParent(box);
       if (this.cards.get(id) === card) {
         this.cards.delete(id);
+        this.stale.delete(id);
         this.summaryDirty = true;
         this.schedule();
       }
     };
-    if (immediate || document.hidden || !card.el.isConnected) {
+    if (immediate || document.hidden || !card.el.isConnected || !isRendered(card.el)) {
       finish();
       return;
     }
@@ -389,7 +568,7 @@ export class Dashboard {
       item.detail.textContent = v;
       item.detail.hidden = !v;
     });
-    write(L, 'state', task.state || 'running', (v) => { item.el.dataset.state = v; });
+    write(L, 'state', stateOf(task), (v) => { item.el.dataset.state = v; });
     const view = ringView(task, now);
     setRing(item.ring, view);
     if (view.active) this.timers.add(task.id);
@@ -426,7 +605,7 @@ export class Dashboard {
     this.announcer.textContent = text;
   }
 
-  /** Overall figures for the header, the title and the favicon. */
+  /** Overall figures for the header, the title and the favicon; Recent's count; the empty states. */
   summarize(now) {
     let running = 0;
     let done = 0;
@@ -439,7 +618,7 @@ export class Dashboard {
       shown++;
       // A parent's progress already holds its children's.
       if (task.parent && this.store.tasks.has(task.parent)) continue;
-      const state = task.state || 'running';
+      const state = stateOf(task);
       if (state === 'done') done++;
       else if (state === 'failed') failed++;
       if (TERMINAL.has(state)) continue;
@@ -449,9 +628,36 @@ export class Dashboard {
         counted++;
       }
     }
-    let visibleCards = 0;
-    for (const card of this.cards.values()) if (!card.leaving) visibleCards++;
-    if (this.empty) this.empty.hidden = !this.store.everSynced || visibleCards > 0 || this.modals.size > 0;
-    this.onSummary({ running, done, failed, shown, pct: counted ? Math.floor((sum / counted) * 100) : null });
+    let cards = 0;
+    let topLevel = 0;
+    for (const card of this.cards.values()) {
+      if (card.leaving) continue;
+      cards++;
+      if (!card.el.classList.contains('child')) topLevel++;
+    }
+    let recentFailed = 0;
+    for (const card of this.recent.items) if (stateOf(this.store.tasks.get(card.id)) === 'failed') recentFailed++;
+    const matching = this.live.size + this.recent.size;
+    this.recentDetails.hidden = this.recent.size === 0;
+    write(this.last, 'recent', `${this.recent.size}/${recentFailed}`, () => {
+      const summary = this.recentDetails.querySelector('.recent-count');
+      summary.textContent = String(this.recent.size);
+      const f = this.recentDetails.querySelector('.recent-failed');
+      f.textContent = recentFailed ? `${recentFailed} failed` : '';
+      f.hidden = !recentFailed;
+    });
+    const nothing = !this.store.everSynced || cards > 0 || this.modals.size > 0;
+    if (this.empty) this.empty.hidden = nothing;
+    let note = '';
+    if (this.terms.length && matching === 0 && cards > 0) note = `No task matches “${this.query}”.`;
+    else if (this.live.size === 0 && this.recent.size > 0) note = 'Nothing running right now. Finished tasks are under Recent.';
+    write(this.last, 'note', note, (v) => {
+      this.note.textContent = v;
+      this.note.hidden = !v;
+    });
+    this.onSummary({
+      running, done, failed, shown, pct: counted ? Math.floor((sum / counted) * 100) : null,
+      filtered: this.terms.length > 0, matching, topLevel,
+    });
   }
 }

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Render benchmark for the dashboard: N tasks (default 500) each updated R times a second
 (default 10) for S seconds (default 10), pushed through the real server's batch endpoint
-(POST /api/events), watched by the dashboard in headless Chromium.
+(POST /api/events), watched by the dashboard in headless Chromium, with everything the
+dashboard draws on (rate sparklines included: every task here runs with a rate).
 
 It reports the frames the page rendered per second (a requestAnimationFrame counter), the
 frame-interval percentiles, long tasks (PerformanceObserver 'longtask', main-thread work
-over 50 ms) and how many ring updates reached the DOM, and checks that the page ends up
-showing the final values.
+over 50 ms), how many ring updates and sparkline redraws reached the DOM, and checks that
+the page ends up showing the final values on every card, on screen or not.
 
     python3 Tests/browser/bench_render.py [--tasks 500] [--rate 10] [--seconds 10]
+    python3 Tests/browser/bench_render.py --tasks 5000      # issue 9: wanted >= 30 frames/s
 
 RINGCAST_BIN picks the server binary (default .build/release/ringcast)."""
 
@@ -20,11 +22,14 @@ import threading
 import time
 from pathlib import Path
 
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.support.wait import WebDriverWait
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import Server, make_driver  # noqa: E402
 
 INSTRUMENT = """
-window.__bench = {frames: [], longTasks: [], valueWrites: 0, running: true};
+window.__bench = {frames: [], longTasks: [], valueWrites: 0, sparkWrites: 0, running: true};
 const b = window.__bench;
 const loop = (t) => { b.frames.push(t); if (b.running) requestAnimationFrame(loop); };
 requestAnimationFrame(loop);
@@ -32,8 +37,11 @@ new PerformanceObserver((list) => {
   for (const e of list.getEntries()) b.longTasks.push({start: e.startTime, duration: e.duration});
 }).observe({type: 'longtask', buffered: false});
 new MutationObserver((records) => {
-  for (const r of records) if (r.attributeName === 'aria-valuenow') b.valueWrites++;
-}).observe(document.getElementById('tasks'), {subtree: true, attributes: true, attributeFilter: ['aria-valuenow']});
+  for (const r of records) {
+    if (r.attributeName === 'aria-valuenow') b.valueWrites++;
+    else if (r.target.classList.contains('spark-line')) b.sparkWrites++;
+  }
+}).observe(document.getElementById('tasks'), {subtree: true, attributes: true, attributeFilter: ['aria-valuenow', 'd']});
 b.start = performance.now();
 """
 
@@ -42,7 +50,9 @@ const b = window.__bench;
 b.running = false;
 const end = performance.now();
 return {start: b.start, end, frames: b.frames.filter(t => t >= b.start),
-        longTasks: b.longTasks.filter(e => e.start >= b.start), valueWrites: b.valueWrites};
+        longTasks: b.longTasks.filter(e => e.start >= b.start), valueWrites: b.valueWrites,
+        sparkWrites: b.sparkWrites,
+        sparksShown: [...document.querySelectorAll('svg.spark')].filter(s => s.checkVisibility()).length};
 """
 
 
@@ -68,6 +78,8 @@ def frame_stats(raw):
         "long_task_ms_total": round(sum(lt), 1),
         "long_task_ms_max": round(max(lt), 1) if lt else 0,
         "valuenow_writes": raw["valueWrites"],
+        "sparkline_redraws": raw["sparkWrites"],
+        "sparklines_at_end": raw["sparksShown"],
     }
 
 
@@ -95,7 +107,7 @@ def drive(server, ids, rate, seconds, progress_of, stats):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tasks", type=int, default=500)
+    ap.add_argument("--tasks", type=int, default=500, help="tasks on the page (issue 9 asks for 5000)")
     ap.add_argument("--rate", type=float, default=10, help="updates per second per task")
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--idle-seconds", type=float, default=2, help="baseline measurement without load")
@@ -109,13 +121,14 @@ def main():
         server.post("/api/events", [{"type": "update", "id": i, "title": f"Task {n}", "progress": 0}
                                     for n, i in enumerate(ids)])
         driver.get(server.base + "/?watch=bench.*")
-        deadline = time.monotonic() + 30
-        while driver.execute_script(
-                "return document.querySelectorAll('.task:not(.leaving)').length") < args.tasks:
-            if time.monotonic() > deadline:
-                raise SystemExit("the dashboard did not show all tasks")
-            time.sleep(0.1)
-        time.sleep(1.5)  # splash gone, first layout done
+        try:
+            WebDriverWait(driver, 60, poll_frequency=0.1).until(lambda d: d.execute_script("""
+                const s = document.getElementById('splash');
+                return (!s || s.hidden) && document.querySelectorAll('.task:not(.leaving)').length >= arguments[0]
+                  && document.getAnimations().every((a) => a.playState !== 'running'
+                       || a.effect.getComputedTiming().iterations === Infinity);""", args.tasks))
+        except TimeoutException:
+            raise SystemExit("the dashboard did not show all tasks") from None
 
         driver.execute_script(INSTRUMENT)
         time.sleep(args.idle_seconds)
@@ -130,16 +143,16 @@ def main():
         sender.join()
         loaded = frame_stats(driver.execute_script(COLLECT))
 
-        # The page must end up showing the last value of every task.
+        # The page must end up showing the last value of every task, on screen or not.
         final = str(round(progress_of(ticks - 1) * 100))
-        deadline = time.monotonic() + 5
-        while True:
-            wrong = driver.execute_script("""
-                return [...document.querySelectorAll('.task [role=progressbar]')]
-                  .filter(r => r.getAttribute('aria-valuenow') !== arguments[0]).length;""", final)
-            if wrong == 0 or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
+        count_wrong = """return [...document.querySelectorAll('.task [role=progressbar]')]
+                           .filter(r => r.getAttribute('aria-valuenow') !== arguments[0]).length;"""
+        try:
+            WebDriverWait(driver, 5, poll_frequency=0.1).until(
+                lambda d: d.execute_script(count_wrong, final) == 0)
+        except TimeoutException:
+            pass
+        wrong = driver.execute_script(count_wrong, final)
 
         result = {
             "tasks": args.tasks, "updates_per_task_per_s": args.rate, "seconds": args.seconds,
@@ -160,7 +173,9 @@ def main():
                       f" {s['frames_over_50ms']} frames > 50 ms;"
                       f" long tasks {s['long_tasks']} (total {s['long_task_ms_total']} ms, max {s['long_task_ms_max']} ms)")
             print(f"  ring value writes under load: {loaded['valuenow_writes']}"
-                  f" for {send['events']} events (batched per frame)")
+                  f" for {send['events']} events (batched per frame; off-screen cards in idle time)")
+            print(f"  sparkline redraws under load: {loaded['sparkline_redraws']};"
+                  f" sparklines shown at the end: {loaded['sparklines_at_end']}")
             print(f"  cards not showing the final value 5 s after the last batch: {wrong}")
             print(json.dumps(result))
         return 0 if wrong == 0 else 1

@@ -3,9 +3,10 @@
 Chromium, and a per-test check that the browser console holds no errors."""
 
 import re
-import time
 
 import pytest
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.support.wait import WebDriverWait
 
 from harness import SCREENSHOTS, Server, StaticSite, make_driver
 
@@ -41,9 +42,11 @@ class Page:
         self.name = name
         self.allowed_console = []  # regexes of SEVERE console messages this test expects
 
-    def open(self, watch=None, wait_ready=True):
-        url = self.server.base + "/" + (f"?watch={watch}" if watch else "")
-        self.driver.get(url)
+    def open(self, watch=None, wait_ready=True, q=None):
+        params = [f"watch={watch}"] if watch else []
+        if q is not None:
+            params.append(f"q={q}")
+        self.driver.get(self.server.base + "/" + ("?" + "&".join(params) if params else ""))
         if wait_ready:
             self.wait_ready()
 
@@ -57,16 +60,25 @@ class Page:
         return self.driver.execute_script(script, *args)
 
     def wait(self, cond, timeout=5.0, message="condition not met", poll=0.02):
-        deadline = time.monotonic() + timeout
-        last = None
-        while True:
-            last = cond()
-            if last:
-                return last
-            if time.monotonic() > deadline:
-                self.shot(f"{self.name}-timeout")
-                raise AssertionError(f"{message} within {timeout} s (last value {last!r})")
-            time.sleep(poll)
+        """Waits until `cond()` is truthy and returns its value; fails with `message` (and a
+        screenshot) after `timeout` s."""
+        seen = {}
+
+        def check(_driver):
+            seen["last"] = cond()
+            return seen["last"]
+
+        try:
+            return WebDriverWait(self.driver, timeout, poll_frequency=poll).until(check)
+        except TimeoutException:
+            self.shot(f"{self.name}-timeout")
+            raise AssertionError(f"{message} within {timeout} s (last value {seen.get('last')!r})") from None
+
+    def sync(self, seq):
+        """Returns once the page has rendered every event up to `seq` (the `seq` of an API answer
+        about a task this page watches): the page writes the last seq it rendered to <body>."""
+        self.wait(lambda: int(self.js("return document.body.dataset.seq || 0")) >= seq, 5,
+                  f"the page did not reach seq {seq}")
 
     def card(self, task_id):
         from selenium.webdriver.common.by import By
@@ -97,6 +109,19 @@ class Page:
         """Ids of the cards on the page that are not on their way out."""
         return set(self.js(
             "return [...document.querySelectorAll('.task:not(.leaving)')].map(c => c.dataset.id)"))
+
+    def shown_ids(self):
+        """Ids of the cards a person sees (not leaving; displayed, and not inside a closed
+        <details>, which checkVisibility() knows; a card scrolled out of view counts as seen)."""
+        return set(self.js(
+            "return [...document.querySelectorAll('.task:not(.leaving)')]"
+            ".filter(c => c.checkVisibility()).map(c => c.dataset.id)"))
+
+    def section_ids(self, section):
+        """Ids of the top-level cards in a section ('live' or 'recent'), in display order."""
+        return self.js(
+            "return [...document.querySelectorAll(`.chunk[data-section='${arguments[0]}'] > .task`)]"
+            ".map(c => c.dataset.id)", section)
 
     def status(self):
         return self.js("const s = document.getElementById('status');"

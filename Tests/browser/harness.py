@@ -188,6 +188,19 @@ class StaticSite:
         (self.root / name).write_text(text)
         return f"{self.origin}/{name}"
 
+    def partner_page(self, name, server, body):
+        """A page of this other site embedding the widget from `server`, under a strict CSP of its
+        own (no inline style, scripts and sockets only from the server); returns its URL."""
+        return self.write(name, f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Partner site</title><link rel="icon" href="data:,">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src data:; style-src 'self';
+  script-src {server.base}; connect-src {server.ws_base}">
+</head>
+<body>
+{body}
+  <script type="module" src="{server.base}/ringcast-widget.js"></script>
+</body></html>""")
+
     def close(self):
         self.httpd.shutdown()
         shutil.rmtree(self.root, ignore_errors=True)

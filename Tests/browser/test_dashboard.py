@@ -9,6 +9,7 @@ import pytest
 from selenium.common.exceptions import ElementClickInterceptedException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.wait import WebDriverWait
 
 from harness import make_driver
 
@@ -52,13 +53,19 @@ def test_splash_then_dashboard(page, server):
 def test_progress_042_within_one_second(page, server):
     page.open("prog.*")
     server.post("/api/tasks/other.ignored", {"title": "Not watched", "progress": 0.5})
-    started = time.monotonic()
+    # The page notes (wall clock, the same machine's) when the ring first says 42, so the figure
+    # does not include the test's own polling.
+    page.js("""window.__shownAt = null;
+        new MutationObserver(() => {
+          const r = document.querySelector('.task[data-id="prog.build"] [role=progressbar]');
+          if (r && r.getAttribute('aria-valuenow') === '42' && __shownAt == null) __shownAt = Date.now();
+        }).observe(document.getElementById('tasks'), {subtree: true, childList: true, attributes: true});""")
+    started = time.time()
     server.post("/api/tasks/prog.build", {"title": "Build", "detail": "compiling", "progress": 0.42,
                                           "completed": 42, "total": 100})
-    page.wait(lambda: (page.card_info("prog.build") or {}).get("valuenow") == "42", 1.0,
-              "aria-valuenow 42 not shown", poll=0.01)
-    elapsed = time.monotonic() - started
-    assert elapsed < 1.0
+    shown_at = page.wait(lambda: page.js("return __shownAt"), 3, "aria-valuenow 42 not shown")
+    elapsed = shown_at / 1000 - started
+    assert elapsed < 1.0, f"42 % shown {elapsed:.3f} s after the POST"
     ring = page.js("""const r = document.querySelector('.task[data-id="prog.build"] [role=progressbar]');
         return [r.getAttribute('aria-valuemin'), r.getAttribute('aria-valuemax'),
                 r.getAttribute('aria-valuetext'), r.querySelector('.num').textContent,
@@ -90,22 +97,23 @@ def test_indeterminate_shows_spinner(page, server):
 
 def test_show_with_hide_after_one_second(page, server):
     page.open("sh.*")
-    server.post("/api/tasks/sh.toast", {"title": "Saved", "progress": None, "visible": False})
-    time.sleep(0.3)
+    page.sync(server.post("/api/tasks/sh.toast", {"title": "Saved", "progress": None, "visible": False})["seq"])
     assert page.card("sh.toast") is None, "a task with visible:false must not be on the page"
     shown_at = time.monotonic()
     server.post("/api/tasks/sh.toast/show", {"hideAfter": 1})
     page.wait(lambda: (page.card_info("sh.toast") or {}).get("displayed"), 1, "card not shown")
     page.shot()
-    page.wait(lambda: page.card("sh.toast") is None, 3, "card not removed after hideAfter")
+    page.wait(lambda: page.card("sh.toast") is None, 5, "card not removed after hideAfter")
     gone = time.monotonic() - shown_at
-    assert 0.8 <= gone <= 2.2, f"card gone after {gone:.2f} s"
+    # Never early; late only by the leave animation (0.24 s) and a loaded machine's delays.
+    assert 0.95 <= gone <= 3.5, f"card gone after {gone:.2f} s"
     page.shot(f"{page.name}-gone")
 
 
 def test_timer_counts_down_and_ends_done(page, server):
     page.open("tmr.*")
-    # Record every change of the countdown text, with its time, inside the page.
+    # Record every change of the countdown text, with the wall-clock time (the server's clock:
+    # same machine), inside the page.
     page.js("""
         window.__seen = [];
         const grid = document.getElementById('tasks');
@@ -115,16 +123,16 @@ def test_timer_counts_down_and_ends_done(page, server):
           if (!r) return;
           const last = __seen[__seen.length - 1];
           if (!last || last.text !== r.textContent || last.state !== c.dataset.state)
-            __seen.push({text: r.textContent, state: c.dataset.state, t: performance.now()});
+            __seen.push({text: r.textContent, state: c.dataset.state, t: Date.now()});
         };
         new MutationObserver(look).observe(grid, {subtree: true, childList: true, characterData: true,
                                                   attributes: true, attributeFilter: ['data-state']});""")
-    server.post("/api/timers/tmr.tea", {"seconds": 3, "title": "Tea"})
-    time.sleep(1.5)
+    timer = server.post("/api/timers/tmr.tea", {"seconds": 3, "title": "Tea"})["task"]["timer"]
+    page.wait(lambda: (page.card_info("tmr.tea") or {}).get("remaining") in ("2", "1"), 3, "no countdown")
     page.shot()
     page.wait(lambda: (page.card_info("tmr.tea") or {}).get("state") == "done", 5, "timer not done")
-    time.sleep(0.2)
-    seen = page.js("return __seen")
+    seen = page.wait(lambda: [s for s in page.js("return __seen") if s["text"] == "0"] and page.js("return __seen"),
+                     2, "0 not recorded")
     texts = []
     for s in seen:
         if not texts or texts[-1] != s["text"]:
@@ -133,8 +141,12 @@ def test_timer_counts_down_and_ends_done(page, server):
     firsts = {}
     for s in seen:
         firsts.setdefault(s["text"], s["t"])
-    span = (firsts["0"] - firsts["3"]) / 1000
-    assert 2.5 <= span <= 3.6, f"3 → 0 took {span:.2f} s"
+    # Each second is shown no earlier than it begins on the server's clock (the page runs from the
+    # timer's end time, not from its own count), and not much later, even on a loaded machine.
+    for k in (2, 1, 0):
+        due = timer["endsAt"] - k * 1000
+        late = (firsts[str(k)] - due) / 1000
+        assert -0.15 <= late <= 1.5, f"{k} shown {late:+.2f} s from its time"
     info = page.card_info("tmr.tea")
     assert info["state"] == "done" and info["remaining"] == "0" and info["valuenow"] == "100"
     page.shot(f"{page.name}-done")
@@ -188,7 +200,7 @@ def test_restart_reconnects_and_shows_only_new_state(page, server):
     assert "Reconnecting" in st["text"] or "Offline" in st["text"], st
     assert page.js("return !document.getElementById('stale').hidden"), "stale banner not shown"
     page.shot(f"{page.name}-down")
-    time.sleep(2)
+    time.sleep(2)  # not a wait: the server stays down a while, so the page backs off and retries
     server.start(port=port)
     # Whatever the new server kept, make it differ from what the page holds.
     server.api("DELETE", "/api/tasks/rs.gone", ok=(200, 202, 204, 404))
@@ -247,7 +259,7 @@ def test_visible_again_resyncs_with_since(page, server):
         assert page.js("return __sockets.length") == 1
         dashboard = d.current_window_handle
         d.switch_to.new_window("tab")
-        time.sleep(server.heartbeat + 0.5)  # hidden for longer than a heartbeat interval
+        time.sleep(server.heartbeat + 0.5)  # not a wait: hidden for longer than a heartbeat interval
         server.post("/api/tasks/vis.a", {"progress": 0.7})
         server.post("/api/tasks/vis.b", {"title": "B", "progress": 0.2})
         d.close()
@@ -269,17 +281,10 @@ def test_widget_on_another_origin(page, server, site):
     # The partner page has a strict CSP of its own: the widget must need no inline style.
     server.post("/api/tasks/embed.export", {"title": "Nightly export", "detail": "writing parquet",
                                             "progress": 0.64})
-    url = site.write("partner.html", f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Partner site</title><link rel="icon" href="data:,">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src data:; style-src 'self';
-  script-src {server.base}; connect-src {server.ws_base}">
-</head>
-<body>
+    url = site.partner_page("partner.html", server, f"""
   <h1>Partner status page</h1>
   <p>The task below is embedded from Ringcast at {server.base}:</p>
-  <ringcast-task server="{server.ws_base}" task="embed.export"></ringcast-task>
-  <script type="module" src="{server.base}/ringcast-widget.js"></script>
-</body></html>""")
+  <ringcast-task server="{server.ws_base}" task="embed.export"></ringcast-task>""")
     assert not url.startswith(server.base)
     page.driver.get(url)
     read = """const w = document.querySelector('ringcast-task');
@@ -302,7 +307,7 @@ def test_showcase_dashboard(page, server):
     for done in (101, 122, 142):  # three updates, so the server has a rate and an ETA
         post("/api/tasks/demo.build", {"title": "Build ringcast", "detail": f"compiling {done} of 338 files",
                                        "completed": done, "total": 338})
-        time.sleep(0.3)
+        time.sleep(0.3)  # not a wait: time between updates is what the server's rate is made of
     post("/api/tasks/demo.lint", {"title": "Lint", "detail": "waiting for a runner", "progress": None})
     post("/api/tasks/demo.tests", {"title": "Unit tests", "detail": "412 passed", "progress": 1,
                                    "state": "done"})
@@ -331,7 +336,10 @@ def test_showcase_dashboard(page, server):
     page.wait(lambda: "done" in page.js("return document.getElementById('announcer').textContent"),
               2, "done not announced")
     post("/api/tasks/demo.release.pkg", {"progress": 0.4, "state": "running"})
-    time.sleep(1.5)  # rings settle, the countdown moves
+    # Rings settle (no finite animation or transition still running), the countdown moves.
+    page.wait(lambda: page.card_info("demo.tea")["remaining"] not in ("300", "299"), 4, "the countdown does not move")
+    page.wait(lambda: page.js("""return document.getAnimations().every((a) => a.playState !== 'running'
+        || a.effect.getComputedTiming().iterations === Infinity);"""), 3, "animations do not settle")
     page.shot("dashboard")
     page.shot()
     # Dark colours come from prefers-color-scheme.
@@ -355,10 +363,8 @@ def test_reduced_motion_uses_fades_only(server):
         names = d.execute_script("""return [getComputedStyle(document.querySelector('.splash-mask')).animationName,
                                             getComputedStyle(document.querySelector('.splash-logo')).animationName];""")
         assert names == ["fade-in", "none"], names
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and not d.execute_script(
-                "return !!document.querySelector('.task[data-id=\"rm.spin\"] .spinner')"):
-            time.sleep(0.05)
+        WebDriverWait(d, 5, poll_frequency=0.05).until(lambda d: d.execute_script(
+            "return !!document.querySelector('.task[data-id=\"rm.spin\"] .spinner')"), "no spinner")
         anim = d.execute_script(
             "return getComputedStyle(document.querySelector('.task[data-id=\"rm.spin\"] .spinner svg')).animationName")
         assert anim == "pulse"  # opacity only, no rotation
