@@ -59,7 +59,7 @@ export class Store {
       case 'hello':
         this.setClock(ev.now);
         if (ev.heartbeat > 0) this.heartbeat = ev.heartbeat;
-        if (ev.protocol !== 1) console.warn(`ringcast: server speaks protocol ${ev.protocol}, this page speaks 1`);
+        if (!(ev.protocol >= 2)) console.warn(`ringcast: server speaks protocol ${ev.protocol}, this page speaks 2`);
         return;
       case 'snapshot':
         this.snapshot(ev);

@@ -441,7 +441,7 @@ public final class TaskStore {
 }
 
 public enum ProtocolInfo {
-    public static let version = 1
+    public static let version = 2
 }
 
 /// A min-heap of (time, task id); at most one live entry per task, older ones are skipped when popped.
