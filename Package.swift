@@ -50,6 +50,13 @@ let package = Package(
             dependencies: ["RingcastClient", "RingcastLoad", "RingcastCore", "RingcastLWS"],
             path: "Benchmarks/ringcast-bench"
         ),
+        // What one event costs where it must not grow (pattern sets, a task's age), and SQLite against
+        // memory: Benchmarks/costs.sh runs it.
+        .executableTarget(
+            name: "ringcast-costs",
+            dependencies: ["RingcastClient", "RingcastLoad", "RingcastCore", "RingcastLWS"],
+            path: "Benchmarks/ringcast-costs"
+        ),
         // Tests: one target per library target, the command line's own, and end-to-end ones that
         // run the built executable; what they share is a library of its own, never a copy.
         .target(
