@@ -53,6 +53,34 @@ public struct APIResponse {
     public init(_ error: APIError) { self.init(status: error.status, body: error.encodedBody) }
 }
 
+/// What a request must pass before anything else, whatever it asks: our own host names (421), and
+/// for a change or a WebSocket, an origin we allow (403). Needs no state.
+public struct RequestGate: Sendable {
+    public let hosts: HostPolicy
+    public let allowedOrigins: [String]
+
+    public init(config: ServerConfig) {
+        hosts = HostPolicy(config: config)
+        allowedOrigins = config.allowedOrigins
+    }
+
+    /// Only our own names reach us: anything else is refused (421) before any routing.
+    public func checkHost(_ header: String?) throws(APIError) {
+        guard let header, !hosts.allows(header) else { return }
+        throw hosts.refusal(header)
+    }
+
+    /// A browser page from a site not in `allowedOrigins` may not change or watch anything. A page
+    /// of the server's own origin (the Origin names the Host it was sent to) always may.
+    public func checkOrigin(_ headers: RequestHeaders) throws(APIError) {
+        guard let origin = headers.origin else { return }
+        let host = headers.host ?? ""
+        if origin == "http://\(host)" || origin == "https://\(host)" { return }
+        if allowedOrigins.contains(origin) { return }
+        throw APIError(.forbidden, "origin \(origin) is not allowed: add it to \"allowedOrigins\" in config.json", field: "Origin")
+    }
+}
+
 /// The outcome of a batch of events: how many were applied, and why each of the others was not.
 public struct BatchResult {
     public var applied = 0
@@ -60,11 +88,15 @@ public struct BatchResult {
     public var events: [OutboundEvent] = []
 }
 
-/// What the transport knows that `/healthz` and `/metrics` report.
+/// What the transport knows that `/healthz` and `/metrics` report (summed over service threads).
 public struct TransportStatus: Sendable {
     public var watchers = 0
     public var resyncs = 0
     public var patternSets = 0
+    public var framesSent = 0
+    public var eventsSent = 0
+    public var socketsOpened = 0
+    public var threads = 1
 
     public init(watchers: Int = 0, resyncs: Int = 0, patternSets: Int = 0) {
         self.watchers = watchers
@@ -80,7 +112,8 @@ public struct TransportStatus: Sendable {
 public final class API {
     public let store: TaskStore
     public let config: ServerConfig
-    public let hosts: HostPolicy
+    /// The checks that need no state: they also run outside the state's lock, on any service thread.
+    public let gate: RequestGate
     public var policy: PublishPolicy { config.publishing }
     public var metrics = ServerMetrics()
     public static let maxBatchEvents = 10_000
@@ -88,7 +121,7 @@ public final class API {
     public init(store: TaskStore, config: ServerConfig = ServerConfig()) {
         self.store = store
         self.config = config
-        hosts = HostPolicy(config: config)
+        gate = RequestGate(config: config)
     }
 
     /// Answers one request. Reads are open to all; each change is checked against the request's credential.
@@ -96,12 +129,11 @@ public final class API {
     public func handle(_ request: APIRequest, now: Double, status: () -> TransportStatus = { TransportStatus() }) -> APIResponse {
         metrics.httpRequests += 1
         let response: APIResponse
-        if let host = request.headers.host, !hosts.allows(host) {
-            response = APIResponse(hosts.refusal(host))
+        if let host = request.headers.host, !gate.hosts.allows(host) {
+            response = APIResponse(gate.hosts.refusal(host))
         } else if request.path == "/metrics" {
             let transport = status()
-            response = APIResponse(body: metrics.render(watchers: transport.watchers, tasks: store.tasks.count, seq: store.seq,
-                                                        resyncs: transport.resyncs, patternSets: transport.patternSets),
+            response = APIResponse(body: metrics.render(transport, tasks: store.tasks.count, seq: store.seq),
                                    contentType: "text/plain; version=0.0.4")
         } else if request.bodyTooLarge {
             response = APIResponse(APIError(.bodyTooLarge, "the body is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); send less, or split a batch"))
@@ -120,21 +152,8 @@ public final class API {
         return response
     }
 
-    /// Only our own names reach us: anything else is refused (421) before any routing.
-    public func checkHost(_ header: String?) throws(APIError) {
-        guard let header, !hosts.allows(header) else { return }
-        throw hosts.refusal(header)
-    }
-
-    /// A browser page from a site not in `allowedOrigins` may not change or watch anything. A page
-    /// of the server's own origin (the Origin names the Host it was sent to) always may.
-    public func checkOrigin(_ headers: RequestHeaders) throws(APIError) {
-        guard let origin = headers.origin else { return }
-        let host = headers.host ?? ""
-        if origin == "http://\(host)" || origin == "https://\(host)" { return }
-        if config.allowedOrigins.contains(origin) { return }
-        throw APIError(.forbidden, "origin \(origin) is not allowed: add it to \"allowedOrigins\" in config.json", field: "Origin")
-    }
+    public func checkHost(_ header: String?) throws(APIError) { try gate.checkHost(header) }
+    public func checkOrigin(_ headers: RequestHeaders) throws(APIError) { try gate.checkOrigin(headers) }
 
     private func route(_ request: APIRequest, now: Double, credential: Credential) throws(APIError) -> APIResponse {
         // Who may not publish at all hears so before anything about their request's body.

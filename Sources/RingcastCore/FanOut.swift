@@ -222,15 +222,17 @@ public final class FanOut {
     }
 
     /// The next frame for a watcher that just became writeable, or nil when it is up to date.
+    /// Events no newer than what the watcher has (its snapshot was taken after them) are skipped.
     public func nextFrame(for subscription: Subscription) -> FramePlan? {
         if let direct = subscription.takeDirect() { return .frame(direct, events: 1) }
         let log = subscription.group.log
-        guard subscription.cursor < log.head else { return nil }
-        if subscription.cursor < log.tail {
+        if subscription.cursor < log.tail, subscription.cursor < log.head {
             subscription.cursor = log.head
             resyncCount += 1
             return .resync(since: subscription.lastSeq)
         }
+        while subscription.cursor < log.head, log[subscription.cursor].isAlreadySent(to: subscription) { subscription.cursor += 1 }
+        guard subscription.cursor < log.head else { return nil }
         let first = log[subscription.cursor]
         if subscription.cursor + 1 == log.head || maxEventsPerFrame == 1 {
             subscription.cursor += 1
@@ -242,6 +244,7 @@ public final class FanOut {
         var count = 0
         while subscription.cursor < log.head, count < maxEventsPerFrame {
             let event = log[subscription.cursor]
+            if event.isAlreadySent(to: subscription) { subscription.cursor += 1; continue }
             if count > 0, frame.count + event.bytes.count + 2 > maxBytesPerFrame { break }
             if count > 0 { frame.append(UInt8(ascii: ",")) }
             frame.append(contentsOf: event.bytes)
@@ -258,4 +261,9 @@ public final class FanOut {
     public func markResynced(_ subscription: Subscription, seq: UInt64) {
         subscription.lastSeq = seq
     }
+}
+
+extension OutboundEvent {
+    /// A task event no newer than the watcher's last seq (a heartbeat, seq 0, never is).
+    fileprivate func isAlreadySent(to subscription: Subscription) -> Bool { seq != 0 && seq <= subscription.lastSeq }
 }
