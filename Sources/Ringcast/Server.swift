@@ -93,7 +93,8 @@ public final class RingcastServer: @unchecked Sendable {
             for _ in 1..<RingcastServer.threadCount(for: config) { listeners.append(try ListeningSocket(host: config.host, port: first.port)) }
             workers = listeners.enumerated().map { ServiceWorker(index: $0.offset, server: self, listener: $0.element) }
             state.attach(workers)
-            persistence.startWriting { [state] ticket, kept in state.storageKept(ticket, kept: kept) }
+            // Weak: storage outlives the server's state only while its last report is on its way.
+            persistence.startWriting { [weak state] ticket, kept in state?.storageKept(ticket, kept: kept) }
             for worker in workers {
                 try worker.loop.start(settings, handler: worker) { [worker] loop in try worker.prepare(loop) }
             }
@@ -109,6 +110,8 @@ public final class RingcastServer: @unchecked Sendable {
     /// Stops every loop (last first), closes every connection and returns when every context is gone. Any thread.
     public func stop() {
         for worker in workers.reversed() { worker.loop.stop() }
+        // The state and its workers point at each other while they run.
+        state.detachWorkers()
     }
 
     /// How every context is made.

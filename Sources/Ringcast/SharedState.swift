@@ -58,6 +58,14 @@ final class SharedState: @unchecked Sendable {
         deadlineChanged = true
     }
 
+    /// Once every worker has stopped: lets go of them.
+    func detachWorkers() {
+        lock.withLock {
+            workers = []
+            inboxes = []
+        }
+    }
+
     var committedTicket: UInt64 { committed.load(ordering: .acquiring) }
 
     func wasKept(_ ticket: UInt64) -> Bool { !failed.withLock { $0.contains(ticket) } }
@@ -116,6 +124,7 @@ final class SharedState: @unchecked Sendable {
     /// What worker `index` must deliver or arm now.
     func takeMail(_ index: Int) -> Mail {
         lock.withLock {
+            guard index < inboxes.count else { return Mail(deliveries: [], deadline: nil, armWriteBehind: false) }
             var mail = Mail(deliveries: inboxes[index], deadline: nil, armWriteBehind: false)
             inboxes[index].removeAll(keepingCapacity: true)
             if index == 0 {
