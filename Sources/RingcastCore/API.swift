@@ -36,7 +36,7 @@ public struct APIRequest: Sendable {
     }
 }
 
-public struct APIResponse {
+public struct APIResponse: Sendable {
     public var status: Int
     public var body: [UInt8]
     public var contentType: String
@@ -81,6 +81,14 @@ public struct RequestGate: Sendable {
     }
 }
 
+/// What a request asks for (`API.plan`): an answer now, or commands to apply — here, or through a
+/// cluster's shared log — and the shape of the answer once they are (`API.execute`).
+public enum RequestPlan: Sendable {
+    public enum Answer: Sendable { case task, batch }
+    case answer(APIResponse)
+    case apply([Command], Answer)
+}
+
 /// The outcome of a batch of events: how many were applied, and why each of the others was not.
 public struct BatchResult {
     public var applied = 0
@@ -107,7 +115,8 @@ public struct TransportStatus: Sendable {
 
 /// Both halves of the protocol over one TaskStore: the HTTP API (with `/healthz` and `/metrics`) and
 /// the WebSocket's messages (SocketProtocol.swift). Whatever carries a published event, it takes one
-/// path: `publish`, which checks who may change the task and applies it to the store.
+/// path: a plan (parsed, checked against the publisher's patterns) of commands, which `execute`
+/// applies to the store with its merge rules — at once, or, in a cluster, when the shared log says.
 /// Not thread-safe: the service thread owns it, as it owns the store.
 public final class API {
     public let store: TaskStore
@@ -127,6 +136,16 @@ public final class API {
     /// Answers one request. Reads are open to all; each change is checked against the request's credential.
     /// `status` is asked only by `/healthz` and `/metrics`.
     public func handle(_ request: APIRequest, now: Double, status: () -> TransportStatus = { TransportStatus() }) -> APIResponse {
+        switch plan(request, now: now, status: status) {
+        case let .answer(response): return response
+        case let .apply(commands, answer): return execute(commands, answer: answer, now: now)
+        }
+    }
+
+    /// What a request asks for, decided before anything changes: the answer, or the commands to
+    /// apply (checked and authorized already) and the shape of the answer once they are. Counts
+    /// the request; an answer given here is counted whole.
+    public func plan(_ request: APIRequest, now: Double, status: () -> TransportStatus = { TransportStatus() }) -> RequestPlan {
         metrics.httpRequests += 1
         let response: APIResponse
         if let host = request.headers.host, !gate.hosts.allows(host) {
@@ -143,10 +162,32 @@ public final class API {
             do {
                 if request.method != "GET" { try checkOrigin(request.headers) }
                 let credential = policy.identify(authorization: request.headers.authorization, fromLoopback: request.fromLoopback)
-                response = try route(request, now: now, credential: credential)
+                let plan = try route(request, now: now, credential: credential)
+                guard case let .answer(answer) = plan else { return plan }
+                response = answer
             } catch {
                 response = APIResponse(error)
             }
+        }
+        if response.status >= 400 { metrics.httpErrors += 1 }
+        return .answer(response)
+    }
+
+    /// Applies what `plan` decided (authorized already) and answers: one task's
+    /// `{"seq", "task"}` (or `{"seq", "removed"}`), or a batch's `{"seq", "applied", "errors"}`.
+    public func execute(_ commands: [Command], answer: RequestPlan.Answer, now: Double) -> APIResponse {
+        let response: APIResponse
+        switch answer {
+        case .task:
+            do throws(APIError) {
+                guard let command = commands.first else { throw APIError(.invalidEvent, "nothing to apply") }
+                response = try self.answer(command, now: now)
+            } catch {
+                response = APIResponse(error)
+            }
+        case .batch:
+            let result = applyBatch(commands, now: now)
+            response = APIResponse(body: encodeBatchAnswer(result), events: result.events)
         }
         if response.status >= 400 { metrics.httpErrors += 1 }
         return response
@@ -155,13 +196,14 @@ public final class API {
     public func checkHost(_ header: String?) throws(APIError) { try gate.checkHost(header) }
     public func checkOrigin(_ headers: RequestHeaders) throws(APIError) { try gate.checkOrigin(headers) }
 
-    private func route(_ request: APIRequest, now: Double, credential: Credential) throws(APIError) -> APIResponse {
+    private func route(_ request: APIRequest, now: Double, credential: Credential) throws(APIError) -> RequestPlan {
         // Who may not publish at all hears so before anything about their request's body.
         if request.method != "GET", credential == .missing || credential == .invalid {
             try policy.authorize(credential, id: "")
         }
-        func apply(_ command: Command, now: Double) throws(APIError) -> APIResponse {
-            try answer(command, as: credential, now: now)
+        func apply(_ command: Command, now: Double) throws(APIError) -> RequestPlan {
+            try policy.authorize(credential, id: command.id)
+            return .apply([command], .task)
         }
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
         guard parts.first == "api", parts.count >= 2 else { throw routeNotFound(request.path) }
@@ -169,14 +211,14 @@ public final class API {
         case ("tasks", 2):
             try allow(request, "GET")
             let watch = try WatchSet.parse(request.query["watch"]).get()
-            return APIResponse(body: store.encodeTaskList(matching: watch, now: now))
+            return .answer(APIResponse(body: store.encodeTaskList(matching: watch, now: now)))
         case ("tasks", 3):
             let id = parts[2]
             try Command.validateID(id)
             switch request.method {
             case "GET":
                 guard let task = store.task(id) else { throw APIError(.notFound, "no task '\(id)'", field: "id") }
-                return APIResponse(body: task.encodedObject(now: now))
+                return .answer(APIResponse(body: task.encodedObject(now: now)))
             case "POST", "PUT", "PATCH":
                 return try apply(.update(id: id, patch: TaskPatch.parse(try body(request))), now: now)
             case "DELETE":
@@ -222,22 +264,15 @@ public final class API {
                     throw error.within("events[\(index)]")
                 }
             }
-            let result = applyBatch(commands, as: credential, now: now)
-            return APIResponse(body: encodeBatchAnswer(result), events: result.events)
+            return .apply(commands, .batch)
         default:
             throw routeNotFound(request.path)
         }
     }
 
-    /// The one path of every published change, from HTTP or a WebSocket: who may change the task,
-    /// then the store's merge rules.
-    public func publish(_ command: Command, as credential: Credential, now: Double) throws(APIError) -> Change {
-        try policy.authorize(credential, id: command.id)
-        return try store.apply(command, now: now)
-    }
 
-    private func answer(_ command: Command, as credential: Credential, now: Double) throws(APIError) -> APIResponse {
-        let change = try publish(command, as: credential, now: now)
+    private func answer(_ command: Command, now: Double) throws(APIError) -> APIResponse {
+        let change = try store.apply(command, now: now)
         var writer = JSONWriter(capacity: 384)
         writer.beginObject()
         writer.key("seq"); writer.number(Int(store.seq))
@@ -277,12 +312,13 @@ public final class API {
         return commands
     }
 
-    /// Applies commands in order; one that fails (an unknown task, a finished timer) does not stop the rest.
-    public func applyBatch(_ commands: [Command], as credential: Credential, now: Double) -> BatchResult {
+    /// Applies commands (authorized already) in order; one that fails (an unknown task, a finished
+    /// timer) does not stop the rest.
+    public func applyBatch(_ commands: [Command], now: Double) -> BatchResult {
         var result = BatchResult()
         for (index, command) in commands.enumerated() {
             do {
-                result.events += try publish(command, as: credential, now: now).events
+                result.events += try store.apply(command, now: now).events
                 result.applied += 1
             } catch {
                 result.errors.append((index, error))
