@@ -23,7 +23,14 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        .systemLibrary(
+            name: "CHiredis",
+            pkgConfig: "hiredis",
+            providers: [.apt(["libhiredis-dev"])]
+        ),
         .target(name: "RingcastCore"),
+        // The one Swift layer over hiredis: blocking connections for the Redis engine's own threads.
+        .target(name: "RingcastRedis", dependencies: ["CHiredis"]),
         // The one Swift layer over libwebsockets that the server and the client share.
         .target(
             name: "RingcastLWS",
@@ -31,7 +38,7 @@ let package = Package(
         ),
         .target(
             name: "Ringcast",
-            dependencies: ["RingcastCore", "RingcastLWS", "CSQLite"]
+            dependencies: ["RingcastCore", "RingcastLWS", "RingcastRedis", "CSQLite"]
         ),
         // What a Swift service imports to push progress; its transport types are `package`.
         .target(
