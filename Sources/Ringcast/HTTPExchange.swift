@@ -62,6 +62,24 @@ extension ServiceWorker {
             server.logRefusal("rate", offender: peer.address, "refused requests from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")
             response = APIResponse(APIError(.rateLimited, "this connection publishes more than \(config.maxPublishRate.plain) events a second (maxPublishRate): slow down, batch, or raise \"maxPublishRate\" in config.json"))
             ticket = 0
+        } else if state.isClustered {
+            let server = self.server
+            switch state.read({ api, _ in api.plan(request, now: now) { server.transportStatus } }) {
+            case let .answer(answer):
+                (response, ticket) = (answer, 0)
+            case let .apply(commands, shape):
+                peer?.allowance.spend(max(1, commands.count), now: now)
+                submit(.request(commands, shape), now: now) { outcome in
+                    guard exchange.isOpen else { return }
+                    switch outcome {
+                    case let .request(applied): exchange.response = applied
+                    case let .refused(error): exchange.response = APIResponse(error)
+                    case .message: return
+                    }
+                    link.requestWrite()
+                }
+                return
+            }
         } else {
             let server = self.server
             (response, ticket) = state.change(from: index) { api, _, _ in

@@ -1,6 +1,7 @@
 import Foundation
 import RingcastCore
 import RingcastLWS
+import RingcastRedis
 import Synchronization
 
 public struct ServerError: Error, CustomStringConvertible {
@@ -47,9 +48,16 @@ public final class RingcastServer: @unchecked Sendable {
         certificate = config.tls.map { (resolved($0.cert), resolved($0.key)) }
     }
 
-    /// The storage `config.storage` names: memory, or an SQLite file relative to `baseDirectory`.
+    /// The storage `config.storage` names: memory, a Redis cluster (`redis://…`), or an SQLite file
+    /// relative to `baseDirectory`.
     public static func persistence(for config: ServerConfig, baseDirectory: String, logger: Logger) throws -> TaskPersistence {
         guard config.storage != "memory" else { return MemoryOnlyPersistence() }
+        if config.storage.hasPrefix("redis://") {
+            guard let url = RedisURL(config.storage) else {
+                throw ServerError("storage '\(config.storage)' is not a Redis URL: write redis://HOST[:PORT][/DB], like redis://127.0.0.1:6379")
+            }
+            return try RedisCluster(url: url, logger: logger)
+        }
         let path = config.storage.hasPrefix("/") ? config.storage : baseDirectory + "/" + config.storage
         return try SQLitePersistence(path: path, logger: logger)
     }
@@ -141,6 +149,7 @@ public final class RingcastServer: @unchecked Sendable {
             status.socketsOpened += counters.socketsOpened.load(ordering: .relaxed)
         }
         status.threads = workers.count
+        status.redis = state.cluster?.health
         return status
     }
 

@@ -33,6 +33,9 @@ final class ServiceWorker: @unchecked Sendable {
     var peers: [Int: Peer] = [:]
     /// The socket just accepted, for the `created` that follows.
     var acceptedPeer: Peer?
+    /// In a cluster: changes this thread submitted to the log, by token, waiting for their outcome.
+    var submitted: [UInt64: (SharedState.Completion) -> Void] = [:]
+    private var lastToken: UInt64 = 0
     private var heartbeatTimer: LoopTimer?
     private var deadlineTimer: LoopTimer?
     private var writeBehindTimer: LoopTimer?
@@ -91,6 +94,8 @@ final class ServiceWorker: @unchecked Sendable {
             held.removeAll(keepingCapacity: true)
             heldHead = 0
         }
+        for (token, outcome) in mail.completions { submitted.removeValue(forKey: token)?(outcome) }
+        if mail.resyncEveryone { fanOut.resyncEveryone() }
         if let deadline = mail.deadline { arm(deadline) }
         if mail.armWriteBehind { writeBehindTimer?.schedule(seconds: SQLitePersistence.writeBehindSeconds) }
         counters.update(from: fanOut)
@@ -109,8 +114,19 @@ final class ServiceWorker: @unchecked Sendable {
     }
 
     private func deadlineFired() {
-        let (_, ticket) = state.change(from: index) { _, store, _ in ((), store.runDue(now: Clock.now())) }
-        settle(ticket: ticket, answer: nil)
+        settle(ticket: state.deadlineFell(from: index, now: Clock.now()), answer: nil)
+    }
+
+    /// In a cluster: hands `kind` to the log; `outcome` runs on this thread when this node has
+    /// applied it (or Redis refused it). Refused at once while Redis cannot be reached.
+    func submit(_ kind: LogEntry.Kind, now: Double, outcome: @escaping (SharedState.Completion) -> Void) {
+        guard let cluster = state.cluster, cluster.isAvailable else {
+            outcome(.refused(APIError(.storageFailed, "the change was not applied: this node cannot reach Redis at \(state.cluster?.url.description ?? "?") (see /healthz); try again, or another node")))
+            return
+        }
+        lastToken += 1
+        submitted[lastToken] = outcome
+        state.submit(LogEntry(node: cluster.node, token: lastToken, worker: index, now: now, kind: kind))
     }
 
     private func heartbeatFired() {

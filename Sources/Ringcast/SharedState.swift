@@ -8,6 +8,10 @@ import Synchronization
 /// ticket it must wait for; each worker then delivers them on its own thread, so nothing on the
 /// per-delivery path takes this lock.
 ///
+/// With a cluster engine (`RedisCluster`), changes are not applied where they are asked for: the
+/// worker submits them to the cluster's log, and the engine's reader thread applies every entry
+/// here, in log order (`applyLog`), and hands the asking worker its answer.
+///
 /// `@unchecked Sendable`: `store`, `api`, `persistence`, the inboxes and the timer bookkeeping are
 /// touched only while `lock` is held; `committed` and `failed` are their own synchronisation.
 final class SharedState: @unchecked Sendable {
@@ -17,21 +21,33 @@ final class SharedState: @unchecked Sendable {
         let events: [OutboundEvent]
     }
 
+    /// How a change submitted to the cluster turned out, for the worker that asked.
+    enum Completion {
+        case request(APIResponse)
+        case message(SocketReply)
+        case refused(APIError)
+    }
+
     /// What a worker takes from its inbox when it wakes.
     struct Mail {
-        var deliveries: [Delivery]
+        var deliveries: [Delivery] = []
+        var completions: [(token: UInt64, outcome: Completion)] = []
+        /// The state was replaced: every watcher of the worker needs a full snapshot.
+        var resyncEveryone = false
         /// Worker 0 keeps the deadline timer: where to arm it, when that changed.
         var deadline: Double??
         /// Worker 0 keeps the write-behind timer: arm it.
-        var armWriteBehind: Bool
+        var armWriteBehind = false
     }
 
     private let lock = NSLock()
     private let store: TaskStore
     private let api: API
     private let persistence: TaskPersistence
+    /// Set when state is shared through a cluster's log rather than owned here.
+    let cluster: RedisCluster?
     private var workers: [ServiceWorker] = []
-    private var inboxes: [[Delivery]] = []
+    private var mail: [Mail] = []
     private var issued: UInt64 = 0
     /// The newest ticket storage reported kept (or lost): tickets come back in order.
     private let committed = Atomic<UInt64>(0)
@@ -41,28 +57,37 @@ final class SharedState: @unchecked Sendable {
     private var deadlineChanged = false
     private var writeBehindArmed = false
     private var writeBehindRequested = false
+    /// In a cluster: the time of the last entry applied. Entries apply at the later of their own
+    /// time and this one, on every node alike, so time never runs back across nodes' clocks.
+    private var appliedNow: Double = 0
 
     init(store: TaskStore, api: API, persistence: TaskPersistence) {
         self.store = store
         self.api = api
         self.persistence = persistence
+        cluster = persistence as? RedisCluster
+        appliedNow = cluster?.startingNow ?? 0
+        cluster?.attach(self)
     }
 
     var epoch: String { store.epoch }
+    var isClustered: Bool { cluster != nil }
 
     /// The workers whose inboxes events go to; once, before any of them starts.
     func attach(_ workers: [ServiceWorker]) {
-        self.workers = workers
-        inboxes = Array(repeating: [], count: workers.count)
-        armedDeadline = store.nextDeadline()
-        deadlineChanged = true
+        lock.withLock {
+            self.workers = workers
+            mail = Array(repeating: Mail(), count: workers.count)
+            armedDeadline = store.nextDeadline()
+            deadlineChanged = true
+        }
     }
 
     /// Once every worker has stopped: lets go of them.
     func detachWorkers() {
         lock.withLock {
             workers = []
-            inboxes = []
+            mail = []
         }
     }
 
@@ -75,7 +100,7 @@ final class SharedState: @unchecked Sendable {
     /// nothing to wait for). A body that sets its `durable` argument commits even plain progress
     /// (a publisher's `flush`).
     func change<T>(from worker: Int, _ body: (API, TaskStore, _ durable: inout Bool) -> (T, [OutboundEvent])) -> (T, ticket: UInt64) {
-        var notify: [ServiceWorker] = []
+        var notify: Set<Int> = []
         let (result, ticket): (T, UInt64) = lock.withLock {
             var durable = false
             let (result, events) = body(api, store, &durable)
@@ -87,28 +112,39 @@ final class SharedState: @unchecked Sendable {
                 // Plain progress waits behind whatever is still being committed: seq order holds.
                 ticket = issued > committed.load(ordering: .acquiring) ? issued : 0
             }
-            if !events.isEmpty {
-                api.metrics.eventsPublished += events.count
-                for index in inboxes.indices {
-                    if inboxes[index].isEmpty, index != worker { notify.append(workers[index]) }
-                    inboxes[index].append(Delivery(ticket: ticket, events: events))
-                }
-            }
-            let next = store.nextDeadline()
-            if next != armedDeadline {
-                armedDeadline = next
-                deadlineChanged = true
-                if worker != 0, !notify.contains(where: { $0 === workers[0] }) { notify.append(workers[0]) }
-            }
-            if persistence.hasPendingWrites, !writeBehindArmed {
-                writeBehindArmed = true
-                writeBehindRequested = true
-                if worker != 0, !notify.contains(where: { $0 === workers[0] }) { notify.append(workers[0]) }
-            }
+            deliverLocked(events, ticket: ticket, from: worker, notify: &notify)
             return (result, ticket)
         }
-        for worker in notify { worker.loop.notify() }
+        wake(notify)
         return (result, ticket)
+    }
+
+    /// Under the lock: the events to every inbox in seq order; worker 0 told of a new deadline or
+    /// of writes waiting behind.
+    private func deliverLocked(_ events: [OutboundEvent], ticket: UInt64, from worker: Int, notify: inout Set<Int>) {
+        if !events.isEmpty {
+            api.metrics.eventsPublished += events.count
+            for index in mail.indices {
+                if mail[index].deliveries.isEmpty, index != worker { notify.insert(index) }
+                mail[index].deliveries.append(Delivery(ticket: ticket, events: events))
+            }
+        }
+        let next = store.nextDeadline()
+        if next != armedDeadline {
+            armedDeadline = next
+            deadlineChanged = true
+            if worker != 0 { notify.insert(0) }
+        }
+        if persistence.hasPendingWrites, !writeBehindArmed {
+            writeBehindArmed = true
+            writeBehindRequested = true
+            if worker != 0 { notify.insert(0) }
+        }
+    }
+
+    private func wake(_ indices: Set<Int>) {
+        let targets: [ServiceWorker] = indices.isEmpty ? [] : lock.withLock { indices.compactMap { $0 < workers.count ? workers[$0] : nil } }
+        for worker in targets { worker.loop.notify() }
     }
 
     /// Counts something the API did not see (a refusal before routing) in its metrics.
@@ -116,26 +152,26 @@ final class SharedState: @unchecked Sendable {
         lock.withLock { body(&api.metrics) }
     }
 
-    /// Reads the locked state (a new watcher's snapshot, a resync, a GET answered without changes).
+    /// Reads the locked state (a new watcher's snapshot, a resync, a plan).
     func read<T>(_ body: (API, TaskStore) -> T) -> T {
         lock.withLock { body(api, store) }
     }
 
-    /// What worker `index` must deliver or arm now.
+    /// What worker `index` must deliver, answer or arm now.
     func takeMail(_ index: Int) -> Mail {
         lock.withLock {
-            guard index < inboxes.count else { return Mail(deliveries: [], deadline: nil, armWriteBehind: false) }
-            var mail = Mail(deliveries: inboxes[index], deadline: nil, armWriteBehind: false)
-            inboxes[index].removeAll(keepingCapacity: true)
+            guard index < mail.count else { return Mail() }
+            var taken = mail[index]
+            mail[index] = Mail()
             if index == 0 {
                 if deadlineChanged {
-                    mail.deadline = .some(armedDeadline)
+                    taken.deadline = .some(armedDeadline)
                     deadlineChanged = false
                 }
-                mail.armWriteBehind = writeBehindRequested
+                taken.armWriteBehind = writeBehindRequested
                 writeBehindRequested = false
             }
-            return mail
+            return taken
         }
     }
 
@@ -148,7 +184,7 @@ final class SharedState: @unchecked Sendable {
             if exchanged { break }
             current = original
         }
-        for worker in workers { worker.loop.notify() }
+        wake(Set(0..<lock.withLock { workers.count }))
     }
 
     /// Worker 0's write-behind timer: hands what is pending to storage.
@@ -159,6 +195,18 @@ final class SharedState: @unchecked Sendable {
         }
     }
 
+    /// Worker 0's deadline timer: fires what is due here, or, in a cluster, claims the deadline
+    /// (`armed`, the same on every node) so that one node's `due` entry fires it for all.
+    func deadlineFell(from worker: Int, now: Double) -> UInt64 {
+        if let cluster {
+            let deadline = lock.withLock { armedDeadline }
+            guard let deadline else { return 0 }
+            cluster.claim(deadline: deadline, entry: LogEntry(node: cluster.node, token: 0, worker: worker, now: deadline, kind: .due))
+            return 0
+        }
+        return change(from: worker) { _, store, _ in ((), store.runDue(now: now)) }.ticket
+    }
+
     /// At shutdown: everything pending is written and counts as kept.
     func flush() {
         let last: UInt64 = lock.withLock {
@@ -167,4 +215,78 @@ final class SharedState: @unchecked Sendable {
         }
         storageKept(last, kept: true)
     }
+
+    // MARK: The cluster's log
+
+    /// Hands a change to the cluster's log; its outcome comes back through the worker's mail.
+    func submit(_ entry: LogEntry) {
+        cluster?.append(entry)
+    }
+
+    /// Applies log entries in order (the engine's reader thread); the asking node's worker gets its answer.
+    func applyLog(_ entries: [LogEntry], node: String) {
+        var notify: Set<Int> = []
+        lock.withLock {
+            for entry in entries {
+                appliedNow = max(appliedNow, entry.now)
+                let now = appliedNow
+                let events: [OutboundEvent]
+                let outcome: Completion?
+                switch entry.kind {
+                case let .request(commands, answer):
+                    let response = api.execute(commands, answer: answer, now: now)
+                    (events, outcome) = (response.events, .request(response))
+                case let .message(plan):
+                    let reply = api.execute(plan, now: now)
+                    (events, outcome) = (reply.events, .message(reply))
+                case .due:
+                    (events, outcome) = (store.runDue(now: now), nil)
+                }
+                deliverLocked(events, ticket: 0, from: -1, notify: &notify)
+                if let outcome, entry.node == node, entry.worker < mail.count {
+                    mail[entry.worker].completions.append((entry.token, outcome))
+                    notify.insert(entry.worker)
+                }
+            }
+            for index in mail.indices where !mail[index].deliveries.isEmpty { notify.insert(index) }
+        }
+        wake(notify)
+    }
+
+    /// Redis did not take a change: its worker answers with the error.
+    func unavailable(_ entry: LogEntry, _ error: APIError) {
+        let known: Bool = lock.withLock {
+            guard entry.worker < mail.count, entry.token != 0 else { return false }
+            mail[entry.worker].completions.append((entry.token, .refused(error)))
+            return true
+        }
+        if known { wake([entry.worker]) }
+    }
+
+    /// Replaces the state with the cluster's (after Redis lost it, or this node fell behind the
+    /// log's trimmed start): every watcher on every thread gets a full snapshot.
+    func reload(_ saved: PersistedState) {
+        lock.withLock {
+            store.replace(with: saved)
+            appliedNow = saved.appliedNow
+            for index in mail.indices {
+                mail[index].deliveries = []
+                mail[index].resyncEveryone = true
+            }
+            armedDeadline = store.nextDeadline()
+            deadlineChanged = true
+        }
+        wake(Set(0..<lock.withLock { workers.count }))
+    }
+
+    /// The whole state, for the cluster's checkpoint.
+    func checkpointBody() -> (epoch: String, body: [UInt8]) {
+        lock.withLock {
+            let state = PersistedState(epoch: store.epoch, seq: store.seq, tasks: store.tasks.values.sorted { $0.seq < $1.seq })
+            return (store.epoch, state.checkpointBody(appliedNow: appliedNow))
+        }
+    }
+
+    /// Redis came or went: /healthz reads it fresh; nothing waits.
+    func redisChanged() {}
 }

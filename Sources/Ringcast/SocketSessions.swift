@@ -95,6 +95,23 @@ extension ServiceWorker {
             return false
         }
         let message: SocketMessage = tooLarge ? .tooLarge : (isBinary ? .binary : .text(bytes))
+        if state.isClustered {
+            var plan = state.read { api, _ in api.planMessage(message, on: &session) }
+            socket.session = session
+            // What the message earned at once leaves now; what its events earn, once the log has them.
+            for (_, frame) in plan.frames { subscription.sendDirect(frame) }
+            plan.frames = []
+            guard !plan.commands.isEmpty || plan.flush != nil else { return true }
+            peer?.allowance.spend(max(1, plan.commands.count), now: now)
+            submit(.message(plan), now: now) { outcome in
+                switch outcome {
+                case let .message(reply): for frame in reply.frames { subscription.sendDirect(frame) }
+                case let .refused(error): subscription.sendDirect(error.encodedEvent())
+                case .request: break
+                }
+            }
+            return true
+        }
         let (reply, ticket) = state.change(from: index) { api, _, durable in
             let reply = api.receive(message, on: &session, now: now)
             durable = reply.wantsDurable

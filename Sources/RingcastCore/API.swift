@@ -105,6 +105,8 @@ public struct TransportStatus: Sendable {
     public var eventsSent = 0
     public var socketsOpened = 0
     public var threads = 1
+    /// In a cluster: whether Redis answers (`connected`, or since when it has not).
+    public var redis: String?
 
     public init(watchers: Int = 0, resyncs: Int = 0, patternSets: Int = 0) {
         self.watchers = watchers
@@ -157,7 +159,8 @@ public final class API {
         } else if request.bodyTooLarge {
             response = APIResponse(APIError(.bodyTooLarge, "the body is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); send less, or split a batch"))
         } else if request.path == "/healthz" {
-            response = APIResponse(body: healthBody(watchers: status().watchers))
+            let transport = status()
+            response = APIResponse(body: healthBody(watchers: transport.watchers, redis: transport.redis))
         } else {
             do {
                 if request.method != "GET" { try checkOrigin(request.headers) }
@@ -345,7 +348,7 @@ public final class API {
         return writer.bytes
     }
 
-    func healthBody(watchers: Int) -> [UInt8] {
+    func healthBody(watchers: Int, redis: String? = nil) -> [UInt8] {
         var writer = JSONWriter()
         writer.beginObject()
         writer.key("ok"); writer.bool(true)
@@ -354,6 +357,7 @@ public final class API {
         writer.key("seq"); writer.number(Int(store.seq))
         writer.key("tasks"); writer.number(store.tasks.count)
         writer.key("watchers"); writer.number(watchers)
+        if let redis { writer.key("redis"); writer.string(redis) }
         writer.endObject()
         return writer.bytes
     }
