@@ -3,11 +3,14 @@ public struct RequestHeaders: Sendable, Equatable {
     public var host: String?
     public var origin: String?
     public var authorization: String?
+    /// *(v2)* `text/plain` makes `POST /api/tasks/{id}/log` read the body as lines.
+    public var contentType: String?
 
-    public init(host: String? = nil, origin: String? = nil, authorization: String? = nil) {
+    public init(host: String? = nil, origin: String? = nil, authorization: String? = nil, contentType: String? = nil) {
         self.host = host
         self.origin = origin
         self.authorization = authorization
+        self.contentType = contentType
     }
 }
 
@@ -42,6 +45,8 @@ public struct APIResponse {
     public var contentType: String
     /// What the request changed, for the fan-out.
     public var events: [OutboundEvent]
+    /// *(v2)* Control frames for the publishers of the task a request asked to cancel, pause or resume.
+    public var controls: [ControlDelivery] = []
 
     init(status: Int = 200, body: [UInt8], contentType: String = "application/json", events: [OutboundEvent] = []) {
         self.status = status
@@ -84,11 +89,16 @@ public final class API {
     public var policy: PublishPolicy { config.publishing }
     public var metrics = ServerMetrics()
     public static let maxBatchEvents = 10_000
+    /// *(v2)* Which sockets published which tasks (Controls.swift).
+    public let publisherSockets = PublisherSockets()
+    /// *(v2)* Counters of webhooks and control requests, after the others at /metrics.
+    public var loopMetrics = LoopMetrics()
 
     public init(store: TaskStore, config: ServerConfig = ServerConfig()) {
         self.store = store
         self.config = config
         hosts = HostPolicy(config: config)
+        configureLoop()
     }
 
     /// Answers one request. Reads are open to all; each change is checked against the request's credential.
@@ -101,7 +111,7 @@ public final class API {
         } else if request.path == "/metrics" {
             let transport = status()
             response = APIResponse(body: metrics.render(watchers: transport.watchers, tasks: store.tasks.count, seq: store.seq,
-                                                        resyncs: transport.resyncs, patternSets: transport.patternSets),
+                                                        resyncs: transport.resyncs, patternSets: transport.patternSets) + loopMetrics.render(),
                                    contentType: "text/plain; version=0.0.4")
         } else if request.bodyTooLarge {
             response = APIResponse(APIError(.bodyTooLarge, "the body is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); send less, or split a batch"))
@@ -168,12 +178,22 @@ public final class API {
         case ("tasks", 4):
             let id = parts[2]
             try Command.validateID(id)
+            if parts[3] == "log" {
+                switch request.method {
+                case "GET": return APIResponse(body: try store.encodeLog(of: id))
+                case "POST": return try apply(.appendLog(id: id, lines: LogTail.parseBody(request.body, contentType: request.headers.contentType)), now: now)
+                default: throw methodNotAllowed(request, "GET, POST")
+                }
+            }
             try allow(request, "POST")
             switch parts[3] {
             case "show": return try apply(.show(id: id, options: ShowOptions.parse(try body(request))), now: now)
             case "hide":
                 try Command.expectNoFields(try body(request), for: "hide")
                 return try apply(.hide(id: id), now: now)
+            case "cancel", "pause", "resume":
+                try Command.expectNoFields(try body(request), for: parts[3])
+                return try answerControl(id, TaskControl(rawValue: parts[3])!, as: credential, now: now)
             default: throw routeNotFound(request.path)
             }
         case ("timers", 3):
@@ -214,7 +234,9 @@ public final class API {
     /// then the store's merge rules.
     public func publish(_ command: Command, as credential: Credential, now: Double) throws(APIError) -> Change {
         try policy.authorize(credential, id: command.id)
-        return try store.apply(command, now: now)
+        let change = try store.apply(command, now: now)
+        if case .remove = command { publisherSockets.forget(command.id) }
+        return change
     }
 
     private func answer(_ command: Command, as credential: Credential, now: Double) throws(APIError) -> APIResponse {

@@ -38,13 +38,20 @@ public struct ServerConfig: Equatable, Sendable {
     /// Seconds a connection may take to send its request headers (or finish a WebSocket handshake)
     /// before it is closed; also how long an HTTP body may take to arrive.
     public var handshakeTimeoutSeconds = 10
+    /// *(v2)* Hooks POSTed, signed, when a task enters a state (Webhooks.swift).
+    public var webhooks: [WebhookRule] = []
+    /// *(v2)* Seconds a stalled task stays stalled before it ends failed, "abandoned" (a task's
+    /// `abandonAfter` overrides it); 0: never.
+    public var abandonAfterSeconds = 3600.0
+    /// *(v2)* Lines of each task's log the server keeps.
+    public var logLines = 100
 
     public init() {}
 
     public static let keys = ["host", "port", "publicDir", "allowedOrigins", "allowedHosts", "heartbeatSeconds", "maxMessageBytes",
                               "fanOutLogEvents", "maxEventsPerFrame", "staticMaxAge", "logLevel", "publishers", "anonymousLocalPublish",
                               "storage", "retentionSeconds", "maxTasks", "maxPublishRate", "maxConnectionsPerAddress", "limitLoopback", "tls",
-                              "handshakeTimeoutSeconds"]
+                              "handshakeTimeoutSeconds", "webhooks", "abandonAfterSeconds", "logLines"]
 
     /// Parses a config file's contents; the error names the field and says what to write instead.
     /// `environment` supplies the variables that publishers' `tokenEnv` name.
@@ -127,6 +134,13 @@ public struct ServerConfig: Equatable, Sendable {
                     throw ConfigError("\(source): \"tls\" has no setting \"\(extra.0)\"; it takes \"cert\" and \"key\"")
                 }
                 config.tls = TLSFiles(cert: cert, key: key)
+            case "webhooks":
+                guard case let .array(items) = value else { throw fail("a list of {\"url\", \"patterns\", \"states\", \"secretEnv\"}") }
+                config.webhooks = try items.enumerated().map { index, item throws(ConfigError) in
+                    try WebhookRule.parse(item, at: "\(source): webhooks[\(index)]", environment: environment)
+                }
+            case "abandonAfterSeconds": config.abandonAfterSeconds = try number(0...31_536_000, "seconds, 0 for never")
+            case "logLines": config.logLines = try integer(1...10_000, "a count between 1 and 10000")
             case "threads", "redis":
                 throw ConfigError("\(source): \"\(key)\" is not supported by this version of Ringcast; remove it (a setting the server does not carry out is refused, never ignored)")
             case "anonymousLocalPublish":

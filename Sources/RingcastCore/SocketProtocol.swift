@@ -45,6 +45,8 @@ public struct SocketSession: Sendable {
     /// Set from the upgrade's Authorization header, or later by an `auth` message.
     public internal(set) var credential: Credential
     let fromLoopback: Bool
+    /// *(v2)* This socket among the API's `publisherSockets`.
+    public internal(set) var key: UInt64 = 0
 }
 
 /// A message from a WebSocket client, as the transport assembled it.
@@ -70,7 +72,8 @@ extension API {
     /// snapshot (or the changes since the point its `since` names).
     public func openSocket(_ request: SocketRequest, headers: RequestHeaders, fromLoopback: Bool, now: Double) -> (SocketSession, [[UInt8]]) {
         let credential = policy.identify(authorization: headers.authorization, fromLoopback: fromLoopback)
-        let session = SocketSession(request: request, credential: credential, fromLoopback: fromLoopback)
+        var session = SocketSession(request: request, credential: credential, fromLoopback: fromLoopback)
+        session.key = publisherSockets.newKey()
         var frames = [store.encodeHello(now: now, heartbeatSeconds: config.heartbeatSeconds)]
         if request.mode == .watch {
             frames.append(store.encodeSnapshot(matching: request.watch, since: request.resumeSeq(in: store.epoch), now: now))
@@ -129,6 +132,7 @@ extension API {
             do {
                 let command = try Command.parse(event: item)
                 reply.events += try publish(command, as: session.credential, now: now).events
+                reply.frames += socketPublished(command, session: session)
             } catch {
                 var taskID: String?
                 if case let .string(id)? = item["id"] { taskID = id }

@@ -10,6 +10,7 @@ extension TaskRecord {
         writer.key("publishedAt"); writer.number(publishedAt)
         writer.key("updatedAt"); writer.number(updatedAt)
         writer.key("ownProgress"); writer.bool(hasOwnProgress)
+        if let stalledAt { writer.key("stalledAt"); writer.number(stalledAt) }
         if let hideAt { writer.key("hideAt"); writer.number(hideAt) }
         if let timer {
             writer.key("startedAt"); writer.number(timer.startedAt)
@@ -46,6 +47,7 @@ extension TaskRecord {
         if case let .string(parent)? = json["parent"] { self.parent = parent }
         staleAfter = json.number("staleAfter")
         if case .bool(true)? = stored["ownProgress"] { hasOwnProgress = true }
+        readLoopFields(json, stored: stored)
         if let timerFields = json["timer"], let seconds = timerFields.number("seconds"), let interval = timerFields.number("interval"),
            let startedAt = stored.number("startedAt") {
             var timer = TimerSpec(seconds: seconds, interval: interval, startedAt: startedAt, pausedAt: stored.number("pausedAt"),
