@@ -112,6 +112,8 @@ final class SQLiteStatement {
         return Array(UnsafeRawBufferPointer(start: bytes, count: count))
     }
 
+    func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
+
     func text(_ column: Int32) -> String? {
         sqlite3_column_text(statement, column).map { String(cString: $0) }
     }

@@ -45,6 +45,8 @@ public final class RingcastServer: @unchecked Sendable {
     private var held: [(ticket: UInt64, release: (Bool) -> Void)] = []
     private var heldHead = 0
     private var lastTicket: UInt64 = 0
+    /// The webhook senders' threads (Webhooks.swift); nil without webhooks.
+    var webhookSenders: WebhookSenders?
 
     /// - Parameter baseDirectory: where a relative `publicDir` is found (the config file's folder).
     public init(config: ServerConfig, baseDirectory: String, logger: Logger, persistence: TaskPersistence = MemoryOnlyPersistence()) {
@@ -120,6 +122,7 @@ public final class RingcastServer: @unchecked Sendable {
         storageTimer = try loop.makeTimer { [unowned self] in storageFired() }
         heartbeatTimer?.schedule(seconds: config.heartbeatSeconds)
         rescheduleDeadline()
+        try startWebhooks(loop)
         logger.debug("serving on port \(loop.port)")
     }
 
@@ -127,6 +130,7 @@ public final class RingcastServer: @unchecked Sendable {
     /// without close frames, so each watcher is told the server is going away (after what it is
     /// still owed) and given a moment to hear it.
     func closeWatchers(_ loop: ServiceLoop) {
+        stopWebhooks()
         persistence.flush()
         committed(lastTicket, kept: true)
         if fanOut.subscriberCount > 0 {
@@ -147,9 +151,11 @@ public final class RingcastServer: @unchecked Sendable {
     /// so watchers see every seq in order. `durable` commits even plain progress (a `flush` message).
     func publish(_ events: [OutboundEvent], durable: Bool = false, answer: ((_ kept: Bool) -> Void)? = nil) {
         rescheduleDeadline()
+        let hooks = takeWebhooks()
         let mustCommit = persistence.hasUrgentWrites || (durable && persistence.hasPendingWrites)
         if !mustCommit, heldHead == held.count {
             deliver(events)
+            sendWebhooks(hooks)
             answer?(true)
             scheduleStorageFlush()
             return
@@ -157,6 +163,7 @@ public final class RingcastServer: @unchecked Sendable {
         if mustCommit { lastTicket = persistence.commit() }
         held.append((lastTicket, { [self] kept in
             deliver(events)
+            sendWebhooks(hooks)
             answer?(kept)
         }))
         scheduleStorageFlush()

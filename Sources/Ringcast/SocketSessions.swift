@@ -36,6 +36,7 @@ extension RingcastServer {
             api.metrics.watchersOpened += 1
             let subscription = fanOut.subscribe(request.watch, lastSeq: store.seq, writer: socket)
             socket.subscription = subscription
+            api.socketOpened(session, subscription: subscription)
             for frame in frames { subscription.sendDirect(frame) }
             logger.debug("\(request.mode.rawValue) socket from \(link.peerAddress) watching \(request.watch.key)")
         }
@@ -102,6 +103,11 @@ extension RingcastServer {
             exchange.isOpen = false
         case let .watcher(socket), let .publisher(socket):
             if let subscription = socket.subscription { fanOut.unsubscribe(subscription) }
+            // A publisher gone: its leased tasks stall at once (not while the server stops).
+            if let session = socket.session {
+                let stalled = api.socketClosed(session, now: Clock.now(), stallTasks: loop.isRunning)
+                if !stalled.isEmpty { publish(stalled) }
+            }
         }
     }
 }
