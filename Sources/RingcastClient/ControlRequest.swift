@@ -16,9 +16,7 @@ public struct ControlRequest: Sendable, Equatable {
     public let seq: UInt64
 
     public init(id: String, action: Action, seq: UInt64) {
-        self.id = id
-        self.action = action
-        self.seq = seq
+        (self.id, self.action, self.seq) = (id, action, seq)
     }
 
     /// The request a `control` event carries, or nil for any other event.

@@ -243,6 +243,13 @@ public final class API {
         let change = try publish(command, as: credential, now: now)
         var writer = JSONWriter(capacity: 384)
         writer.beginObject()
+        writeAnswerFields(change, id: command.id, into: &writer, now: now)
+        writer.endObject()
+        return APIResponse(body: writer.bytes, events: change.events)
+    }
+
+    /// `"seq"`, then `"task"` (or `"removed"` when the change removed task `id`): an answer's fields.
+    func writeAnswerFields(_ change: Change, id: String, into writer: inout JSONWriter, now: Double) {
         writer.key("seq"); writer.number(Int(store.seq))
         if let task = change.task {
             writer.key("task")
@@ -250,10 +257,8 @@ public final class API {
             task.writeFields(into: &writer, now: now)
             writer.endObject()
         } else {
-            writer.key("removed"); writer.string(command.id)
+            writer.key("removed"); writer.string(id)
         }
-        writer.endObject()
-        return APIResponse(body: writer.bytes, events: change.events)
     }
 
     /// Parses a batch (an array of events, or one event object) in full before anything is applied:

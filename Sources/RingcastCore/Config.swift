@@ -162,22 +162,33 @@ public struct ServerConfig: Equatable, Sendable {
         guard case .object = item, case let .string(name)? = item["name"], !name.isEmpty else {
             throw ConfigError("\(place) needs a \"name\" (e.g. {\"name\": \"ci\", \"tokenEnv\": \"RINGCAST_CI_TOKEN\", \"patterns\": [\"ci.*\"]})")
         }
-        let token: String
-        switch (item["token"], item["tokenEnv"]) {
-        case let (.string(literal)?, nil):
-            token = literal
-        case let (nil, .string(variable)?):
-            guard let value = environment[variable], !value.isEmpty else {
-                throw ConfigError("\(place).tokenEnv: the environment variable \(variable) is not set; export it before starting the server")
-            }
-            token = value
-        default:
-            throw ConfigError("\(place) needs exactly one of \"token\" or \"tokenEnv\" (the name of an environment variable holding the token)")
-        }
+        let token = try parseSecret(item, "token", at: place, environment: environment, holding: "the token")
         guard token.utf8.count >= 16 else {
             throw ConfigError("\(place): the token of '\(name)' is shorter than 16 characters; use a long random one (openssl rand -hex 24)")
         }
-        guard case let .array(patternValues)? = item["patterns"], !patternValues.isEmpty else {
+        return Publisher(name: name, token: token, patterns: try parsePatterns(item["patterns"], at: place))
+    }
+
+    /// `"KEY": "literal"` or `"KEYEnv": "VARIABLE"` (exactly one): a secret kept in the file or,
+    /// better, in the environment (publishers' tokens, webhooks' signing secrets).
+    static func parseSecret(_ item: JSONValue, _ key: String, at place: String, environment: [String: String],
+                            holding what: String) throws(ConfigError) -> String {
+        switch (item[key], item[key + "Env"]) {
+        case let (.string(literal)?, nil):
+            return literal
+        case let (nil, .string(variable)?):
+            guard let value = environment[variable], !value.isEmpty else {
+                throw ConfigError("\(place).\(key)Env: the environment variable \(variable) is not set; export it before starting the server")
+            }
+            return value
+        default:
+            throw ConfigError("\(place) needs exactly one of \"\(key)\" or \"\(key)Env\" (the name of an environment variable holding \(what))")
+        }
+    }
+
+    /// `"patterns": ["ci.*", …]`, a non-empty list of valid id patterns (publishers' and webhooks').
+    static func parsePatterns(_ value: JSONValue?, at place: String) throws(ConfigError) -> WatchSet {
+        guard case let .array(patternValues)? = value, !patternValues.isEmpty else {
             throw ConfigError("\(place).patterns must be a non-empty list of id patterns, like [\"ci.*\"]")
         }
         var patterns: [Glob] = []
@@ -187,7 +198,7 @@ public struct ServerConfig: Equatable, Sendable {
             }
             patterns.append(Glob(pattern))
         }
-        return Publisher(name: name, token: token, patterns: WatchSet(patterns))
+        return WatchSet(patterns)
     }
 
 }

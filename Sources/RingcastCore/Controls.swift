@@ -186,13 +186,7 @@ extension API {
         loopMetrics.controlRequests += 1
         var writer = JSONWriter(capacity: 384)
         writer.beginObject()
-        writer.key("seq"); writer.number(Int(store.seq))
-        if let task = change.task {
-            writer.key("task")
-            writer.beginObject()
-            task.writeFields(into: &writer, now: now)
-            writer.endObject()
-        }
+        writeAnswerFields(change, id: id, into: &writer, now: now)
         writer.key("delivered"); writer.number(deliveries.count)
         writer.endObject()
         var response = APIResponse(body: writer.bytes, events: change.events)

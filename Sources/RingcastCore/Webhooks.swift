@@ -46,20 +46,8 @@ public struct WebhookRule: Equatable, Sendable {
         guard url.lowercased().hasPrefix("http://"), url.dropFirst(7).prefix(while: { $0 != "/" && $0 != "?" }).count > 0 else {
             throw ConfigError("\(place).url '\(url)' is not an http:// URL like \"http://127.0.0.1:9000/hook\"")
         }
-        var patterns = WatchSet([Glob("*")])
-        if let value = item["patterns"] {
-            guard case let .array(values) = value, !values.isEmpty else {
-                throw ConfigError("\(place).patterns must be a non-empty list of id patterns, like [\"ci.*\"]")
-            }
-            var globs: [Glob] = []
-            for value in values {
-                guard case let .string(pattern) = value, Glob.isValid(pattern) else {
-                    throw ConfigError("\(place).patterns: \(value) is not a valid id pattern (letters, digits, '.', '_', '-', '*', '?')")
-                }
-                globs.append(Glob(pattern))
-            }
-            patterns = WatchSet(globs)
-        }
+        let patterns = try item["patterns"].map { value throws(ConfigError) in try ServerConfig.parsePatterns(value, at: place) }
+            ?? WatchSet([Glob("*")])
         var states = defaultStates
         if let value = item["states"] {
             let names = TaskState.allCases.map(\.rawValue).joined(separator: ", ")
@@ -74,18 +62,8 @@ public struct WebhookRule: Equatable, Sendable {
                 if !states.contains(state) { states.append(state) }
             }
         }
-        let secret: String
-        switch (item["secret"], item["secretEnv"]) {
-        case let (.string(literal)?, nil) where !literal.isEmpty:
-            secret = literal
-        case let (nil, .string(variable)?):
-            guard let value = environment[variable], !value.isEmpty else {
-                throw ConfigError("\(place).secretEnv: the environment variable \(variable) is not set; export it before starting the server")
-            }
-            secret = value
-        default:
-            throw ConfigError("\(place) needs exactly one of \"secret\" or \"secretEnv\" (the name of an environment variable holding the signing secret)")
-        }
+        let secret = try ServerConfig.parseSecret(item, "secret", at: place, environment: environment, holding: "the signing secret")
+        guard !secret.isEmpty else { throw ConfigError("\(place).secret is empty: give the receiver's signing secret") }
         var rule = WebhookRule(url: url, patterns: patterns, states: states, secret: secret)
         if let value = item["maxAttempts"] {
             guard case let .number(n) = value, n == n.rounded(), (1...100).contains(n) else {
@@ -118,12 +96,7 @@ public struct WebhookDelivery: Equatable, Sendable {
     public var due: Double
 
     public init(id: String, hook: Int, url: String, body: [UInt8], attempts: Int = 0, due: Double) {
-        self.id = id
-        self.hook = hook
-        self.url = url
-        self.body = body
-        self.attempts = attempts
-        self.due = due
+        (self.id, self.hook, self.url, self.body, self.attempts, self.due) = (id, hook, url, body, attempts, due)
     }
 }
 
@@ -221,15 +194,14 @@ public struct LoopMetrics: Sendable {
     public init() {}
 
     public func render() -> [UInt8] {
-        var text = ""
-        func metric(_ name: String, _ type: String, _ help: String, _ value: Int) {
-            text += "# HELP ringcast_\(name) \(help)\n# TYPE ringcast_\(name) \(type)\nringcast_\(name) \(value)\n"
-        }
-        metric("webhook_deliveries_total", "counter", "Webhook deliveries answered with a 2xx.", webhookDeliveries)
-        metric("webhook_retries_total", "counter", "Webhook attempts that failed and were scheduled again.", webhookRetries)
-        metric("webhook_failures_total", "counter", "Webhook deliveries given up after their last attempt.", webhookFailures)
-        metric("webhook_outbox", "gauge", "Webhook deliveries waiting for a 2xx (persisted with the state).", webhookOutbox)
-        metric("control_requests_total", "counter", "Cancel, pause and resume requests accepted.", controlRequests)
+        let counters: [(name: String, help: String, value: Int)] = [
+            ("webhook_deliveries_total", "Webhook deliveries answered with a 2xx.", webhookDeliveries),
+            ("webhook_retries_total", "Webhook attempts that failed and were scheduled again.", webhookRetries),
+            ("webhook_failures_total", "Webhook deliveries given up after their last attempt.", webhookFailures),
+            ("control_requests_total", "Cancel, pause and resume requests accepted.", controlRequests),
+        ]
+        let text = counters.map { prometheusMetric($0.name, "counter", $0.help, $0.value) }.joined()
+            + prometheusMetric("webhook_outbox", "gauge", "Webhook deliveries waiting for a 2xx (persisted with the state).", webhookOutbox)
         return Array(text.utf8)
     }
 }

@@ -8,16 +8,21 @@ import XCTest
 /// Cancel and pause requests through the real server: from `POST /api/tasks/{id}/cancel` to the
 /// WebSocket that published the task, and a publisher that disconnects.
 final class ControlTests: XCTestCase {
+    /// A publishing socket, open (it has its hello).
+    private func publisherSocket(_ server: TestServer) -> TestWatcher {
+        let publisher = TestWatcher(server.wsURL + "?mode=publish")
+        publisher.wait { $0.contains { $0.type == "hello" } }
+        return publisher
+    }
+
     func testACancelRequestReachesThePublishingSocketAndWatchersSeeItUntilTheAnswer() throws {
         let server = try producerServer()
         let watcher = TestWatcher(server.wsURL + "?watch=etl.*")
         watcher.waitForSnapshot()
-        let publisher = TestWatcher(server.wsURL + "?mode=publish")
-        publisher.wait { $0.contains { $0.type == "hello" } }
+        let publisher = publisherSocket(server)
         publisher.connection.send(#"{"type":"update","id":"etl.copy","title":"Copy","controls":["cancel","pause"],"staleAfter":30}"#)
         watcher.wait { $0.contains { $0.id == "etl.copy" } }
-        let other = TestWatcher(server.wsURL + "?mode=publish")
-        other.wait { $0.contains { $0.type == "hello" } }
+        let other = publisherSocket(server)
 
         let answer = try server.post("/api/tasks/etl.copy/cancel")
         XCTAssertEqual(answer["delivered"], .number(1))
@@ -42,8 +47,7 @@ final class ControlTests: XCTestCase {
         let server = try producerServer()
         let watcher = TestWatcher(server.wsURL + "?watch=svc.*")
         watcher.waitForSnapshot()
-        let publisher = TestWatcher(server.wsURL + "?mode=publish")
-        publisher.wait { $0.contains { $0.type == "hello" } }
+        let publisher = publisherSocket(server)
         publisher.connection.send(#"[{"type":"update","id":"svc.leased","staleAfter":600},{"type":"update","id":"svc.free"}]"#)
         watcher.wait { $0.contains { $0.id == "svc.free" } }
         let closedAt = nowMs()
@@ -57,8 +61,7 @@ final class ControlTests: XCTestCase {
         let server = try producerServer()
         try server.post("/api/tasks/late.job", #"{"controls":["pause","resume"]}"#)
         XCTAssertEqual(try server.post("/api/tasks/late.job/pause")["delivered"], .number(0))
-        let publisher = TestWatcher(server.wsURL + "?mode=publish")
-        publisher.wait { $0.contains { $0.type == "hello" } }
+        let publisher = publisherSocket(server)
         publisher.connection.send(#"{"type":"update","id":"late.job","progress":0.1}"#)
         let control = try XCTUnwrap(publisher.wait { $0.contains { $0.type == "control" } }.first { $0.type == "control" })
         XCTAssertEqual(control.string("action"), "pause")
