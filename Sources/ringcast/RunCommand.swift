@@ -6,7 +6,8 @@ import RingcastCore
 struct RunCommand: ProducerCommand {
     static let name = "run"
     static let summary = "a spinner while a command runs, then done or failed: ringcast run build -- make"
-    static let usage = ["ringcast run ID [--title T] [--hide-after SECONDS] [--stale-after SECONDS] [--controls LIST] [--grace SECONDS] [--no-log] -- CMD [ARGS…]"]
+    static let usage = ["ringcast run ID [--title T] [--hide-after SECONDS] [--stale-after SECONDS] -- CMD [ARGS…]",
+                        "ringcast run ID [--controls LIST] [--grace SECONDS] [--no-log] -- CMD [ARGS…]"]
     static let discussion = """
     Runs CMD with ARGS while task ID shows a spinner; then marks the task done (exit status 0) or
     failed, and exits with CMD's status (128+N when a signal N ended it, 127 when CMD is not found).
