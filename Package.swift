@@ -38,7 +38,8 @@ let package = Package(
         ),
         .target(
             name: "Ringcast",
-            dependencies: ["RingcastCore", "RingcastLWS", "RingcastRedis", "CSQLite"]
+            // RingcastClient for its small HTTP client, which the webhook senders POST with.
+            dependencies: ["RingcastCore", "RingcastLWS", "RingcastRedis", "CSQLite", "RingcastClient"]
         ),
         // What a Swift service imports to push progress; its transport types are `package`.
         .target(

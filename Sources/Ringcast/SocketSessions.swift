@@ -42,6 +42,8 @@ extension ServiceWorker {
             counters.socketsOpened.add(1, ordering: .relaxed)
             let subscription = fanOut.subscribe(request.watch, lastSeq: seq, writer: socket)
             socket.subscription = subscription
+            let channel = ControlChannel(worker: self, subscription: subscription)
+            state.read { api, _ in api.socketOpened(opened.0, sink: channel) }
             for frame in opened.1 { subscription.sendDirect(frame) }
             logger.debug("\(request.mode.rawValue) socket from \(link.peerAddress) watching \(request.watch.key)")
         }
@@ -98,14 +100,20 @@ extension ServiceWorker {
         if state.isClustered {
             var plan = state.read { api, _ in api.planMessage(message, on: &session) }
             socket.session = session
+            let key = plan.socketKey
+            plan.socketKey = 0  // other nodes have sockets of their own
             // What the message earned at once leaves now; what its events earn, once the log has them.
             for (_, frame) in plan.frames { subscription.sendDirect(frame) }
             plan.frames = []
             guard !plan.commands.isEmpty || plan.flush != nil else { return true }
             peer?.allowance.spend(max(1, plan.commands.count), now: now)
-            submit(.message(plan), now: now) { outcome in
+            let commands = plan.commands.map(\.command)
+            submit(.message(plan), now: now) { [state] outcome in
                 switch outcome {
-                case let .message(reply): for frame in reply.frames { subscription.sendDirect(frame) }
+                case let .message(reply):
+                    for frame in reply.frames { subscription.sendDirect(frame) }
+                    // This node's record of who publishes what, and any request already waiting.
+                    for frame in state.read({ api, _ in api.notePublished(commands, by: key) }) { subscription.sendDirect(frame) }
                 case let .refused(error): subscription.sendDirect(error.encodedEvent())
                 case .request: break
                 }
@@ -135,6 +143,31 @@ extension ServiceWorker {
         case let .watcher(socket), let .publisher(socket):
             if let subscription = socket.subscription { fanOut.unsubscribe(subscription) }
             counters.update(from: fanOut)
+            guard let session = socket.session else { return }
+            // A publisher gone: its leased tasks stall at once (not while the server stops; in a
+            // cluster, when their lease runs out, since the stall would have to go through the log).
+            let stall = loop.isRunning && !state.isClustered
+            let (_, ticket) = state.change(from: index) { api, _, _ in
+                ((), api.socketClosed(session, now: Clock.now(), stallTasks: stall))
+            }
+            if ticket != 0 || stall { settle(ticket: ticket, answer: nil) }
         }
+    }
+}
+
+/// Where control frames for one socket go: posted to the socket's own service thread, whichever
+/// thread (or, in a cluster, whichever node's log reader) the request was applied on.
+/// @unchecked Sendable: the subscription is touched only on the worker's thread, inside the posted job.
+final class ControlChannel: ControlSink, @unchecked Sendable {
+    private unowned let worker: ServiceWorker
+    private let subscription: Subscription
+
+    init(worker: ServiceWorker, subscription: Subscription) {
+        self.worker = worker
+        self.subscription = subscription
+    }
+
+    func send(_ frame: [UInt8]) {
+        worker.loop.post { [self] in subscription.sendDirect(frame) }
     }
 }

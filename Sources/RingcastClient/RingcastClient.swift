@@ -69,6 +69,11 @@ public final class RingcastClient: Sendable {
     /// (the client keeps reconnecting). One consumer; the newest 256 are kept when nobody reads.
     public var errors: AsyncStream<RingcastClientError> { core.errors }
 
+    /// *(v2)* Cancel, pause and resume requests for the tasks this client published (the server
+    /// sends them to the sockets that published a task). One consumer; the newest 64 are kept
+    /// when nobody reads.
+    public var controlRequests: AsyncStream<ControlRequest> { core.controls }
+
     /// - Parameters:
     ///   - url: the server, as `http://HOST:PORT` (or `ws://HOST:PORT/ws`); a path before `/ws` is kept as a prefix.
     ///   - token: a publisher token, sent as `Authorization: Bearer` on the upgrade; nil publishes anonymously
@@ -238,6 +243,8 @@ private final class ClientCore: WebSocketDelegate, @unchecked Sendable {
     let context: WebSocketClientContext
     let errors: AsyncStream<RingcastClientError>
     private let errorSink: AsyncStream<RingcastClientError>.Continuation
+    let controls: AsyncStream<ControlRequest>
+    private let controlSink: AsyncStream<ControlRequest>.Continuation
 
     private let lock = NSLock()
     private var lifecycle = Lifecycle.connecting(attempt: 0)
@@ -262,6 +269,7 @@ private final class ClientCore: WebSocketDelegate, @unchecked Sendable {
         self.options = options
         context = try WebSocketClientContext()
         (errors, errorSink) = AsyncStream.makeStream(of: RingcastClientError.self, bufferingPolicy: .bufferingNewest(256))
+        (controls, controlSink) = AsyncStream.makeStream(of: ControlRequest.self, bufferingPolicy: .bufferingNewest(64))
     }
 
     private var waiting: Int { base + slots.count - (base + head) }
@@ -421,6 +429,7 @@ private final class ClientCore: WebSocketDelegate, @unchecked Sendable {
         }
         for continuation in flushes + spaces { continuation.resume(throwing: RingcastClientError.closed) }
         errorSink.finish()
+        controlSink.finish()
     }
 
     private func failSpaceWaiters() {
@@ -503,6 +512,7 @@ private final class ClientCore: WebSocketDelegate, @unchecked Sendable {
         guard let json = try? JSONParser.parse(message) else { return }
         let events: [JSONValue]
         if case let .array(items) = json { events = items } else { events = [json] }
+        for event in events { if let request = ControlRequest(event: event) { controlSink.yield(request) } }
         for event in events where event["type"] == .string("error") {
             guard case let .string(code)? = event["error"] else { continue }
             let messageText: String

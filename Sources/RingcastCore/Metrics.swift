@@ -15,7 +15,7 @@ public struct ServerMetrics {
     public func render(_ transport: TransportStatus, tasks: Int, seq: UInt64) -> [UInt8] {
         var text = ""
         func metric(_ name: String, _ type: String, _ help: String, _ value: Int) {
-            text += "# HELP ringcast_\(name) \(help)\n# TYPE ringcast_\(name) \(type)\nringcast_\(name) \(value)\n"
+            text += prometheusMetric(name, type, help, value)
         }
         metric("http_requests_total", "counter", "API requests answered.", httpRequests)
         metric("http_errors_total", "counter", "API requests answered with a 4xx.", httpErrors)
@@ -35,4 +35,9 @@ public struct ServerMetrics {
         metric("service_threads", "gauge", "Service threads, each with its own libwebsockets context.", transport.threads)
         return Array(text.utf8)
     }
+}
+
+/// One metric in Prometheus' text format: its HELP and TYPE lines, then its value.
+func prometheusMetric(_ name: String, _ type: String, _ help: String, _ value: Int) -> String {
+    "# HELP ringcast_\(name) \(help)\n# TYPE ringcast_\(name) \(type)\nringcast_\(name) \(value)\n"
 }
