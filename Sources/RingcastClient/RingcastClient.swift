@@ -97,16 +97,51 @@ public final class RingcastClient: Sendable {
 
     deinit { core.abandon() }
 
-    /// Creates or updates a task; only the arguments given change. `progress: .indeterminate` makes it a spinner.
+    /// Creates or updates a task; only the arguments given change.
+    ///
+    /// `progress` is a ``ProgressValue``: a fraction literal (`0.42`), `.units(completed:total:)`, or
+    /// `.indeterminate` (a spinner). For a computed fraction, the overload that takes any
+    /// `BinaryFloatingPoint` applies: `progress: Double(i) / 20`.
+    ///
+    /// - Parameters:
+    ///   - id: the task's id: 1–128 letters, digits, `.`, `_` or `-`, starting with a letter or digit.
+    ///   - progress: the new progress; nil leaves it as it is.
+    ///   - title: the title the dashboard shows (at most 200 characters).
+    ///   - detail: a line under the title (at most 1000 characters).
+    ///   - state: a new state; `.done` also sets the progress to 1.
+    ///   - staleAfter: a lease in seconds: with no update for that long the task turns `stalled`.
+    ///   - parent: the id of the task this one rolls up into (it must exist).
+    /// - Throws: ``RingcastClientError/invalid(code:message:field:)`` when a value breaks the
+    ///   protocol's rules (as the server would refuse it), before anything is sent;
+    ///   ``RingcastClientError/closed`` after `close()`.
     public func update(_ id: String, progress: ProgressValue? = nil, title: String? = nil, detail: String? = nil,
                        state: State? = nil, staleAfter: Double? = nil, parent: String? = nil) async throws {
-        var fields: [(String, JSONValue)] = []
-        switch progress {
-        case let .fraction(value)?: fields.append(("progress", .number(value)))
-        case let .units(completed, total)?: fields += [("completed", .number(completed)), ("total", .number(total))]
-        case .indeterminate?: fields.append(("progress", .null))
-        case nil: break
-        }
+        var fields: [(String, JSONValue)] = progress.map(\.fields) ?? []
+        if let title { fields.append(("title", .string(title))) }
+        if let detail { fields.append(("detail", .string(detail))) }
+        if let state { fields.append(("state", .string(state.rawValue))) }
+        if let staleAfter { fields.append(("staleAfter", .number(staleAfter))) }
+        if let parent { fields.append(("parent", .string(parent))) }
+        try await core.enqueue("update", id, fields)
+    }
+
+    /// Creates or updates a task with a fraction from 0 to 1 of any floating-point type:
+    /// `progress: Double(i) / 20`, a `Float`, a `CGFloat`. A value outside 0…1 (or NaN) throws
+    /// ``RingcastClientError/invalid(code:message:field:)`` before anything is sent. The other
+    /// arguments are those of ``update(_:progress:title:detail:state:staleAfter:parent:)``.
+    public func update<Fraction: BinaryFloatingPoint>(_ id: String, progress: Fraction, title: String? = nil, detail: String? = nil,
+                                                      state: State? = nil, staleAfter: Double? = nil, parent: String? = nil) async throws {
+        try await update(id, progress: ProgressValue(progress), title: title, detail: detail, state: state, staleAfter: staleAfter, parent: parent)
+    }
+
+    /// Creates or updates a task with unit counts of any integer type (`completed: rows, total:
+    /// 5_000`); the server derives the fraction and weighs a parent's children by their totals.
+    /// `total` nil keeps the total the task has. A negative count or a total of 0 throws
+    /// ``RingcastClientError/invalid(code:message:field:)`` before anything is sent.
+    public func update<Count: BinaryInteger>(_ id: String, completed: Count, total: Count? = nil, title: String? = nil, detail: String? = nil,
+                                             state: State? = nil, staleAfter: Double? = nil, parent: String? = nil) async throws {
+        var fields: [(String, JSONValue)] = [("completed", .number(Double(completed)))]
+        if let total { fields.append(("total", .number(Double(total)))) }
         if let title { fields.append(("title", .string(title))) }
         if let detail { fields.append(("detail", .string(detail))) }
         if let state { fields.append(("state", .string(state.rawValue))) }
