@@ -1,0 +1,366 @@
+import Foundation
+import RingcastCore
+import RingcastLWS
+
+/// One event waiting to be sent. An `update` slot may still take later updates of its task.
+struct Outgoing {
+    let type: String
+    let id: String
+    var fields: [(String, JSONValue)]
+
+    /// Fields an update may carry that change more than progress: they are never merged over.
+    static let significantFields: Set<String> = ["state", "visible", "modal", "hideAfter"]
+
+    mutating func merge(_ newer: [(String, JSONValue)]) {
+        // Counts without a fraction make the server derive the fraction: an older fraction must not win.
+        let setsUnits = newer.contains { $0.0 == "completed" || $0.0 == "total" }
+        if setsUnits, !newer.contains(where: { $0.0 == "progress" }) { fields.removeAll { $0.0 == "progress" } }
+        for (key, value) in newer {
+            if let index = fields.firstIndex(where: { $0.0 == key }) { fields[index].1 = value } else { fields.append((key, value)) }
+        }
+    }
+
+    func write(into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.key("type"); writer.string(type)
+        writer.key("id"); writer.string(id)
+        for (key, value) in fields { writer.key(key); writer.value(value) }
+        writer.endObject()
+    }
+}
+
+/// The client's state and its WebSocket delegate. Every `var` is guarded by `lock`: the calls touch
+/// it from any thread, the WebSocket callbacks from the client context's service thread.
+/// Continuations are resumed outside the lock.
+/// @unchecked Sendable: every `var` is read and written under `lock`; the `let`s are Sendable or immutable.
+final class ClientCore: WebSocketDelegate, @unchecked Sendable {
+    /// The connection's life: connecting → open → (closed by the peer) waiting → connecting …;
+    /// `close()` moves any of them to closing, then closed.
+    enum Lifecycle: Equatable {
+        case connecting(attempt: Int)
+        case open
+        case waiting(attempt: Int)
+        case closing
+        case closed
+    }
+
+    let url: ServerURL
+    let headers: [(String, String)]
+    let options: RingcastClient.Options
+    let context: WebSocketClientContext
+    let errors: AsyncStream<RingcastClientError>
+    private let errorSink: AsyncStream<RingcastClientError>.Continuation
+
+    private let lock = NSLock()
+    private var lifecycle = Lifecycle.connecting(attempt: 0)
+    private var connection: WebSocketConnection?
+    /// The queue: `slots[base + i]` for i ≥ head are waiting; `base + head` events have been written.
+    private var slots: [Outgoing] = []
+    private var head = 0
+    private var base = 0
+    /// Task id → absolute index of its update slot that may still be merged into.
+    private var openSlots: [String: Int] = [:]
+    /// A writeable callback is on its way: no need to wake the service thread again.
+    private var writeRequested = false
+    private var stats = RingcastClient.Statistics()
+    private var nextWaiterID = 0
+    private var flushWaiters: [Int: (target: Int, continuation: CheckedContinuation<Void, Error>)] = [:]
+    private var spaceWaiters: [Int: CheckedContinuation<Void, Error>] = [:]
+    private var closedWaiter: CheckedContinuation<Void, Never>?
+
+    init(url: ServerURL, headers: [(String, String)], options: RingcastClient.Options) throws {
+        self.url = url
+        self.headers = headers
+        self.options = options
+        context = try WebSocketClientContext()
+        (errors, errorSink) = AsyncStream.makeStream(of: RingcastClientError.self, bufferingPolicy: .bufferingNewest(256))
+    }
+
+    private var waiting: Int { base + slots.count - (base + head) }
+    private var written: Int { base + head }
+
+    var isConnected: Bool { lock.withLock { lifecycle == .open } }
+    var statistics: RingcastClient.Statistics { lock.withLock { stats } }
+    var callsWaitingForSpace: Int { lock.withLock { spaceWaiters.count } }
+
+    /// Connects. The lock is held across `connect` so that no callback of the new connection can
+    /// look before `connection` names it (lws calls back only after its service thread has taken the
+    /// connect from the context's queue; the service thread never waits for this lock while holding that one).
+    func start() {
+        lock.withLock { connection = context.connect(url, headers: headers, delegate: self) }
+    }
+
+    // MARK: Calls (any thread)
+
+    private enum Admission { case queued(wake: WebSocketConnection?), full, closed }
+
+    func enqueue(_ type: String, _ id: String, _ fields: [(String, JSONValue)]) async throws {
+        do {
+            _ = try Command.parse(event: .object([("type", .string(type)), ("id", .string(id))] + fields))
+        } catch {
+            throw RingcastClientError.invalid(code: error.code.rawValue, message: error.message, field: error.field)
+        }
+        let significant = type == "update" && fields.contains { Outgoing.significantFields.contains($0.0) }
+        while true {
+            switch lock.withLock({ admit(type, id, fields, significant: significant) }) {
+            case let .queued(wake):
+                wake?.requestWrite()
+                return
+            case .closed:
+                throw RingcastClientError.closed
+            case .full:
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
+                    let verdict: Result<Void, Error>? = lock.withLock {
+                        if lifecycle == .closing || lifecycle == .closed { return .failure(RingcastClientError.closed) }
+                        if waiting < options.maxQueuedEvents { return .success(()) }
+                        nextWaiterID += 1
+                        spaceWaiters[nextWaiterID] = continuation
+                        return nil
+                    }
+                    if let verdict { continuation.resume(with: verdict) }
+                }
+            }
+        }
+    }
+
+    /// Under the lock: merges into the task's open slot, or appends, or says why not.
+    private func admit(_ type: String, _ id: String, _ fields: [(String, JSONValue)], significant: Bool) -> Admission {
+        if lifecycle == .closing || lifecycle == .closed { return .closed }
+        if type == "update", let index = openSlots[id] {
+            slots[index - base].merge(fields)
+            if significant { openSlots[id] = nil }
+            stats.accepted += 1
+            stats.coalesced += 1
+            return .queued(wake: wakeIfNeeded())
+        }
+        guard waiting < options.maxQueuedEvents else { return .full }
+        slots.append(Outgoing(type: type, id: id, fields: fields))
+        openSlots[id] = type == "update" && !significant ? base + slots.count - 1 : nil
+        stats.accepted += 1
+        return .queued(wake: wakeIfNeeded())
+    }
+
+    /// Under the lock: the connection to wake, when it is open and no writeable callback is pending.
+    private func wakeIfNeeded() -> WebSocketConnection? {
+        guard lifecycle == .open, !writeRequested, let connection else { return nil }
+        writeRequested = true
+        return connection
+    }
+
+    func flush(timeout: Double?) async throws {
+        let id: Int = lock.withLock {
+            nextWaiterID += 1
+            return nextWaiterID
+        }
+        if let timeout {
+            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [weak self] in
+                self?.failFlushWaiter(id, with: RingcastClientError.timedOut)
+            }
+        }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
+            let verdict: Result<Void, Error>? = lock.withLock {
+                let target = base + slots.count
+                if written >= target { return .success(()) }
+                if lifecycle == .closed { return .failure(RingcastClientError.closed) }
+                flushWaiters[id] = (target, continuation)
+                return nil
+            }
+            if let verdict { continuation.resume(with: verdict) }
+        }
+    }
+
+    private func failFlushWaiter(_ id: Int, with error: Error) {
+        let waiter = lock.withLock { flushWaiters.removeValue(forKey: id) }
+        waiter?.continuation.resume(throwing: error)
+    }
+
+    func close(timeout: Double) async {
+        let alreadyClosing: Bool = lock.withLock {
+            if lifecycle == .closing || lifecycle == .closed { return true }
+            return false
+        }
+        if alreadyClosing { return }
+        // Calls made before close() still go out, if a connection comes within the timeout.
+        try? await flush(timeout: timeout)
+        let connection: WebSocketConnection? = lock.withLock {
+            lifecycle = .closing
+            return self.connection
+        }
+        failSpaceWaiters()
+        if let connection {
+            // Wait (briefly) for the close handshake, then stop the context's thread.
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let gone: Bool = lock.withLock {
+                    if self.connection == nil { return true }
+                    closedWaiter = continuation
+                    return false
+                }
+                if gone { continuation.resume(); return }
+                connection.close()
+                DispatchQueue.global().asyncAfter(deadline: .now() + 1) { [weak self] in self?.resumeClosedWaiter() }
+            }
+        }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let context = self.context
+            DispatchQueue.global().async {
+                context.shutdown()
+                continuation.resume()
+            }
+        }
+        finish()
+    }
+
+    /// The client was dropped without `close()`: stop without waiting (deinit may run on any thread).
+    func abandon() {
+        let (wasClosed, connection): (Bool, WebSocketConnection?) = lock.withLock {
+            let wasClosed = lifecycle == .closed
+            lifecycle = .closed
+            return (wasClosed, self.connection)
+        }
+        guard !wasClosed else { return }
+        connection?.close()
+        let context = self.context
+        DispatchQueue.global().async { context.shutdown() }
+        finish()
+    }
+
+    private func finish() {
+        let (flushes, spaces): ([CheckedContinuation<Void, Error>], [CheckedContinuation<Void, Error>]) = lock.withLock {
+            lifecycle = .closed
+            connection = nil
+            defer { flushWaiters = [:]; spaceWaiters = [:] }
+            return (flushWaiters.values.map(\.continuation), Array(spaceWaiters.values))
+        }
+        for continuation in flushes + spaces { continuation.resume(throwing: RingcastClientError.closed) }
+        errorSink.finish()
+    }
+
+    private func failSpaceWaiters() {
+        let spaces = lock.withLock { () -> [CheckedContinuation<Void, Error>] in
+            defer { spaceWaiters = [:] }
+            return Array(spaceWaiters.values)
+        }
+        for continuation in spaces { continuation.resume(throwing: RingcastClientError.closed) }
+    }
+
+    private func resumeClosedWaiter() {
+        let waiter = lock.withLock { () -> CheckedContinuation<Void, Never>? in
+            defer { closedWaiter = nil }
+            return closedWaiter
+        }
+        waiter?.resume()
+    }
+
+    // MARK: WebSocket callbacks (the context's service thread)
+
+    func webSocketDidOpen(_ connection: WebSocketConnection) {
+        let wake: Bool = lock.withLock {
+            guard connection === self.connection, case .connecting = lifecycle else { return false }
+            lifecycle = .open
+            stats.connections += 1
+            writeRequested = waiting > 0
+            return writeRequested
+        }
+        if wake { connection.requestWrite() }
+    }
+
+    func webSocketNextMessage(_ connection: WebSocketConnection) -> [UInt8]? {
+        var resumed: [(CheckedContinuation<Void, Error>)] = []
+        let frame: [UInt8]? = lock.withLock {
+            guard connection === self.connection, lifecycle == .open || lifecycle == .closing, waiting > 0 else {
+                writeRequested = false
+                return nil
+            }
+            var writer = JSONWriter(capacity: 4096)
+            let count = min(waiting, options.maxEventsPerFrame)
+            if count > 1 { writer.beginArray() }
+            var taken = 0
+            while taken < count, taken == 0 || writer.bytes.count < options.maxFrameBytes {
+                let index = base + head
+                let slot = slots[head]
+                if openSlots[slot.id] == index { openSlots[slot.id] = nil }
+                slot.write(into: &writer)
+                head += 1
+                taken += 1
+            }
+            if count > 1 { writer.endArray() }
+            stats.sent += taken
+            stats.frames += 1
+            // The socket layer asks again after a message it was given.
+            writeRequested = true
+            for (id, waiter) in flushWaiters where waiter.target <= written {
+                flushWaiters[id] = nil
+                resumed.append(waiter.continuation)
+            }
+            if waiting < options.maxQueuedEvents {
+                resumed += spaceWaiters.values
+                spaceWaiters = [:]
+            }
+            compact()
+            return writer.bytes
+        }
+        for continuation in resumed { continuation.resume() }
+        return frame
+    }
+
+    /// Under the lock: drops written slots once they are most of the array.
+    private func compact() {
+        guard head >= 1024, head * 2 >= slots.count else { return }
+        slots.removeFirst(head)
+        base += head
+        head = 0
+    }
+
+    func webSocket(_ connection: WebSocketConnection, didReceive message: [UInt8]) {
+        guard let json = try? JSONParser.parse(message) else { return }
+        let events: [JSONValue]
+        if case let .array(items) = json { events = items } else { events = [json] }
+        for event in events where event["type"] == .string("error") {
+            guard case let .string(code)? = event["error"] else { continue }
+            let messageText: String
+            if case let .string(text)? = event["message"] { messageText = text } else { messageText = "" }
+            var field: String?
+            if case let .string(name)? = event["field"] { field = name }
+            errorSink.yield(.server(code: code, message: messageText, field: field))
+        }
+    }
+
+    func webSocketDidClose(_ connection: WebSocketConnection, error: String?) {
+        enum Next { case nothing, closed(CheckedContinuation<Void, Never>?), reconnect(after: Double, attempt: Int) }
+        let next: Next = lock.withLock {
+            guard connection === self.connection else { return .nothing }
+            self.connection = nil
+            writeRequested = false
+            switch lifecycle {
+            case .closing, .closed:
+                defer { closedWaiter = nil }
+                return .closed(closedWaiter)
+            case .open:
+                lifecycle = .waiting(attempt: 0)
+            case let .connecting(attempt), let .waiting(attempt):
+                lifecycle = .waiting(attempt: attempt + 1)
+            }
+            guard case let .waiting(attempt) = lifecycle else { return .nothing }
+            let ceiling = min(options.reconnectCap, options.reconnectBase * pow(2, Double(min(attempt, 30))))
+            return .reconnect(after: Double.random(in: 0...ceiling), attempt: attempt)
+        }
+        switch next {
+        case .nothing:
+            return
+        case let .closed(waiter):
+            waiter?.resume()
+        case let .reconnect(delay, attempt):
+            errorSink.yield(.connection(error ?? "the server closed the connection"))
+            DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [weak self] in self?.reconnect(attempt: attempt) }
+        }
+    }
+
+    private func reconnect(attempt: Int) {
+        let proceed: Bool = lock.withLock {
+            guard lifecycle == .waiting(attempt: attempt) else { return false }
+            lifecycle = .connecting(attempt: attempt)
+            return true
+        }
+        if proceed { start() }
+    }
+}
