@@ -2,11 +2,15 @@ import Foundation
 import RingcastCore
 import RingcastLWS
 
-/// One event waiting to be sent. An `update` slot may still take later updates of its task.
+/// One event waiting to be sent, or a flush marker (`type` "flush": everything before it is to be
+/// acknowledged by the server). An `update` slot may still take later updates of its task.
 struct Outgoing {
     let type: String
     let id: String
     var fields: [(String, JSONValue)]
+
+    static func flushMarker() -> Outgoing { Outgoing(type: "flush", id: "", fields: []) }
+    var isFlush: Bool { type == "flush" }
 
     /// Fields an update may carry that change more than progress: they are never merged over.
     static let significantFields: Set<String> = ["state", "visible", "modal", "hideAfter"]
@@ -34,8 +38,8 @@ struct Outgoing {
 /// Continuations are resumed outside the lock.
 /// @unchecked Sendable: every `var` is read and written under `lock`; the `let`s are Sendable or immutable.
 final class ClientCore: WebSocketDelegate, @unchecked Sendable {
-    /// The connection's life: connecting → open → (closed by the peer) waiting → connecting …;
-    /// `close()` moves any of them to closing, then closed.
+    /// The connection's life: connecting (until the server's `hello`) → open → (closed by the peer)
+    /// waiting → connecting …; `close()` moves any of them to closing, then closed.
     enum Lifecycle: Equatable {
         case connecting(attempt: Int)
         case open
@@ -65,6 +69,14 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
     private var stats = RingcastClient.Statistics()
     private var nextWaiterID = 0
     private var flushWaiters: [Int: (target: Int, continuation: CheckedContinuation<Void, Error>)] = [:]
+    /// Durable flushes: each waits for the acknowledgement of the flush marker at absolute index `marker`.
+    private var durableWaiters: [Int: (marker: Int, continuation: CheckedContinuation<Void, Error>)] = [:]
+    /// Every slot below this absolute index is acknowledged (or given up on, when its connection died).
+    private var acknowledged = 0
+    /// Flush markers written on the open connection whose `flushed` has not come yet.
+    private var pendingAcks: [Int] = []
+    /// The protocol version the open connection's `hello` named; version 1 servers have no `flushed`.
+    private var serverProtocol = 0
     private var spaceWaiters: [Int: CheckedContinuation<Void, Error>] = [:]
     private var closedWaiter: CheckedContinuation<Void, Never>?
 
@@ -147,7 +159,9 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
         return connection
     }
 
-    func flush(timeout: Double?) async throws {
+    /// Waits until everything queued before it has been written (`durable` false) or acknowledged by
+    /// the server as kept (`durable` true: a flush marker goes out behind it).
+    func flush(durable: Bool, timeout: Double?) async throws {
         let id: Int = lock.withLock {
             nextWaiterID += 1
             return nextWaiterID
@@ -157,21 +171,43 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
                 self?.failFlushWaiter(id, with: RingcastClientError.timedOut)
             }
         }
+        var wake: WebSocketConnection?
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
             let verdict: Result<Void, Error>? = lock.withLock {
                 let target = base + slots.count
+                if durable {
+                    if written >= target, acknowledged >= written { return .success(()) }
+                    if lifecycle == .closed { return .failure(RingcastClientError.closed) }
+                    // One marker serves every flush that nothing was queued between.
+                    var marker = target - 1
+                    if slots.last?.isFlush != true || marker < written {
+                        slots.append(.flushMarker())
+                        marker = target
+                        wake = wakeIfNeeded()
+                    }
+                    durableWaiters[id] = (marker, continuation)
+                    return nil
+                }
                 if written >= target { return .success(()) }
                 if lifecycle == .closed { return .failure(RingcastClientError.closed) }
                 flushWaiters[id] = (target, continuation)
                 return nil
             }
             if let verdict { continuation.resume(with: verdict) }
+            wake?.requestWrite()
         }
     }
 
     private func failFlushWaiter(_ id: Int, with error: Error) {
-        let waiter = lock.withLock { flushWaiters.removeValue(forKey: id) }
-        waiter?.continuation.resume(throwing: error)
+        let waiter = lock.withLock { flushWaiters.removeValue(forKey: id)?.continuation ?? durableWaiters.removeValue(forKey: id)?.continuation }
+        waiter?.resume(throwing: error)
+    }
+
+    /// Under the lock: takes the durable waiters whose marker is below `index`.
+    private func takeDurableWaiters(below index: Int) -> [CheckedContinuation<Void, Error>] {
+        let due = durableWaiters.filter { $0.value.marker < index }
+        for id in due.keys { durableWaiters[id] = nil }
+        return due.values.map(\.continuation)
     }
 
     func close(timeout: Double) async {
@@ -180,8 +216,8 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
             return false
         }
         if alreadyClosing { return }
-        // Calls made before close() still go out, if a connection comes within the timeout.
-        try? await flush(timeout: timeout)
+        // Calls made before close() still go out and are kept, if a connection comes within the timeout.
+        try? await flush(durable: true, timeout: timeout)
         let connection: WebSocketConnection? = lock.withLock {
             lifecycle = .closing
             return self.connection
@@ -228,8 +264,8 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
         let (flushes, spaces): ([CheckedContinuation<Void, Error>], [CheckedContinuation<Void, Error>]) = lock.withLock {
             lifecycle = .closed
             connection = nil
-            defer { flushWaiters = [:]; spaceWaiters = [:] }
-            return (flushWaiters.values.map(\.continuation), Array(spaceWaiters.values))
+            defer { flushWaiters = [:]; durableWaiters = [:]; spaceWaiters = [:] }
+            return (flushWaiters.values.map(\.continuation) + durableWaiters.values.map(\.continuation), Array(spaceWaiters.values))
         }
         for continuation in flushes + spaces { continuation.resume(throwing: RingcastClientError.closed) }
         errorSink.finish()
@@ -253,39 +289,64 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
 
     // MARK: WebSocket callbacks (the context's service thread)
 
-    func webSocketDidOpen(_ connection: WebSocketConnection) {
-        let wake: Bool = lock.withLock {
-            guard connection === self.connection, case .connecting = lifecycle else { return false }
-            lifecycle = .open
-            stats.connections += 1
-            writeRequested = waiting > 0
-            return writeRequested
-        }
-        if wake { connection.requestWrite() }
+    /// The socket is open; the client writes once the server's `hello` has said its protocol version.
+    func webSocketDidOpen(_ connection: WebSocketConnection) {}
+
+    /// Under the lock: the server greeted the connection; returns whether to ask for a write.
+    private func greeted(_ connection: WebSocketConnection, protocolVersion: Int) -> Bool {
+        guard connection === self.connection, case .connecting = lifecycle else { return false }
+        lifecycle = .open
+        serverProtocol = protocolVersion
+        pendingAcks = []
+        stats.connections += 1
+        writeRequested = waiting > 0
+        return writeRequested
     }
 
     func webSocketNextMessage(_ connection: WebSocketConnection) -> [UInt8]? {
-        var resumed: [(CheckedContinuation<Void, Error>)] = []
+        var resumed: [CheckedContinuation<Void, Error>] = []
         let frame: [UInt8]? = lock.withLock {
-            guard connection === self.connection, lifecycle == .open || lifecycle == .closing, waiting > 0 else {
+            guard connection === self.connection, lifecycle == .open || lifecycle == .closing else {
+                writeRequested = false
+                return nil
+            }
+            // A server without acknowledgements (protocol 1) is sent no markers: written is all it gives.
+            while head < slots.count, slots[head].isFlush, serverProtocol < 2 {
+                head += 1
+                acknowledged = written
+                resumed += takeDurableWaiters(below: written)
+            }
+            guard waiting > 0 else {
                 writeRequested = false
                 return nil
             }
             var writer = JSONWriter(capacity: 4096)
-            let count = min(waiting, options.maxEventsPerFrame)
-            if count > 1 { writer.beginArray() }
-            var taken = 0
-            while taken < count, taken == 0 || writer.bytes.count < options.maxFrameBytes {
-                let index = base + head
-                let slot = slots[head]
-                if openSlots[slot.id] == index { openSlots[slot.id] = nil }
-                slot.write(into: &writer)
+            if slots[head].isFlush {
+                // A marker travels alone: the server reads `flush` only as a message of its own.
+                let marker = base + head
+                writer.beginObject()
+                writer.key("type"); writer.string("flush")
+                writer.key("ref"); writer.string(String(marker))
+                writer.endObject()
+                pendingAcks.append(marker)
                 head += 1
-                taken += 1
+            } else {
+                var count = 0
+                while count < min(waiting, options.maxEventsPerFrame), !slots[head + count].isFlush { count += 1 }
+                if count > 1 { writer.beginArray() }
+                var taken = 0
+                while taken < count, taken == 0 || writer.bytes.count < options.maxFrameBytes {
+                    let index = base + head
+                    let slot = slots[head]
+                    if openSlots[slot.id] == index { openSlots[slot.id] = nil }
+                    slot.write(into: &writer)
+                    head += 1
+                    taken += 1
+                }
+                if count > 1 { writer.endArray() }
+                stats.sent += taken
+                stats.frames += 1
             }
-            if count > 1 { writer.endArray() }
-            stats.sent += taken
-            stats.frames += 1
             // The socket layer asks again after a message it was given.
             writeRequested = true
             for (id, waiter) in flushWaiters where waiter.target <= written {
@@ -315,22 +376,50 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
         guard let json = try? JSONParser.parse(message) else { return }
         let events: [JSONValue]
         if case let .array(items) = json { events = items } else { events = [json] }
-        for event in events where event["type"] == .string("error") {
-            guard case let .string(code)? = event["error"] else { continue }
-            let messageText: String
-            if case let .string(text)? = event["message"] { messageText = text } else { messageText = "" }
-            var field: String?
-            if case let .string(name)? = event["field"] { field = name }
-            errorSink.yield(.server(code: code, message: messageText, field: field))
+        for event in events {
+            switch event["type"] {
+            case .string("hello")?:
+                var version = 1
+                if case let .number(number)? = event["protocol"] { version = Int(number) }
+                if lock.withLock({ greeted(connection, protocolVersion: version) }) { connection.requestWrite() }
+            case .string("flushed")?:
+                guard case let .string(ref)? = event["ref"], let marker = Int(ref) else { continue }
+                let resumed: [CheckedContinuation<Void, Error>] = lock.withLock {
+                    guard connection === self.connection, pendingAcks.contains(marker) else { return [] }
+                    // The server answers in order: a marker's acknowledgement covers every one before it.
+                    pendingAcks.removeAll { $0 <= marker }
+                    acknowledged = max(acknowledged, marker + 1)
+                    return takeDurableWaiters(below: marker + 1)
+                }
+                for continuation in resumed { continuation.resume() }
+            case .string("error")?:
+                guard case let .string(code)? = event["error"] else { continue }
+                let messageText: String
+                if case let .string(text)? = event["message"] { messageText = text } else { messageText = "" }
+                var field: String?
+                if case let .string(name)? = event["field"] { field = name }
+                errorSink.yield(.server(code: code, message: messageText, field: field))
+            default:
+                continue
+            }
         }
     }
 
     func webSocketDidClose(_ connection: WebSocketConnection, error: String?) {
         enum Next { case nothing, closed(CheckedContinuation<Void, Never>?), reconnect(after: Double, attempt: Int) }
+        var unacknowledged: [CheckedContinuation<Void, Error>] = []
         let next: Next = lock.withLock {
             guard connection === self.connection else { return .nothing }
             self.connection = nil
             writeRequested = false
+            // What this connection was sent and never acknowledged may be lost: every flush waiting
+            // now covers it and says so; later flushes answer only for what follows.
+            if written > acknowledged {
+                unacknowledged = durableWaiters.values.map(\.continuation)
+                durableWaiters = [:]
+            }
+            pendingAcks = []
+            acknowledged = written
             switch lifecycle {
             case .closing, .closed:
                 defer { closedWaiter = nil }
@@ -344,6 +433,8 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
             let ceiling = min(options.reconnectCap, options.reconnectBase * pow(2, Double(min(attempt, 30))))
             return .reconnect(after: Double.random(in: 0...ceiling), attempt: attempt)
         }
+        let lost = RingcastClientError.connection("the connection closed before the server acknowledged what was written on it; it may be lost")
+        for continuation in unacknowledged { continuation.resume(throwing: lost) }
         switch next {
         case .nothing:
             return

@@ -11,12 +11,12 @@ import RingcastLWS
 /// await rc.close()
 /// ```
 ///
-/// **What a call awaits.** The WebSocket protocol has no per-event acknowledgement, so a call returns
-/// once its event is checked (with the server's own validation rules, so a malformed event throws
-/// `.invalid` right there) and queued; it suspends only while the queue is full (`maxQueuedEvents`
-/// distinct events waiting). `flush()` waits until everything queued before it has been written to
-/// the socket. Events the server refuses later (an unknown task, a token without the pattern) arrive
-/// on `errors`.
+/// **What a call awaits.** A call returns once its event is checked (with the server's own
+/// validation rules, so a malformed event throws `.invalid` right there) and queued; it suspends
+/// only while the queue is full (`maxQueuedEvents` distinct events waiting). `flush()` waits until
+/// the server acknowledges that everything queued before it is kept (committed to its storage);
+/// `close()` does the same before it closes. Events the server refuses (an unknown task, a token
+/// without the pattern) arrive on `errors`.
 ///
 /// **Coalescing.** Updates wait in an ordered map, one slot per task: a burst of updates to a task
 /// merges into the latest before it is sent, and keeps the place of the first. `show`, `hide`,
@@ -26,8 +26,9 @@ import RingcastLWS
 ///
 /// **Reconnecting.** The socket connects at once and, when it closes for any reason but `close()`,
 /// reconnects after a capped full-jitter back-off (a random delay between 0 and
-/// min(`reconnectCap`, `reconnectBase`·2^attempt)). Events queued meanwhile wait and go when it opens;
-/// an event already written when a connection dies may be lost (at most once).
+/// min(`reconnectCap`, `reconnectBase`·2^attempt)). Events queued meanwhile wait and go when it
+/// opens (after the server's `hello`); an event already written when a connection dies may be lost
+/// (at most once), and a `flush()` waiting for it then throws instead of returning.
 public final class RingcastClient: Sendable {
     /// Settings a service rarely needs to change.
     public struct Options: Sendable {
@@ -174,12 +175,25 @@ public final class RingcastClient: Sendable {
     public func cancelTimer(_ id: String) async throws { try await core.enqueue("cancel", id, []) }
     public func remove(_ id: String) async throws { try await core.enqueue("remove", id, []) }
 
-    /// Waits until every event queued before this call has been written to the socket (not
-    /// acknowledged: see the type's notes). Throws `.timedOut` after `timeout` seconds, `.closed` on close.
-    public func flush(timeout: Double? = nil) async throws { try await core.flush(timeout: timeout) }
+    /// Waits until the server has kept every event queued before this call.
+    ///
+    /// With `durable` (the default) a `flush` message follows the events, and the call returns when
+    /// the server's `flushed` answer says everything before it is committed to storage (with
+    /// `"storage": "memory"`: applied); errors for those events have arrived on `errors` by then.
+    /// With `durable: false` it returns once they have been written to the socket. A server of
+    /// protocol 1, which has no acknowledgement, is treated as `durable: false`.
+    ///
+    /// - Throws: ``RingcastClientError/timedOut`` after `timeout` seconds (nil: no limit);
+    ///   ``RingcastClientError/connection(_:)`` when the connection closed before the server
+    ///   acknowledged what was written on it (it may be lost; later flushes answer for what follows);
+    ///   ``RingcastClientError/closed`` when the client closes.
+    public func flush(durable: Bool = true, timeout: Double? = nil) async throws {
+        try await core.flush(durable: durable, timeout: timeout)
+    }
 
-    /// Sends what is queued (waiting at most `timeout` seconds for a connection), closes the socket and
-    /// stops the client's thread. Later calls throw `.closed`.
+    /// Sends what is queued and waits for the server to acknowledge it as kept (at most `timeout`
+    /// seconds in all, a connection included), closes the socket and stops the client's thread.
+    /// Later calls throw `.closed`.
     public func close(timeout: Double = 5) async { await core.close(timeout: timeout) }
 
     public var isConnected: Bool { core.isConnected }

@@ -29,14 +29,6 @@ final class ErrorCollector: @unchecked Sendable {
 }
 
 final class ClientLibraryTests: XCTestCase {
-    /// Reconnects quickly, so tests do not wait for the production back-off.
-    private var quick: RingcastClient.Options {
-        var options = RingcastClient.Options()
-        options.reconnectBase = 0.05
-        options.reconnectCap = 0.3
-        return options
-    }
-
     func testEveryCallArrivesAtAWatcherInOrder() async throws {
         let server = try producerServer()
         let watcher = TestWatcher(server.wsURL)
@@ -77,7 +69,7 @@ final class ClientLibraryTests: XCTestCase {
         await rc.close()
 
         // The WebSocket URL works as the address too.
-        let second = try RingcastClient(url: server.wsURL, options: quick)
+        let second = try RingcastClient(url: server.wsURL, options: quickReconnects)
         try await second.update("svc.ws", progress: 0.5)
         try await second.flush(timeout: 5)
         watcher.wait { $0.contains { $0.id == "svc.ws" } }
@@ -217,7 +209,7 @@ final class ClientLibraryTests: XCTestCase {
     func testReconnectsAfterTheServerRestartsOnTheSamePort() async throws {
         var first: TestServer? = try producerServer()
         let port = first!.port
-        let rc = try RingcastClient(url: "http://127.0.0.1:\(port)", options: quick)
+        let rc = try RingcastClient(url: "http://127.0.0.1:\(port)", options: quickReconnects)
         let errors = ErrorCollector(rc)
         try await rc.update("svc.job", progress: 0.1)
         try await rc.flush(timeout: 5)
@@ -250,7 +242,7 @@ final class ClientLibraryTests: XCTestCase {
     }
 
     func testQueuedCallsWaitForSpaceAndCloseEndsThem() async throws {
-        var options = quick
+        var options = quickReconnects
         options.maxQueuedEvents = 3
         let rc = try RingcastClient(url: "http://127.0.0.1:\(closedLoopbackPort())", options: options)
         try await rc.show("a")
