@@ -12,8 +12,16 @@ struct Outgoing {
     static func flushMarker() -> Outgoing { Outgoing(type: "flush", id: "", fields: []) }
     var isFlush: Bool { type == "flush" }
 
+    /// An update that says which control requests its task takes: it travels as an event of its own,
+    /// never merged, so a server that does not know the field refuses nothing else with it.
+    static func controls(_ actions: [RingcastClient.ControlAction], for id: String) -> Outgoing {
+        Outgoing(type: "update", id: id, fields: [("controls", .array(actions.map { .string($0.rawValue) }))])
+    }
+    var isControls: Bool { type == "update" && fields.count == 1 && fields[0].0 == "controls" }
+
     /// Fields an update may carry that change more than progress: they are never merged over.
     static let significantFields: Set<String> = ["state", "visible", "modal", "hideAfter"]
+    var isSignificant: Bool { type == "update" && fields.contains { Outgoing.significantFields.contains($0.0) } }
 
     mutating func merge(_ newer: [(String, JSONValue)]) {
         // Counts without a fraction make the server derive the fraction: an older fraction must not win.
@@ -54,6 +62,8 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
     let context: WebSocketClientContext
     let errors: AsyncStream<RingcastClientError>
     private let errorSink: AsyncStream<RingcastClientError>.Continuation
+    let controlRequests: AsyncStream<RingcastClient.ControlRequest>
+    private let controlSink: AsyncStream<RingcastClient.ControlRequest>.Continuation
 
     private let lock = NSLock()
     private var lifecycle = Lifecycle.connecting(attempt: 0)
@@ -77,6 +87,11 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
     private var pendingAcks: [Int] = []
     /// The protocol version the open connection's `hello` named; version 1 servers have no `flushed`.
     private var serverProtocol = 0
+    /// The open connection's server refused the `controls` field (it predates control requests):
+    /// controls events are no longer sent to it.
+    private var controlsRefused = false
+    /// Tasks that take control requests: what each offers and who acts on a request (track, withTask).
+    private var controlHandlers: [String: (token: Int, actions: [RingcastClient.ControlAction], act: @Sendable (RingcastClient.ControlAction) -> Void)] = [:]
     private var spaceWaiters: [Int: CheckedContinuation<Void, Error>] = [:]
     private var closedWaiter: CheckedContinuation<Void, Never>?
 
@@ -86,6 +101,7 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
         self.options = options
         context = try WebSocketClientContext()
         (errors, errorSink) = AsyncStream.makeStream(of: RingcastClientError.self, bufferingPolicy: .bufferingNewest(256))
+        (controlRequests, controlSink) = AsyncStream.makeStream(of: RingcastClient.ControlRequest.self, bufferingPolicy: .bufferingNewest(256))
     }
 
     private var waiting: Int { base + slots.count - (base + head) }
@@ -106,49 +122,117 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
 
     private enum Admission { case queued(wake: WebSocketConnection?), full, closed }
 
-    func enqueue(_ type: String, _ id: String, _ fields: [(String, JSONValue)]) async throws {
-        do {
-            _ = try Command.parse(event: .object([("type", .string(type)), ("id", .string(id))] + fields))
-        } catch {
-            throw RingcastClientError.invalid(code: error.code.rawValue, message: error.message, field: error.field)
-        }
-        let significant = type == "update" && fields.contains { Outgoing.significantFields.contains($0.0) }
-        while true {
-            switch lock.withLock({ admit(type, id, fields, significant: significant) }) {
-            case let .queued(wake):
-                wake?.requestWrite()
-                return
-            case .closed:
-                throw RingcastClientError.closed
-            case .full:
-                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
-                    let verdict: Result<Void, Error>? = lock.withLock {
-                        if lifecycle == .closing || lifecycle == .closed { return .failure(RingcastClientError.closed) }
-                        if waiting < options.maxQueuedEvents { return .success(()) }
-                        nextWaiterID += 1
-                        spaceWaiters[nextWaiterID] = continuation
-                        return nil
+    /// Checks an event with the server's rules and queues it; with `controls`, an event saying which
+    /// control requests the task takes follows it (alone when `fields` is empty and it is an update).
+    func enqueue(_ type: String, _ id: String, _ fields: [(String, JSONValue)], controls: [RingcastClient.ControlAction]? = nil) async throws {
+        let controlsOnly = controls != nil && type == "update" && fields.isEmpty
+        try check(controlsOnly ? nil : type, id, fields)
+        let outgoing = (controlsOnly ? [] : [Outgoing(type: type, id: id, fields: fields)]) + (controls.map { [Outgoing.controls(unique($0), for: id)] } ?? [])
+        for event in outgoing {
+            while true {
+                switch lock.withLock({ admit(event, force: false) }) {
+                case let .queued(wake):
+                    wake?.requestWrite()
+                case .closed:
+                    throw RingcastClientError.closed
+                case .full:
+                    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
+                        let verdict: Result<Void, Error>? = lock.withLock {
+                            if lifecycle == .closing || lifecycle == .closed { return .failure(RingcastClientError.closed) }
+                            if waiting < options.maxQueuedEvents { return .success(()) }
+                            nextWaiterID += 1
+                            spaceWaiters[nextWaiterID] = continuation
+                            return nil
+                        }
+                        if let verdict { continuation.resume(with: verdict) }
                     }
-                    if let verdict { continuation.resume(with: verdict) }
+                    continue
                 }
+                break
             }
         }
     }
 
-    /// Under the lock: merges into the task's open slot, or appends, or says why not.
-    private func admit(_ type: String, _ id: String, _ fields: [(String, JSONValue)], significant: Bool) -> Admission {
+    /// Queues an event without waiting, past `maxQueuedEvents` if need be (one slot per task at a
+    /// time: the tracker's samples, lease renewals, the controls a task offers). False when the
+    /// event is invalid (the error goes to `errors`) or the client is closed.
+    @discardableResult
+    func enqueueNow(_ type: String, _ id: String, _ fields: [(String, JSONValue)]) -> Bool {
+        do { try check(type, id, fields) } catch let error as RingcastClientError {
+            errorSink.yield(error)
+            return false
+        } catch { return false }
+        return admitNow(Outgoing(type: type, id: id, fields: fields))
+    }
+
+    private func admitNow(_ event: Outgoing) -> Bool {
+        guard case let .queued(wake) = lock.withLock({ admit(event, force: true) }) else { return false }
+        wake?.requestWrite()
+        return true
+    }
+
+    /// Throws `.invalid` for what the server would refuse; `type` nil checks the id alone.
+    private func check(_ type: String?, _ id: String, _ fields: [(String, JSONValue)]) throws {
+        do {
+            if let type {
+                _ = try Command.parse(event: .object([("type", .string(type)), ("id", .string(id))] + fields))
+            } else {
+                try Command.validateID(id)
+            }
+        } catch {
+            throw RingcastClientError.invalid(code: error.code.rawValue, message: error.message, field: error.field)
+        }
+    }
+
+    private func unique(_ actions: [RingcastClient.ControlAction]) -> [RingcastClient.ControlAction] {
+        var seen = Set<RingcastClient.ControlAction>()
+        return actions.filter { seen.insert($0).inserted }
+    }
+
+    // MARK: Control requests (any thread)
+
+    /// Offers `actions` for task `id` (an event saying so is queued) and routes the requests that
+    /// arrive for it to `act`, on a global queue. Returns the token `withdrawControls` takes.
+    func offerControls(_ actions: [RingcastClient.ControlAction], for id: String,
+                       act: @escaping @Sendable (RingcastClient.ControlAction) -> Void) -> Int {
+        let token: Int = lock.withLock {
+            nextWaiterID += 1
+            controlHandlers[id] = (nextWaiterID, unique(actions), act)
+            return nextWaiterID
+        }
+        _ = admitNow(.controls(unique(actions), for: id))
+        return token
+    }
+
+    /// Stops routing requests for `id` to the handler `token` named; with `announce`, tells the
+    /// server the task takes none any more (a task that has ended needs no word).
+    func withdrawControls(for id: String, token: Int, announce: Bool) {
+        let removed: Bool = lock.withLock {
+            guard controlHandlers[id]?.token == token else { return false }
+            controlHandlers[id] = nil
+            return true
+        }
+        if removed, announce { _ = admitNow(.controls([], for: id)) }
+    }
+
+    /// Under the lock: merges into the task's open slot, or appends, or says why not. `force`
+    /// appends past `maxQueuedEvents`.
+    private func admit(_ event: Outgoing, force: Bool) -> Admission {
         if lifecycle == .closing || lifecycle == .closed { return .closed }
-        if type == "update", let index = openSlots[id] {
-            slots[index - base].merge(fields)
-            if significant { openSlots[id] = nil }
+        if event.isControls {
+            // The open connection's server does not take them: say nothing it would refuse again.
+            if controlsRefused { return .queued(wake: nil) }
+        } else if event.type == "update", let index = openSlots[event.id] {
+            slots[index - base].merge(event.fields)
+            if event.isSignificant { openSlots[event.id] = nil }
             stats.accepted += 1
             stats.coalesced += 1
             return .queued(wake: wakeIfNeeded())
         }
-        guard waiting < options.maxQueuedEvents else { return .full }
-        slots.append(Outgoing(type: type, id: id, fields: fields))
-        openSlots[id] = type == "update" && !significant ? base + slots.count - 1 : nil
-        stats.accepted += 1
+        guard force || waiting < options.maxQueuedEvents else { return .full }
+        slots.append(event)
+        openSlots[event.id] = event.type == "update" && !event.isSignificant && !event.isControls ? base + slots.count - 1 : nil
+        if !event.isControls { stats.accepted += 1 }
         return .queued(wake: wakeIfNeeded())
     }
 
@@ -269,6 +353,7 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
         }
         for continuation in flushes + spaces { continuation.resume(throwing: RingcastClientError.closed) }
         errorSink.finish()
+        controlSink.finish()
     }
 
     private func failSpaceWaiters() {
@@ -298,7 +383,13 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
         lifecycle = .open
         serverProtocol = protocolVersion
         pendingAcks = []
+        controlsRefused = false
         stats.connections += 1
+        if stats.connections > 1 {
+            // A new connection (the server may have restarted): say again which tasks take requests,
+            // so the server routes them to this socket.
+            for (id, handler) in controlHandlers.sorted(by: { $0.key < $1.key }) { _ = admit(.controls(handler.actions, for: id), force: true) }
+        }
         writeRequested = waiting > 0
         return writeRequested
     }
@@ -310,17 +401,26 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
                 writeRequested = false
                 return nil
             }
-            // A server without acknowledgements (protocol 1) is sent no markers: written is all it gives.
-            while head < slots.count, slots[head].isFlush, serverProtocol < 2 {
+            // A server without acknowledgements (protocol 1) is sent no markers: written is all it
+            // gives. A server that refused `controls` is sent no more of them.
+            func skippable(_ slot: Outgoing) -> Bool { (slot.isFlush && serverProtocol < 2) || (slot.isControls && controlsRefused) }
+            while head < slots.count, skippable(slots[head]) {
                 head += 1
-                acknowledged = written
-                resumed += takeDurableWaiters(below: written)
+                if serverProtocol < 2 {
+                    acknowledged = written
+                    resumed += takeDurableWaiters(below: written)
+                }
             }
             guard waiting > 0 else {
                 writeRequested = false
+                for (id, waiter) in flushWaiters where waiter.target <= written {
+                    flushWaiters[id] = nil
+                    resumed.append(waiter.continuation)
+                }
                 return nil
             }
             var writer = JSONWriter(capacity: 4096)
+            var single = false
             if slots[head].isFlush {
                 // A marker travels alone: the server reads `flush` only as a message of its own.
                 let marker = base + head
@@ -331,21 +431,23 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
                 pendingAcks.append(marker)
                 head += 1
             } else {
-                var count = 0
-                while count < min(waiting, options.maxEventsPerFrame), !slots[head + count].isFlush { count += 1 }
-                if count > 1 { writer.beginArray() }
+                // Events up to the next marker, as an array; one event alone goes as an object.
+                writer.beginArray()
                 var taken = 0
-                while taken < count, taken == 0 || writer.bytes.count < options.maxFrameBytes {
+                while head < slots.count, !slots[head].isFlush, taken < options.maxEventsPerFrame,
+                      taken == 0 || writer.bytes.count < options.maxFrameBytes {
                     let index = base + head
                     let slot = slots[head]
-                    if openSlots[slot.id] == index { openSlots[slot.id] = nil }
-                    slot.write(into: &writer)
                     head += 1
+                    if openSlots[slot.id] == index { openSlots[slot.id] = nil }
+                    if skippable(slot) { continue }
+                    slot.write(into: &writer)
                     taken += 1
                 }
-                if count > 1 { writer.endArray() }
+                writer.endArray()
                 stats.sent += taken
                 stats.frames += 1
+                single = taken == 1
             }
             // The socket layer asks again after a message it was given.
             writeRequested = true
@@ -358,7 +460,7 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
                 spaceWaiters = [:]
             }
             compact()
-            return writer.bytes
+            return single ? Array(writer.bytes.dropFirst().dropLast()) : writer.bytes
         }
         for continuation in resumed { continuation.resume() }
         return frame
@@ -392,12 +494,31 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
                     return takeDurableWaiters(below: marker + 1)
                 }
                 for continuation in resumed { continuation.resume() }
+            case .string("control")?:
+                guard case let .string(id)? = event["id"], case let .string(name)? = event["action"],
+                      let action = RingcastClient.ControlAction(rawValue: name) else { continue }
+                var seq: Int?
+                if case let .number(number)? = event["seq"] { seq = Int(number) }
+                controlSink.yield(RingcastClient.ControlRequest(id: id, action: action, seq: seq))
+                if let act = lock.withLock({ controlHandlers[id]?.act }) {
+                    // Off the service thread: a Progress's cancellation handler may take its time.
+                    DispatchQueue.global().async { act(action) }
+                }
             case .string("error")?:
                 guard case let .string(code)? = event["error"] else { continue }
                 let messageText: String
                 if case let .string(text)? = event["message"] { messageText = text } else { messageText = "" }
                 var field: String?
                 if case let .string(name)? = event["field"] { field = name }
+                if code == "unknown_field", field == "controls" || field?.hasSuffix(".controls") == true {
+                    // A server from before control requests: said once per connection, then not sent again.
+                    let first: Bool = lock.withLock {
+                        guard connection === self.connection else { return false }
+                        defer { controlsRefused = true }
+                        return !controlsRefused
+                    }
+                    if !first { continue }
+                }
                 errorSink.yield(.server(code: code, message: messageText, field: field))
             default:
                 continue

@@ -48,7 +48,45 @@ public final class RingcastClient: Sendable {
 
     /// A task state a publisher may set.
     public enum State: String, Sendable {
-        case running, paused, done, failed, cancelled
+        /// Work is going on (the state of a new task).
+        case running
+        /// Work is held; the dashboard shows it paused.
+        case paused
+        /// Finished; also sets the progress to 1.
+        case done
+        /// Ended with an error; say which in `detail`.
+        case failed
+        /// Ended before it finished, on request.
+        case cancelled
+    }
+
+    /// What a dashboard may ask of the publisher of a task that offers it (a task says which it
+    /// offers with `controls:`). `pause` offered implies `resume`.
+    public enum ControlAction: String, Sendable, CaseIterable {
+        /// Stop the work for good.
+        case cancel
+        /// Hold the work until a `resume`.
+        case pause
+        /// Go on with paused work.
+        case resume
+    }
+
+    /// A request from the server, on this client's socket, to cancel, pause or resume a task this
+    /// client published: `{"type":"control","id":"etl.copy","action":"cancel","seq":812}`.
+    public struct ControlRequest: Sendable, Equatable {
+        /// The task it is for.
+        public var id: String
+        /// What is asked.
+        public var action: ControlAction
+        /// The server's sequence number for the request, when it sent one.
+        public var seq: Int?
+
+        /// A request as the server sends it.
+        public init(id: String, action: ControlAction, seq: Int? = nil) {
+            self.id = id
+            self.action = action
+            self.seq = seq
+        }
     }
 
     /// Counters since the client was made.
@@ -69,6 +107,12 @@ public final class RingcastClient: Sendable {
     /// Problems the calls cannot throw: `error` events from the server, and connection failures
     /// (the client keeps reconnecting). One consumer; the newest 256 are kept when nobody reads.
     public var errors: AsyncStream<RingcastClientError> { core.errors }
+
+    /// Cancel, pause and resume requests the server sends for tasks this client published (a task
+    /// offers them with `controls:` in `update`; `track` and `withTask` offer theirs and act on them,
+    /// and their requests appear here too). One consumer; the newest 256 are kept when nobody reads.
+    /// Requests the server sends with an action this client does not know are left out.
+    public var controlRequests: AsyncStream<ControlRequest> { core.controlRequests }
 
     /// - Parameters:
     ///   - url: the server, as `http://HOST:PORT` (or `ws://HOST:PORT/ws`); a path before `/ws` is kept as a prefix.
@@ -112,43 +156,53 @@ public final class RingcastClient: Sendable {
     ///   - state: a new state; `.done` also sets the progress to 1.
     ///   - staleAfter: a lease in seconds: with no update for that long the task turns `stalled`.
     ///   - parent: the id of the task this one rolls up into (it must exist).
+    ///   - controls: the control requests the task takes (`[.cancel]`; `[]`: none): the dashboard
+    ///     offers them, and requests arrive on ``controlRequests``. Sent as an event of its own, so
+    ///     a server from before control requests refuses only it (once, on `errors`).
     /// - Throws: ``RingcastClientError/invalid(code:message:field:)`` when a value breaks the
     ///   protocol's rules (as the server would refuse it), before anything is sent;
     ///   ``RingcastClientError/closed`` after `close()`.
     public func update(_ id: String, progress: ProgressValue? = nil, title: String? = nil, detail: String? = nil,
-                       state: State? = nil, staleAfter: Double? = nil, parent: String? = nil) async throws {
-        var fields: [(String, JSONValue)] = progress.map(\.fields) ?? []
-        if let title { fields.append(("title", .string(title))) }
-        if let detail { fields.append(("detail", .string(detail))) }
-        if let state { fields.append(("state", .string(state.rawValue))) }
-        if let staleAfter { fields.append(("staleAfter", .number(staleAfter))) }
-        if let parent { fields.append(("parent", .string(parent))) }
-        try await core.enqueue("update", id, fields)
+                       state: State? = nil, staleAfter: Double? = nil, parent: String? = nil,
+                       controls: [ControlAction]? = nil) async throws {
+        let fields = (progress.map(\.fields) ?? []) + RingcastClient.fields(title: title, detail: detail, state: state, staleAfter: staleAfter, parent: parent)
+        try await core.enqueue("update", id, fields, controls: controls)
     }
 
     /// Creates or updates a task with a fraction from 0 to 1 of any floating-point type:
     /// `progress: Double(i) / 20`, a `Float`, a `CGFloat`. A value outside 0…1 (or NaN) throws
     /// ``RingcastClientError/invalid(code:message:field:)`` before anything is sent. The other
-    /// arguments are those of ``update(_:progress:title:detail:state:staleAfter:parent:)``.
+    /// arguments are those of ``update(_:progress:title:detail:state:staleAfter:parent:controls:)``.
     public func update<Fraction: BinaryFloatingPoint>(_ id: String, progress: Fraction, title: String? = nil, detail: String? = nil,
-                                                      state: State? = nil, staleAfter: Double? = nil, parent: String? = nil) async throws {
-        try await update(id, progress: ProgressValue(progress), title: title, detail: detail, state: state, staleAfter: staleAfter, parent: parent)
+                                                      state: State? = nil, staleAfter: Double? = nil, parent: String? = nil,
+                                                      controls: [ControlAction]? = nil) async throws {
+        try await update(id, progress: ProgressValue(progress), title: title, detail: detail, state: state, staleAfter: staleAfter,
+                         parent: parent, controls: controls)
     }
 
     /// Creates or updates a task with unit counts of any integer type (`completed: rows, total:
     /// 5_000`); the server derives the fraction and weighs a parent's children by their totals.
     /// `total` nil keeps the total the task has. A negative count or a total of 0 throws
-    /// ``RingcastClientError/invalid(code:message:field:)`` before anything is sent.
+    /// ``RingcastClientError/invalid(code:message:field:)`` before anything is sent. The other
+    /// arguments are those of ``update(_:progress:title:detail:state:staleAfter:parent:controls:)``.
     public func update<Count: BinaryInteger>(_ id: String, completed: Count, total: Count? = nil, title: String? = nil, detail: String? = nil,
-                                             state: State? = nil, staleAfter: Double? = nil, parent: String? = nil) async throws {
+                                             state: State? = nil, staleAfter: Double? = nil, parent: String? = nil,
+                                             controls: [ControlAction]? = nil) async throws {
         var fields: [(String, JSONValue)] = [("completed", .number(Double(completed)))]
         if let total { fields.append(("total", .number(Double(total)))) }
+        fields += RingcastClient.fields(title: title, detail: detail, state: state, staleAfter: staleAfter, parent: parent)
+        try await core.enqueue("update", id, fields, controls: controls)
+    }
+
+    /// The fields of an update other than its progress, in the order the server checks them.
+    static func fields(title: String?, detail: String?, state: State?, staleAfter: Double?, parent: String?) -> [(String, JSONValue)] {
+        var fields: [(String, JSONValue)] = []
         if let title { fields.append(("title", .string(title))) }
         if let detail { fields.append(("detail", .string(detail))) }
         if let state { fields.append(("state", .string(state.rawValue))) }
         if let staleAfter { fields.append(("staleAfter", .number(staleAfter))) }
         if let parent { fields.append(("parent", .string(parent))) }
-        try await core.enqueue("update", id, fields)
+        return fields
     }
 
     /// Shows a task (creating it if new); with `hideAfter` the server hides it by itself that many seconds later.

@@ -81,11 +81,3 @@ final class AcknowledgementTests: XCTestCase {
         await rc.close()
     }
 }
-
-/// Reconnects quickly, so tests do not wait for the production back-off.
-let quickReconnects: RingcastClient.Options = {
-    var options = RingcastClient.Options()
-    options.reconnectBase = 0.05
-    options.reconnectCap = 0.3
-    return options
-}()

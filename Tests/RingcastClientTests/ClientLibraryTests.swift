@@ -5,29 +5,6 @@ import RingcastCore
 import RingcastTestSupport
 import XCTest
 
-/// Collects a client's `errors` (the stream allows one consumer) so tests can wait for one.
-final class ErrorCollector: @unchecked Sendable {
-    private let inbox = Inbox<RingcastClientError>()
-    private var task: Task<Void, Never>?
-
-    init(_ client: RingcastClient) {
-        task = Task { [inbox] in
-            for await error in client.errors { inbox.append(contentsOf: [error]) }
-            inbox.close()
-        }
-    }
-
-    var errors: [RingcastClientError] { inbox.all }
-
-    @discardableResult
-    func wait(timeout: Double = 5, file: StaticString = #filePath, line: UInt = #line,
-              until predicate: ([RingcastClientError]) -> Bool) -> [RingcastClientError] {
-        inbox.wait(timeout: timeout, file: file, line: line, until: predicate)
-    }
-
-    func waitForFinish(timeout: Double = 5) -> Bool { inbox.waitForClose(timeout: timeout) }
-}
-
 final class ClientLibraryTests: XCTestCase {
     func testEveryCallArrivesAtAWatcherInOrder() async throws {
         let server = try producerServer()
@@ -148,7 +125,7 @@ final class ClientLibraryTests: XCTestCase {
     func testInvalidCallsThrowAndServerRefusalsArriveOnErrors() async throws {
         let server = try producerServer()
         let rc = try RingcastClient(url: server.httpURL)
-        let errors = ErrorCollector(rc)
+        let errors = Collector(rc.errors)
         func refusal(_ call: () async throws -> Void) async -> RingcastClientError? {
             do { try await call(); return nil } catch { return error as? RingcastClientError }
         }
@@ -191,13 +168,13 @@ final class ClientLibraryTests: XCTestCase {
                                           anonymousLocalPublish: false)
         }
         let anonymous = try RingcastClient(url: server.httpURL)
-        let anonymousErrors = ErrorCollector(anonymous)
+        let anonymousErrors = Collector(anonymous.errors)
         try await anonymous.update("svc.a", progress: 0.1)
         XCTAssertEqual(anonymousErrors.wait { !$0.isEmpty }.first.map { "\($0)" }?.hasPrefix("unauthorized"), true)
         await anonymous.close()
 
         let publisher = try RingcastClient(url: server.httpURL, token: token)
-        let publisherErrors = ErrorCollector(publisher)
+        let publisherErrors = Collector(publisher.errors)
         try await publisher.update("svc.a", progress: 0.7)
         try await publisher.update("deploy.web", progress: 0.1)
         XCTAssertEqual(publisherErrors.wait { !$0.isEmpty }.first.map { "\($0)" }?.hasPrefix("forbidden"), true)
@@ -210,7 +187,7 @@ final class ClientLibraryTests: XCTestCase {
         var first: TestServer? = try producerServer()
         let port = first!.port
         let rc = try RingcastClient(url: "http://127.0.0.1:\(port)", options: quickReconnects)
-        let errors = ErrorCollector(rc)
+        let errors = Collector(rc.errors)
         try await rc.update("svc.job", progress: 0.1)
         try await rc.flush(timeout: 5)
         XCTAssertTrue(try eventually { try first!.task("svc.job")?["progress"] == .number(0.1) })

@@ -25,6 +25,12 @@ final class FakeServer: ServiceHandler, @unchecked Sendable {
         set { lock.withLock { answering = newValue } }
     }
     private var answering = true
+    /// Whether an event with `controls` is refused as a server from before control requests does.
+    var refusesControls: Bool {
+        get { lock.withLock { refusing } }
+        set { lock.withLock { refusing = newValue } }
+    }
+    private var refusing = false
 
     /// Whether `hello` goes out when a socket opens (false: only when `greet()` says so).
     private let greetsAtOnce: Bool
@@ -93,6 +99,12 @@ final class FakeServer: ServiceHandler, @unchecked Sendable {
             var answers: [[UInt8]] = []
             if json["type"] == .string("flush"), lock.withLock({ answering }), case let .string(ref)? = json["ref"] {
                 answers.append(Array(#"{"type":"flushed","ref":"\#(ref)","seq":1}"#.utf8))
+            }
+            if lock.withLock({ refusing }) {
+                for (index, message) in messages.enumerated() where message["controls"] != nil {
+                    let field = messages.count > 1 ? "events[\(index)].controls" : "controls"
+                    answers.append(Array(#"{"type":"error","error":"unknown_field","message":"unknown field 'controls'","field":"\#(field)"}"#.utf8))
+                }
             }
             if !answers.isEmpty {
                 lock.withLock { outbox[link.identifier, default: []] += answers }
