@@ -165,6 +165,9 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
         return admitNow(Outgoing(type: type, id: id, fields: fields))
     }
 
+    /// Hands a problem no call can throw to `errors`.
+    func report(_ error: RingcastClientError) { errorSink.yield(error) }
+
     private func admitNow(_ event: Outgoing) -> Bool {
         guard case let .queued(wake) = lock.withLock({ admit(event, force: true) }) else { return false }
         wake?.requestWrite()
@@ -172,7 +175,7 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
     }
 
     /// Throws `.invalid` for what the server would refuse; `type` nil checks the id alone.
-    private func check(_ type: String?, _ id: String, _ fields: [(String, JSONValue)]) throws {
+    func check(_ type: String?, _ id: String, _ fields: [(String, JSONValue)]) throws {
         do {
             if let type {
                 _ = try Command.parse(event: .object([("type", .string(type)), ("id", .string(id))] + fields))

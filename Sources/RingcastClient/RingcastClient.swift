@@ -42,6 +42,11 @@ public final class RingcastClient: Sendable {
         public var reconnectBase = 0.25
         /// ... up to `reconnectCap`.
         public var reconnectCap = 10.0
+        /// Seconds the end of `withTask` waits for the server to acknowledge the task's final state.
+        public var acknowledgementTimeout = 5.0
+        /// Seconds between two looks at a tracked `Progress` (see `track`): at most this many updates
+        /// a second, fewer when nothing changed.
+        public var trackingInterval = 0.25
 
         public init() {}
     }
@@ -102,7 +107,7 @@ public final class RingcastClient: Sendable {
         public var connections = 0
     }
 
-    private let core: ClientCore
+    let core: ClientCore
 
     /// Problems the calls cannot throw: `error` events from the server, and connection failures
     /// (the client keeps reconnecting). One consumer; the newest 256 are kept when nobody reads.
