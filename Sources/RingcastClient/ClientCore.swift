@@ -91,6 +91,8 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
     /// controls events are no longer sent to it.
     private var controlsRefused = false
     /// Tasks that take control requests: what each offers and who acts on a request (track, withTask).
+    /// What must happen before `close()` flushes (each tracker's last look), by token.
+    private var closeHooks: [Int: @Sendable () -> Void] = [:]
     private var controlHandlers: [String: (token: Int, actions: [RingcastClient.ControlAction], act: @Sendable (RingcastClient.ControlAction) -> Void)] = [:]
     private var spaceWaiters: [Int: CheckedContinuation<Void, Error>] = [:]
     private var closedWaiter: CheckedContinuation<Void, Never>?
@@ -190,6 +192,26 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
     private func unique(_ actions: [RingcastClient.ControlAction]) -> [RingcastClient.ControlAction] {
         var seen = Set<RingcastClient.ControlAction>()
         return actions.filter { seen.insert($0).inserted }
+    }
+
+    /// Runs `hook` when the client closes, before the last flush; returns the token that removes it.
+    func onClose(_ hook: @escaping @Sendable () -> Void) -> Int {
+        lock.withLock {
+            nextWaiterID += 1
+            closeHooks[nextWaiterID] = hook
+            return nextWaiterID
+        }
+    }
+
+    func removeCloseHook(_ token: Int) { lock.withLock { closeHooks[token] = nil } }
+
+    /// Runs (and forgets) the close hooks, outside the lock: they queue events of their own.
+    private func runCloseHooks() {
+        let hooks = lock.withLock { () -> [@Sendable () -> Void] in
+            defer { closeHooks = [:] }
+            return closeHooks.sorted { $0.key < $1.key }.map(\.value)
+        }
+        for hook in hooks { hook() }
     }
 
     // MARK: Control requests (any thread)
@@ -303,6 +325,7 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
             return false
         }
         if alreadyClosing { return }
+        runCloseHooks()
         // Calls made before close() still go out and are kept, if a connection comes within the timeout.
         try? await flush(durable: true, timeout: timeout)
         let connection: WebSocketConnection? = lock.withLock {
@@ -341,6 +364,7 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
             return (wasClosed, self.connection)
         }
         guard !wasClosed else { return }
+        runCloseHooks()
         connection?.close()
         let context = self.context
         DispatchQueue.global().async { context.shutdown() }

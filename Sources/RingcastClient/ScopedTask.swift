@@ -211,9 +211,11 @@ public final class RingcastTask: Sendable {
 
     /// An error as a task's detail: its description, within the server's 1000 characters.
     static func describe(_ error: Error) -> String {
-        let text = (error as? LocalizedError)?.errorDescription ?? String(describing: error)
-        return text.count <= 1000 ? text : String(text.prefix(999)) + "…"
+        clip((error as? LocalizedError)?.errorDescription ?? String(describing: error))
     }
+
+    /// `text` within the server's 1000 characters for a detail.
+    static func clip(_ text: String) -> String { text.count <= 1000 ? text : String(text.prefix(999)) + "…" }
 }
 
 /// What one `withTask` shares with its tasks: the children still running, whether a cancel was
