@@ -44,8 +44,8 @@ public final class RingcastClient: Sendable {
         public var reconnectCap = 10.0
         /// Seconds the end of `withTask` waits for the server to acknowledge the task's final state.
         public var acknowledgementTimeout = 5.0
-        /// Seconds between two looks at a tracked `Progress` (see `track`): at most this many updates
-        /// a second, fewer when nothing changed.
+        /// Seconds between two looks at a tracked `Progress` (see `track`): 0.25 sends at most four
+        /// updates a second, none while nothing changes.
         public var trackingInterval = 0.25
 
         public init() {}
