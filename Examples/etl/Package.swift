@@ -6,7 +6,6 @@ import PackageDescription
 // path is otherwise the checkout's directory name (ringcast, wt-client, a CI clone's).
 let package = Package(
     name: "etl",
-    platforms: [.macOS(.v15)],
     dependencies: [.package(name: "Ringcast", path: "../..")],
     targets: [
         // A nightly ETL job reported the three ways: update, withTask (with children), track.

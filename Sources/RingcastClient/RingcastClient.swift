@@ -11,6 +11,13 @@ import RingcastLWS
 /// await rc.close()
 /// ```
 ///
+/// Three ways to report work, from the plainest: ``update(_:progress:title:detail:state:staleAfter:parent:controls:)``
+/// and its overloads (any floating-point fraction, integer unit counts);
+/// ``withTask(_:title:parent:staleAfter:cancellable:isolation:_:)``, which ends the task the way a
+/// body ends (done, failed, cancelled) and gives it children; ``track(_:as:title:parent:staleAfter:)``,
+/// which publishes a Foundation `Progress`. Cancel, pause and resume requests from the dashboard
+/// arrive on ``controlRequests``. docs/SWIFT-CLIENT.md shows each in a few lines.
+///
 /// **What a call awaits.** A call returns once its event is checked (with the server's own
 /// validation rules, so a malformed event throws `.invalid` right there) and queued; it suspends
 /// only while the queue is full (`maxQueuedEvents` distinct events waiting). `flush()` waits until
@@ -48,6 +55,7 @@ public final class RingcastClient: Sendable {
         /// updates a second, none while nothing changes.
         public var trackingInterval = 0.25
 
+        /// The defaults, each as documented above.
         public init() {}
     }
 
@@ -100,8 +108,9 @@ public final class RingcastClient: Sendable {
         public var accepted = 0
         /// Of those, updates merged into an update of the same task that was still waiting.
         public var coalesced = 0
-        /// Events written to a socket, and the frames that carried them.
+        /// Events written to a socket (flush messages not counted).
         public var sent = 0
+        /// The frames that carried them.
         public var frames = 0
         /// Connections opened (1 plus the reconnects).
         public var connections = 0
@@ -119,10 +128,15 @@ public final class RingcastClient: Sendable {
     /// Requests the server sends with an action this client does not know are left out.
     public var controlRequests: AsyncStream<ControlRequest> { core.controlRequests }
 
+    /// Makes a client and starts connecting; calls may be made at once (they wait in the queue).
+    ///
     /// - Parameters:
     ///   - url: the server, as `http://HOST:PORT` (or `ws://HOST:PORT/ws`); a path before `/ws` is kept as a prefix.
     ///   - token: a publisher token, sent as `Authorization: Bearer` on the upgrade; nil publishes anonymously
     ///     (allowed from loopback while the server's `anonymousLocalPublish` is on).
+    ///   - options: limits and timings, rarely changed.
+    /// - Throws: ``RingcastClientError/invalid(code:message:field:)`` for a URL that is not a server's
+    ///   or a token with spaces; an error when the client's thread cannot start.
     public init(url: String, token: String? = nil, options: Options = Options()) throws {
         guard let server = ServerURL(url) else {
             throw RingcastClientError.invalid(code: "invalid_url", message: "'\(url)' is not a server URL: use http://HOST:PORT", field: "url")
@@ -141,6 +155,7 @@ public final class RingcastClient: Sendable {
         core.start()
     }
 
+    /// Makes a client for a server given as a `URL`; as the initializer that takes the URL as a `String`.
     public convenience init(url: URL, token: String? = nil, options: Options = Options()) throws {
         try self.init(url: url.absoluteString, token: token, options: options)
     }
@@ -219,6 +234,7 @@ public final class RingcastClient: Sendable {
         try await core.enqueue("show", id, fields)
     }
 
+    /// Hides a task (it must exist), cancelling a pending `hideAfter`.
     public func hide(_ id: String) async throws { try await core.enqueue("hide", id, []) }
 
     /// Starts (or restarts) a countdown of `seconds` that the server ticks every `interval`.
@@ -229,9 +245,13 @@ public final class RingcastClient: Sendable {
         try await core.enqueue("timer", id, fields)
     }
 
+    /// Pauses a running timer: its ticks stop until `resumeTimer`.
     public func pauseTimer(_ id: String) async throws { try await core.enqueue("pause", id, []) }
+    /// Resumes a paused timer; every remaining tick moves by the length of the pause.
     public func resumeTimer(_ id: String) async throws { try await core.enqueue("resume", id, []) }
+    /// Ends a timer as `cancelled`.
     public func cancelTimer(_ id: String) async throws { try await core.enqueue("cancel", id, []) }
+    /// Deletes a task; watchers get a `remove` event.
     public func remove(_ id: String) async throws { try await core.enqueue("remove", id, []) }
 
     /// Waits until the server has kept every event queued before this call.
@@ -255,7 +275,9 @@ public final class RingcastClient: Sendable {
     /// Later calls throw `.closed`.
     public func close(timeout: Double = 5) async { await core.close(timeout: timeout) }
 
+    /// Whether a connection is open and the server has greeted it.
     public var isConnected: Bool { core.isConnected }
+    /// The counters so far.
     public var statistics: Statistics { core.statistics }
 
     /// Calls suspended until the queue has room (`maxQueuedEvents` distinct events wait): for this
@@ -269,11 +291,15 @@ public enum RingcastClientError: Error, Sendable, Equatable, CustomStringConvert
     case invalid(code: String, message: String, field: String?)
     /// An `error` event from the server: an event it refused after it was sent.
     case server(code: String, message: String, field: String?)
-    /// The socket failed or closed; the client is reconnecting.
+    /// The socket failed or closed; the client is reconnecting. Thrown by a `flush()` whose
+    /// connection closed before the server acknowledged what was written on it.
     case connection(String)
+    /// A `flush` (or the end of `withTask`) waited longer than its timeout.
     case timedOut
+    /// The client is closed: `close()` was called.
     case closed
 
+    /// The code and message, as a log line would print them.
     public var description: String {
         switch self {
         case let .invalid(code, message, _), let .server(code, message, _): return "\(code): \(message)"
