@@ -4,7 +4,7 @@
 export PATH := /opt/swift/usr/bin:$(PATH)
 SWIFT_BUILD_FLAGS ?=
 
-.PHONY: run test build release test-swift test-browser bench bench-publish clean
+.PHONY: run test build release example test-swift test-browser bench bench-publish clean
 
 run: release
 	.build/release/ringcast serve --config config.json
@@ -21,7 +21,12 @@ test:
 	scripts/deps.sh test
 	$(MAKE) test-swift test-browser
 
-test-swift: build
+# Examples/etl is a user's package that depends on this one by path, built in its own .build;
+# ExampleTests runs its executables against a real server and fails when they were not built.
+example: build
+	swift build --package-path Examples/etl $(SWIFT_BUILD_FLAGS)
+
+test-swift: build example
 	swift build --build-tests $(SWIFT_BUILD_FLAGS)
 	swift test --skip-build
 	# The server's tests again on one service thread (the run above used one per core).
@@ -42,4 +47,4 @@ bench:
 	Benchmarks/run
 
 clean:
-	rm -rf .build
+	rm -rf .build Examples/etl/.build

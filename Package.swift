@@ -75,7 +75,7 @@ let package = Package(
         .testTarget(name: "RingcastCoreTests", dependencies: ["RingcastCore"]),
         .testTarget(name: "RingcastLWSTests", dependencies: ["RingcastLWS", "RingcastCore"]),
         .testTarget(name: "RingcastTests", dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastTestSupport"]),
-        .testTarget(name: "RingcastClientTests", dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastTestSupport"]),
+        .testTarget(name: "RingcastClientTests", dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastLWS", "RingcastTestSupport"]),
         .testTarget(name: "RingcastLoadTests", dependencies: ["RingcastLoad", "RingcastClient", "RingcastCore", "RingcastLWS", "RingcastTestSupport"]),
         .testTarget(name: "CommandLineTests", dependencies: ["ringcast", "RingcastClient"]),
         .testTarget(name: "EndToEndTests", dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastTestSupport"]),

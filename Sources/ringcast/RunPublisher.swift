@@ -81,7 +81,7 @@ final class RunPublisher: @unchecked Sendable {
     /// Closes the socket; after the final update, so the server never sees the publisher leave a running task.
     func close() { blocking { [client] in await client.close(timeout: 2) } }
 
-    private func obey(_ request: ControlRequest) async {
+    private func obey(_ request: RingcastClient.ControlRequest) async {
         guard let control = TaskControl(rawValue: request.action.rawValue), offers.contains(control) else { return }
         enum Answer { case none, paused, running }
         let answer: Answer = condition.withLock {
