@@ -51,8 +51,17 @@ extension ServiceWorker {
         return true
     }
 
+    /// The delivery path: every watcher's writeable callback. Borrows its objects rather than
+    /// retaining them (`withAttachment`), since this runs once per delivery.
     func writeSocket(on link: LWSConnection) -> Bool {
-        guard let socket = link.attachment(as: Connection.self)?.socket, let subscription = socket.subscription else { return true }
+        link.withAttachment(as: Connection.self) { connection in
+            guard let socket = connection.socket else { return true }
+            return write(socket, on: link)
+        } ?? true
+    }
+
+    private func write(_ socket: SocketPeer, on link: LWSConnection) -> Bool {
+        guard let subscription = socket.subscription else { return true }
         subscription.writeableCallbackBegan()
         guard let plan = fanOut.nextFrame(for: subscription) else {
             if let reason = socket.closeReason {
@@ -61,22 +70,20 @@ extension ServiceWorker {
             }
             return true
         }
-        let frame: [UInt8]
-        let events: Int
+        let written: Bool
         switch plan {
         case let .frame(bytes, count):
-            frame = bytes
-            events = count
+            counters.wrote(events: count)
+            written = link.writeText(bytes)
         case let .resync(since):
             let (snapshot, seq) = state.read { _, store in
                 (store.encodeSnapshot(matching: subscription.watch, since: since, now: Clock.now()), store.seq)
             }
-            frame = snapshot
             fanOut.markResynced(subscription, seq: seq)
-            events = 1
+            counters.wrote(events: 1)
+            written = link.writeText(snapshot)
         }
-        counters.wrote(events: events)
-        guard link.writeText(frame) else { return false }
+        guard written else { return false }
         if subscription.hasPending || socket.closeReason != nil { subscription.requestWrite() }
         return true
     }
