@@ -182,6 +182,9 @@ public final class API {
             case "cancel": return try apply(.cancelTimer(id: id), now: now)
             default: throw routeNotFound(request.path)
             }
+        case ("openapi.json", 2):
+            try allow(request, "GET")
+            return APIResponse(body: OpenAPI.encoded)
         case ("events", 2):
             try allow(request, "POST")
             // A malformed batch, or one with an event this credential may not send, changes nothing.
