@@ -94,7 +94,9 @@ public final class API {
     public func handle(_ request: APIRequest, now: Double, status: () -> TransportStatus = { TransportStatus() }) -> APIResponse {
         metrics.httpRequests += 1
         let response: APIResponse
-        if request.path == "/metrics" {
+        if request.path == "/metrics" || request.path == "/healthz", request.method != "GET" {
+            response = APIResponse(methodNotAllowed(request, "GET"))
+        } else if request.path == "/metrics" {
             let transport = status()
             response = APIResponse(body: metrics.render(watchers: transport.watchers, tasks: store.tasks.count, seq: store.seq,
                                                         resyncs: transport.resyncs, patternSets: transport.patternSets),
@@ -156,6 +158,7 @@ public final class API {
                 throw methodNotAllowed(request, "GET, POST, DELETE")
             }
         case ("tasks", 4):
+            guard parts[3] == "show" || parts[3] == "hide" else { throw routeNotFound(request.path) }
             let id = parts[2]
             try Command.validateID(id)
             try allow(request, "POST")
@@ -172,6 +175,7 @@ public final class API {
             try allow(request, "POST")
             return try apply(.startTimer(id: id, spec: TimerStart.parse(try body(request))), now: now)
         case ("timers", 4):
+            guard ["pause", "resume", "cancel"].contains(parts[3]) else { throw routeNotFound(request.path) }
             let id = parts[2]
             try Command.validateID(id)
             try allow(request, "POST")

@@ -54,7 +54,10 @@ public enum Command: Equatable, Sendable {
     }
 
     static func expectNoFields(_ fields: JSONValue, for type: String) throws(APIError) {
-        if case let .object(members) = fields, let first = members.first {
+        guard case let .object(members) = fields else {
+            throw APIError(.invalidJSON, "'\(type)' takes no fields: send no body or {}, not \(fields.typeName)")
+        }
+        if let first = members.first {
             throw APIError(.unknownField, "'\(type)' takes no field '\(first.0)'", field: first.0)
         }
     }
@@ -189,7 +192,8 @@ struct FieldReader {
         guard case let .string(text) = value else {
             throw APIError(.invalidField, "\(key) must be a string, not \(value.typeName)", field: key)
         }
-        guard text.count <= maxLength else {
+        // Counted in Unicode scalars, as JSON Schema's maxLength counts (OpenAPI.swift documents it so).
+        guard text.unicodeScalars.count <= maxLength else {
             throw APIError(.invalidField, "\(key) is longer than \(maxLength) characters", field: key)
         }
         return text
