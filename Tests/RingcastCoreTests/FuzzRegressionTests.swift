@@ -1,0 +1,51 @@
+import XCTest
+@testable import RingcastCore
+
+/// What the fuzz targets (Fuzz/) and the schemathesis run (Tests/schemathesis) found, each input kept
+/// as a literal with the answer it must get. docs/FUZZING.md says how to add one.
+final class FuzzRegressionTests: XCTestCase {
+    private func api() -> API { API(store: TaskStore(epoch: "regressions1")) }
+
+    private func call(_ api: API, _ method: String, _ path: String, _ body: String = "", now: Double = t0) -> APIResponse {
+        api.handle(APIRequest(method: method, path: path, body: Array(body.utf8)), now: now)
+    }
+
+    /// schemathesis: a timer that started long ago hung the server. `dueTick` counted up to the newest
+    /// due tick one step at a time: 3.15 × 10⁹ steps for a year-long countdown at 0.01 s started at 0.
+    func testATimerThatStartedLongAgoCostsNoStepPerMissedTick() throws {
+        let api = api()
+        let response = call(api, "POST", "/api/timers/x", #"{"seconds":31536000,"interval":0.01,"startAt":0}"#)
+        XCTAssertEqual(response.status, 200, text(response.body))
+        let events = api.store.runDue(now: t0)
+        XCTAssertEqual(events.map(\.type), [.tick, .state], "the countdown ended in 1971: one tick to the end, then done")
+        XCTAssertEqual(api.store.task("x")?.state, .done)
+        XCTAssertEqual(api.store.task("x")?.timer?.ticksEmitted, 3_153_600_000)
+
+        // Half-way through a long countdown: the newest due tick, found without counting.
+        var timer = TimerSpec(seconds: 31_536_000, interval: 0.01, startedAt: t0 - 1_000_000)
+        XCTAssertEqual(timer.dueTick(at: t0), 100_000)
+        timer.ticksEmitted = 100_000
+        XCTAssertNil(timer.dueTick(at: t0))
+        XCTAssertEqual(timer.dueTick(at: t0 + 11), 100_001)
+    }
+
+    /// The computed tick is the one the old loop found, for intervals that do not divide the length.
+    func testTheComputedDueTickIsTheNewestDueOne() {
+        for (seconds, interval) in [(1.0, 0.3), (10.0, 1.0), (2.0, 0.05), (0.5, 0.7), (7.3, 0.01), (100.0, 0.33)] {
+            var timer = TimerSpec(seconds: seconds, interval: interval, startedAt: t0)
+            var now = t0
+            while now <= timer.endsAt + 1000 {
+                var expected: Int?
+                if timer.ticksEmitted < timer.tickCount, timer.tickTime(timer.ticksEmitted + 1) <= now {
+                    var k = timer.ticksEmitted + 1
+                    while k < timer.tickCount, timer.tickTime(k + 1) <= now { k += 1 }
+                    expected = k
+                }
+                XCTAssertEqual(timer.dueTick(at: now), expected, "\(seconds) s every \(interval) s at +\(now - t0) ms")
+                if let expected { timer.ticksEmitted = expected }
+                now += 37
+            }
+            XCTAssertEqual(timer.ticksEmitted, timer.tickCount)
+        }
+    }
+}
