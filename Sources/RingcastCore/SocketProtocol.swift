@@ -114,7 +114,7 @@ extension API {
                 reply.events += try publish(command, as: session.credential, now: now).events
             } catch {
                 var taskID: String?
-                if case let .string(id)? = item["id"] { taskID = id }
+                if case let .string(id)? = item["id"], TaskID.isValid(id) { taskID = id }
                 refuse(items.count > 1 ? error.within("events[\(index)]") : error, id: taskID)
             }
         }

@@ -48,4 +48,19 @@ final class FuzzRegressionTests: XCTestCase {
             XCTAssertEqual(timer.ticksEmitted, timer.tickCount)
         }
     }
+
+    /// socket target: `{"type":"resume","id":""}` was refused with an error event whose `id` was "", and
+    /// any invalid id (a path, a megabyte of text) was echoed as the id of the task the error was for.
+    /// The error names a task only when the refused event named a valid one.
+    func testAnErrorEventNamesOnlyAValidTaskID() throws {
+        let api = api()
+        var (session, _) = api.openSocket(SocketRequest(mode: .publish, watch: SocketRequest.nothing), headers: RequestHeaders(), fromLoopback: true, now: t0)
+        for (message, id) in [(#"{"type":"resume","id":""}"#, nil), (#"{"type":"resume","id":"../etc"}"#, nil),
+                              (#"{"type":"resume","id":"tea"}"#, "tea"), (#"[{"type":"pause","id":"a b"},{"type":"pause","id":"ok"}]"#, nil)] as [(String, String?)] {
+            let reply = api.receive(.text(Array(message.utf8)), on: &session, now: t0)
+            let error = json(reply.frames[0])
+            XCTAssertEqual(error["type"], .string("error"), message)
+            XCTAssertEqual(error["id"], id.map(JSONValue.string), message)
+        }
+    }
 }
