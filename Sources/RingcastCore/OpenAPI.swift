@@ -32,9 +32,10 @@ public enum OpenAPI {
     ]
 
     /// The path template and operation the document names for a request, or nil when it names none.
-    /// `{id}` stands for any one path segment: the API answers a bad one with `invalid_id`.
+    /// `{id}` stands for any one path segment: the API answers a bad one with `invalid_id`. Methods
+    /// are case-sensitive, as in HTTP: `post` is not `POST`.
     public static func operation(method: String, path: String) -> (template: String, operation: JSONValue)? {
-        guard methods.contains(method.lowercased()), case let .object(paths)? = document["paths"] else { return nil }
+        guard methods.contains(method), case let .object(paths)? = document["paths"] else { return nil }
         let segments = path.split(separator: "/", omittingEmptySubsequences: false)
         for (template, item) in paths {
             let pattern = template.split(separator: "/", omittingEmptySubsequences: false)
@@ -46,7 +47,7 @@ public enum OpenAPI {
         return nil
     }
 
-    private static let methods: Set<String> = ["get", "put", "post", "delete", "options", "head", "patch", "trace"]
+    private static let methods: Set<String> = ["GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRACE"]
 
     /// Limits the parsers in Commands.swift enforce, written once here for the document.
     static let seconds = (min: 0.001, max: 31_536_000.0)
@@ -479,7 +480,9 @@ public final class SchemaValidator {
             return value == argument ? nil : "\(path): \(describe(value)) is not \(describe(argument))"
         case let ("properties", .object(properties)):
             guard case let .object(members) = value else { return nil }
-            for (name, member) in members {
+            // A name given twice counts with its last value, as JSONValue's subscript and the parsers read it.
+            var seen: Set<String> = []
+            for (name, member) in members.reversed() where seen.insert(name).inserted {
                 if let property = properties.last(where: { $0.0 == name })?.1,
                    let failure = violation(of: member, against: property, at: "\(path).\(name)") { return failure }
             }
