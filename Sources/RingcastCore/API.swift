@@ -137,7 +137,7 @@ public final class API {
             try answer(command, as: credential, now: now)
         }
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
-        guard parts.first == "api", parts.count >= 2 else { throw routeNotFound(request.path) }
+        guard request.path.hasPrefix("/"), parts.first == "api", parts.count >= 2 else { throw routeNotFound(request.path) }
         switch (parts[1], parts.count) {
         case ("tasks", 2):
             try allow(request, "GET")

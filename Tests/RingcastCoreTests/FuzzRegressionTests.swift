@@ -63,4 +63,17 @@ final class FuzzRegressionTests: XCTestCase {
             XCTAssertEqual(error["id"], id.map(JSONValue.string), message)
         }
     }
+
+    /// http target: the router dropped the path's first segment unread, so `POST x/api/tasks/y` (any
+    /// text before the first slash) created task y. A path that does not start with `/` names nothing.
+    func testAPathNotStartingWithASlashIsNoEndpoint() {
+        let api = api()
+        for path in ["x/api/tasks/y", "\u{FFFD}\u{FFFD}/api/tasks/y", "api/tasks/y", "/../api/tasks/y", "//api/tasks/y"] {
+            let response = call(api, "POST", path, #"{"progress": 0.5}"#)
+            XCTAssertEqual(response.status, 404, "\(path): \(text(response.body))")
+            XCTAssertEqual(json(response.body)["field"], .null, path)
+        }
+        XCTAssertTrue(api.store.tasks.isEmpty)
+        XCTAssertEqual(call(api, "POST", "/api/tasks/y", #"{"progress": 0.5}"#).status, 200)
+    }
 }
