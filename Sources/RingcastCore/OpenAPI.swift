@@ -266,8 +266,6 @@ public enum OpenAPI {
     }()
 
     static let epochPattern = "^[a-z0-9]{12}$"
-    /// Unit counts are doubles: anything up to the largest finite one.
-    static let largest = Double.greatestFiniteMagnitude
 
     private static func schemas() -> Node {
         let seconds: Node = ["type": "number", "minimum": .number(OpenAPI.seconds.min), "maximum": .number(OpenAPI.seconds.max)]
@@ -280,9 +278,9 @@ public enum OpenAPI {
             "detail": ["type": ["string", "null"], "maxLength": 1000, "description": "null clears it."],
             "progress": ["type": ["number", "null"], "minimum": 0, "maximum": 1,
                          "description": "0 to 1; null makes the task indeterminate (a spinner)."],
-            "completed": ["type": ["number", "null"], "minimum": 0, "maximum": .number(largest),
+            "completed": ["type": ["number", "null"], "minimum": 0, "maximum": .number(TaskPatch.maxUnits),
                           "description": "Units done; with total and no progress, progress = completed / total."],
-            "total": ["type": ["number", "null"], "exclusiveMinimum": 0, "maximum": .number(largest)],
+            "total": ["type": ["number", "null"], "exclusiveMinimum": 0, "maximum": .number(TaskPatch.maxUnits)],
             "state": settableState.with("description", "done also sets progress to 1; stalled is the server's own."),
             "visible": ["type": "boolean", "description": "false hides the task and clears hideAt and modal."],
             "hideAfter": nullableSeconds.with("description", "Seconds until the server hides the task by itself; null cancels."),

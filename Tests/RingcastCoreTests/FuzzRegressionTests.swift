@@ -76,4 +76,26 @@ final class FuzzRegressionTests: XCTestCase {
         XCTAssertTrue(api.store.tasks.isEmpty)
         XCTAssertEqual(call(api, "POST", "/api/tasks/y", #"{"progress": 0.5}"#).status, 200)
     }
+
+    /// http target: two children with totals near the largest double made their parent's total
+    /// infinite, which the encoder writes as null (the document says a number) and storage loses.
+    /// Unit counts now stop at 2^53, the largest a browser counts exactly, so any sum stays finite.
+    func testUnitCountsStopWhereTheirSumsStayFinite() throws {
+        let api = api()
+        let limit = 9_007_199_254_740_992.0
+        XCTAssertEqual(call(api, "POST", "/api/tasks/p").status, 200)
+        for child in ["a", "b"] {
+            let response = call(api, "POST", "/api/tasks/\(child)", #"{"parent": "p", "total": 9007199254740992, "completed": 9007199254740992}"#)
+            XCTAssertEqual(response.status, 200, text(response.body))
+        }
+        let parent = try XCTUnwrap(api.store.task("p"))
+        XCTAssertEqual(parent.total, 2 * limit)
+        XCTAssertEqual(parent.progress, 1)
+        XCTAssertEqual(json(parent.encodedObject(now: t0))["total"], .number(2 * limit))
+        for body in [#"{"total": 1.7e308}"#, #"{"completed": 9007199254740994}"#] {
+            let refused = call(api, "POST", "/api/tasks/a", body)
+            XCTAssertEqual(refused.status, 422, body)
+            XCTAssertEqual(json(refused.body)["error"], .string("invalid_field"), body)
+        }
+    }
 }
