@@ -77,9 +77,10 @@ final class FuzzRegressionTests: XCTestCase {
         XCTAssertEqual(call(api, "POST", "/api/tasks/y", #"{"progress": 0.5}"#).status, 200)
     }
 
-    /// http target: two children with totals near the largest double made their parent's total
-    /// infinite, which the encoder writes as null (the document says a number) and storage loses.
-    /// Unit counts now stop at 2^53, the largest a browser counts exactly, so any sum stays finite.
+    /// Seen while writing the http target's invariants, which catch it (Fuzz/corpus/http/units-overflow.txt):
+    /// two children with totals near the largest double made their parent's total infinite, which the
+    /// encoder writes as null (the document says a number) and storage loses. Unit counts now stop at
+    /// 2^53, the largest a browser counts exactly, so any sum stays finite.
     func testUnitCountsStopWhereTheirSumsStayFinite() throws {
         let api = api()
         let limit = 9_007_199_254_740_992.0
