@@ -1,8 +1,8 @@
 /// The HTTP API's contract as an OpenAPI 3.1 document, served at `GET /api/openapi.json`.
 ///
 /// It is built from values, not kept as one long literal: the core reads no files, and building it
-/// lets the document take the id pattern, the task states, each error code's status and the batch
-/// limit from the code that enforces them, so those cannot drift apart. The ranges that
+/// lets the document take the id pattern, the task states, each error code's status, the batch limit
+/// and the unit limit from the code that enforces them, so those cannot drift apart. The ranges that
 /// Commands.swift checks inline are written again here; OpenAPITests holds the two together by
 /// sending every bound and the value just past it, and the `http` fuzz target checks every answer
 /// the API gives against this document.
@@ -69,7 +69,6 @@ public enum OpenAPI {
                     path under /api answers 404 not_found; a method an endpoint does not take, 405 \
                     method_not_allowed (after the Origin and token checks of a change).
                     """,
-                "license": ["name": "See the repository"],
             ],
             "paths": paths(),
             "components": [

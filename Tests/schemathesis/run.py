@@ -65,9 +65,7 @@ def answers(url):
 
 
 def schemathesis_command():
-    found = shutil.which("schemathesis")
-    if found:
-        return [found]
+    # The schemathesis of this python, the one scripts/schemathesis-deps.sh installed into.
     return [sys.executable, "-c", "import sys; from schemathesis.cli import schemathesis; sys.exit(schemathesis())"]
 
 
