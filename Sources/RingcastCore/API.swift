@@ -164,6 +164,8 @@ public final class API {
         let response: APIResponse
         if let host = request.headers.host, !gate.hosts.allows(host) {
             response = APIResponse(gate.hosts.refusal(host))
+        } else if request.path == "/metrics" || request.path == "/healthz", request.method != "GET" {
+            response = APIResponse(methodNotAllowed(request, "GET"))
         } else if request.path == "/metrics" {
             let transport = status()
             response = APIResponse(body: metrics.render(transport, tasks: store.tasks.count, seq: store.seq) + loopMetrics.render(),
@@ -228,7 +230,7 @@ public final class API {
             return .apply([command], .task)
         }
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
-        guard parts.first == "api", parts.count >= 2 else { throw routeNotFound(request.path) }
+        guard request.path.hasPrefix("/"), parts.first == "api", parts.count >= 2 else { throw routeNotFound(request.path) }
         switch (parts[1], parts.count) {
         case ("tasks", 2):
             try allow(request, "GET")
@@ -249,6 +251,7 @@ public final class API {
                 throw methodNotAllowed(request, "GET, POST, DELETE")
             }
         case ("tasks", 4):
+            guard ["show", "hide", "log", "cancel", "pause", "resume"].contains(parts[3]) else { throw routeNotFound(request.path) }
             let id = parts[2]
             try Command.validateID(id)
             if parts[3] == "log" {
@@ -277,6 +280,7 @@ public final class API {
             try allow(request, "POST")
             return try apply(.startTimer(id: id, spec: TimerStart.parse(try body(request))), now: now)
         case ("timers", 4):
+            guard ["pause", "resume", "cancel"].contains(parts[3]) else { throw routeNotFound(request.path) }
             let id = parts[2]
             try Command.validateID(id)
             try allow(request, "POST")
@@ -287,6 +291,9 @@ public final class API {
             case "cancel": return try apply(.cancelTimer(id: id), now: now)
             default: throw routeNotFound(request.path)
             }
+        case ("openapi.json", 2):
+            try allow(request, "GET")
+            return .answer(APIResponse(body: OpenAPI.encoded))
         case ("events", 2):
             try allow(request, "POST")
             // A malformed batch, or one with an event this credential may not send, changes nothing.

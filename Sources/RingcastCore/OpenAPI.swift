@@ -1,0 +1,558 @@
+/// The HTTP API's contract as an OpenAPI 3.1 document, served at `GET /api/openapi.json`.
+///
+/// It is built from values, not kept as one long literal: the core reads no files, and building it
+/// lets the document take the id pattern, the task states, each error code's status, the batch limit
+/// and the unit limit from the code that enforces them, so those cannot drift apart. The ranges that
+/// Commands.swift checks inline are written again here; OpenAPITests holds the two together by
+/// sending every bound and the value just past it, and the `http` fuzz target checks every answer
+/// the API gives against this document.
+public enum OpenAPI {
+    fileprivate typealias Node = OpenAPINode
+
+    public static let document: JSONValue = build().json
+    /// The document as served: encoded once.
+    public static let encoded: [UInt8] = JSONWriter.encode(document)
+
+    /// Error codes and when the API answers them, as docs/PROTOCOL.md lists them.
+    public static let errorCodes: [(code: APIError.Code, when: String)] = [
+        (.invalidJSON, "the body is not JSON, or not the JSON shape the endpoint takes"),
+        (.invalidID, "the task id in the path or event is not a valid id"),
+        (.invalidEvent, "an event of a batch is not an object or has an unknown type"),
+        (.invalidPattern, "a watch pattern is not valid"),
+        (.unauthorized, "no token where one is needed, or a token that matches no publisher"),
+        (.forbidden, "an Origin not in allowedOrigins, or a token whose patterns do not cover the id"),
+        (.notFound, "no such task, or no such endpoint"),
+        (.methodNotAllowed, "the endpoint exists but not with this method"),
+        (.notATimer, "pause, resume or cancel of a task that is not a timer"),
+        (.conflict, "pause, resume or cancel of a finished timer"),
+        (.bodyTooLarge, "a body over maxMessageBytes, or a batch over \(API.maxBatchEvents) events"),
+        (.invalidField, "a field of the wrong type or range"),
+        (.unknownField, "a field the endpoint does not take"),
+        (.missingField, "a field the endpoint needs is missing"),
+    ]
+
+    /// The path template and operation the document names for a request, or nil when it names none.
+    /// `{id}` stands for any one path segment: the API answers a bad one with `invalid_id`. Methods
+    /// are case-sensitive, as in HTTP: `post` is not `POST`.
+    public static func operation(method: String, path: String) -> (template: String, operation: JSONValue)? {
+        guard methods.contains(method), case let .object(paths)? = document["paths"] else { return nil }
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        for (template, item) in paths {
+            let pattern = template.split(separator: "/", omittingEmptySubsequences: false)
+            guard pattern.count == segments.count,
+                  zip(pattern, segments).allSatisfy({ $0 == $1 || $0.hasPrefix("{") }) else { continue }
+            guard let operation = item[method.lowercased()] else { continue }
+            return (template, operation)
+        }
+        return nil
+    }
+
+    private static let methods: Set<String> = ["GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRACE"]
+
+    /// Limits the parsers in Commands.swift enforce, written once here for the document.
+    static let seconds = (min: 0.001, max: 31_536_000.0)
+    static let interval = (min: 0.01, max: 86_400.0)
+    static let maxStartAt = 1e15
+
+    private static func build() -> Node {
+        [
+            "openapi": "3.1.0",
+            "info": [
+                "title": "Ringcast HTTP API",
+                "version": .string("\(ProtocolInfo.version)"),
+                "description": """
+                    Services publish progress here; browsers watch it on the WebSocket at /ws (not an HTTP \
+                    operation, so not described here). docs/PROTOCOL.md is the whole contract, with the merge \
+                    rules, events and examples. Every answer carries cache-control: no-store. Every error body \
+                    is {"error", "message", "field"}. A request that carries an Origin header may change state \
+                    only when the origin is the server's own or is in allowedOrigins (else 403). An unknown \
+                    path under /api answers 404 not_found; a method an endpoint does not take, 405 \
+                    method_not_allowed (after the Origin and token checks of a change).
+                    """,
+            ],
+            "paths": paths(),
+            "components": [
+                "schemas": schemas(),
+                "securitySchemes": [
+                    "bearer": [
+                        "type": "http", "scheme": "bearer",
+                        "description": """
+                            A publisher's token from config.json ("publishers"). Needed for every change, \
+                            except from loopback while "anonymousLocalPublish" is true (the shipped default). \
+                            A token that is sent is always checked.
+                            """,
+                    ],
+                ],
+            ],
+        ]
+    }
+
+    // MARK: Paths
+
+    private static func paths() -> Node {
+        let id: Node = ["name": "id", "in": "path", "required": true, "schema": ref("TaskID"),
+                        "description": "The task id, e.g. ci.build-42."]
+        let watch: Node = [
+            "name": "watch", "in": "query", "required": false,
+            "description": "Comma-separated id patterns (* any run of characters, ? one); empty or absent: every task.",
+            "schema": ["type": "string", "pattern": .string(watchListPattern)],
+            "examples": ["ci": ["value": "ci.*,deploy.web"]],
+        ]
+        let update = mutation(
+            "Create or update a task: merges the fields given (docs/PROTOCOL.md, Merge rules).",
+            body: body(ref("TaskPatch"), required: false, examples: [
+                "progress": #"{"title": "Build 42", "progress": 0.42, "detail": "compiling"}"#,
+                "units": #"{"completed": 84, "total": 200}"#,
+                "done": #"{"state": "done"}"#,
+                "child": #"{"title": "Unit tests", "parent": "ci", "progress": 0.5, "staleAfter": 30}"#,
+            ]),
+            ok: ("The task as it now is, and the seq of the change.", "Change"),
+            errors: [.invalidJSON, .invalidID, .invalidField, .unknownField])
+        return [
+            "/api/tasks": [
+                "get": read("List the tasks (a snapshot), optionally only those a watch list matches.",
+                            parameters: [watch], ok: ("The tasks, oldest change first.", "TaskList"),
+                            errors: [.invalidPattern]),
+            ],
+            "/api/tasks/{id}": [
+                "parameters": [id],
+                "get": read("One task.", ok: ("The task.", "Task"), errors: [.invalidID, .notFound]),
+                "post": update.with("operationId", "updateTask"),
+                "put": update.with("operationId", "putTask"),
+                "patch": update.with("operationId", "patchTask"),
+                "delete": mutation("Remove a task: watchers get a remove event.",
+                                   ok: ("The id removed, and the seq of the removal.", "Removed"),
+                                   errors: [.invalidID, .notFound]).with("operationId", "removeTask"),
+            ],
+            "/api/tasks/{id}/show": [
+                "parameters": [id],
+                "post": mutation(
+                    "Show a task (creating it if new), optionally for a while: the server hides it by itself after hideAfter seconds.",
+                    body: body(ref("ShowOptions"), required: false, examples: [
+                        "saving": #"{"hideAfter": 3, "modal": true, "detail": "Saving…"}"#,
+                    ]),
+                    ok: ("The task as it now is.", "Change"),
+                    errors: [.invalidJSON, .invalidID, .invalidField, .unknownField]).with("operationId", "showTask"),
+            ],
+            "/api/tasks/{id}/hide": [
+                "parameters": [id],
+                "post": noFields("Hide a task.", operationID: "hideTask", errors: [.notFound]),
+            ],
+            "/api/timers/{id}": [
+                "parameters": [id],
+                "post": mutation(
+                    "Start (or restart) a countdown timer: the server ticks it every interval, derived from its start, never counted.",
+                    body: body(ref("TimerStart"), required: true, examples: [
+                        "tea": #"{"seconds": 180, "interval": 1, "title": "Tea"}"#,
+                        "shared phase": #"{"seconds": 60, "startAt": 1764489600000, "hideAfter": 5}"#,
+                    ]),
+                    ok: ("The timer's task.", "Change"),
+                    errors: [.invalidJSON, .invalidID, .invalidField, .unknownField, .missingField]).with("operationId", "startTimer"),
+            ],
+            "/api/timers/{id}/pause": timerVerb("Pause a timer: its ticks stop (state paused).", "pauseTimer", id: id),
+            "/api/timers/{id}/resume": timerVerb("Resume a paused timer: every remaining tick shifts by the pause's length.", "resumeTimer", id: id),
+            "/api/timers/{id}/cancel": timerVerb("Cancel a timer (state cancelled).", "cancelTimer", id: id),
+            "/api/events": [
+                "post": mutation(
+                    """
+                    A batch: an array of events (or one event object), applied in order. The whole batch is \
+                    validated first: a malformed event, or one the token may not send, refuses all of it \
+                    (its field is named like events[3].progress). Events that fail only when applied (an \
+                    unknown task, a finished timer) are listed in errors; the rest still apply.
+                    """,
+                    body: body(ref("Batch"), required: true, examples: [
+                        "batch": #"[{"type": "update", "id": "ci.test", "progress": 0.5}, {"type": "show", "id": "ci.test", "hideAfter": 10}, {"type": "hide", "id": "nope"}]"#,
+                        "one event": #"{"type": "timer", "id": "tea", "seconds": 180}"#,
+                    ]),
+                    ok: ("How many events applied, and why each of the others did not.", "BatchAnswer"),
+                    errors: [.invalidJSON, .invalidEvent, .invalidID, .invalidField, .unknownField, .missingField])
+                    .with("operationId", "publishEvents"),
+            ],
+            "/api/openapi.json": [
+                "get": [
+                    "operationId": "openAPI",
+                    "summary": "This document.",
+                    "responses": responses(
+                        ok: ["description": "The OpenAPI 3.1 document of this API.",
+                             "content": ["application/json": ["schema": ["type": "object", "required": ["openapi", "paths"]]]]],
+                        errors: [.bodyTooLarge]),
+                ],
+            ],
+            "/healthz": [
+                "get": read("Liveness and a few counts.", ok: ("The server is serving.", "Health"), errors: []).with("operationId", "health"),
+            ],
+            "/metrics": [
+                "get": [
+                    "operationId": "metrics",
+                    "summary": "Counters and gauges in Prometheus' text format (version 0.0.4).",
+                    "responses": [
+                        "200": [
+                            "description": "One HELP, TYPE and sample line per metric.",
+                            "content": ["text/plain": ["schema": ["type": "string", "minLength": 1]]],
+                        ],
+                    ],
+                ],
+            ],
+        ]
+    }
+
+    /// A read: open to everyone; a GET whose transport refused a body over maxMessageBytes gets 413.
+    private static func read(_ summary: String, parameters: [Node] = [], ok: (String, String), errors: [APIError.Code]) -> Node {
+        var operation: Node = ["summary": .string(summary), "responses": responses(ok: okResponse(ok), errors: errors + [.bodyTooLarge])]
+        if !parameters.isEmpty { operation = operation.with("parameters", Node(.array(parameters.map(\.json)))) }
+        return operation
+    }
+
+    /// A change: it needs a token (or loopback with anonymousLocalPublish), passes the Origin check,
+    /// and may carry a body up to maxMessageBytes.
+    private static func mutation(_ summary: String, body: Node? = nil, ok: (String, String), errors: [APIError.Code]) -> Node {
+        var operation: Node = [
+            "summary": .string(summary),
+            "security": [["bearer": []]],
+            "responses": responses(ok: okResponse(ok), errors: errors + [.unauthorized, .forbidden, .bodyTooLarge]),
+        ]
+        if let body { operation = operation.with("requestBody", body) }
+        return operation
+    }
+
+    /// POST with no fields: no body, an empty one, or `{}`.
+    private static func noFields(_ summary: String, operationID: String, errors: [APIError.Code]) -> Node {
+        mutation(summary, body: body(ref("NoFields"), required: false, examples: ["empty": "{}"]),
+                 ok: ("The task as it now is.", "Change"), errors: [.invalidJSON, .invalidID, .unknownField] + errors)
+            .with("operationId", .string(operationID))
+    }
+
+    private static func timerVerb(_ summary: String, _ operationID: String, id: Node) -> Node {
+        ["parameters": [id], "post": noFields(summary, operationID: operationID, errors: [.notFound, .notATimer, .conflict])]
+    }
+
+    private static func body(_ schema: Node, required: Bool, examples: KeyValuePairs<String, String>) -> Node {
+        var named: [(String, JSONValue)] = []
+        for (name, text) in examples {
+            // The examples are literals of this file: OpenAPITests parses and sends each one.
+            let example: Node = ["value": Node((try? JSONParser.parse(text)) ?? .null)]
+            named.append((name, example.json))
+        }
+        return ["required": .bool(required),
+                "content": ["application/json": ["schema": schema, "examples": Node(.object(named))]]]
+    }
+
+    private static func okResponse(_ ok: (description: String, schema: String)) -> Node {
+        ["description": .string(ok.description), "content": ["application/json": ["schema": ref(ok.schema)]]]
+    }
+
+    /// The 200 answer and one answer per error status, each naming exactly the codes it can carry.
+    private static func responses(ok: Node, errors: [APIError.Code]) -> Node {
+        var members: [(String, JSONValue)] = [("200", ok.json)]
+        var statuses: [Int] = []
+        for code in errors where !statuses.contains(code.status) { statuses.append(code.status) }
+        for status in statuses.sorted() {
+            let codes = errorCodes.filter { entry in errors.contains(entry.code) && entry.code.status == status }
+            let description = codes.map { "\($0.code.rawValue): \($0.when)" }.joined(separator: "; ")
+            let answer: Node = ["description": .string(description),
+                                "content": ["application/json": ["schema": errorSchema(codes.map(\.code))]]]
+            members.append((String(status), answer.json))
+        }
+        return Node(.object(members))
+    }
+
+    // MARK: Schemas
+
+    /// `ci.*,deploy.web` as `?watch=` takes it: comma-separated globs, empty parts skipped.
+    static let watchListPattern: String = {
+        let glob = "[A-Za-z0-9*?][A-Za-z0-9._*?-]{0,127}"
+        return "^,*(?:\(glob)(?:,+\(glob))*)?,*$"
+    }()
+
+    static let epochPattern = "^[a-z0-9]{12}$"
+
+    private static func schemas() -> Node {
+        let seconds: Node = ["type": "number", "minimum": .number(OpenAPI.seconds.min), "maximum": .number(OpenAPI.seconds.max)]
+        let nullableSeconds = seconds.with("type", ["number", "null"])
+        let state: Node = ["enum": Node(.array(TaskState.allCases.map { .string($0.rawValue) }))]
+        let settableState: Node = ["enum": Node(.array(TaskState.settable.map { .string($0.rawValue) }))]
+        let millis: Node = ["type": "integer", "description": "Unix milliseconds."]
+        let patchFields: Node = [
+            "title": ["type": "string", "maxLength": 200, "description": "A new task's title defaults to its id."],
+            "detail": ["type": ["string", "null"], "maxLength": 1000, "description": "null clears it."],
+            "progress": ["type": ["number", "null"], "minimum": 0, "maximum": 1,
+                         "description": "0 to 1; null makes the task indeterminate (a spinner)."],
+            "completed": ["type": ["number", "null"], "minimum": 0, "maximum": .number(TaskPatch.maxUnits),
+                          "description": "Units done; with total and no progress, progress = completed / total."],
+            "total": ["type": ["number", "null"], "exclusiveMinimum": 0, "maximum": .number(TaskPatch.maxUnits)],
+            "state": settableState.with("description", "done also sets progress to 1; stalled is the server's own."),
+            "visible": ["type": "boolean", "description": "false hides the task and clears hideAt and modal."],
+            "hideAfter": nullableSeconds.with("description", "Seconds until the server hides the task by itself; null cancels."),
+            "modal": ["type": "boolean", "description": "A modal task covers the dashboard until it is hidden."],
+            "parent": ["type": ["string", "null"], "pattern": .string(TaskID.pattern),
+                       "description": "Groups the task under another, which must exist; null ungroups."],
+            "staleAfter": nullableSeconds.with("description", "A lease: no update for that long turns a running task stalled."),
+        ]
+        let showFields: Node = [
+            "hideAfter": seconds.with("description", "Seconds until the server hides the task by itself; a later show restarts the clock."),
+            "modal": ["type": "boolean", "description": "Default false."],
+            "detail": ["type": "string", "maxLength": 1000],
+        ]
+        let timerFields: Node = [
+            "seconds": seconds.with("description", "The countdown's length."),
+            "interval": ["type": "number", "minimum": .number(interval.min), "maximum": .number(interval.max),
+                         "description": "Seconds between ticks; default 1."],
+            "title": ["type": "string", "maxLength": 200],
+            "hideAfter": seconds.with("description", "Hide that long after the countdown ends or is cancelled."),
+            "startAt": ["type": "number", "minimum": 0, "maximum": .number(maxStartAt),
+                        "description": "Unix ms; timers given the same value share a phase. Default: when the request arrives."],
+        ]
+        let error = errorSchema(errorCodes.map(\.code))
+        return [
+            "TaskID": ["type": "string", "pattern": .string(TaskID.pattern),
+                       "description": "1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit; dots group ids."],
+            "Task": object([
+                "id": ref("TaskID"),
+                "title": ["type": "string", "maxLength": 200],
+                "detail": ["type": "string", "maxLength": 1000],
+                "progress": ["type": ["number", "null"], "minimum": 0, "maximum": 1],
+                "completed": ["type": "number", "minimum": 0],
+                "total": ["type": "number", "exclusiveMinimum": 0],
+                "state": state,
+                "visible": ["type": "boolean"],
+                "modal": ["type": "boolean"],
+                "hideAt": millis,
+                "rate": ["type": "number", "minimum": 0, "description": "Progress per second (smoothed); running determinate tasks only."],
+                "eta": ["type": "number", "minimum": 0, "description": "Seconds left at the current rate."],
+                "updatedAt": millis,
+                "seq": ["type": "integer", "minimum": 1, "description": "The seq of the task's last change."],
+                "parent": ref("TaskID"),
+                "staleAfter": seconds,
+                "timer": ref("Timer"),
+            ], required: ["id", "title", "progress", "state", "visible", "modal", "updatedAt", "seq"]),
+            "Timer": object([
+                "seconds": seconds,
+                "interval": ["type": "number", "minimum": .number(interval.min), "maximum": .number(interval.max)],
+                "startedAt": millis.with("description", "Unix ms; moves forward by the length of every pause."),
+                "endsAt": millis,
+                "pausedAt": millis,
+                "remaining": ["type": "number", "minimum": 0],
+                "elapsed": ["type": "number", "minimum": 0],
+            ], required: ["seconds", "interval", "startedAt", "endsAt", "remaining", "elapsed"]),
+            "TaskPatch": object(patchFields, required: [], description: "Fields to merge; unknown fields are refused."),
+            "ShowOptions": object(showFields, required: []),
+            "TimerStart": object(timerFields, required: ["seconds"]),
+            "NoFields": object([:], required: [], description: "Takes no fields."),
+            "Event": ["oneOf": [
+                event(["update", "progress", "state"], patchFields),
+                event(["show"], showFields),
+                event(["timer"], timerFields, required: ["seconds"]),
+                event(["hide", "pause", "resume", "cancel", "remove"], [:]),
+            ]],
+            "Batch": ["oneOf": [
+                ["type": "array", "items": ref("Event"), "maxItems": .number(Double(API.maxBatchEvents))],
+                ref("Event"),
+            ]],
+            "Change": object(["seq": ["type": "integer", "minimum": 1], "task": ref("Task")], required: ["seq", "task"]),
+            "Removed": object(["seq": ["type": "integer", "minimum": 1], "removed": ref("TaskID")], required: ["seq", "removed"]),
+            "TaskList": object([
+                "epoch": ["type": "string", "pattern": .string(epochPattern)],
+                "seq": ["type": "integer", "minimum": 0],
+                "tasks": ["type": "array", "items": ref("Task")],
+            ], required: ["epoch", "seq", "tasks"]),
+            "BatchAnswer": object([
+                "seq": ["type": "integer", "minimum": 0],
+                "applied": ["type": "integer", "minimum": 0],
+                "errors": ["type": "array", "items": object([
+                    "index": ["type": "integer", "minimum": 0],
+                    "error": ["enum": ["not_found", "not_a_timer", "conflict"]],
+                    "message": ["type": "string", "minLength": 1],
+                    "field": ["type": ["string", "null"]],
+                ], required: ["index", "error", "message", "field"])],
+            ], required: ["seq", "applied", "errors"]),
+            "Health": object([
+                "ok": ["const": true],
+                "protocol": ["const": .number(Double(ProtocolInfo.version))],
+                "epoch": ["type": "string", "pattern": .string(epochPattern)],
+                "seq": ["type": "integer", "minimum": 0],
+                "tasks": ["type": "integer", "minimum": 0],
+                "watchers": ["type": "integer", "minimum": 0],
+            ], required: ["ok", "protocol", "epoch", "seq", "tasks", "watchers"]),
+            "Error": error,
+        ]
+    }
+
+    /// One event type of a batch: `type`, `id` and the fields of the matching endpoint.
+    private static func event(_ types: [String], _ fields: Node, required: [String] = []) -> Node {
+        let head: Node = ["type": ["enum": Node(.array(types.map(JSONValue.string)))], "id": ref("TaskID")]
+        return object(head.merging(fields), required: ["type", "id"] + required)
+    }
+
+    private static func errorSchema(_ codes: [APIError.Code]) -> Node {
+        object([
+            "error": ["enum": Node(.array(codes.map { .string($0.rawValue) }))],
+            "message": ["type": "string", "minLength": 1, "description": "What was wrong, and what to send instead."],
+            "field": ["type": ["string", "null"], "description": "The offending field (in a batch: events[2].progress), or null."],
+        ], required: ["error", "message", "field"])
+    }
+
+    private static func object(_ properties: Node, required: [String], description: String? = nil) -> Node {
+        var schema: Node = ["type": "object", "properties": properties, "additionalProperties": false]
+        if !required.isEmpty { schema = schema.with("required", Node(.array(required.map(JSONValue.string)))) }
+        if let description { schema = schema.with("description", .string(description)) }
+        return schema
+    }
+
+    private static func ref(_ name: String) -> Node { ["$ref": .string("#/components/schemas/\(name)")] }
+}
+
+/// A JSON value written as a Swift literal; only this file uses it, to write the document.
+struct OpenAPINode: ExpressibleByDictionaryLiteral, ExpressibleByArrayLiteral, ExpressibleByStringLiteral,
+             ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral, ExpressibleByBooleanLiteral {
+    var json: JSONValue
+
+    init(_ json: JSONValue) { self.json = json }
+    init(dictionaryLiteral elements: (String, OpenAPINode)...) { json = .object(elements.map { ($0.0, $0.1.json) }) }
+    init(arrayLiteral elements: OpenAPINode...) { json = .array(elements.map(\.json)) }
+    init(stringLiteral value: String) { json = .string(value) }
+    init(integerLiteral value: Int) { json = .number(Double(value)) }
+    init(floatLiteral value: Double) { json = .number(value) }
+    init(booleanLiteral value: Bool) { json = .bool(value) }
+
+    static func string(_ value: String) -> OpenAPINode { OpenAPINode(.string(value)) }
+    static func number(_ value: Double) -> OpenAPINode { OpenAPINode(.number(value)) }
+    static func bool(_ value: Bool) -> OpenAPINode { OpenAPINode(.bool(value)) }
+
+    /// The object with `key` set (replaced where it was, appended where it was not).
+    func with(_ key: String, _ value: OpenAPINode) -> OpenAPINode {
+        guard case var .object(members) = json else { return self }
+        if let index = members.firstIndex(where: { $0.0 == key }) {
+            members[index].1 = value.json
+        } else {
+            members.append((key, value.json))
+        }
+        return OpenAPINode(.object(members))
+    }
+
+    /// Both objects' members, `other`'s last.
+    func merging(_ other: OpenAPINode) -> OpenAPINode {
+        guard case let .object(mine) = json, case let .object(theirs) = other.json else { return self }
+        return OpenAPINode(.object(mine + theirs))
+    }
+}
+
+/// Checks a JSON value against a schema of `OpenAPI.document`, for the keywords the document uses.
+/// Any other keyword is a violation, so a schema cannot pass unchecked. Used by the tests and the fuzz
+/// targets; the server never calls it.
+public final class SchemaValidator {
+    private let document: JSONValue
+    private var patterns: [String: Regex<AnyRegexOutput>] = [:]
+    private static let annotations: Set<String> = ["description", "examples"]
+
+    public init(document: JSONValue = OpenAPI.document) { self.document = document }
+
+    /// The schema of a named component (`Task`, `Error`, …).
+    public func component(_ name: String) -> JSONValue? { document["components"]?["schemas"]?[name] }
+
+    /// The first way `value` breaks `schema`, as `at: reason`, or nil when it conforms.
+    public func violation(of value: JSONValue, against schema: JSONValue, at path: String = "$") -> String? {
+        guard case let .object(keywords) = schema else { return "\(path): the schema is not an object" }
+        for (keyword, argument) in keywords {
+            if let failure = check(keyword, argument, value, schema, path) { return failure }
+        }
+        return nil
+    }
+
+    private func check(_ keyword: String, _ argument: JSONValue, _ value: JSONValue, _ schema: JSONValue, _ path: String) -> String? {
+        switch (keyword, argument) {
+        case let ("$ref", .string(reference)):
+            let prefix = "#/components/schemas/"
+            guard reference.hasPrefix(prefix), let target = component(String(reference.dropFirst(prefix.count))) else {
+                return "\(path): unresolved $ref \(reference)"
+            }
+            return violation(of: value, against: target, at: path)
+        case let ("type", .string(name)):
+            return matchesType(value, name) ? nil : "\(path): expected \(name), found \(value.typeName)"
+        case let ("type", .array(names)):
+            return names.contains { if case let .string(name) = $0 { return matchesType(value, name) } else { return false } }
+                ? nil : "\(path): expected one of \(String(decoding: JSONWriter.encode(argument), as: UTF8.self)), found \(value.typeName)"
+        case let ("enum", .array(options)):
+            return options.contains(value) ? nil : "\(path): \(describe(value)) is not one of \(describe(argument))"
+        case ("const", _):
+            return value == argument ? nil : "\(path): \(describe(value)) is not \(describe(argument))"
+        case let ("properties", .object(properties)):
+            guard case let .object(members) = value else { return nil }
+            // A name given twice counts with its last value, as JSONValue's subscript and the parsers read it.
+            var seen: Set<String> = []
+            for (name, member) in members.reversed() where seen.insert(name).inserted {
+                if let property = properties.last(where: { $0.0 == name })?.1,
+                   let failure = violation(of: member, against: property, at: "\(path).\(name)") { return failure }
+            }
+            return nil
+        case let ("required", .array(names)):
+            guard case .object = value else { return nil }
+            for case let .string(name) in names where value[name] == nil { return "\(path): \(name) is missing" }
+            return nil
+        case ("additionalProperties", .bool(false)):
+            guard case let .object(members) = value else { return nil }
+            var known: [String] = []
+            if case let .object(properties)? = schema["properties"] { known = properties.map(\.0) }
+            return members.first { !known.contains($0.0) }.map { "\(path): unexpected member \($0.0)" }
+        case ("items", _):
+            guard case let .array(elements) = value else { return nil }
+            for (index, element) in elements.enumerated() {
+                if let failure = violation(of: element, against: argument, at: "\(path)[\(index)]") { return failure }
+            }
+            return nil
+        case let ("maxItems", .number(limit)):
+            guard case let .array(elements) = value else { return nil }
+            return Double(elements.count) <= limit ? nil : "\(path): more than \(Int(limit)) items"
+        case let ("minimum", .number(bound)):
+            guard case let .number(number) = value else { return nil }
+            return number >= bound ? nil : "\(path): \(number) is below \(bound)"
+        case let ("maximum", .number(bound)):
+            guard case let .number(number) = value else { return nil }
+            return number <= bound ? nil : "\(path): \(number) is above \(bound)"
+        case let ("exclusiveMinimum", .number(bound)):
+            guard case let .number(number) = value else { return nil }
+            return number > bound ? nil : "\(path): \(number) is not above \(bound)"
+        case let ("minLength", .number(limit)):
+            guard case let .string(text) = value else { return nil }
+            return Double(text.unicodeScalars.count) >= limit ? nil : "\(path): shorter than \(Int(limit)) characters"
+        case let ("maxLength", .number(limit)):
+            guard case let .string(text) = value else { return nil }
+            return Double(text.unicodeScalars.count) <= limit ? nil : "\(path): longer than \(Int(limit)) characters"
+        case let ("pattern", .string(pattern)):
+            guard case let .string(text) = value else { return nil }
+            guard let regex = regex(pattern) else { return "\(path): the pattern \(pattern) does not compile" }
+            return (try? regex.wholeMatch(in: text)) != nil ? nil : "\(path): \(describe(value)) does not match \(pattern)"
+        case let ("oneOf", .array(choices)):
+            let matching = choices.filter { violation(of: value, against: $0, at: path) == nil }.count
+            if matching == 1 { return nil }
+            if matching > 1 { return "\(path): matches \(matching) schemas of a oneOf" }
+            // Say why the closest choice refused it: the one whose enum `type` names the value's type.
+            let failures = choices.compactMap { violation(of: value, against: $0, at: path) }
+            return failures.first { !$0.contains(" is not one of ") } ?? failures.first ?? "\(path): matches no schema of a oneOf"
+        default:
+            if SchemaValidator.annotations.contains(keyword) { return nil }
+            return "\(path): unsupported schema keyword \(keyword)"
+        }
+    }
+
+    private func matchesType(_ value: JSONValue, _ name: String) -> Bool {
+        switch (name, value) {
+        case ("null", .null), ("boolean", .bool), ("number", .number), ("string", .string), ("array", .array), ("object", .object):
+            return true
+        case let ("integer", .number(number)):
+            return number == number.rounded()
+        default:
+            return false
+        }
+    }
+
+    private func regex(_ pattern: String) -> Regex<AnyRegexOutput>? {
+        if let compiled = patterns[pattern] { return compiled }
+        guard let compiled = try? Regex(pattern) else { return nil }
+        patterns[pattern] = compiled
+        return compiled
+    }
+
+    private func describe(_ value: JSONValue) -> String {
+        String(String(decoding: JSONWriter.encode(value), as: UTF8.self).prefix(80))
+    }
+}

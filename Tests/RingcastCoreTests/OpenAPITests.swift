@@ -1,0 +1,339 @@
+import Foundation
+import XCTest
+@testable import RingcastCore
+
+/// Holds `GET /api/openapi.json` to the API: every operation it names is routed and answers as it
+/// says, nothing else is routed, its bounds are the parsers' bounds, and docs/PROTOCOL.md agrees.
+final class OpenAPITests: XCTestCase {
+    private let validator = SchemaValidator()
+    private static let methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
+
+    /// A server's state with one of each kind of task the operations need.
+    private func fixture() -> API {
+        let api = API(store: TaskStore(epoch: "fixtureepoch"))
+        for (method, path, body) in [
+            ("POST", "/api/tasks/ci", #"{"title": "CI"}"#),
+            ("POST", "/api/tasks/ci.build-42", #"{"title": "Build 42", "progress": 0.42, "parent": "ci"}"#),
+            ("POST", "/api/tasks/save/show", #"{"hideAfter": 3}"#),
+            ("POST", "/api/timers/tea", #"{"seconds": 180}"#),
+        ] {
+            XCTAssertEqual(api.handle(APIRequest(method: method, path: path, body: Array(body.utf8)), now: t0).status, 200, path)
+        }
+        return api
+    }
+
+    /// The id each path's operations are tried with: one that exists and suits them.
+    private func concrete(_ template: String) -> String {
+        let id = template.hasPrefix("/api/timers") ? "tea" : template.hasSuffix("/show") || template.hasSuffix("/hide") ? "save" : "ci.build-42"
+        return template.replacingOccurrences(of: "{id}", with: id)
+    }
+
+    private var operations: [(template: String, method: String, operation: JSONValue)] {
+        guard case let .object(paths)? = OpenAPI.document["paths"] else { return [] }
+        return paths.flatMap { template, item -> [(String, String, JSONValue)] in
+            guard case let .object(members) = item else { return [] }
+            return members.filter { $0.0 != "parameters" }.map { (template, $0.0.uppercased(), $0.1) }
+        }
+    }
+
+    private func examples(of operation: JSONValue) -> [(name: String, body: JSONValue)] {
+        guard case let .object(named)? = operation["requestBody"]?["content"]?["application/json"]?["examples"] else { return [] }
+        return named.map { ($0.0, $0.1["value"] ?? .null) }
+    }
+
+    /// The answer must be one the operation documents: its status, and a body its schema takes.
+    private func assertConforms(_ response: APIResponse, to operation: JSONValue, _ context: String,
+                                file: StaticString = #filePath, line: UInt = #line) {
+        guard let answer = operation["responses"]?[String(response.status)] else {
+            return XCTFail("\(context): status \(response.status) is not documented: \(text(response.body))", file: file, line: line)
+        }
+        guard case let .object(content)? = answer["content"], let (mediaType, media) = content.first else {
+            return XCTFail("\(context): no content documented for \(response.status)", file: file, line: line)
+        }
+        XCTAssertTrue(response.contentType.hasPrefix(mediaType), "\(context): \(response.contentType)", file: file, line: line)
+        let body: JSONValue = mediaType == "application/json" ? json(response.body, file: file, line: line) : .string(text(response.body))
+        if let violation = validator.violation(of: body, against: media["schema"] ?? .null) {
+            XCTFail("\(context): \(violation) in \(text(response.body).prefix(300))", file: file, line: line)
+        }
+    }
+
+    func testTheDocumentIsServedAsItIsBuilt() {
+        let response = fixture().handle(APIRequest(method: "GET", path: "/api/openapi.json"), now: t0)
+        XCTAssertEqual(response.status, 200)
+        XCTAssertEqual(response.contentType, "application/json")
+        XCTAssertEqual(json(response.body), OpenAPI.document)
+        XCTAssertEqual(OpenAPI.document["openapi"], .string("3.1.0"))
+        XCTAssertTrue(response.events.isEmpty)
+        XCTAssertEqual(fixture().handle(APIRequest(method: "POST", path: "/api/openapi.json"), now: t0).status, 405)
+    }
+
+    /// The validator refuses keywords it does not know, so every keyword the document uses must be one it checks.
+    func testEverySchemaUsesOnlyKeywordsTheValidatorChecks() {
+        let known: Set<String> = ["$ref", "type", "enum", "const", "properties", "required", "additionalProperties", "items",
+                                  "maxItems", "minimum", "maximum", "exclusiveMinimum", "minLength", "maxLength", "pattern",
+                                  "oneOf", "description", "examples"]
+        var schemas: [(String, JSONValue)] = []
+        if case let .object(components)? = OpenAPI.document["components"]?["schemas"] { schemas += components }
+        for (template, method, operation) in operations {
+            if let schema = operation["requestBody"]?["content"]?["application/json"]?["schema"] { schemas.append(("\(method) \(template) body", schema)) }
+            if case let .object(answers)? = operation["responses"] {
+                for (status, answer) in answers {
+                    if case let .object(content)? = answer["content"] {
+                        for (_, media) in content { schemas.append(("\(method) \(template) \(status)", media["schema"] ?? .null)) }
+                    }
+                }
+            }
+        }
+        if case let .object(paths)? = OpenAPI.document["paths"] {
+            for (template, item) in paths {
+                for case let .array(parameters)? in [item["parameters"], item["get"]?["parameters"]] {
+                    for parameter in parameters { schemas.append(("\(template) \(parameter["name"]?.stringValue ?? "?")", parameter["schema"] ?? .null)) }
+                }
+            }
+        }
+        func walk(_ schema: JSONValue, _ place: String) {
+            guard case let .object(keywords) = schema else { return XCTFail("\(place): not a schema object") }
+            for (keyword, argument) in keywords {
+                XCTAssertTrue(known.contains(keyword), "\(place): \(keyword)")
+                switch keyword {
+                case "$ref":
+                    let name = argument.stringValue?.replacingOccurrences(of: "#/components/schemas/", with: "") ?? ""
+                    XCTAssertNotNil(validator.component(name), "\(place): $ref \(argument)")
+                case "properties":
+                    if case let .object(properties) = argument { for (name, property) in properties { walk(property, "\(place).\(name)") } }
+                case "items": walk(argument, "\(place)[]")
+                case "oneOf": for (index, choice) in (argument.arrayValue ?? []).enumerated() { walk(choice, "\(place).oneOf[\(index)]") }
+                default: break
+                }
+            }
+        }
+        XCTAssertGreaterThan(schemas.count, 30)
+        for (place, schema) in schemas { walk(schema, place) }
+    }
+
+    /// Each documented operation, sent with its first example body (or none), answers 200 as documented;
+    /// so no documented operation is a 404 or a 405.
+    func testEveryDocumentedOperationIsRoutedAndAnswersAsDocumented() {
+        XCTAssertEqual(operations.count, 16)
+        for (template, method, operation) in operations {
+            let body = examples(of: operation).first.map { JSONWriter.encode($0.body) } ?? []
+            let response = fixture().handle(APIRequest(method: method, path: concrete(template), body: body), now: t0 + 1000)
+            XCTAssertEqual(response.status, 200, "\(method) \(template): \(text(response.body))")
+            assertConforms(response, to: operation, "\(method) \(template)")
+        }
+    }
+
+    func testEveryExampleBodyIsAccepted() {
+        var count = 0
+        for (template, method, operation) in operations {
+            let schema = operation["requestBody"]?["content"]?["application/json"]?["schema"] ?? .null
+            for (name, example) in examples(of: operation) {
+                count += 1
+                XCTAssertNil(validator.violation(of: example, against: schema), "\(method) \(template) example \(name)")
+                let response = fixture().handle(APIRequest(method: method, path: concrete(template), body: JSONWriter.encode(example)), now: t0 + 1000)
+                XCTAssertEqual(response.status, 200, "\(method) \(template) example \(name): \(text(response.body))")
+                assertConforms(response, to: operation, "\(method) \(template) example \(name)")
+            }
+        }
+        XCTAssertGreaterThanOrEqual(count, 14)
+    }
+
+    /// The API routes nothing the document does not name: a path it does not name is a 404 (no
+    /// endpoint, `field` null), and a method it does not name on a path it does, a 405.
+    func testNothingUndocumentedIsRouted() {
+        var paths = operations.map { concrete($0.template) }
+        paths += ["/api", "/api/", "/api/task", "/api/tasks/ci.build-42/show/again", "/api/tasks/ci.build-42/start",
+                  "/api/tasks/save/HIDE", "/api/timers", "/api/timers/tea/stop", "/api/timers/tea/pause/now",
+                  "/api/events/1", "/api/openapi.json/x", "/api/openapi", "/api/healthz", "/healthz/x", "/metrics/x",
+                  "/", "/index.html", "/ws"]
+        var refused = 0
+        for path in Set(paths).sorted() {
+            let documented = OpenAPITests.methods.contains { OpenAPI.operation(method: $0, path: path) != nil }
+            for method in OpenAPITests.methods where OpenAPI.operation(method: method, path: path) == nil {
+                let response = fixture().handle(APIRequest(method: method, path: path), now: t0)
+                let body = json(response.body)
+                XCTAssertEqual(response.status, documented ? 405 : 404, "\(method) \(path): \(text(response.body))")
+                XCTAssertEqual(body["error"], .string(documented ? "method_not_allowed" : "not_found"), "\(method) \(path)")
+                XCTAssertEqual(body["field"], .null, "\(method) \(path)")
+                XCTAssertTrue(response.events.isEmpty)
+                refused += 1
+            }
+        }
+        XCTAssertGreaterThan(refused, 150)
+    }
+
+    // MARK: The document's bounds are the parsers' bounds
+
+    /// Bodies at each documented bound and just past it, a wrong type, null, and an unknown field: the
+    /// document and the parser must agree on each, directly and as an event of a batch.
+    func testEveryBoundOfARequestBodyIsTheParsersBound() throws {
+        let cases: [(schema: String, path: String, base: [(String, JSONValue)], eventType: String)] = [
+            ("TaskPatch", "/api/tasks/ci.build-42", [], "update"),
+            ("ShowOptions", "/api/tasks/save/show", [], "show"),
+            ("TimerStart", "/api/timers/tea", [("seconds", .number(10))], "timer"),
+        ]
+        var tried = 0
+        for (name, path, base, eventType) in cases {
+            let schema = try XCTUnwrap(validator.component(name))
+            guard case let .object(properties)? = schema["properties"] else { return XCTFail(name) }
+            for (field, property) in properties {
+                for candidate in candidates(for: property) {
+                    let body = JSONValue.object(base.filter { $0.0 != field } + [(field, candidate)])
+                    let documented = validator.violation(of: body, against: schema) == nil
+                    let response = fixture().handle(APIRequest(method: "POST", path: path, body: JSONWriter.encode(body)), now: t0)
+                    let place = "\(name).\(field) = \(text(JSONWriter.encode(candidate)).prefix(60))"
+                    XCTAssertEqual(response.status == 200, documented, "\(place): the document says \(documented ? "valid" : "invalid"), the API answered \(text(response.body))")
+                    if !documented {
+                        XCTAssertEqual(response.status, 422, place)
+                        XCTAssertEqual(json(response.body)["field"], .string(field), place)
+                    }
+                    let event = JSONValue.object([("type", .string(eventType)), ("id", .string("ci.build-42"))] + (body.objectMembers))
+                    let batch = fixture().handle(APIRequest(method: "POST", path: "/api/events", body: JSONWriter.encode(.array([event]))), now: t0)
+                    XCTAssertEqual(batch.status == 200, validator.violation(of: .array([event]), against: validator.component("Batch")!) == nil, "event \(place)")
+                    if !documented { XCTAssertEqual(json(batch.body)["field"], .string("events[0].\(field)"), "event \(place)") }
+                    tried += 1
+                }
+            }
+            let unknown = JSONValue.object(base + [("bogus", .number(1))])
+            XCTAssertNotNil(validator.violation(of: unknown, against: schema))
+            let response = fixture().handle(APIRequest(method: "POST", path: path, body: JSONWriter.encode(unknown)), now: t0)
+            XCTAssertEqual(response.status, 422)
+            XCTAssertEqual(json(response.body)["error"], .string("unknown_field"))
+        }
+        XCTAssertGreaterThan(tried, 100)
+    }
+
+    /// hide, pause, resume and cancel take no fields: nothing, `{}`, and no other JSON.
+    func testOperationsWithoutFieldsTakeOnlyNothingOrAnEmptyObject() throws {
+        let schema = try XCTUnwrap(validator.component("NoFields"))
+        for path in ["/api/tasks/save/hide", "/api/timers/tea/pause", "/api/timers/tea/resume", "/api/timers/tea/cancel"] {
+            for body in ["", " ", "{}", " { } ", "null", "[]", "0", "\"x\"", "true", #"{"now": true}"#, "{", "[{}]"] {
+                let response = fixture().handle(APIRequest(method: "POST", path: path, body: Array(body.utf8)), now: t0 + 1000)
+                let value = try? JSONParser.parse(body)
+                let documented = body.allSatisfy(\.isWhitespace) || value.map { validator.violation(of: $0, against: schema) == nil } == true
+                XCTAssertEqual(response.status == 200, documented, "\(path) \(body): \(text(response.body))")
+                let expected = documented ? 200 : value.map { if case .object = $0 { return 422 } else { return 400 } } ?? 400
+                XCTAssertEqual(response.status, expected, "\(path) \(body): \(text(response.body))")
+            }
+        }
+    }
+
+    /// Values on each side of every bound the property names, and of every type it might be sent as.
+    private func candidates(for property: JSONValue) -> [JSONValue] {
+        var values: [JSONValue] = [.null, .bool(true), .string("1"), .number(1), .array([]), .object([])]
+        if let minimum = property["minimum"]?.numberValue { values += [.number(minimum), .number(minimum.nextDown)] }
+        if let bound = property["exclusiveMinimum"]?.numberValue { values += [.number(bound), .number(bound.nextUp)] }
+        if let maximum = property["maximum"]?.numberValue {
+            values.append(.number(maximum))
+            if maximum.nextUp.isFinite { values.append(.number(maximum.nextUp)) }
+        }
+        if let limit = property["maxLength"]?.numberValue.map(Int.init) {
+            // Two scalars a character: a limit counted in characters instead of scalars would show.
+            let accent = String(repeating: "e\u{301}", count: limit / 2)
+            values += [.string(accent), .string(accent + "x"), .string(String(repeating: "x", count: limit)), .string("")]
+        }
+        if let pattern = property["pattern"]?.stringValue {
+            XCTAssertEqual(pattern, TaskID.pattern)
+            values += ["ci", "ci.build-42", "-ci", "ci/x", "ci build", String(repeating: "a", count: 129)].map(JSONValue.string)
+        }
+        for case let .array(options)? in [property["enum"]] { values += options + [.string("bogus"), .string("stalled")] }
+        return values
+    }
+
+    func testTheIDAndWatchPatternsAreTheParsers() throws {
+        let id = try Regex(TaskID.pattern)
+        let watch = try Regex(OpenAPI.watchListPattern)
+        let samples = ["", "a", "ci.build-42", "ci.*", "*", "?", ".ci", "_x", "-x", "ci,", ",ci", "ci,,cd", "a b", "ci/x", "é",
+                       "ci*,deploy?.web", "ci.\n", String(repeating: "a", count: 128), String(repeating: "a", count: 129),
+                       String(repeating: "a", count: 128) + ",b", "*.*.*", "ci;x", "ci%2F"]
+        for sample in samples {
+            XCTAssertEqual((try? id.wholeMatch(in: sample)) != nil, TaskID.isValid(sample), sample.debugDescription)
+            let parsed: Bool
+            if case .success = WatchSet.parse(sample) { parsed = true } else { parsed = false }
+            XCTAssertEqual((try? watch.wholeMatch(in: sample)) != nil, parsed, "watch \(sample.debugDescription)")
+        }
+    }
+
+    // MARK: docs/PROTOCOL.md agrees
+
+    private func protocolText() throws -> String {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return try String(contentsOf: root.appendingPathComponent("docs/PROTOCOL.md"), encoding: .utf8)
+    }
+
+    /// The error table: each row's status and codes are the API's, and the document names the same codes.
+    func testTheProtocolsErrorTableIsTheDocuments() throws {
+        var codes: [String] = []
+        for line in try protocolText().split(separator: "\n") where line.hasPrefix("| 4") {
+            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+            let status = Int(cells[0])
+            for code in cells[1].split(separator: ",").map({ $0.trimmingCharacters(in: CharacterSet(charactersIn: " `")) }) {
+                XCTAssertEqual(APIError.Code(rawValue: code)?.status, status, code)
+                codes.append(code)
+            }
+        }
+        XCTAssertEqual(Set(codes), Set(OpenAPI.errorCodes.map(\.code.rawValue)))
+        XCTAssertEqual(codes.count, OpenAPI.errorCodes.count)
+    }
+
+    /// Every endpoint heading of docs/PROTOCOL.md names a documented operation and every documented
+    /// operation has a heading; each curl body in a section is accepted by its operation, and each
+    /// complete JSON answer shown conforms to the operation's 200 schema.
+    func testTheProtocolsEndpointsAndExamplesAreTheDocuments() throws {
+        var named: Set<String> = []
+        var checked = (bodies: 0, answers: 0)
+        let sections = try protocolText().components(separatedBy: "\n### ").dropFirst()
+        for section in sections {
+            let heading = section.prefix { $0 != "\n" }
+            var headingOperations: [(method: String, template: String)] = []
+            let tokens = heading.split(separator: "`", omittingEmptySubsequences: false).enumerated().filter { $0.offset % 2 == 1 }
+            for token in tokens.map({ String($0.element) }) {
+                let words = token.split(separator: " ").map(String.init)
+                if words.count == 2 {
+                    headingOperations.append((words[0], words[1]))
+                } else if let last = headingOperations.last, token.hasPrefix("/") {
+                    // `/resume` after `POST /api/timers/{id}/pause`: the same path with another last segment.
+                    let parent = last.template.split(separator: "/").dropLast().joined(separator: "/")
+                    headingOperations.append((last.method, "/" + parent + token))
+                } else if let last = headingOperations.last, words.count == 1, OpenAPITests.methods.contains(token) {
+                    headingOperations.append((token, last.template))
+                }
+            }
+            for (method, template) in headingOperations {
+                XCTAssertNotNil(OpenAPI.document["paths"]?[template]?[method.lowercased()], "PROTOCOL.md names \(method) \(template)")
+                named.insert("\(method) \(template)")
+            }
+            guard let (method, template) = headingOperations.first, let operation = OpenAPI.document["paths"]?[template]?[method.lowercased()] else { continue }
+            for body in curlBodies(section) {
+                let response = fixture().handle(APIRequest(method: method, path: concrete(template), body: Array(body.utf8)), now: t0)
+                XCTAssertEqual(response.status, 200, "PROTOCOL.md's \(method) \(template) body \(body): \(text(response.body))")
+                checked.bodies += 1
+            }
+            for block in jsonBlocks(section) where !block.contains("\"…\":") {
+                let answer = json(block)
+                if let violation = validator.violation(of: answer, against: operation["responses"]?["200"]?["content"]?["application/json"]?["schema"] ?? .null) {
+                    XCTFail("PROTOCOL.md's answer to \(method) \(template): \(violation)")
+                }
+                checked.answers += 1
+            }
+        }
+        XCTAssertEqual(named, Set(operations.map { "\($0.method) \($0.template)" }))
+        XCTAssertGreaterThanOrEqual(checked.bodies, 4)
+        XCTAssertGreaterThanOrEqual(checked.answers, 5)
+    }
+
+    private func curlBodies(_ section: String) -> [String] {
+        section.components(separatedBy: "curl ").dropFirst().compactMap { command -> String? in
+            guard let start = command.range(of: "-d '") else { return nil }
+            return String(command[start.upperBound...].prefix { $0 != "'" })
+        }
+    }
+
+    private func jsonBlocks(_ section: String) -> [String] {
+        section.components(separatedBy: "```json\n").dropFirst().map { String($0.components(separatedBy: "```")[0]) }
+    }
+}
+
+extension JSONValue {
+    fileprivate var objectMembers: [(String, JSONValue)] { if case let .object(members) = self { return members } else { return [] } }
+}
