@@ -48,6 +48,8 @@ public struct ServerConfig: Equatable, Sendable {
     public var abandonAfterSeconds = 3600.0
     /// *(v2)* Lines of each task's log the server keeps.
     public var logLines = 100
+    /// What `logLines` may be set to.
+    public static let logLinesRange: ClosedRange<Double> = 1...10_000
 
     public init() {}
 
@@ -144,7 +146,7 @@ public struct ServerConfig: Equatable, Sendable {
                     try WebhookRule.parse(item, at: "\(source): webhooks[\(index)]", environment: environment)
                 }
             case "abandonAfterSeconds": config.abandonAfterSeconds = try number(0...31_536_000, "seconds, 0 for never")
-            case "logLines": config.logLines = try integer(1...10_000, "a count between 1 and 10000")
+            case "logLines": config.logLines = try integer(logLinesRange, "a count between 1 and 10000")
             case "redis":
                 throw ConfigError("\(source): \"\(key)\" is not supported by this version of Ringcast; remove it (a setting the server does not carry out is refused, never ignored)")
             case "anonymousLocalPublish":

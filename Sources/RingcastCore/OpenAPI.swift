@@ -1,13 +1,21 @@
 /// The HTTP API's contract as an OpenAPI 3.1 document, served at `GET /api/openapi.json`.
 ///
 /// It is built from values, not kept as one long literal: the core reads no files, and building it
-/// lets the document take the id pattern, the task states, each error code's status, the batch limit
-/// and the unit limit from the code that enforces them, so those cannot drift apart. The ranges that
-/// Commands.swift checks inline are written again here; OpenAPITests holds the two together by
-/// sending every bound and the value just past it, and the `http` fuzz target checks every answer
-/// the API gives against this document.
+/// lets the document take the id pattern, the task states, the controls, each error code's status,
+/// the batch, log and unit limits from the code that enforces them, so those cannot drift apart.
+/// The ranges that Commands.swift checks inline are written again here; OpenAPITests holds the two
+/// together by sending every bound and the value just past it, and the `http` fuzz target checks
+/// every answer the API gives against this document.
+///
+/// Each operation is one entry of `operations`: its method and path, what it does, who may call it
+/// (`Access`, which brings the refusals every operation of that kind shares), its body, its answer
+/// and the codes it can refuse with. Adding an endpoint is adding an entry there (and the schema of
+/// a new answer to `schemas()`); OpenAPITests then fails until the API routes it as documented and
+/// docs/PROTOCOL.md has a heading for it.
 public enum OpenAPI {
     fileprivate typealias Node = OpenAPINode
+    typealias Operation = OpenAPIOperation
+    typealias Answer = OpenAPIAnswer
 
     public static let document: JSONValue = build().json
     /// The document as served: encoded once.
@@ -24,27 +32,51 @@ public enum OpenAPI {
         (.notFound, "no such task, or no such endpoint"),
         (.methodNotAllowed, "the endpoint exists but not with this method"),
         (.notATimer, "pause, resume or cancel of a task that is not a timer"),
-        (.conflict, "pause, resume or cancel of a finished timer"),
-        (.bodyTooLarge, "a body over maxMessageBytes, or a batch over \(API.maxBatchEvents) events"),
+        (.conflict, "pause, resume or cancel of a finished timer; a control request the task does not offer or cannot take in its state"),
+        (.tooManyTasks, "a new task while the server holds maxTasks already (the tasks held are untouched)"),
+        (.bodyTooLarge, "a body over maxMessageBytes, a batch over \(API.maxBatchEvents) events, or a log over \(LogTail.maxLinesPerRequest) lines"),
+        (.misdirected, "the Host header names no host of this server (before any routing)"),
         (.invalidField, "a field of the wrong type or range"),
         (.unknownField, "a field the endpoint does not take"),
         (.missingField, "a field the endpoint needs is missing"),
+        (.rateLimited, "this connection published past maxPublishRate events a second"),
+        (.storageFailed, "the change was applied in memory but storage could not keep it; send it again"),
     ]
 
+    /// What an event of a batch can fail with when it is applied: the answer lists it in `errors`,
+    /// and the other events still apply. TaskStore.apply throws no other code.
+    public static let applyErrors: [APIError.Code] = [.notFound, .notATimer, .conflict, .tooManyTasks]
+
     /// The path template and operation the document names for a request, or nil when it names none.
-    /// `{id}` stands for any one path segment: the API answers a bad one with `invalid_id`. Methods
-    /// are case-sensitive, as in HTTP: `post` is not `POST`.
+    /// `{id}` stands for any one path segment (`{id}.svg` for one that ends so): the API answers a bad
+    /// id with `invalid_id`. Methods are case-sensitive, as in HTTP: `post` is not `POST`.
     public static func operation(method: String, path: String) -> (template: String, operation: JSONValue)? {
-        guard methods.contains(method), case let .object(paths)? = document["paths"] else { return nil }
+        guard methods.contains(method), let (template, item) = pathItem(path), let operation = item[method.lowercased()] else { return nil }
+        return (template, operation)
+    }
+
+    /// What a 405 answer's `Allow` header says: the methods the document names on the path, or nil
+    /// when it names no such path.
+    public static func allowedMethods(path: String) -> String? {
+        guard let (_, item) = pathItem(path), case let .object(members) = item else { return nil }
+        let names = members.map { $0.0.uppercased() }.filter { methods.contains($0) }
+        return names.isEmpty ? nil : names.joined(separator: ", ")
+    }
+
+    private static func pathItem(_ path: String) -> (String, JSONValue)? {
+        guard case let .object(paths)? = document["paths"] else { return nil }
         let segments = path.split(separator: "/", omittingEmptySubsequences: false)
         for (template, item) in paths {
             let pattern = template.split(separator: "/", omittingEmptySubsequences: false)
-            guard pattern.count == segments.count,
-                  zip(pattern, segments).allSatisfy({ $0 == $1 || $0.hasPrefix("{") }) else { continue }
-            guard let operation = item[method.lowercased()] else { continue }
-            return (template, operation)
+            if pattern.count == segments.count, zip(pattern, segments).allSatisfy(segmentMatches) { return (template, item) }
         }
         return nil
+    }
+
+    private static func segmentMatches(_ pattern: Substring, _ segment: Substring) -> Bool {
+        guard pattern.hasPrefix("{"), let close = pattern.firstIndex(of: "}") else { return pattern == segment }
+        // `{id}` is any segment; `{id}.svg` any that ends in `.svg`.
+        return segment.utf8.reversed().starts(with: pattern[pattern.index(after: close)...].utf8.reversed())
     }
 
     private static let methods: Set<String> = ["GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRACE"]
@@ -64,10 +96,11 @@ public enum OpenAPI {
                     Services publish progress here; browsers watch it on the WebSocket at /ws (not an HTTP \
                     operation, so not described here). docs/PROTOCOL.md is the whole contract, with the merge \
                     rules, events and examples. Every answer carries cache-control: no-store. Every error body \
-                    is {"error", "message", "field"}. A request that carries an Origin header may change state \
-                    only when the origin is the server's own or is in allowedOrigins (else 403). An unknown \
-                    path under /api answers 404 not_found; a method an endpoint does not take, 405 \
-                    method_not_allowed (after the Origin and token checks of a change).
+                    is {"error", "message", "field"}. A request whose Host header names no host of this server \
+                    is answered 421 misdirected_request before anything else. A request that carries an Origin \
+                    header may change state only when the origin is the server's own or is in allowedOrigins \
+                    (else 403). An unknown path under /api answers 404 not_found; a method an endpoint does not \
+                    take, 405 method_not_allowed (after the Origin and token checks of a change).
                     """,
             ],
             "paths": paths(),
@@ -87,167 +120,156 @@ public enum OpenAPI {
         ]
     }
 
-    // MARK: Paths
+    // MARK: Operations
 
-    private static func paths() -> Node {
-        let id: Node = ["name": "id", "in": "path", "required": true, "schema": ref("TaskID"),
-                        "description": "The task id, e.g. ci.build-42."]
+    /// Every operation the API routes, in the document's order.
+    static let operations: [Operation] = {
         let watch: Node = [
             "name": "watch", "in": "query", "required": false,
             "description": "Comma-separated id patterns (* any run of characters, ? one); empty or absent: every task.",
             "schema": ["type": "string", "pattern": .string(watchListPattern)],
             "examples": ["ci": ["value": "ci.*,deploy.web"]],
         ]
-        let update = mutation(
-            "Create or update a task: merges the fields given (docs/PROTOCOL.md, Merge rules).",
-            body: body(ref("TaskPatch"), required: false, examples: [
-                "progress": #"{"title": "Build 42", "progress": 0.42, "detail": "compiling"}"#,
-                "units": #"{"completed": 84, "total": 200}"#,
-                "done": #"{"state": "done"}"#,
-                "child": #"{"title": "Unit tests", "parent": "ci", "progress": 0.5, "staleAfter": 30}"#,
-            ]),
-            ok: ("The task as it now is, and the seq of the change.", "Change"),
-            errors: [.invalidJSON, .invalidID, .invalidField, .unknownField])
+        let update = body(ref("TaskPatch"), required: false, examples: [
+            "progress": #"{"title": "Build 42", "progress": 0.42, "detail": "compiling"}"#,
+            "units": #"{"completed": 84, "total": 200}"#,
+            "done": #"{"state": "done"}"#,
+            "child": #"{"title": "Unit tests", "parent": "ci", "progress": 0.5, "staleAfter": 30}"#,
+            "controls": #"{"controls": ["cancel", "pause", "resume"], "staleAfter": 30, "abandonAfter": 600}"#,
+        ])
+        let updated: Answer = .json("The task as it now is, and the seq of the change.", "Change")
+        let updateErrors: [APIError.Code] = [.invalidJSON, .invalidID, .invalidField, .unknownField, .tooManyTasks]
+        let asIs: Answer = .json("The task as it now is.", "Change")
+        let asked: Answer = .json("The task with the request marked, and how many of the task's publisher sockets were told (0: none is connected; the request waits).", "ControlAnswer")
         return [
-            "/api/tasks": [
-                "get": read("List the tasks (a snapshot), optionally only those a watch list matches.",
-                            parameters: [watch], ok: ("The tasks, oldest change first.", "TaskList"),
-                            errors: [.invalidPattern]),
-            ],
-            "/api/tasks/{id}": [
-                "parameters": [id],
-                "get": read("One task.", ok: ("The task.", "Task"), errors: [.invalidID, .notFound]),
-                "post": update.with("operationId", "updateTask"),
-                "put": update.with("operationId", "putTask"),
-                "patch": update.with("operationId", "patchTask"),
-                "delete": mutation("Remove a task: watchers get a remove event.",
-                                   ok: ("The id removed, and the seq of the removal.", "Removed"),
-                                   errors: [.invalidID, .notFound]).with("operationId", "removeTask"),
-            ],
-            "/api/tasks/{id}/show": [
-                "parameters": [id],
-                "post": mutation(
-                    "Show a task (creating it if new), optionally for a while: the server hides it by itself after hideAfter seconds.",
-                    body: body(ref("ShowOptions"), required: false, examples: [
-                        "saving": #"{"hideAfter": 3, "modal": true, "detail": "Saving…"}"#,
-                    ]),
-                    ok: ("The task as it now is.", "Change"),
-                    errors: [.invalidJSON, .invalidID, .invalidField, .unknownField]).with("operationId", "showTask"),
-            ],
-            "/api/tasks/{id}/hide": [
-                "parameters": [id],
-                "post": noFields("Hide a task.", operationID: "hideTask", errors: [.notFound]),
-            ],
-            "/api/timers/{id}": [
-                "parameters": [id],
-                "post": mutation(
-                    "Start (or restart) a countdown timer: the server ticks it every interval, derived from its start, never counted.",
-                    body: body(ref("TimerStart"), required: true, examples: [
-                        "tea": #"{"seconds": 180, "interval": 1, "title": "Tea"}"#,
-                        "shared phase": #"{"seconds": 60, "startAt": 1764489600000, "hideAfter": 5}"#,
-                    ]),
-                    ok: ("The timer's task.", "Change"),
-                    errors: [.invalidJSON, .invalidID, .invalidField, .unknownField, .missingField]).with("operationId", "startTimer"),
-            ],
-            "/api/timers/{id}/pause": timerVerb("Pause a timer: its ticks stop (state paused).", "pauseTimer", id: id),
-            "/api/timers/{id}/resume": timerVerb("Resume a paused timer: every remaining tick shifts by the pause's length.", "resumeTimer", id: id),
-            "/api/timers/{id}/cancel": timerVerb("Cancel a timer (state cancelled).", "cancelTimer", id: id),
-            "/api/events": [
-                "post": mutation(
-                    """
-                    A batch: an array of events (or one event object), applied in order. The whole batch is \
-                    validated first: a malformed event, or one the token may not send, refuses all of it \
-                    (its field is named like events[3].progress). Events that fail only when applied (an \
-                    unknown task, a finished timer) are listed in errors; the rest still apply.
-                    """,
-                    body: body(ref("Batch"), required: true, examples: [
-                        "batch": #"[{"type": "update", "id": "ci.test", "progress": 0.5}, {"type": "show", "id": "ci.test", "hideAfter": 10}, {"type": "hide", "id": "nope"}]"#,
-                        "one event": #"{"type": "timer", "id": "tea", "seconds": 180}"#,
-                    ]),
-                    ok: ("How many events applied, and why each of the others did not.", "BatchAnswer"),
-                    errors: [.invalidJSON, .invalidEvent, .invalidID, .invalidField, .unknownField, .missingField])
-                    .with("operationId", "publishEvents"),
-            ],
-            "/api/openapi.json": [
-                "get": [
-                    "operationId": "openAPI",
-                    "summary": "This document.",
-                    "responses": responses(
-                        ok: ["description": "The OpenAPI 3.1 document of this API.",
-                             "content": ["application/json": ["schema": ["type": "object", "required": ["openapi", "paths"]]]]],
-                        errors: [.bodyTooLarge]),
-                ],
-            ],
-            "/healthz": [
-                "get": read("Liveness and a few counts.", ok: ("The server is serving.", "Health"), errors: []).with("operationId", "health"),
-            ],
-            "/metrics": [
-                "get": [
-                    "operationId": "metrics",
-                    "summary": "Counters and gauges in Prometheus' text format (version 0.0.4).",
-                    "responses": [
-                        "200": [
-                            "description": "One HELP, TYPE and sample line per metric.",
-                            "content": ["text/plain": ["schema": ["type": "string", "minLength": 1]]],
-                        ],
-                    ],
-                ],
-            ],
+            Operation("GET", "/api/tasks", "listTasks", "List the tasks (a snapshot), optionally only those a watch list matches.",
+                      .read, parameters: [watch], ok: .json("The tasks, oldest change first.", "TaskList"), errors: [.invalidPattern]),
+            Operation("GET", "/api/tasks/{id}", "getTask", "One task.", .read, ok: .json("The task.", "Task"), errors: [.invalidID, .notFound]),
+            Operation("POST", "/api/tasks/{id}", "updateTask", "Create or update a task: merges the fields given (docs/PROTOCOL.md, Merge rules).",
+                      .change, body: update, ok: updated, errors: updateErrors),
+            Operation("PUT", "/api/tasks/{id}", "putTask", "Create or update a task, as POST does.", .change, body: update, ok: updated, errors: updateErrors),
+            Operation("PATCH", "/api/tasks/{id}", "patchTask", "Create or update a task, as POST does.", .change, body: update, ok: updated, errors: updateErrors),
+            Operation("DELETE", "/api/tasks/{id}", "removeTask", "Remove a task: watchers get a remove event.",
+                      .change, ok: .json("The id removed, and the seq of the removal.", "Removed"), errors: [.invalidID, .notFound]),
+            Operation("POST", "/api/tasks/{id}/show", "showTask",
+                      "Show a task (creating it if new), optionally for a while: the server hides it by itself after hideAfter seconds.",
+                      .change, body: body(ref("ShowOptions"), required: false, examples: ["saving": #"{"hideAfter": 3, "modal": true, "detail": "Saving…"}"#]),
+                      ok: asIs, errors: [.invalidJSON, .invalidID, .invalidField, .unknownField, .tooManyTasks]),
+            Operation("POST", "/api/tasks/{id}/hide", "hideTask", "Hide a task.", .change, body: noFields, ok: asIs,
+                      errors: noFieldsErrors + [.notFound]),
+            Operation("POST", "/api/tasks/{id}/cancel", "cancelTask",
+                      "Ask the task's publisher to cancel it (v2): marks cancelRequested and sends a control frame to every WebSocket that published it. The task must offer cancel in its controls.",
+                      .change, body: noFields, ok: asked, errors: noFieldsErrors + [.notFound, .conflict]),
+            Operation("POST", "/api/tasks/{id}/pause", "pauseTask",
+                      "Ask the task's publisher to pause it (v2): marks pauseRequested. The task must offer pause and not be paused already.",
+                      .change, body: noFields, ok: asked, errors: noFieldsErrors + [.notFound, .conflict]),
+            Operation("POST", "/api/tasks/{id}/resume", "resumeTask",
+                      "Ask the publisher of a paused task (or one with a pause request waiting) to go on (v2): clears pauseRequested. The task must offer resume.",
+                      .change, body: noFields, ok: asked, errors: noFieldsErrors + [.notFound, .conflict]),
+            Operation("GET", "/api/tasks/{id}/log", "readLog", "The lines kept of a task's log (v2): the last logLines (config) it received.",
+                      .read, ok: .json("The tail of the log, and how many lines it has received in all.", "LogTail"), errors: [.invalidID, .notFound]),
+            Operation("POST", "/api/tasks/{id}/log", "appendLog",
+                      "Append lines to the log of a task that exists (v2). A log line renews the task's lease, and a stalled task runs again. Watchers receive a log event.",
+                      .change, body: logBody, ok: asIs, errors: [.invalidJSON, .invalidID, .invalidField, .unknownField, .missingField, .notFound]),
+            Operation("POST", "/api/timers/{id}", "startTimer",
+                      "Start (or restart) a countdown timer: the server ticks it every interval, derived from its start, never counted.",
+                      .change, body: body(ref("TimerStart"), required: true, examples: [
+                          "tea": #"{"seconds": 180, "interval": 1, "title": "Tea"}"#,
+                          "shared phase": #"{"seconds": 60, "startAt": 1764489600000, "hideAfter": 5}"#,
+                      ]),
+                      ok: .json("The timer's task.", "Change"), errors: [.invalidJSON, .invalidID, .invalidField, .unknownField, .missingField, .tooManyTasks]),
+            Operation("POST", "/api/timers/{id}/pause", "pauseTimer", "Pause a timer: its ticks stop (state paused).",
+                      .change, body: noFields, ok: asIs, errors: noFieldsErrors + timerErrors),
+            Operation("POST", "/api/timers/{id}/resume", "resumeTimer", "Resume a paused timer: every remaining tick shifts by the pause's length.",
+                      .change, body: noFields, ok: asIs, errors: noFieldsErrors + timerErrors),
+            Operation("POST", "/api/timers/{id}/cancel", "cancelTimer", "Cancel a timer (state cancelled).",
+                      .change, body: noFields, ok: asIs, errors: noFieldsErrors + timerErrors),
+            Operation("POST", "/api/events", "publishEvents", """
+                A batch: an array of events (or one event object), applied in order. The whole batch is \
+                validated first: a malformed event, or one the token may not send, refuses all of it \
+                (its field is named like events[3].progress). Events that fail only when applied (an \
+                unknown task, a finished timer, a new task past maxTasks) are listed in errors; the rest still apply.
+                """,
+                      .change, body: body(ref("Batch"), required: true, examples: [
+                          "batch": #"[{"type": "update", "id": "ci.test", "progress": 0.5}, {"type": "show", "id": "ci.test", "hideAfter": 10}, {"type": "hide", "id": "nope"}]"#,
+                          "one event": #"{"type": "timer", "id": "tea", "seconds": 180}"#,
+                          "log": #"[{"type": "update", "id": "ci.log", "title": "Log"}, {"type": "log", "id": "ci.log", "lines": ["compiling a.c"]}]"#,
+                      ]),
+                      ok: .json("How many events applied, and why each of the others did not.", "BatchAnswer"),
+                      errors: [.invalidJSON, .invalidEvent, .invalidID, .invalidField, .unknownField, .missingField]),
+            Operation("GET", "/api/openapi.json", "openAPI", "This document.", .read,
+                      ok: Answer("The OpenAPI 3.1 document of this API.", "application/json", ["type": "object", "required": ["openapi", "paths"]]),
+                      errors: []),
+            Operation("GET", "/healthz", "health", "Liveness and a few counts.", .read, ok: .json("The server is serving.", "Health"), errors: []),
+            Operation("GET", "/metrics", "metrics", "Counters and gauges in Prometheus' text format (version 0.0.4).", .probe,
+                      ok: Answer("One HELP, TYPE and sample line per metric.", "text/plain", ["type": "string", "minLength": 1]), errors: []),
         ]
-    }
+    }()
 
-    /// A read: open to everyone; a GET whose transport refused a body over maxMessageBytes gets 413.
-    private static func read(_ summary: String, parameters: [Node] = [], ok: (String, String), errors: [APIError.Code]) -> Node {
-        var operation: Node = ["summary": .string(summary), "responses": responses(ok: okResponse(ok), errors: errors + [.bodyTooLarge])]
-        if !parameters.isEmpty { operation = operation.with("parameters", Node(.array(parameters.map(\.json)))) }
-        return operation
-    }
+    /// The path parameters a template may name, by name.
+    private static let pathParameters: [String: Node] = [
+        "id": ["name": "id", "in": "path", "required": true, "schema": ref("TaskID"), "description": "The task id, e.g. ci.build-42."],
+    ]
 
-    /// A change: it needs a token (or loopback with anonymousLocalPublish), passes the Origin check,
-    /// and may carry a body up to maxMessageBytes.
-    private static func mutation(_ summary: String, body: Node? = nil, ok: (String, String), errors: [APIError.Code]) -> Node {
-        var operation: Node = [
-            "summary": .string(summary),
-            "security": [["bearer": []]],
-            "responses": responses(ok: okResponse(ok), errors: errors + [.unauthorized, .forbidden, .bodyTooLarge]),
-        ]
-        if let body { operation = operation.with("requestBody", body) }
-        return operation
+    /// The operations grouped by path, each path with the parameters its template names.
+    private static func paths() -> Node {
+        var items: [(path: String, members: [(String, JSONValue)])] = []
+        for operation in operations {
+            if let index = items.firstIndex(where: { $0.path == operation.path }) {
+                items[index].members.append((operation.method.lowercased(), operation.node.json))
+                continue
+            }
+            let names = operation.path.split(separator: "{").dropFirst().map { String($0.prefix { $0 != "}" }) }
+            let parameters = names.map { name -> JSONValue in
+                guard let parameter = pathParameters[name] else { preconditionFailure("\(operation.path): no path parameter \(name)") }
+                return parameter.json
+            }
+            var members: [(String, JSONValue)] = parameters.isEmpty ? [] : [("parameters", .array(parameters))]
+            members.append((operation.method.lowercased(), operation.node.json))
+            items.append((operation.path, members))
+        }
+        return Node(.object(items.map { ($0.path, .object($0.members)) }))
     }
 
     /// POST with no fields: no body, an empty one, or `{}`.
-    private static func noFields(_ summary: String, operationID: String, errors: [APIError.Code]) -> Node {
-        mutation(summary, body: body(ref("NoFields"), required: false, examples: ["empty": "{}"]),
-                 ok: ("The task as it now is.", "Change"), errors: [.invalidJSON, .invalidID, .unknownField] + errors)
-            .with("operationId", .string(operationID))
-    }
+    private static let noFields = body(ref("NoFields"), required: false, examples: ["empty": "{}"])
+    private static let noFieldsErrors: [APIError.Code] = [.invalidJSON, .invalidID, .unknownField]
+    private static let timerErrors: [APIError.Code] = [.notFound, .notATimer, .conflict]
 
-    private static func timerVerb(_ summary: String, _ operationID: String, id: Node) -> Node {
-        ["parameters": [id], "post": noFields(summary, operationID: operationID, errors: [.notFound, .notATimer, .conflict])]
-    }
+    /// A log's lines: `{"lines": […]}`, or text/plain, one line a line.
+    private static let logBody = body(ref("LogLines"), required: true, examples: [
+        "lines": #"{"lines": ["compiling a.c", "compiling b.c"]}"#,
+    ], plainText: [
+        "schema": ["type": "string", "minLength": 1, "description": .string("""
+            One line a line; a last line break ends the last line. At most \(LogTail.maxLinesPerRequest) lines \
+            (else 413); a line longer than \(LogTail.maxLineCharacters) characters is cut, ending in …
+            """)],
+        "examples": ["lines": ["value": "linking\nwarning: unused x\n"]],
+    ])
 
-    private static func body(_ schema: Node, required: Bool, examples: KeyValuePairs<String, String>) -> Node {
+    /// A JSON request body with its examples (and, where the endpoint also reads text, its text/plain form).
+    fileprivate static func body(_ schema: Node, required: Bool, examples: KeyValuePairs<String, String>, plainText: Node? = nil) -> Node {
         var named: [(String, JSONValue)] = []
         for (name, text) in examples {
             // The examples are literals of this file: OpenAPITests parses and sends each one.
             let example: Node = ["value": Node((try? JSONParser.parse(text)) ?? .null)]
             named.append((name, example.json))
         }
-        return ["required": .bool(required),
-                "content": ["application/json": ["schema": schema, "examples": Node(.object(named))]]]
+        var content: Node = ["application/json": ["schema": schema, "examples": Node(.object(named))]]
+        if let plainText { content = content.with("text/plain", plainText) }
+        return ["required": .bool(required), "content": content]
     }
 
-    private static func okResponse(_ ok: (description: String, schema: String)) -> Node {
-        ["description": .string(ok.description), "content": ["application/json": ["schema": ref(ok.schema)]]]
-    }
-
-    /// The 200 answer and one answer per error status, each naming exactly the codes it can carry.
-    private static func responses(ok: Node, errors: [APIError.Code]) -> Node {
-        var members: [(String, JSONValue)] = [("200", ok.json)]
+    /// The answers of an operation: the 200 answer, any other it gives, and one answer per error
+    /// status, each naming exactly the codes it can carry.
+    fileprivate static func responses(_ answers: [(status: Int, answer: Answer)], errors: [APIError.Code]) -> Node {
+        var members = answers.map { (String($0.status), $0.answer.node.json) }
         var statuses: [Int] = []
         for code in errors where !statuses.contains(code.status) { statuses.append(code.status) }
         for status in statuses.sorted() {
+            precondition(!answers.contains { $0.status == status }, "status \(status) is both an answer and an error")
             let codes = errorCodes.filter { entry in errors.contains(entry.code) && entry.code.status == status }
+            precondition(Set(codes.map(\.code)) == Set(errors.filter { $0.status == status }), "an error code missing from errorCodes")
             let description = codes.map { "\($0.code.rawValue): \($0.when)" }.joined(separator: "; ")
             let answer: Node = ["description": .string(description),
                                 "content": ["application/json": ["schema": errorSchema(codes.map(\.code))]]]
@@ -269,6 +291,14 @@ public enum OpenAPI {
     private static func schemas() -> Node {
         let seconds: Node = ["type": "number", "minimum": .number(OpenAPI.seconds.min), "maximum": .number(OpenAPI.seconds.max)]
         let nullableSeconds = seconds.with("type", ["number", "null"])
+        let control: Node = ["enum": Node(.array(TaskControl.allCases.map { .string($0.rawValue) }))]
+        let lines: Node = [
+            "type": "array", "items": ["type": "string"], "minItems": 1, "maxItems": .number(Double(LogTail.maxLinesPerRequest)),
+            "description": .string("""
+                The lines, oldest first. A line break inside an element starts another line; at most \(LogTail.maxLinesPerRequest) \
+                lines in all (else 413); a line longer than \(LogTail.maxLineCharacters) characters is cut, ending in …
+                """),
+        ]
         let state: Node = ["enum": Node(.array(TaskState.allCases.map { .string($0.rawValue) }))]
         let settableState: Node = ["enum": Node(.array(TaskState.settable.map { .string($0.rawValue) }))]
         let millis: Node = ["type": "integer", "description": "Unix milliseconds."]
@@ -287,6 +317,9 @@ public enum OpenAPI {
             "parent": ["type": ["string", "null"], "pattern": .string(TaskID.pattern),
                        "description": "Groups the task under another, which must exist; null ungroups."],
             "staleAfter": nullableSeconds.with("description", "A lease: no update for that long turns a running task stalled."),
+            "controls": ["type": ["array", "null"], "items": control,
+                         "description": "(v2) What watchers may ask of the publisher (POST /api/tasks/{id}/cancel …); [] or null offers none."],
+            "abandonAfter": nullableSeconds.with("description", "(v2) A task stalled that long ends failed; null: the server's abandonAfterSeconds."),
         ]
         let showFields: Node = [
             "hideAfter": seconds.with("description", "Seconds until the server hides the task by itself; a later show restarts the clock."),
@@ -323,6 +356,12 @@ public enum OpenAPI {
                 "seq": ["type": "integer", "minimum": 1, "description": "The seq of the task's last change."],
                 "parent": ref("TaskID"),
                 "staleAfter": seconds,
+                "controls": ["type": "array", "items": control, "minItems": 1, "maxItems": .number(Double(TaskControl.allCases.count)),
+                             "description": "(v2) What the publisher lets watchers ask of it; left out when none."],
+                "cancelRequested": ["const": true, "description": "(v2) A cancel request waits for the publisher's answer."],
+                "pauseRequested": ["const": true, "description": "(v2) A pause request waits for the publisher's answer."],
+                "abandonAfter": seconds.with("description", "(v2) The task's own abandonAfter, when it set one."),
+                "logCount": ["type": "integer", "minimum": 1, "description": "(v2) Lines its log has received; left out while none."],
                 "timer": ref("Timer"),
             ], required: ["id", "title", "progress", "state", "visible", "modal", "updatedAt", "seq"]),
             "Timer": object([
@@ -338,10 +377,12 @@ public enum OpenAPI {
             "ShowOptions": object(showFields, required: []),
             "TimerStart": object(timerFields, required: ["seconds"]),
             "NoFields": object([:], required: [], description: "Takes no fields."),
+            "LogLines": object(["lines": lines], required: ["lines"]),
             "Event": ["oneOf": [
                 event(["update", "progress", "state"], patchFields),
                 event(["show"], showFields),
                 event(["timer"], timerFields, required: ["seconds"]),
+                event(["log"], ["lines": lines], required: ["lines"]),
                 event(["hide", "pause", "resume", "cancel", "remove"], [:]),
             ]],
             "Batch": ["oneOf": [
@@ -349,6 +390,18 @@ public enum OpenAPI {
                 ref("Event"),
             ]],
             "Change": object(["seq": ["type": "integer", "minimum": 1], "task": ref("Task")], required: ["seq", "task"]),
+            "ControlAnswer": object([
+                "seq": ["type": "integer", "minimum": 1], "task": ref("Task"),
+                "delivered": ["type": "integer", "minimum": 0, "description": "The publisher sockets told now; 0: the request waits for one."],
+            ], required: ["seq", "task", "delivered"]),
+            "LogTail": object([
+                "id": ref("TaskID"),
+                "logCount": ["type": "integer", "minimum": 0, "description": "Lines the log has received in all."],
+                "from": ["type": "integer", "minimum": 0, "description": "The number of the first line given: logCount minus the lines kept."],
+                "lines": ["type": "array", "items": ["type": "string", "maxLength": .number(Double(LogTail.maxLineCharacters))],
+                          "maxItems": .number(Double(ServerConfig.logLinesRange.upperBound)),
+                          "description": "The last logLines (config) lines, oldest first."],
+            ], required: ["id", "logCount", "from", "lines"]),
             "Removed": object(["seq": ["type": "integer", "minimum": 1], "removed": ref("TaskID")], required: ["seq", "removed"]),
             "TaskList": object([
                 "epoch": ["type": "string", "pattern": .string(epochPattern)],
@@ -360,7 +413,7 @@ public enum OpenAPI {
                 "applied": ["type": "integer", "minimum": 0],
                 "errors": ["type": "array", "items": object([
                     "index": ["type": "integer", "minimum": 0],
-                    "error": ["enum": ["not_found", "not_a_timer", "conflict"]],
+                    "error": ["enum": Node(.array(applyErrors.map { .string($0.rawValue) }))],
                     "message": ["type": "string", "minLength": 1],
                     "field": ["type": ["string", "null"]],
                 ], required: ["index", "error", "message", "field"])],
@@ -372,6 +425,8 @@ public enum OpenAPI {
                 "seq": ["type": "integer", "minimum": 0],
                 "tasks": ["type": "integer", "minimum": 0],
                 "watchers": ["type": "integer", "minimum": 0],
+                "redis": ["type": "string", "pattern": "^(connected|unavailable since [0-9]+)$",
+                          "description": "In a cluster (storage redis://…): whether this node reaches Redis."],
             ], required: ["ok", "protocol", "epoch", "seq", "tasks", "watchers"]),
             "Error": error,
         ]
@@ -398,7 +453,89 @@ public enum OpenAPI {
         return schema
     }
 
-    private static func ref(_ name: String) -> Node { ["$ref": .string("#/components/schemas/\(name)")] }
+    fileprivate static func ref(_ name: String) -> Node { ["$ref": .string("#/components/schemas/\(name)")] }
+}
+
+/// One operation as the document describes it: an entry of `OpenAPI.operations`.
+struct OpenAPIOperation {
+    /// Who may call an operation, and so the refusals it shares with every operation of its kind.
+    enum Access {
+        /// Open to everyone; a body the transport stopped collecting at maxMessageBytes gets 413.
+        case read
+        /// A change: it needs a token (or loopback with anonymousLocalPublish), passes the Origin check
+        /// and the connection's publish rate, and is answered once storage has kept it.
+        case change
+        /// Answered before the body is looked at (`/metrics`): only the Host check comes first.
+        case probe
+
+        var errors: [APIError.Code] {
+            switch self {
+            case .read: return [.bodyTooLarge, .misdirected]
+            case .change: return [.unauthorized, .forbidden, .bodyTooLarge, .misdirected, .rateLimited, .storageFailed]
+            case .probe: return [.misdirected]
+            }
+        }
+    }
+
+    let method: String
+    let path: String
+    let id: String
+    let summary: String
+    let access: Access
+    let parameters: [OpenAPINode]
+    let body: OpenAPINode?
+    /// The 200 answer, then any other an operation gives besides its errors (a readiness probe's 503).
+    let answers: [(status: Int, answer: OpenAPIAnswer)]
+    /// The codes it can refuse with besides those of its access.
+    let errors: [APIError.Code]
+
+    init(_ method: String, _ path: String, _ id: String, _ summary: String, _ access: Access, parameters: [OpenAPINode] = [],
+         body: OpenAPINode? = nil, ok: OpenAPIAnswer, also: [(status: Int, answer: OpenAPIAnswer)] = [], errors: [APIError.Code]) {
+        self.method = method
+        self.path = path
+        self.id = id
+        self.summary = summary
+        self.access = access
+        self.parameters = parameters
+        self.body = body
+        answers = [(200, ok)] + also
+        self.errors = errors
+    }
+
+    var node: OpenAPINode {
+        var operation: OpenAPINode = ["operationId": .string(id), "summary": .string(summary)]
+        if access == .change { operation = operation.with("security", [["bearer": []]]) }
+        if !parameters.isEmpty { operation = operation.with("parameters", OpenAPINode(.array(parameters.map(\.json)))) }
+        if let body { operation = operation.with("requestBody", body) }
+        return operation.with("responses", OpenAPI.responses(answers, errors: errors + access.errors))
+    }
+}
+
+/// One answer of an operation: what it means, and its media type and schema (none for an answer without a body).
+struct OpenAPIAnswer {
+    let description: String
+    let content: (type: String, schema: OpenAPINode)?
+
+    init(_ description: String, _ type: String, _ schema: OpenAPINode) {
+        self.description = description
+        content = (type, schema)
+    }
+
+    /// An answer without a body (a 304).
+    init(_ description: String) {
+        self.description = description
+        content = nil
+    }
+
+    /// A JSON answer whose schema is a component of the document.
+    static func json(_ description: String, _ schema: String) -> OpenAPIAnswer { OpenAPIAnswer(description, "application/json", OpenAPI.ref(schema)) }
+
+    var node: OpenAPINode {
+        let answer: OpenAPINode = ["description": .string(description)]
+        guard let (type, schema) = content else { return answer }
+        let media: OpenAPINode = ["schema": schema]
+        return answer.with("content", OpenAPINode(.object([(type, media.json)])))
+    }
 }
 
 /// A JSON value written as a Swift literal; only this file uses it, to write the document.
@@ -502,6 +639,9 @@ public final class SchemaValidator {
         case let ("maxItems", .number(limit)):
             guard case let .array(elements) = value else { return nil }
             return Double(elements.count) <= limit ? nil : "\(path): more than \(Int(limit)) items"
+        case let ("minItems", .number(limit)):
+            guard case let .array(elements) = value else { return nil }
+            return Double(elements.count) >= limit ? nil : "\(path): fewer than \(Int(limit)) items"
         case let ("minimum", .number(bound)):
             guard case let .number(number) = value else { return nil }
             return number >= bound ? nil : "\(path): \(number) is below \(bound)"

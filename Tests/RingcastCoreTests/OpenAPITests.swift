@@ -8,12 +8,15 @@ final class OpenAPITests: XCTestCase {
     private let validator = SchemaValidator()
     private static let methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
 
-    /// A server's state with one of each kind of task the operations need.
+    /// A server's state with one of each kind of task the operations need; ci.build-42 offers every
+    /// control, has a pause request waiting (so cancel, pause and resume can each be asked) and a log.
     private func fixture() -> API {
         let api = API(store: TaskStore(epoch: "fixtureepoch"))
         for (method, path, body) in [
             ("POST", "/api/tasks/ci", #"{"title": "CI"}"#),
-            ("POST", "/api/tasks/ci.build-42", #"{"title": "Build 42", "progress": 0.42, "parent": "ci"}"#),
+            ("POST", "/api/tasks/ci.build-42", #"{"title": "Build 42", "progress": 0.42, "parent": "ci", "controls": ["cancel", "pause", "resume"]}"#),
+            ("POST", "/api/tasks/ci.build-42/pause", ""),
+            ("POST", "/api/tasks/ci.build-42/log", #"{"lines": ["compiling a.c"]}"#),
             ("POST", "/api/tasks/save/show", #"{"hideAfter": 3}"#),
             ("POST", "/api/timers/tea", #"{"seconds": 180}"#),
         ] {
@@ -70,12 +73,14 @@ final class OpenAPITests: XCTestCase {
     /// The validator refuses keywords it does not know, so every keyword the document uses must be one it checks.
     func testEverySchemaUsesOnlyKeywordsTheValidatorChecks() {
         let known: Set<String> = ["$ref", "type", "enum", "const", "properties", "required", "additionalProperties", "items",
-                                  "maxItems", "minimum", "maximum", "exclusiveMinimum", "minLength", "maxLength", "pattern",
+                                  "minItems", "maxItems", "minimum", "maximum", "exclusiveMinimum", "minLength", "maxLength", "pattern",
                                   "oneOf", "description", "examples"]
         var schemas: [(String, JSONValue)] = []
         if case let .object(components)? = OpenAPI.document["components"]?["schemas"] { schemas += components }
         for (template, method, operation) in operations {
-            if let schema = operation["requestBody"]?["content"]?["application/json"]?["schema"] { schemas.append(("\(method) \(template) body", schema)) }
+            if case let .object(content)? = operation["requestBody"]?["content"] {
+                for (type, media) in content { schemas.append(("\(method) \(template) \(type) body", media["schema"] ?? .null)) }
+            }
             if case let .object(answers)? = operation["responses"] {
                 for (status, answer) in answers {
                     if case let .object(content)? = answer["content"] {
@@ -114,7 +119,7 @@ final class OpenAPITests: XCTestCase {
     /// Each documented operation, sent with its first example body (or none), answers 200 as documented;
     /// so no documented operation is a 404 or a 405.
     func testEveryDocumentedOperationIsRoutedAndAnswersAsDocumented() {
-        XCTAssertEqual(operations.count, 16)
+        XCTAssertEqual(operations.count, 21)
         for (template, method, operation) in operations {
             let body = examples(of: operation).first.map { JSONWriter.encode($0.body) } ?? []
             let response = fixture().handle(APIRequest(method: method, path: concrete(template), body: body), now: t0 + 1000)
@@ -135,7 +140,7 @@ final class OpenAPITests: XCTestCase {
                 assertConforms(response, to: operation, "\(method) \(template) example \(name)")
             }
         }
-        XCTAssertGreaterThanOrEqual(count, 14)
+        XCTAssertGreaterThanOrEqual(count, 20)
     }
 
     /// The API routes nothing the document does not name: a path it does not name is a 404 (no
@@ -143,12 +148,15 @@ final class OpenAPITests: XCTestCase {
     func testNothingUndocumentedIsRouted() {
         var paths = operations.map { concrete($0.template) }
         paths += ["/api", "/api/", "/api/task", "/api/tasks/ci.build-42/show/again", "/api/tasks/ci.build-42/start",
-                  "/api/tasks/save/HIDE", "/api/timers", "/api/timers/tea/stop", "/api/timers/tea/pause/now",
+                  "/api/tasks/save/HIDE", "/api/tasks/ci.build-42/log/1", "/api/tasks/ci.build-42/logs", "/api/tasks/ci.build-42/Cancel",
+                  "/api/tasks/ci.build-42/stop", "/api/tasks/ci.build-42/cancel/now", "/api/timers/tea/log",
+                  "/api/timers", "/api/timers/tea/stop", "/api/timers/tea/pause/now",
                   "/api/events/1", "/api/openapi.json/x", "/api/openapi", "/api/healthz", "/healthz/x", "/metrics/x",
                   "/", "/index.html", "/ws"]
         var refused = 0
         for path in Set(paths).sorted() {
-            let documented = OpenAPITests.methods.contains { OpenAPI.operation(method: $0, path: path) != nil }
+            let allowed = OpenAPITests.methods.filter { OpenAPI.operation(method: $0, path: path) != nil }
+            let documented = !allowed.isEmpty
             for method in OpenAPITests.methods where OpenAPI.operation(method: method, path: path) == nil {
                 let response = fixture().handle(APIRequest(method: method, path: path), now: t0)
                 let body = json(response.body)
@@ -171,6 +179,7 @@ final class OpenAPITests: XCTestCase {
             ("TaskPatch", "/api/tasks/ci.build-42", [], "update"),
             ("ShowOptions", "/api/tasks/save/show", [], "show"),
             ("TimerStart", "/api/timers/tea", [("seconds", .number(10))], "timer"),
+            ("LogLines", "/api/tasks/ci.build-42/log", [("lines", .array([.string("x")]))], "log"),
         ]
         var tried = 0
         for (name, path, base, eventType) in cases {
@@ -184,7 +193,9 @@ final class OpenAPITests: XCTestCase {
                     let place = "\(name).\(field) = \(text(JSONWriter.encode(candidate)).prefix(60))"
                     XCTAssertEqual(response.status == 200, documented, "\(place): the document says \(documented ? "valid" : "invalid"), the API answered \(text(response.body))")
                     if !documented {
-                        XCTAssertEqual(response.status, 422, place)
+                        // Too many lines for one log request is 413, like a batch of too many events.
+                        let tooMany = property["maxItems"]?.numberValue.map { Double(candidate.arrayValue?.count ?? 0) > $0 } ?? false
+                        XCTAssertEqual(response.status, tooMany ? 413 : 422, place)
                         XCTAssertEqual(json(response.body)["field"], .string(field), place)
                     }
                     let event = JSONValue.object([("type", .string(eventType)), ("id", .string("ci.build-42"))] + (body.objectMembers))
@@ -200,13 +211,15 @@ final class OpenAPITests: XCTestCase {
             XCTAssertEqual(response.status, 422)
             XCTAssertEqual(json(response.body)["error"], .string("unknown_field"))
         }
-        XCTAssertGreaterThan(tried, 100)
+        XCTAssertGreaterThan(tried, 150)
     }
 
-    /// hide, pause, resume and cancel take no fields: nothing, `{}`, and no other JSON.
+    /// hide, the timers' pause, resume and cancel, and the control requests take no fields: nothing,
+    /// `{}`, and no other JSON.
     func testOperationsWithoutFieldsTakeOnlyNothingOrAnEmptyObject() throws {
         let schema = try XCTUnwrap(validator.component("NoFields"))
-        for path in ["/api/tasks/save/hide", "/api/timers/tea/pause", "/api/timers/tea/resume", "/api/timers/tea/cancel"] {
+        for path in ["/api/tasks/save/hide", "/api/timers/tea/pause", "/api/timers/tea/resume", "/api/timers/tea/cancel",
+                     "/api/tasks/ci.build-42/cancel", "/api/tasks/ci.build-42/pause", "/api/tasks/ci.build-42/resume"] {
             for body in ["", " ", "{}", " { } ", "null", "[]", "0", "\"x\"", "true", #"{"now": true}"#, "{", "[{}]"] {
                 let response = fixture().handle(APIRequest(method: "POST", path: path, body: Array(body.utf8)), now: t0 + 1000)
                 let value = try? JSONParser.parse(body)
@@ -218,9 +231,41 @@ final class OpenAPITests: XCTestCase {
         }
     }
 
+    /// The log's text form: every text/plain example is accepted, sent with its content type, and
+    /// is the lines it holds; an empty body, which the schema refuses, is refused.
+    func testTheLogTakesTextOneLineALine() throws {
+        let operation = try XCTUnwrap(OpenAPI.document["paths"]?["/api/tasks/{id}/log"]?["post"])
+        let media = try XCTUnwrap(operation["requestBody"]?["content"]?["text/plain"])
+        guard case let .object(examples)? = media["examples"] else { return XCTFail("no text/plain examples") }
+        XCTAssertFalse(examples.isEmpty)
+        for (name, example) in examples {
+            let body = try XCTUnwrap(example["value"]?.stringValue)
+            XCTAssertNil(validator.violation(of: .string(body), against: media["schema"] ?? .null), name)
+            let api = fixture()
+            let response = api.handle(APIRequest(method: "POST", path: "/api/tasks/ci.build-42/log", body: Array(body.utf8),
+                                                 headers: RequestHeaders(contentType: "text/plain; charset=utf-8")), now: t0 + 1000)
+            XCTAssertEqual(response.status, 200, "\(name): \(text(response.body))")
+            assertConforms(response, to: operation, "text/plain example \(name)")
+            XCTAssertEqual(api.store.log(of: "ci.build-42")?.lines.dropFirst(), ArraySlice(body.split(separator: "\n").map(String.init)), name)
+        }
+        XCTAssertNotNil(validator.violation(of: .string(""), against: media["schema"] ?? .null))
+        let empty = fixture().handle(APIRequest(method: "POST", path: "/api/tasks/ci.build-42/log", headers: RequestHeaders(contentType: "text/plain")), now: t0)
+        XCTAssertEqual(empty.status, 422, text(empty.body))
+        assertConforms(empty, to: operation, "an empty text/plain log")
+    }
+
     /// Values on each side of every bound the property names, and of every type it might be sent as.
     private func candidates(for property: JSONValue) -> [JSONValue] {
         var values: [JSONValue] = [.null, .bool(true), .string("1"), .number(1), .array([]), .object([])]
+        if let items = property["items"] {
+            // A list: one good element, bad ones, each option of an enum, and each side of its length bounds.
+            let good: JSONValue = items["enum"]?.arrayValue?.first ?? .string("x")
+            values += [.array([good]), .array([good, good]), .array([.number(1)]), .array([.null]), .array([.string("bogus")])]
+            values += (items["enum"]?.arrayValue ?? []).map { JSONValue.array([$0]) }
+            for limit in [property["minItems"], property["maxItems"]].compactMap({ $0?.numberValue.map(Int.init) }) {
+                values += [limit - 1, limit, limit + 1].filter { $0 >= 0 }.map { JSONValue.array(Array(repeating: good, count: $0)) }
+            }
+        }
         if let minimum = property["minimum"]?.numberValue { values += [.number(minimum), .number(minimum.nextDown)] }
         if let bound = property["exclusiveMinimum"]?.numberValue { values += [.number(bound), .number(bound.nextUp)] }
         if let maximum = property["maximum"]?.numberValue {
@@ -264,10 +309,11 @@ final class OpenAPITests: XCTestCase {
     /// The error table: each row's status and codes are the API's, and the document names the same codes.
     func testTheProtocolsErrorTableIsTheDocuments() throws {
         var codes: [String] = []
-        for line in try protocolText().split(separator: "\n") where line.hasPrefix("| 4") {
+        for line in try protocolText().split(separator: "\n") where line.hasPrefix("| 4") || line.hasPrefix("| 5") {
             let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
             let status = Int(cells[0])
-            for code in cells[1].split(separator: ",").map({ $0.trimmingCharacters(in: CharacterSet(charactersIn: " `")) }) {
+            let names = cells[1].replacingOccurrences(of: "*(v2)*", with: "")
+            for code in names.split(separator: ",").map({ $0.trimmingCharacters(in: CharacterSet(charactersIn: " `")) }) {
                 XCTAssertEqual(APIError.Code(rawValue: code)?.status, status, code)
                 codes.append(code)
             }
@@ -277,8 +323,9 @@ final class OpenAPITests: XCTestCase {
     }
 
     /// Every endpoint heading of docs/PROTOCOL.md names a documented operation and every documented
-    /// operation has a heading; each curl body in a section is accepted by its operation, and each
-    /// complete JSON answer shown conforms to the operation's 200 schema.
+    /// operation has a heading. Each curl command in a section runs an operation of its heading, and
+    /// its body (`-d '…'`) is accepted; each complete JSON block after a curl is that command's
+    /// answer and conforms to its operation's 200 schema (in a section without curl, the heading's).
     func testTheProtocolsEndpointsAndExamplesAreTheDocuments() throws {
         var named: Set<String> = []
         var checked = (bodies: 0, answers: 0)
@@ -303,34 +350,52 @@ final class OpenAPITests: XCTestCase {
                 XCTAssertNotNil(OpenAPI.document["paths"]?[template]?[method.lowercased()], "PROTOCOL.md names \(method) \(template)")
                 named.insert("\(method) \(template)")
             }
-            guard let (method, template) = headingOperations.first, let operation = OpenAPI.document["paths"]?[template]?[method.lowercased()] else { continue }
-            for body in curlBodies(section) {
-                let response = fixture().handle(APIRequest(method: method, path: concrete(template), body: Array(body.utf8)), now: t0)
-                XCTAssertEqual(response.status, 200, "PROTOCOL.md's \(method) \(template) body \(body): \(text(response.body))")
-                checked.bodies += 1
-            }
-            for block in jsonBlocks(section) where !block.contains("\"…\":") {
-                let answer = json(block)
-                if let violation = validator.violation(of: answer, against: operation["responses"]?["200"]?["content"]?["application/json"]?["schema"] ?? .null) {
-                    XCTFail("PROTOCOL.md's answer to \(method) \(template): \(violation)")
+            guard let first = headingOperations.first, OpenAPI.document["paths"]?[first.template]?[first.method.lowercased()] != nil else { continue }
+            let blocks = section.components(separatedBy: "```").enumerated().filter { $0.offset % 2 == 1 }.map(\.element)
+            let runsCurl = blocks.contains { $0.hasPrefix("sh\n") && $0.contains("curl ") }
+            var answering: (method: String, template: String)?
+            for block in blocks {
+                if block.hasPrefix("sh\n") {
+                    for curl in curlCommands(block) {
+                        guard let (template, _) = OpenAPI.operation(method: curl.method, path: curl.path),
+                              headingOperations.contains(where: { $0 == (curl.method, template) }) else {
+                            XCTFail("PROTOCOL.md's \(heading) runs \(curl.method) \(curl.path), not an operation of its heading")
+                            continue
+                        }
+                        answering = (curl.method, template)
+                        guard let body = curl.body else { continue }
+                        let response = fixture().handle(APIRequest(method: curl.method, path: concrete(template), body: Array(body.utf8)), now: t0)
+                        XCTAssertEqual(response.status, 200, "PROTOCOL.md's \(curl.method) \(template) body \(body): \(text(response.body))")
+                        checked.bodies += 1
+                    }
+                } else if block.hasPrefix("json\n"), !block.contains("\"…\":"), !runsCurl || answering != nil {
+                    let (method, template) = answering ?? first
+                    let operation = OpenAPI.document["paths"]?[template]?[method.lowercased()]
+                    let schema = operation?["responses"]?["200"]?["content"]?["application/json"]?["schema"] ?? .null
+                    if let violation = validator.violation(of: json(String(block.dropFirst(5))), against: schema) {
+                        XCTFail("PROTOCOL.md's answer to \(method) \(template): \(violation)")
+                    }
+                    checked.answers += 1
                 }
-                checked.answers += 1
             }
         }
         XCTAssertEqual(named, Set(operations.map { "\($0.method) \($0.template)" }))
-        XCTAssertGreaterThanOrEqual(checked.bodies, 4)
-        XCTAssertGreaterThanOrEqual(checked.answers, 5)
+        XCTAssertGreaterThanOrEqual(checked.bodies, 5)
+        XCTAssertGreaterThanOrEqual(checked.answers, 8)
     }
 
-    private func curlBodies(_ section: String) -> [String] {
-        section.components(separatedBy: "curl ").dropFirst().compactMap { command -> String? in
-            guard let start = command.range(of: "-d '") else { return nil }
-            return String(command[start.upperBound...].prefix { $0 != "'" })
+    /// The curl commands of a shell block: the method (`-X`, else POST when it sends data, else GET),
+    /// the URL's path and the `-d '…'` body.
+    private func curlCommands(_ block: String) -> [(method: String, path: String, body: String?)] {
+        block.components(separatedBy: "curl ").dropFirst().compactMap { command in
+            let line = command.replacingOccurrences(of: "\\\n", with: " ").prefix { $0 != "\n" }
+            let body = line.range(of: "-d '").map { String(line[$0.upperBound...].prefix { $0 != "'" }) }
+            let words = line.split(separator: " ")
+            let method = words.firstIndex(of: "-X").map { String(words[$0 + 1]) } ?? (body != nil || words.contains("--data-binary") ? "POST" : "GET")
+            guard let url = words.first(where: { $0.hasPrefix("http://") || $0.hasPrefix("https://") }),
+                  let path = URLComponents(string: String(url))?.path else { return nil }
+            return (method, path, body)
         }
-    }
-
-    private func jsonBlocks(_ section: String) -> [String] {
-        section.components(separatedBy: "```json\n").dropFirst().map { String($0.components(separatedBy: "```")[0]) }
     }
 }
 
