@@ -47,6 +47,8 @@ public struct APIResponse: Sendable {
     public var events: [OutboundEvent]
     /// *(v2)* Control frames for the publishers of the task a request asked to cancel, pause or resume.
     public var controls: [ControlDelivery] = []
+    /// *(v2)* Other headers, as lws writes them (`("allow:", "GET, POST")` on a 405).
+    public var headers: [(String, String)] = []
 
     init(status: Int = 200, body: [UInt8], contentType: String = "application/json", events: [OutboundEvent] = []) {
         self.status = status
@@ -161,7 +163,7 @@ public final class API {
     /// the request; an answer given here is counted whole.
     public func plan(_ request: APIRequest, now: Double, status: () -> TransportStatus = { TransportStatus() }) -> RequestPlan {
         metrics.httpRequests += 1
-        let response: APIResponse
+        var response: APIResponse
         if let host = request.headers.host, !gate.hosts.allows(host) {
             response = APIResponse(gate.hosts.refusal(host))
         } else if request.path == "/metrics" || request.path == "/healthz", request.method != "GET" {
@@ -187,6 +189,9 @@ public final class API {
             }
         }
         if response.status >= 400 { metrics.httpErrors += 1 }
+        // The methods the endpoint takes, as the HTTP spec asks of a 405: the document's, which
+        // OpenAPITests holds to the router.
+        if response.status == 405, let allowed = OpenAPI.allowedMethods(path: request.path) { response.headers.append(("allow:", allowed)) }
         return .answer(response)
     }
 
@@ -248,7 +253,7 @@ public final class API {
             case "DELETE":
                 return try apply(.remove(id: id), now: now)
             default:
-                throw methodNotAllowed(request, "GET, POST, DELETE")
+                throw methodNotAllowed(request, "GET, POST, PUT, PATCH, DELETE")
             }
         case ("tasks", 4):
             guard ["show", "hide", "log", "cancel", "pause", "resume"].contains(parts[3]) else { throw routeNotFound(request.path) }

@@ -144,7 +144,8 @@ final class OpenAPITests: XCTestCase {
     }
 
     /// The API routes nothing the document does not name: a path it does not name is a 404 (no
-    /// endpoint, `field` null), and a method it does not name on a path it does, a 405.
+    /// endpoint, `field` null), and a method it does not name on a path it does, a 405 whose Allow
+    /// header lists exactly the methods the document names there.
     func testNothingUndocumentedIsRouted() {
         var paths = operations.map { concrete($0.template) }
         paths += ["/api", "/api/", "/api/task", "/api/tasks/ci.build-42/show/again", "/api/tasks/ci.build-42/start",
@@ -161,6 +162,8 @@ final class OpenAPITests: XCTestCase {
                 let response = fixture().handle(APIRequest(method: method, path: path), now: t0)
                 let body = json(response.body)
                 XCTAssertEqual(response.status, documented ? 405 : 404, "\(method) \(path): \(text(response.body))")
+                let allow = response.headers.filter { $0.0 == "allow:" }.map(\.1)
+                XCTAssertEqual(allow.map { Set($0.components(separatedBy: ", ")) }, documented ? [Set(allowed)] : [], "\(method) \(path): Allow")
                 XCTAssertEqual(body["error"], .string(documented ? "method_not_allowed" : "not_found"), "\(method) \(path)")
                 XCTAssertEqual(body["field"], .null, "\(method) \(path)")
                 XCTAssertTrue(response.events.isEmpty)
