@@ -42,8 +42,8 @@ func steps(_ input: [UInt8]) -> [[UInt8]] {
 }
 
 /// A request as an input spells it: `METHOD /path?query`, header lines, a blank line, the body.
-/// Headers the API reads: Host, Origin, Authorization; `X-Remote: 1` sends it from another machine and
-/// `X-Too-Large: 1` says the transport stopped collecting the body at maxMessageBytes.
+/// Headers the API reads: Host, Origin, Authorization, Content-Type; `X-Remote: 1` sends it from
+/// another machine and `X-Too-Large: 1` says the transport stopped collecting the body at maxMessageBytes.
 struct FuzzRequest {
     var request: APIRequest
 
@@ -70,6 +70,7 @@ struct FuzzRequest {
             case "host": request.headers.host = value
             case "origin": request.headers.origin = value
             case "authorization": request.headers.authorization = value
+            case "content-type": request.headers.contentType = value
             case "x-remote": request.fromLoopback = value != "1"
             case "x-too-large": request.bodyTooLarge = value == "1"
             default: break
@@ -98,17 +99,25 @@ func parseQuery(_ query: String) -> [String: String] {
 /// The token of the fixture's one publisher, who may change `ci.*`.
 let publisherToken = "fuzz-token-ci-0123456789"
 
+/// How many lines of a task's log the fixture keeps: few, so a log is cut within one input.
+let fixtureLogLines = 8
+
 /// A server's state with a task of each kind: a parent with children, a shown modal task with a
-/// hideAt, a running timer and a cancelled one. Loopback may publish anonymously.
+/// hideAt, a running timer and a cancelled one. ci.build offers every control, has a log, a lease
+/// and its own abandonAfter, so it stalls and is abandoned within one input; ci.lint has a cancel
+/// request waiting for its publisher. Loopback may publish anonymously.
 func fixture() -> API {
     var config = ServerConfig()
     config.allowedOrigins = ["https://allowed.example"]
     config.publishing = PublishPolicy(publishers: [Publisher(name: "ci", token: publisherToken, patterns: WatchSet([Glob("ci.*")]))])
+    config.logLines = fixtureLogLines
     let api = API(store: TaskStore(epoch: "fuzzepoch001"), config: config)
     for (method, path, body) in [
         ("POST", "/api/tasks/ci", #"{"title":"CI"}"#),
-        ("POST", "/api/tasks/ci.build", #"{"title":"Build","completed":5,"total":10,"parent":"ci","staleAfter":2}"#),
-        ("POST", "/api/tasks/ci.lint", #"{"parent":"ci","detail":"waiting"}"#),
+        ("POST", "/api/tasks/ci.build", #"{"title":"Build","completed":5,"total":10,"parent":"ci","staleAfter":2,"controls":["cancel","pause","resume"],"abandonAfter":5}"#),
+        ("POST", "/api/tasks/ci.build/log", #"{"lines":["compiling a.c","compiling b.c"]}"#),
+        ("POST", "/api/tasks/ci.lint", #"{"parent":"ci","detail":"waiting","controls":["cancel"]}"#),
+        ("POST", "/api/tasks/ci.lint/cancel", ""),
         ("POST", "/api/tasks/save/show", #"{"hideAfter":3,"modal":true,"detail":"Saving"}"#),
         ("POST", "/api/timers/tea", #"{"seconds":5,"interval":1,"title":"Tea"}"#),
         ("POST", "/api/timers/egg", #"{"seconds":60,"hideAfter":1}"#),
@@ -155,8 +164,40 @@ func checkEvents(_ events: [OutboundEvent], after seqBefore: UInt64, store: Task
             expect(members(json).map(\.0) == ["type", "seq", "id"], "\(what): a remove event is {type, seq, id}")
             continue
         }
-        let extra: Set<String> = event.type == .tick ? ["type", "remaining", "elapsed", "now"] : ["type"]
+        let extra: Set<String> = event.type == .tick ? ["type", "remaining", "elapsed", "now"] : event.type == .log ? ["type", "from", "lines"] : ["type"]
         conforms(.object(members(json).filter { !extra.contains($0.0) }), to: "Task", "\(what): \(event.type) event")
+        if event.type == .log {
+            // The lines kept of those appended, numbered from `from`: together they end at logCount.
+            guard case let .number(from)? = json["from"], case let .array(lines)? = json["lines"], case let .number(count)? = json["logCount"] else {
+                fatalError("invariant broken: \(what): a log event without from, lines and logCount")
+            }
+            expect(from >= 0 && from + Double(lines.count) == count, "\(what): a log event from \(from) with \(lines.count) lines of \(count)")
+            expect(!lines.isEmpty && lines.count <= store.logLines, "\(what): a log event with \(lines.count) lines")
+            conforms(.object([("id", .string(event.id)), ("logCount", .number(count)), ("from", .number(from)), ("lines", .array(lines))]),
+                     to: "LogTail", "\(what): a log event's lines")
+        }
+    }
+}
+
+/// What every task of a store keeps true whatever it was sent: a finished task has no request
+/// waiting, a log keeps at most logLines of the lines it counts, and no stalled task is past its
+/// abandonment once deadlines have run. (A request may outlive the offer of its control: a
+/// publisher that drops `controls` has still been asked, and answers by publishing a state.)
+func checkTasks(_ store: TaskStore, now: Double, _ what: String) {
+    for (id, task) in store.tasks {
+        if task.state.isTerminal { expect(!task.cancelRequested && !task.pauseRequested, "\(what): finished \(id) has a request waiting") }
+        expect(Set(task.controls).count == task.controls.count, "\(what): \(id) offers a control twice")
+        let log = store.log(of: id)
+        expect(log?.count == task.logCount && (log?.lines.count ?? 0) == min(task.logCount, store.logLines), "\(what): \(id)'s log keeps \(log?.lines.count ?? -1) lines of \(task.logCount)")
+        if task.state == .stalled {
+            let seconds = task.abandonAfter ?? store.abandonAfterSeconds
+            expect(task.stalledAt != nil, "\(what): stalled \(id) does not say since when")
+            if seconds > 0, let stalledAt = task.stalledAt {
+                expect(stalledAt + seconds * 1000 > now, "\(what): \(id) stalled at \(stalledAt) is past its abandonment (\(seconds) s) at \(now)")
+            }
+        } else {
+            expect(task.stalledAt == nil, "\(what): \(id) is \(task.state) but says it stalled")
+        }
     }
 }
 
@@ -178,9 +219,13 @@ func checkAnswer(_ request: APIRequest, _ response: APIResponse, _ what: String)
         let code = json["error"]?.stringValueForFuzz ?? "none"
         // Before routing: the transport's body limit, the Origin check and, for a change, the token.
         // A documented path with another method: 405, or invalid_id when the id is checked first.
-        let allowed = ["body_too_large", "forbidden", "unauthorized", "not_found", "method_not_allowed", "invalid_id"]
+        let allowed = ["misdirected_request", "body_too_large", "forbidden", "unauthorized", "not_found", "method_not_allowed", "invalid_id"]
         expect(response.status >= 400 && allowed.contains(code), "\(what): undocumented \(request.method) \(request.path) answered \(response.status) \(code)")
         if code == "not_found" { expect(json["field"] == .null, "\(what): no endpoint names no field") }
+        if response.status == 405 {
+            let allow = response.headers.filter { $0.0 == "allow:" }.map(\.1)
+            expect(allow.count == 1 && allow.first == OpenAPI.allowedMethods(path: request.path), "\(what): a 405 with Allow \(allow)")
+        }
         if code == "invalid_id" { expect(request.path.hasPrefix("/api/tasks/") || request.path.hasPrefix("/api/timers/"), "\(what): invalid_id off an id path") }
         return
     }

@@ -21,6 +21,15 @@ public func fuzzConfig(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     expect((1...10_000).contains(config.maxEventsPerFrame), "maxEventsPerFrame \(config.maxEventsPerFrame)")
     expect(config.staticMaxAge >= 0, "staticMaxAge \(config.staticMaxAge)")
     expect(!config.host.isEmpty && !config.publicDir.isEmpty && !config.storage.isEmpty, "an empty string setting")
+    expect(config.retentionSeconds >= 1 && config.retentionSeconds <= 31_536_000, "retentionSeconds \(config.retentionSeconds)")
+    expect((1...10_000_000).contains(config.maxTasks), "maxTasks \(config.maxTasks)")
+    expect(config.maxPublishRate >= 0 && config.maxPublishRate <= 100_000_000, "maxPublishRate \(config.maxPublishRate)")
+    expect((0...10_000_000).contains(config.maxConnectionsPerAddress), "maxConnectionsPerAddress \(config.maxConnectionsPerAddress)")
+    expect((1...3600).contains(config.handshakeTimeoutSeconds), "handshakeTimeoutSeconds \(config.handshakeTimeoutSeconds)")
+    expect((0...256).contains(config.threads), "threads \(config.threads)")
+    expect(config.abandonAfterSeconds >= 0 && config.abandonAfterSeconds <= 31_536_000, "abandonAfterSeconds \(config.abandonAfterSeconds)")
+    expect(ServerConfig.logLinesRange.contains(Double(config.logLines)), "logLines \(config.logLines)")
+    for host in config.allowedHosts { expect(host == host.lowercased() && !host.isEmpty, "allowedHosts holds \(host)") }
     for origin in config.allowedOrigins {
         expect(origin.hasPrefix("http://") || origin.hasPrefix("https://"), "allowedOrigins holds \(origin)")
     }

@@ -3,7 +3,10 @@ import RingcastCore
 /// Whole HTTP requests through API.handle, several to an input (`---` between them), against a server
 /// state with a task of each kind, the clock moving 700 ms a request and the server's deadlines run
 /// in between. Every answer must be one the OpenAPI document gives; a refused request or a read
-/// changes nothing; a change numbers its events from the seq before it.
+/// changes nothing; a change numbers its events from the seq before it; every task keeps what
+/// checkTasks says. A log appended counts its lines and answers as GET /api/tasks/{id}/log then
+/// reads it; a control request marks the task without changing its state, and tells no socket (there
+/// is none here).
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzHTTP(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let api = fixture()
@@ -11,6 +14,7 @@ public func fuzzHTTP(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         let now = t0 + 700 * Double(index + 1)
         let seqBeforeDeadlines = api.store.seq
         checkEvents(api.store.runDue(now: now), after: seqBeforeDeadlines, store: api.store, "deadlines before request \(index)")
+        checkTasks(api.store, now: now, "deadlines before request \(index)")
 
         let request = FuzzRequest(step).request
         let (seq, tasks) = (api.store.seq, api.store.tasks)
@@ -23,11 +27,42 @@ public func fuzzHTTP(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         } else {
             checkEvents(response.events, after: seq, store: api.store, what)
             if request.path != "/api/events" { expect(!response.events.isEmpty, "\(what): a change published nothing") }
+            checkLoopAnswer(request, response, before: tasks, api: api, now: now, what)
         }
+        checkTasks(api.store, now: now, what)
     }
     let list = api.handle(APIRequest(method: "GET", path: "/api/tasks"), now: t0 + 60_000)
     checkAnswer(APIRequest(method: "GET", path: "/api/tasks"), list, "the final list")
     let count = parseJSON(list.body, "the final list")["tasks"].map { if case let .array(tasks) = $0 { tasks.count } else { -1 } }
     expect(count == api.store.tasks.count, "the list holds \(count ?? -1) of \(api.store.tasks.count) tasks")
     return 0
+}
+
+/// What an accepted log or control request did to its task.
+private func checkLoopAnswer(_ request: APIRequest, _ response: APIResponse, before: [String: TaskRecord], api: API, now: Double, _ what: String) {
+    let parts = request.path.split(separator: "/").map(String.init)
+    guard parts.count == 4, parts[0] == "api", parts[1] == "tasks", let task = api.store.task(parts[2]), let old = before[parts[2]] else { return }
+    let answer = parseJSON(response.body, "\(what): answer")
+    switch parts[3] {
+    case "log":
+        expect(task.logCount > old.logCount, "\(what): a log of \(task.logCount) lines after \(old.logCount)")
+        expect(response.events.last?.type == .log, "\(what): no log event")
+        let read = api.handle(APIRequest(method: "GET", path: request.path), now: now)
+        checkAnswer(APIRequest(method: "GET", path: request.path), read, "\(what): reading it back")
+        let tail = parseJSON(read.body, "\(what): the tail")
+        let kept = api.store.log(of: task.id)
+        expect(tail["logCount"] == .number(Double(task.logCount)) && tail["lines"] == .array((kept?.lines ?? []).map(JSONValue.string)),
+               "\(what): GET answers another log than the store's")
+    case "cancel", "pause", "resume":
+        expect(task.state == old.state, "\(what): a control request changed the state from \(old.state) to \(task.state)")
+        expect(answer["delivered"] == .number(0) && response.controls.isEmpty, "\(what): delivered to a socket that is not there")
+        expect(response.events.map(\.type) == [.state], "\(what): a control request's events are \(response.events.map(\.type))")
+        switch parts[3] {
+        case "cancel": expect(task.cancelRequested && task.pauseRequested == old.pauseRequested, "\(what): cancel did not mark cancelRequested alone")
+        case "pause": expect(task.pauseRequested && old.state != .paused && task.cancelRequested == old.cancelRequested, "\(what): pause did not mark pauseRequested alone")
+        default: expect(!task.pauseRequested && (old.pauseRequested || old.state == .paused), "\(what): resume of a task neither paused nor asked to pause")
+        }
+    default:
+        return
+    }
 }
