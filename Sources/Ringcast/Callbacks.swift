@@ -27,8 +27,7 @@ extension ServiceWorker: ServiceHandler {
             receiveBody(piece, on: link)
             return true
         case .httpBodyComplete:
-            if let exchange = link.attachment(as: Connection.self)?.exchange { answer(exchange, on: link) }
-            return true
+            return completeBody(on: link)
         case .httpWriteable:
             return writeHTTP(on: link)
         case .httpClosed, .closed:

@@ -6,7 +6,15 @@ import RingcastLWS
 extension ServiceWorker {
     /// Every request, static files included, must name one of our hosts (DNS rebinding gets 421).
     func admitsHTTP(_ link: LWSConnection) -> Bool {
-        do {
+        // lws 4.1.6 parses a pipelined request while the one before is still unanswered and then
+        // loses that answer (or, after a body, spins for good): a connection that pipelines is
+        // closed, and the client sends again one request at a time, as HTTP/1.1 lets a server ask.
+        if link.attachment(as: Connection.self)?.exchange != nil {
+            logger.debug("closed a connection from \(link.peerAddress) that pipelined HTTP requests")
+            return false
+        }
+        do throws(APIError) {
+            guard link.hasWholeRequestLine else { throw APIError.cutRequestLine }
             try gate.checkHost(link.header(.host))
             return true
         } catch {
@@ -14,7 +22,7 @@ extension ServiceWorker {
                 metrics.httpRequests += 1
                 metrics.httpErrors += 1
             }
-            server.logRefusal("host", offender: link.peerAddress, "refused \(link.requestLine()?.path ?? "a request") from \(link.peerAddress): \(error.message)")
+            server.logRefusal(error.code == .misdirected ? "host" : "request", offender: link.peerAddress, "refused \(link.requestLine()?.path ?? "a request") from \(link.peerAddress): \(error.message)")
             _ = link.writeHTTP(status: error.status, contentType: "application/json", body: error.encodedBody, headers: [("cache-control:", "no-store")])
             return false
         }
@@ -32,7 +40,9 @@ extension ServiceWorker {
         release(link.attach(Connection(.http(exchange))))
         let contentLength = Int(link.header(.contentLength) ?? "") ?? 0
         if contentLength > config.maxMessageBytes { exchange.body.refuse() }
-        if contentLength > 0 && (method == "POST" || method == "PUT" || method == "PATCH") {
+        // Whatever the method: a GET's body left unread wedges lws's parser on the next request of
+        // the connection (it spun for good in lws_service_do_ripe_rxflow). The API ignores it.
+        if contentLength > 0 {
             return true  // the body follows
         }
         answer(exchange, on: link)
@@ -41,6 +51,19 @@ extension ServiceWorker {
 
     func receiveBody(_ piece: UnsafeRawBufferPointer, on link: LWSConnection) {
         link.attachment(as: Connection.self)?.exchange?.body.append(piece)
+    }
+
+    /// The body is in. False closes the connection: lws reports a second completion of one body
+    /// only when it has a pipelined request buffered, and then loops on it without end.
+    func completeBody(on link: LWSConnection) -> Bool {
+        guard let exchange = link.attachment(as: Connection.self)?.exchange else { return true }
+        guard !exchange.isBodyComplete else {
+            logger.debug("closed a connection from \(link.peerAddress) that pipelined HTTP requests")
+            return false
+        }
+        exchange.isBodyComplete = true
+        answer(exchange, on: link)
+        return true
     }
 
     func answer(_ exchange: HTTPExchange, on link: LWSConnection) {

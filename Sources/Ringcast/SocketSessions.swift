@@ -9,11 +9,12 @@ extension ServiceWorker {
             logger.debug("refused a WebSocket upgrade outside /ws")
             return false
         }
-        do {
+        do throws(APIError) {
+            guard link.hasWholeRequestLine else { throw APIError.cutRequestLine }
             try gate.checkHost(link.header(.host))
             try gate.checkOrigin(RequestHeaders(host: link.header(.host), origin: link.header(.origin)))
         } catch {
-            server.logRefusal(error.code == .misdirected ? "host" : "origin", offender: link.peerAddress, "refused a WebSocket from \(link.peerAddress): \(error.message)")
+            server.logRefusal(error.code == .misdirected ? "host" : error.code == .invalidRequest ? "request" : "origin", offender: link.peerAddress, "refused a WebSocket from \(link.peerAddress): \(error.message)")
             return false
         }
         return true
