@@ -1,6 +1,8 @@
 import Foundation
 import RingcastClient
 import RingcastCore
+import RingcastLoad
+import RingcastLWS
 import RingcastTestSupport
 import XCTest
 
@@ -35,6 +37,25 @@ final class ClusterTests: XCTestCase {
 
     private func tasks(_ node: ServeProcess) throws -> String {
         String(decoding: try HTTPClient(host: "127.0.0.1", port: node.port).request("GET", "/api/tasks?watch=cl.*").body, as: UTF8.self)
+    }
+
+    /// `ringcast load --publish-to`: watchers on one node, updates posted to another, nothing lost
+    /// on the way through Redis (how Benchmarks/cluster.sh times delivery across nodes).
+    func testTheLoadToolMeasuresDeliveryAcrossNodes() throws {
+        let a = try node("a"), b = try node("b")
+        var options = LoadTestOptions(url: ServerURL("http://127.0.0.1:\(b.port)")!)
+        options.publishURL = ServerURL("http://127.0.0.1:\(a.port)")
+        options.clients = 20
+        options.messages = 50
+        options.rate = 100
+        options.tasks = 50
+        options.connectTimeout = 10
+        options.drainTimeout = 10
+        let result = try LoadTester(options: options).execute()
+        XCTAssertEqual(result.connected, 20)
+        XCTAssertEqual(result.published, 50)
+        XCTAssertEqual(result.delivered, 1_000, "every update posted to A reached every watcher on B")
+        XCTAssertEqual(result.loss, 0)
     }
 
     func testThreeNodesActAsOne() throws {
