@@ -61,13 +61,16 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
             try database.execute("""
                 PRAGMA journal_mode = WAL;
                 PRAGMA synchronous = NORMAL;
-                CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-                CREATE TABLE IF NOT EXISTS tasks (id TEXT PRIMARY KEY, seq INTEGER NOT NULL, body BLOB NOT NULL);
                 """)
+            if let upgraded = try SQLiteSchema.migrate(database) {
+                logger.info("storage: \(path) upgraded from schema version \(upgraded) to \(SQLiteSchema.current)")
+            }
             upsertTask = try database.prepare("INSERT INTO tasks (id, seq, body) VALUES (?1, ?2, ?3) ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, body = excluded.body")
             deleteTask = try database.prepare("DELETE FROM tasks WHERE id = ?1")
             setMeta = try database.prepare("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)")
-        } catch {
+        } catch let error as SQLiteSchema.TooNew {
+            throw ServerError("the storage file '\(path)' was written by a newer release of Ringcast (schema version \(error.found); Ringcast \(RingcastVersion.version) reads versions up to \(SQLiteSchema.current)): run that release or a later one, or point \"storage\" at another file")
+        } catch let error as SQLiteError {
             throw ServerError("cannot open the storage file '\(path)': \(error.message) (\(error.call)); point \"storage\" in config.json at a writable path, or set it to \"memory\"")
         }
     }

@@ -295,6 +295,7 @@ public final class API {
         writer.beginObject()
         writer.key("ok"); writer.bool(true)
         writer.key("protocol"); writer.number(ProtocolInfo.version)
+        writer.key("server"); writer.string(RingcastVersion.version)
         writer.key("epoch"); writer.string(store.epoch)
         writer.key("seq"); writer.number(Int(store.seq))
         writer.key("tasks"); writer.number(store.tasks.count)
