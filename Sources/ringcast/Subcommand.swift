@@ -77,7 +77,7 @@ enum CommandLineTool {
     /// Every command, in the order the root help lists them.
     static var commands: [any Subcommand.Type] {
         [ServeCommand.self, PushCommand.self, ShowCommand.self, HideCommand.self, TimerCommand.self, RemoveCommand.self,
-         ListCommand.self, RunCommand.self, PipeCommand.self, LoadCommand.self, VersionCommand.self]
+         ListCommand.self, RunCommand.self, PipeCommand.self, LoadCommand.self, ConfigCommand.self, VersionCommand.self]
     }
 
     static var usage: String {
