@@ -65,6 +65,7 @@ extension RingcastServer: ServiceHandler {
             }
             connectionsByAddress[address] = open + 1
         }
+        api.metrics.connectionsAccepted += 1
         acceptedPeer = Peer(address: address, isLoopback: loopback, isCounted: counted,
                             allowance: TokenBucket(rate: config.maxPublishRate, now: Clock.now()))
         return true

@@ -49,6 +49,7 @@ extension RingcastServer {
         let now = Clock.now()
         let peer = peers[link.identifier]
         let publishes = request.method != "GET" && request.method != "HEAD"
+        if request.bodyTooLarge { logRefusal("oversize", offender: link.peerAddress, "refused \(request.method) \(request.path) from \(link.peerAddress): the body is larger than maxMessageBytes (\(config.maxMessageBytes))") }
         let response: APIResponse
         if publishes, let peer, !peer.allowance.allows(now: now) {
             api.metrics.httpRequests += 1
@@ -73,6 +74,7 @@ extension RingcastServer {
     func writeHTTP(on link: LWSConnection) -> Bool {
         guard let exchange = link.attachment(as: Connection.self)?.exchange, let response = exchange.response else { return true }
         exchange.response = nil
+        api.metrics.bytesSent["http"] += response.body.count
         let written = link.writeHTTP(status: response.status, contentType: response.contentType, body: response.body,
                                      headers: [("cache-control:", "no-store")])
         release(link.detach())

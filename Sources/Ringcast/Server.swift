@@ -23,6 +23,8 @@ public final class RingcastServer: @unchecked Sendable {
     let api: API
     let fanOut: FanOut
     let persistence: TaskPersistence
+    /// Readiness answers and publish times, for operators (Operations.swift).
+    let operations: OperationsState
     private let publicDirectory: String
     /// The certificate and key, resolved against the config's folder, when `tls` is set.
     private let certificate: (cert: String, key: String)?
@@ -51,6 +53,7 @@ public final class RingcastServer: @unchecked Sendable {
         self.config = config
         self.logger = logger
         self.persistence = persistence
+        operations = OperationsState(probes: RingcastServer.readinessProbes(for: persistence))
         store = TaskStore(persistence: persistence, retentionSeconds: config.retentionSeconds, maxTasks: config.maxTasks)
         api = API(store: store, config: config)
         fanOut = FanOut(logCapacity: config.fanOutLogEvents, maxEventsPerFrame: config.maxEventsPerFrame)
@@ -94,7 +97,7 @@ public final class RingcastServer: @unchecked Sendable {
         var settings = ContextSettings(name: "ringcast")
         settings.certificate = certificate
         settings.listener = .init(host: config.host, port: config.port)
-        settings.staticFiles = .init(directory: publicDirectory, maxAge: config.staticMaxAge, callbackPaths: ["/api", "/healthz", "/metrics"])
+        settings.staticFiles = .init(directory: publicDirectory, maxAge: config.staticMaxAge, callbackPaths: ["/api", "/healthz", "/readyz", "/metrics"])
         settings.sessionBytes = LWSConnection.sessionBytes
         settings.headers = [("access-control-allow-origin:", "*")]
         settings.enforceSecurityHeaders = true
@@ -119,6 +122,7 @@ public final class RingcastServer: @unchecked Sendable {
         heartbeatTimer = try loop.makeTimer { [unowned self] in heartbeatFired() }
         storageTimer = try loop.makeTimer { [unowned self] in storageFired() }
         heartbeatTimer?.schedule(seconds: config.heartbeatSeconds)
+        try startOperations(loop)
         rescheduleDeadline()
         logger.debug("serving on port \(loop.port)")
     }
@@ -130,6 +134,7 @@ public final class RingcastServer: @unchecked Sendable {
         persistence.flush()
         committed(lastTicket, kept: true)
         if fanOut.subscriberCount > 0 {
+            api.metrics.refusals[RefusalReason.shutdown.rawValue] += fanOut.subscriberCount
             fanOut.forEachSubscription { subscription in
                 guard let socket = subscription.writer as? SocketPeer else { return }
                 if socket.closeReason == nil { socket.closeReason = (.goingAway, "server stopping") }
@@ -165,6 +170,7 @@ public final class RingcastServer: @unchecked Sendable {
     private func deliver(_ events: [OutboundEvent]) {
         guard !events.isEmpty else { return }
         api.metrics.eventsPublished += events.count
+        notePublished(events)
         fanOut.publish(events)
         // Every callback that publishes does so once (a request, a message, a deadline), so asking
         // for writes right away costs one pass over the watchers per callback, however many events.
@@ -220,7 +226,7 @@ public final class RingcastServer: @unchecked Sendable {
 
     /// What `/healthz` and `/metrics` report of the transport.
     var transportStatus: TransportStatus {
-        TransportStatus(watchers: fanOut.subscriberCount, resyncs: fanOut.resyncCount, patternSets: fanOut.groupCount)
+        withOperations(TransportStatus(watchers: fanOut.subscriberCount, resyncs: fanOut.resyncCount, patternSets: fanOut.groupCount))
     }
 }
 
@@ -236,9 +242,10 @@ enum Clock {
 extension RingcastServer {
     /// A refused client, logged once per offender and reason (then at most once a minute, with a count).
     func logRefusal(_ reason: String, offender: String, _ message: @autoclosure () -> String) {
+        api.metrics.refusals[reason] += 1
         let verdict = refusals.admit(reason: reason, offender: offender, now: Clock.now())
         guard verdict.log else { return }
         let suppressed = verdict.suppressed > 0 ? " (and \(verdict.suppressed) more like it since the last report)" : ""
-        logger.warning("\(message())\(suppressed)")
+        logger.warning("\(message())\(suppressed)", fields: [("reason", .string(reason)), ("peer", .string(offender)), ("suppressed", .number(Double(verdict.suppressed)))])
     }
 }

@@ -34,6 +34,7 @@ extension RingcastServer {
             socket.session = session
             release(link.attach(Connection(request.mode == .publish ? .publisher(socket) : .watcher(socket))))
             api.metrics.watchersOpened += 1
+            api.metrics.webSocketsOpened[request.mode == .publish ? "publisher" : "watcher"] += 1
             let subscription = fanOut.subscribe(request.watch, lastSeq: store.seq, writer: socket)
             socket.subscription = subscription
             for frame in frames { subscription.sendDirect(frame) }
@@ -45,6 +46,7 @@ extension RingcastServer {
     func writeSocket(on link: LWSConnection) -> Bool {
         guard let socket = link.attachment(as: Connection.self)?.socket, let subscription = socket.subscription else { return true }
         subscription.writeableCallbackBegan()
+        let seenBefore = subscription.lastSeq
         guard let plan = fanOut.nextFrame(for: subscription) else {
             if let reason = socket.closeReason {
                 link.setCloseReason(reason.status, reason.text)
@@ -57,6 +59,7 @@ extension RingcastServer {
         case let .frame(bytes, events):
             frame = bytes
             api.metrics.eventsSent += events
+            api.metrics.eventsPerFrame.observe(Double(events))
         case let .resync(since):
             frame = store.encodeSnapshot(matching: subscription.watch, since: since, now: Clock.now())
             fanOut.markResynced(subscription, seq: store.seq)
@@ -64,6 +67,7 @@ extension RingcastServer {
         }
         api.metrics.framesSent += 1
         guard link.writeText(frame) else { return false }
+        noteFrameWritten(frame, newestSeq: subscription.lastSeq > seenBefore ? subscription.lastSeq : nil)
         if subscription.hasPending || socket.closeReason != nil { subscription.requestWrite() }
         return true
     }
@@ -77,6 +81,7 @@ extension RingcastServer {
         let (bytes, tooLarge) = socket.incoming.take()
         let now = Clock.now()
         let peer = peers[link.identifier]
+        if tooLarge { logRefusal("oversize", offender: link.peerAddress, "dropped a WebSocket message from \(link.peerAddress): larger than maxMessageBytes (\(config.maxMessageBytes))") }
         if let peer, !peer.allowance.allows(now: now) {
             api.metrics.rateLimited += 1
             logRefusal("rate", offender: peer.address, "closed a WebSocket from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")
@@ -101,6 +106,7 @@ extension RingcastServer {
         case let .http(exchange):
             exchange.isOpen = false
         case let .watcher(socket), let .publisher(socket):
+            if socket.session != nil { api.metrics.webSocketsClosed[socket.session?.request.mode == .publish ? "publisher" : "watcher"] += 1 }
             if let subscription = socket.subscription { fanOut.unsubscribe(subscription) }
         }
     }

@@ -65,6 +65,14 @@ public struct TransportStatus: Sendable {
     public var watchers = 0
     public var resyncs = 0
     public var patternSets = 0
+    /// Sockets open now (HTTP and WebSocket), when the transport counts them.
+    public var openSockets = 0
+    /// When the server started, in Unix seconds.
+    public var startTime = 0.0
+    /// The last answer of each readiness probe (storage, Redis), for /readyz.
+    public var readiness: [ReadinessStatus] = []
+    /// What storage reports about its commits, when it keeps count.
+    public var storage: StorageMetrics?
 
     public init(watchers: Int = 0, resyncs: Int = 0, patternSets: Int = 0) {
         self.watchers = watchers
@@ -99,14 +107,13 @@ public final class API {
         if let host = request.headers.host, !hosts.allows(host) {
             response = APIResponse(hosts.refusal(host))
         } else if request.path == "/metrics" {
-            let transport = status()
-            response = APIResponse(body: metrics.render(watchers: transport.watchers, tasks: store.tasks.count, seq: store.seq,
-                                                        resyncs: transport.resyncs, patternSets: transport.patternSets),
-                                   contentType: "text/plain; version=0.0.4")
+            response = APIResponse(body: metricsSnapshot(transport: status()).render(), contentType: "text/plain; version=0.0.4")
         } else if request.bodyTooLarge {
             response = APIResponse(APIError(.bodyTooLarge, "the body is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); send less, or split a batch"))
         } else if request.path == "/healthz" {
             response = APIResponse(body: healthBody(watchers: status().watchers))
+        } else if request.path == "/readyz" {
+            response = readinessResponse(status().readiness)
         } else {
             do {
                 if request.method != "GET" { try checkOrigin(request.headers) }
@@ -214,7 +221,9 @@ public final class API {
     /// then the store's merge rules.
     public func publish(_ command: Command, as credential: Credential, now: Double) throws(APIError) -> Change {
         try policy.authorize(credential, id: command.id)
-        return try store.apply(command, now: now)
+        let change = try store.apply(command, now: now)
+        metrics.updatesApplied += 1
+        return change
     }
 
     private func answer(_ command: Command, as credential: Credential, now: Double) throws(APIError) -> APIResponse {
