@@ -6,9 +6,9 @@ import RingcastLWS
 struct VersionCommand: Subcommand {
     static let name = "version"
     static let summary = "print the version (also `ringcast --version`)"
-    static let usage = ["ringcast version", "ringcast --version"]
+    static let usage = ["ringcast version"]
     static let discussion = """
-    Prints `ringcast X.Y.Z` first, then the protocol version (the `protocol` of `hello` and /healthz), \
+    Prints `ringcast X.Y.Z` first (all the root's version option prints), then the protocol version (the `protocol` of `hello` and /healthz), \
     the storage schema version and the libraries underneath.
     """
     static let optionGroups = [OptionGroup("options", [])]
