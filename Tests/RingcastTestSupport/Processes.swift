@@ -28,13 +28,20 @@ package final class ServeProcess {
     package let firstLine: String
     package let port: Int
 
-    package init(_ arguments: [String]) throws {
+    /// `environment` is added to this process's; `errorLog` receives what it writes to stderr.
+    package init(_ arguments: [String], environment: [String: String] = [:], errorLog: URL? = nil) throws {
         try MissingBinary.check()
         process.executableURL = URL(fileURLWithPath: ringcastBinary)
         process.arguments = ["serve"] + arguments
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         let output = Pipe()
         process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
+        if let errorLog {
+            FileManager.default.createFile(atPath: errorLog.path, contents: nil)
+            process.standardError = try FileHandle(forWritingTo: errorLog)
+        } else {
+            process.standardError = FileHandle.nullDevice
+        }
         try process.run()
         firstLine = readLine(from: output.fileHandleForReading)
         port = Int(firstLine.split(separator: ":").last ?? "") ?? 0
