@@ -32,6 +32,8 @@ test:
 test-swift: build
 	swift build --build-tests $(SWIFT_BUILD_FLAGS)
 	swift test --skip-build
+	# The server's tests again on one service thread (the run above used one per core).
+	RINGCAST_TEST_THREADS=1 swift test --skip-build --filter 'RingcastTests|RingcastClientTests'
 
 test-browser: build
 	RINGCAST_BIN=.build/debug/ringcast SE_OFFLINE=true python3 -m pytest -q Tests/browser

@@ -23,7 +23,14 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        .systemLibrary(
+            name: "CHiredis",
+            pkgConfig: "hiredis",
+            providers: [.apt(["libhiredis-dev"])]
+        ),
         .target(name: "RingcastCore"),
+        // The one Swift layer over hiredis: blocking connections for the Redis engine's own threads.
+        .target(name: "RingcastRedis", dependencies: ["CHiredis"]),
         // The one Swift layer over libwebsockets that the server and the client share.
         .target(
             name: "RingcastLWS",
@@ -31,7 +38,7 @@ let package = Package(
         ),
         .target(
             name: "Ringcast",
-            dependencies: ["RingcastCore", "RingcastLWS", "CSQLite"]
+            dependencies: ["RingcastCore", "RingcastLWS", "RingcastRedis", "CSQLite"]
         ),
         // What a Swift service imports to push progress; its transport types are `package`.
         .target(
@@ -49,6 +56,13 @@ let package = Package(
             name: "ringcast-bench",
             dependencies: ["RingcastClient", "RingcastLoad", "RingcastCore", "RingcastLWS"],
             path: "Benchmarks/ringcast-bench"
+        ),
+        // What one event costs where it must not grow (pattern sets, a task's age), and SQLite against
+        // memory: Benchmarks/costs.sh runs it.
+        .executableTarget(
+            name: "ringcast-costs",
+            dependencies: ["RingcastClient", "RingcastLoad", "RingcastCore", "RingcastLWS"],
+            path: "Benchmarks/ringcast-costs"
         ),
         // Tests: one target per library target, the command line's own, and end-to-end ones that
         // run the built executable; what they share is a library of its own, never a copy.

@@ -40,7 +40,7 @@ start() {
 }
 
 mkdir -p "$work/public"
-printf '{"host":"127.0.0.1","port":0,"publicDir":"%s","logLevel":"error","anonymousLocalPublish":true}\n' "$work/public" >"$work/config.json"
+printf '{"host":"127.0.0.1","port":0,"publicDir":"%s","logLevel":"error","anonymousLocalPublish":true,"maxPublishRate":0}\n' "$work/public" >"$work/config.json"
 start ringcast "$bin/ringcast" serve --config "$work/config.json"
 ringcast_url=$url
 start reference Benchmarks/reference/refserver --host 127.0.0.1 --port 0

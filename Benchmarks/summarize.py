@@ -205,6 +205,12 @@ def main():
             out.append(f"Runs that failed or were missing: {', '.join(missing)} (see Benchmarks/results/{name}-*.log).")
         out.append("")
 
+    # Sections other scripts wrote into the results folder (costs.sh: pattern sets, age, storage).
+    for extra in sorted(f for f in os.listdir(args.results) if f.endswith(".section.md")):
+        with open(os.path.join(args.results, extra)) as handle:
+            out.append(handle.read().rstrip())
+            out.append("")
+
     notes = os.path.join(os.path.dirname(args.output), "NOTES.md")
     if os.path.exists(notes):
         with open(notes) as handle:

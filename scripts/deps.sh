@@ -5,9 +5,9 @@
 set -euo pipefail
 mode=${1:-build}
 
-packages=(pkg-config libwebsockets-dev libsqlite3-dev)
+packages=(pkg-config libwebsockets-dev libsqlite3-dev libhiredis-dev)
 if [ "$mode" = test ]; then
-  packages+=(procps iproute2 openssl curl)
+  packages+=(procps iproute2 openssl curl redis-server)
 fi
 if [ "$mode" = test ] || [ "$mode" = deb ]; then
   packages+=(systemd dpkg-dev binutils lintian)

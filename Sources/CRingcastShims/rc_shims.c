@@ -1,5 +1,7 @@
+#define _GNU_SOURCE
 #include "rc_shims.h"
 #include <stdlib.h>
+#include <sys/socket.h>
 
 _Static_assert(LWS_PRE >= 16, "LWS_PRE shrank: buffers sized from rc_lws_pre() are still right, but check the shim");
 
@@ -37,3 +39,8 @@ void rc_timer_schedule(struct lws_context *context, rc_timer *timer, int64_t del
 void rc_timer_cancel(rc_timer *timer) { lws_sul_cancel(&timer->sul); }
 
 void rc_timer_free(rc_timer *timer) { free(timer); }
+
+int rc_accept_nonblocking(int listener, struct sockaddr *address, socklen_t *length)
+{
+    return accept4(listener, address, length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}

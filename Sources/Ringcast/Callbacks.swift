@@ -1,10 +1,10 @@
 import RingcastCore
 import RingcastLWS
 
-/// Where each libwebsockets callback goes: the one dispatch from the service loop to the server's
+/// Where each libwebsockets callback goes: the one dispatch from a service loop to its worker's
 /// roles (HTTPExchange.swift, SocketSessions.swift). Service thread only.
-extension RingcastServer: ServiceHandler {
-    package func handle(_ event: ServiceEvent, on link: LWSConnection) -> Bool {
+extension ServiceWorker: ServiceHandler {
+    func handle(_ event: ServiceEvent, on link: LWSConnection) -> Bool {
         switch event {
         case let .accepted(address):
             return admitsConnection(from: address)
@@ -13,10 +13,14 @@ extension RingcastServer: ServiceHandler {
             if let peer = acceptedPeer {
                 peers[link.identifier] = peer
                 acceptedPeer = nil
+                count { $0.connectionsAccepted += 1 }
             }
             return true
         case .destroyed:
-            if let peer = peers.removeValue(forKey: link.identifier) { forget(peer) }
+            if let peer = peers.removeValue(forKey: link.identifier) {
+                forget(peer)
+                count { $0.connectionsClosed += 1 }
+            }
             return true
         case .httpFilter:
             return admitsHTTP(link)
@@ -47,25 +51,32 @@ extension RingcastServer: ServiceHandler {
         }
     }
 
-    package func loopWillStop(_ loop: ServiceLoop) { closeWatchers(loop) }
+    func loopWillStop(_ loop: ServiceLoop) { closeWatchers(loop) }
 
-    /// An address may hold at most `maxConnectionsPerAddress` sockets (loopback only with `limitLoopback`).
+    func loopWasNotified(_ loop: ServiceLoop) { settle() }
+
+    /// An address may hold at most `maxConnectionsPerAddress` sockets (loopback only with
+    /// `limitLoopback`), counted across every service thread.
     private func admitsConnection(from address: String) -> Bool {
         // A socket accepted before whose connection lws never made: its count goes back.
         if let stale = acceptedPeer { forget(stale) }
         let loopback = isLoopbackAddress(address)
         let counted = config.maxConnectionsPerAddress > 0 && (!loopback || config.limitLoopback)
         if counted {
-            let open = connectionsByAddress[address, default: 0]
-            guard open < config.maxConnectionsPerAddress else {
-                api.metrics.connectionsRefused += 1
-                logRefusal("connections", offender: address,
-                           "refused a connection from \(address): it holds \(open) already (maxConnectionsPerAddress is \(config.maxConnectionsPerAddress))")
+            let limit = config.maxConnectionsPerAddress
+            let open: Int? = server.connectionsByAddress.withLock { counts in
+                let open = counts[address, default: 0]
+                guard open < limit else { return open }
+                counts[address] = open + 1
+                return nil
+            }
+            if let open {
+                state.record { $0.connectionsRefused += 1 }
+                server.logRefusal("connections", offender: address,
+                                  "refused a connection from \(address): it holds \(open) already (maxConnectionsPerAddress is \(limit))")
                 return false
             }
-            connectionsByAddress[address] = open + 1
         }
-        api.metrics.connectionsAccepted += 1
         acceptedPeer = Peer(address: address, isLoopback: loopback, isCounted: counted,
                             allowance: TokenBucket(rate: config.maxPublishRate, now: Clock.now()))
         return true
@@ -73,7 +84,10 @@ extension RingcastServer: ServiceHandler {
 
     private func forget(_ peer: Peer) {
         if peer === acceptedPeer { acceptedPeer = nil }
-        guard peer.isCounted, let open = connectionsByAddress[peer.address] else { return }
-        if open <= 1 { connectionsByAddress.removeValue(forKey: peer.address) } else { connectionsByAddress[peer.address] = open - 1 }
+        guard peer.isCounted else { return }
+        server.connectionsByAddress.withLock { counts in
+            guard let open = counts[peer.address] else { return }
+            if open <= 1 { counts.removeValue(forKey: peer.address) } else { counts[peer.address] = open - 1 }
+        }
     }
 }

@@ -1,18 +1,20 @@
 import RingcastCore
 import RingcastLWS
 
-/// The HTTP role of the server: read a request, let the API answer it, write the answer in one send.
-/// Service thread only.
-extension RingcastServer {
+/// The HTTP role of a service thread: read a request, let the API answer it under the state's
+/// lock, write the answer in one send once storage has kept what it changed. Service thread only.
+extension ServiceWorker {
     /// Every request, static files included, must name one of our hosts (DNS rebinding gets 421).
     func admitsHTTP(_ link: LWSConnection) -> Bool {
         do {
-            try api.checkHost(link.header(.host))
+            try gate.checkHost(link.header(.host))
             return true
         } catch {
-            api.metrics.httpRequests += 1
-            api.metrics.httpErrors += 1
-            logRefusal("host", offender: link.peerAddress, "refused \(link.requestLine()?.path ?? "a request") from \(link.peerAddress): \(error.message)")
+            state.record { metrics in
+                metrics.httpRequests += 1
+                metrics.httpErrors += 1
+            }
+            server.logRefusal("host", offender: link.peerAddress, "refused \(link.requestLine()?.path ?? "a request") from \(link.peerAddress): \(error.message)")
             _ = link.writeHTTP(status: error.status, contentType: "application/json", body: error.encodedBody, headers: [("cache-control:", "no-store")])
             return false
         }
@@ -49,20 +51,46 @@ extension RingcastServer {
         let now = Clock.now()
         let peer = peers[link.identifier]
         let publishes = request.method != "GET" && request.method != "HEAD"
-        if request.bodyTooLarge { logRefusal("oversize", offender: link.peerAddress, "refused \(request.method) \(request.path) from \(link.peerAddress): the body is larger than maxMessageBytes (\(config.maxMessageBytes))") }
+        if request.bodyTooLarge { server.logRefusal("oversize", offender: link.peerAddress, "refused \(request.method) \(request.path) from \(link.peerAddress): the body is larger than maxMessageBytes (\(config.maxMessageBytes))") }
         let response: APIResponse
+        let ticket: UInt64
         if publishes, let peer, !peer.allowance.allows(now: now) {
-            api.metrics.httpRequests += 1
-            api.metrics.httpErrors += 1
-            api.metrics.rateLimited += 1
-            logRefusal("rate", offender: peer.address, "refused requests from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")
+            state.record { metrics in
+                metrics.httpRequests += 1
+                metrics.httpErrors += 1
+                metrics.rateLimited += 1
+            }
+            server.logRefusal("rate", offender: peer.address, "refused requests from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")
             response = APIResponse(APIError(.rateLimited, "this connection publishes more than \(config.maxPublishRate.plain) events a second (maxPublishRate): slow down, batch, or raise \"maxPublishRate\" in config.json"))
+            ticket = 0
+        } else if state.isClustered {
+            let server = self.server
+            switch state.read({ api, _ in api.plan(request, now: now) { server.transportStatus } }) {
+            case let .answer(answer):
+                (response, ticket) = (answer, 0)
+            case let .apply(commands, shape):
+                peer?.allowance.spend(max(1, commands.count), now: now)
+                submit(.request(commands, shape), now: now) { outcome in
+                    guard exchange.isOpen else { return }
+                    switch outcome {
+                    case let .request(applied): exchange.response = applied
+                    case let .refused(error): exchange.response = APIResponse(error)
+                    case .message: return
+                    }
+                    link.requestWrite()
+                }
+                return
+            }
         } else {
-            response = api.handle(request, now: now) { transportStatus }
+            let server = self.server
+            (response, ticket) = state.change(from: index) { api, _, _ in
+                let response = api.handle(request, now: now) { server.transportStatus }
+                return (response, response.events)
+            }
             if publishes { peer?.allowance.spend(max(1, response.events.count), now: now) }
         }
         // The answer leaves once storage has kept what it changed; the connection may be gone by then.
-        publish(response.events) { kept in
+        settle(ticket: ticket) { kept in
             guard exchange.isOpen else { return }
             exchange.response = kept ? response : APIResponse(APIError.storageFailed)
             link.requestWrite()
@@ -74,7 +102,7 @@ extension RingcastServer {
     func writeHTTP(on link: LWSConnection) -> Bool {
         guard let exchange = link.attachment(as: Connection.self)?.exchange, let response = exchange.response else { return true }
         exchange.response = nil
-        api.metrics.bytesSent["http"] += response.body.count
+        count { $0.bytesSent["http"] += response.body.count }
         let written = link.writeHTTP(status: response.status, contentType: response.contentType, body: response.body,
                                      headers: [("cache-control:", "no-store")])
         release(link.detach())

@@ -1,35 +1,91 @@
 import Foundation
 import RingcastCore
 import RingcastLWS
+import Synchronization
 
-/// What the server keeps for operators beside the API's counters: the readiness probes and their
-/// last answers (for /readyz), and when recent events reached the fan-out (for the publish-to-write
-/// latency). Service thread only.
-final class OperationsState {
+/// What the server keeps for operators besides the API's counters: its start time, and the
+/// readiness probes with their last answers (for /readyz). Worker 0 asks every probe every
+/// `readinessInterval`; answers come from whatever thread the probe answers on; /readyz and
+/// /metrics read them from any service thread.
+///
+/// `@unchecked Sendable`: `answers` is behind its mutex, `readinessTimer` belongs to worker 0's
+/// thread, the rest is immutable (the probes' `checkReadiness` may be called from any thread).
+final class OperationsState: @unchecked Sendable {
     /// Seconds between readiness questions, and how long one may wait for its answer.
     static let readinessInterval = 2.0
     static let readinessDeadline = 5.0
 
     /// When the server was made, in Unix seconds (`ringcast_start_time_seconds`).
     let startTime = Date().timeIntervalSince1970
-    /// Storage first; a Redis engine adds its own probe here.
+    /// Storage's probe (SQLite's writer, memory, or the Redis cluster).
     let probes: [ReadinessProbe]
-    var trackers: [ReadinessTracker]
-    /// Whether each probe was last reported ready, so the log says when it changes.
-    var reportedReady: [Bool?]
-    var readinessTimer: LoopTimer?
-    var publishTimes = PublishTimes()
+    private let logger: Logger
+    /// Each probe's answers, and whether the log last said it was ready (nil: nothing said yet).
+    private let answers: Mutex<(trackers: [ReadinessTracker], reported: [Bool?])>
+    private var readinessTimer: LoopTimer?
 
-    init(probes: [ReadinessProbe]) {
+    init(probes: [ReadinessProbe], logger: Logger) {
         self.probes = probes
-        trackers = probes.map { ReadinessTracker(name: $0.readinessName, deadlineSeconds: OperationsState.readinessDeadline) }
-        reportedReady = probes.map { _ in nil }
+        self.logger = logger
+        answers = Mutex((probes.map { ReadinessTracker(name: $0.readinessName, deadlineSeconds: OperationsState.readinessDeadline) },
+                         probes.map { _ in nil }))
     }
 
-    func readiness(now: Double) -> [ReadinessStatus] { trackers.map { $0.status(now: now) } }
+    func readiness(now: Double) -> [ReadinessStatus] { answers.withLock { state in state.trackers.map { $0.status(now: now) } } }
+
+    /// On worker 0's thread as its loop starts: asks now, then every `readinessInterval`.
+    func startAsking(on loop: ServiceLoop) throws {
+        readinessTimer = try loop.makeTimer { [unowned self] in ask() }
+        ask()
+    }
+
+    private func ask() {
+        let now = Clock.now()
+        // Marked asked under the lock, asked outside it: a probe may answer before it returns.
+        let idle: [Int] = answers.withLock { state in
+            let idle = state.trackers.indices.filter { state.trackers[$0].isIdle }
+            for index in idle { state.trackers[index].asked(now: now) }
+            return idle
+        }
+        for index in idle {
+            probes[index].checkReadiness { [self] failure in answered(index, failure: failure) }
+        }
+        reportChanges(now: now)
+        readinessTimer?.schedule(seconds: OperationsState.readinessInterval)
+    }
+
+    private func answered(_ index: Int, failure: String?) {
+        let now = Clock.now()
+        answers.withLock { $0.trackers[index].answered(failure, now: now) }
+        reportChanges(now: now)
+    }
+
+    /// One log line when a dependency stops answering, and one when it is back.
+    private func reportChanges(now: Double) {
+        let changes: [ReadinessStatus] = answers.withLock { state in
+            var changes: [ReadinessStatus] = []
+            for (index, tracker) in state.trackers.enumerated() {
+                // Before the first answer (unless it is overdue) there is nothing to report yet.
+                if tracker.answeredAt == nil, !tracker.isOverdue(now: now) { continue }
+                let status = tracker.status(now: now)
+                guard status.ready != state.reported[index] else { continue }
+                // The first answer is news only when it is bad.
+                if state.reported[index] != nil || !status.ready { changes.append(status) }
+                state.reported[index] = status.ready
+            }
+            return changes
+        }
+        for status in changes {
+            if status.ready {
+                logger.info("\(status.name) answers again: ready", fields: [("event", .string("ready")), ("check", .string(status.name))])
+            } else {
+                logger.error("not ready: \(status.failure ?? status.name)", fields: [("event", .string("not_ready")), ("check", .string(status.name))])
+            }
+        }
+    }
 }
 
-/// When each of the last `capacity` sequence numbers was handed to the fan-out, by a monotonic clock.
+/// When each of the last `capacity` sequence numbers' change was applied, by a monotonic clock.
 /// The owner's thread only.
 struct PublishTimes {
     private var seqs: [UInt64]
@@ -59,73 +115,51 @@ extension Clock {
     static func monotonicSeconds() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
 }
 
+/// Redis answers while the cluster's connections do: they notice a lost server themselves.
+extension RedisCluster: ReadinessProbe {
+    var readinessName: String { "redis" }
+    func checkReadiness(_ answer: @escaping @Sendable (String?) -> Void) {
+        answer(isAvailable ? nil : "\(url) is \(health): publishes are refused with 503 until it answers")
+    }
+}
+
 extension RingcastServer {
-    /// The probes /readyz asks: storage, when it can be asked.
+    /// The probes /readyz asks: storage's, when it can be asked.
     static func readinessProbes(for persistence: TaskPersistence) -> [ReadinessProbe] {
         [persistence as? ReadinessProbe].compactMap { $0 }
     }
 
-    /// On the service thread as the loop starts: ask every probe now, then every `readinessInterval`.
-    func startOperations(_ loop: ServiceLoop) throws {
-        operations.readinessTimer = try loop.makeTimer { [unowned self] in askReadiness() }
-        askReadiness()
-    }
-
-    private func askReadiness() {
-        let now = Clock.now()
-        for (index, probe) in operations.probes.enumerated() where operations.trackers[index].isIdle {
-            operations.trackers[index].asked(now: now)
-            probe.checkReadiness { [self] failure in
-                loop.post { [self] in readinessAnswered(index, failure: failure) }
-            }
-        }
-        reportReadinessChanges(now: now)
-        operations.readinessTimer?.schedule(seconds: OperationsState.readinessInterval)
-    }
-
-    private func readinessAnswered(_ index: Int, failure: String?) {
-        let now = Clock.now()
-        operations.trackers[index].answered(failure, now: now)
-        reportReadinessChanges(now: now)
-    }
-
-    /// One log line when a dependency stops answering, and one when it is back.
-    private func reportReadinessChanges(now: Double) {
-        for (index, status) in operations.readiness(now: now).enumerated() where status.ready != operations.reportedReady[index] {
-            // Before the first answer (unless it is overdue) there is nothing to report yet.
-            let tracker = operations.trackers[index]
-            if tracker.answeredAt == nil, !tracker.isOverdue(now: now) { continue }
-            if status.ready {
-                if operations.reportedReady[index] == false { logger.info("\(status.name) answers again: ready", fields: [("check", .string(status.name))]) }
-            } else {
-                logger.error("not ready: \(status.failure ?? status.name)", fields: [("check", .string(status.name))])
-            }
-            operations.reportedReady[index] = status.ready
-        }
-    }
-
-    /// Events handed to the fan-out now: remembered by seq, to time how long their frames take.
-    func notePublished(_ events: [OutboundEvent]) {
-        let now = Clock.monotonicSeconds()
-        for event in events { operations.publishTimes.record(event.seq, at: now) }
-    }
-
-    /// A frame just written to a watcher: its bytes, and how long the newest event in it took since
-    /// it reached the fan-out (`newestSeq` is nil when the frame carried no new event: hello, an
-    /// error, a heartbeat).
-    func noteFrameWritten(_ frame: [UInt8], newestSeq: UInt64?) {
-        api.metrics.bytesSent["websocket"] += frame.count
-        guard let newestSeq, let publishedAt = operations.publishTimes.time(of: newestSeq) else { return }
-        api.metrics.publishToWrite.observe(max(0, Clock.monotonicSeconds() - publishedAt))
-    }
-
-    /// What `/readyz` and `/metrics` add to the transport's status.
+    /// What `/healthz`, `/readyz` and `/metrics` add to the workers' figures. Any thread.
     func withOperations(_ status: TransportStatus) -> TransportStatus {
         var status = status
-        status.openSockets = peers.count
+        status.metrics = workerMetrics.reduce(TransportMetrics(), +)
+        status.openSockets = status.metrics.connectionsAccepted - status.metrics.connectionsClosed
+        status.refusals = refusalCounts.withLock { $0 }
         status.startTime = operations.startTime
         status.readiness = operations.readiness(now: Clock.now())
         status.storage = (persistence as? StorageMetricsSource)?.storageMetrics
         return status
+    }
+}
+
+extension ServiceWorker {
+    /// Counts something of this thread's in its `TransportMetrics`. Service thread only.
+    func count(_ body: (inout TransportMetrics) -> Void) { counters.metrics.withLock { body(&$0) } }
+
+    /// Deliveries reaching this thread's fan-out: when their change was applied, by seq.
+    func notePublished(_ delivery: SharedState.Delivery) {
+        for event in delivery.events { publishTimes.record(event.seq, at: delivery.appliedAt) }
+    }
+
+    /// A frame just written to a watcher: its bytes, its events, and how long the newest event in it
+    /// took since its change was applied (`newestSeq` is nil when the frame carried no new event:
+    /// hello, an error, a heartbeat).
+    func noteFrameWritten(_ frame: [UInt8], events: Int, newestSeq: UInt64?) {
+        let latency = newestSeq.flatMap { publishTimes.time(of: $0) }.map { max(0, Clock.monotonicSeconds() - $0) }
+        count { metrics in
+            metrics.bytesSent["websocket"] += frame.count
+            metrics.eventsPerFrame.observe(Double(events))
+            if let latency { metrics.publishToWrite.observe(latency) }
+        }
     }
 }

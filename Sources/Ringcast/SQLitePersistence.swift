@@ -137,13 +137,17 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
         pendingSaves.removeAll(keepingCapacity: true)
         pendingRemovals.removeAll(keepingCapacity: true)
         urgentPending = false
-        let queued: Bool = condition.withLock {
-            guard writerState == .running else { return false }
+        let (queued, report): (Bool, (@Sendable (UInt64, Bool) -> Void)?) = condition.withLock {
+            guard writerState == .running else { return (false, self.report) }
             queue.append(batch)
             condition.broadcast()
-            return true
+            return (true, nil)
         }
-        if !queued, epoch != nil { _ = timedWrite([batch]) }
+        if !queued {
+            // No writer (not started yet, or stopped at shutdown): written here, and reported as the writer would.
+            let kept = epoch == nil || timedWrite([batch])
+            report?(batch.ticket, kept)
+        }
         return batch.ticket
     }
 

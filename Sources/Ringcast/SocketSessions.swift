@@ -1,19 +1,19 @@
 import RingcastCore
 import RingcastLWS
 
-/// The WebSocket roles of the server: watchers and publishers on `/ws`. The protocol itself (the
-/// query, hello and snapshot, messages, auth) is the core's; this is the transport. Service thread only.
-extension RingcastServer {
+/// The WebSocket roles of a service thread: watchers and publishers on `/ws`. The protocol itself
+/// (the query, hello and snapshot, messages, auth) is the core's; this is the transport. Service thread only.
+extension ServiceWorker {
     func acceptsUpgrade(_ link: LWSConnection) -> Bool {
         guard link.requestLine()?.path == "/ws" else {
             logger.debug("refused a WebSocket upgrade outside /ws")
             return false
         }
         do {
-            try api.checkHost(link.header(.host))
-            try api.checkOrigin(RequestHeaders(host: link.header(.host), origin: link.header(.origin)))
+            try gate.checkHost(link.header(.host))
+            try gate.checkOrigin(RequestHeaders(host: link.header(.host), origin: link.header(.origin)))
         } catch {
-            logRefusal(error.code == .misdirected ? "host" : "origin", offender: link.peerAddress, "refused a WebSocket from \(link.peerAddress): \(error.message)")
+            server.logRefusal(error.code == .misdirected ? "host" : "origin", offender: link.peerAddress, "refused a WebSocket from \(link.peerAddress): \(error.message)")
             return false
         }
         return true
@@ -25,21 +25,28 @@ extension RingcastServer {
         case let .failure(error):
             release(link.attach(Connection(.watcher(socket))))
             socket.closeReason = (.policyViolation, "invalid \(error.field ?? "query")")
-            let subscription = fanOut.subscribe(SocketRequest.nothing, lastSeq: store.seq, writer: socket)
+            let (frame, seq) = state.read { api, store in (api.refusalFrame(error), store.seq) }
+            let subscription = fanOut.subscribe(SocketRequest.nothing, lastSeq: seq, writer: socket)
             socket.subscription = subscription
-            subscription.sendDirect(api.refusalFrame(error))
+            subscription.sendDirect(frame)
         case let .success(request):
             let headers = RequestHeaders(host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization))
-            let (session, frames) = api.openSocket(request, headers: headers, fromLoopback: link.isLoopbackPeer, now: Clock.now())
-            socket.session = session
+            let fromLoopback = link.isLoopbackPeer
+            // The snapshot and the seq it was taken at, in one look: events up to that seq still in
+            // this thread's inbox are skipped for this watcher (FanOut never sends one it has).
+            let (opened, seq) = state.read { api, store in
+                (api.openSocket(request, headers: headers, fromLoopback: fromLoopback, now: Clock.now()), store.seq)
+            }
+            socket.session = opened.0
             release(link.attach(Connection(request.mode == .publish ? .publisher(socket) : .watcher(socket))))
-            api.metrics.watchersOpened += 1
-            api.metrics.webSocketsOpened[request.mode == .publish ? "publisher" : "watcher"] += 1
-            let subscription = fanOut.subscribe(request.watch, lastSeq: store.seq, writer: socket)
+            counters.socketsOpened.add(1, ordering: .relaxed)
+            count { $0.webSocketsOpened[request.mode == .publish ? "publisher" : "watcher"] += 1 }
+            let subscription = fanOut.subscribe(request.watch, lastSeq: seq, writer: socket)
             socket.subscription = subscription
-            for frame in frames { subscription.sendDirect(frame) }
+            for frame in opened.1 { subscription.sendDirect(frame) }
             logger.debug("\(request.mode.rawValue) socket from \(link.peerAddress) watching \(request.watch.key)")
         }
+        counters.update(from: fanOut)
         return true
     }
 
@@ -55,19 +62,22 @@ extension RingcastServer {
             return true
         }
         let frame: [UInt8]
+        let events: Int
         switch plan {
-        case let .frame(bytes, events):
+        case let .frame(bytes, count):
             frame = bytes
-            api.metrics.eventsSent += events
-            api.metrics.eventsPerFrame.observe(Double(events))
+            events = count
         case let .resync(since):
-            frame = store.encodeSnapshot(matching: subscription.watch, since: since, now: Clock.now())
-            fanOut.markResynced(subscription, seq: store.seq)
-            api.metrics.eventsSent += 1
+            let (snapshot, seq) = state.read { _, store in
+                (store.encodeSnapshot(matching: subscription.watch, since: since, now: Clock.now()), store.seq)
+            }
+            frame = snapshot
+            fanOut.markResynced(subscription, seq: seq)
+            events = 1
         }
-        api.metrics.framesSent += 1
+        counters.wrote(events: events)
         guard link.writeText(frame) else { return false }
-        noteFrameWritten(frame, newestSeq: subscription.lastSeq > seenBefore ? subscription.lastSeq : nil)
+        noteFrameWritten(frame, events: events, newestSeq: subscription.lastSeq > seenBefore ? subscription.lastSeq : nil)
         if subscription.hasPending || socket.closeReason != nil { subscription.requestWrite() }
         return true
     }
@@ -81,19 +91,40 @@ extension RingcastServer {
         let (bytes, tooLarge) = socket.incoming.take()
         let now = Clock.now()
         let peer = peers[link.identifier]
-        if tooLarge { logRefusal("oversize", offender: link.peerAddress, "dropped a WebSocket message from \(link.peerAddress): larger than maxMessageBytes (\(config.maxMessageBytes))") }
+        if tooLarge { server.logRefusal("oversize", offender: link.peerAddress, "dropped a WebSocket message from \(link.peerAddress): larger than maxMessageBytes (\(config.maxMessageBytes))") }
         if let peer, !peer.allowance.allows(now: now) {
-            api.metrics.rateLimited += 1
-            logRefusal("rate", offender: peer.address, "closed a WebSocket from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")
+            state.record { $0.rateLimited += 1 }
+            server.logRefusal("rate", offender: peer.address, "closed a WebSocket from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")
             link.setCloseReason(.policyViolation, "publish rate over maxPublishRate")
             return false
         }
         let message: SocketMessage = tooLarge ? .tooLarge : (isBinary ? .binary : .text(bytes))
-        let reply = api.receive(message, on: &session, now: now)
+        if state.isClustered {
+            var plan = state.read { api, _ in api.planMessage(message, on: &session) }
+            socket.session = session
+            // What the message earned at once leaves now; what its events earn, once the log has them.
+            for (_, frame) in plan.frames { subscription.sendDirect(frame) }
+            plan.frames = []
+            guard !plan.commands.isEmpty || plan.flush != nil else { return true }
+            peer?.allowance.spend(max(1, plan.commands.count), now: now)
+            submit(.message(plan), now: now) { outcome in
+                switch outcome {
+                case let .message(reply): for frame in reply.frames { subscription.sendDirect(frame) }
+                case let .refused(error): subscription.sendDirect(error.encodedEvent())
+                case .request: break
+                }
+            }
+            return true
+        }
+        let (reply, ticket) = state.change(from: index) { api, _, durable in
+            let reply = api.receive(message, on: &session, now: now)
+            durable = reply.wantsDurable
+            return (reply, reply.events)
+        }
         peer?.allowance.spend(max(1, reply.events.count), now: now)
         socket.session = session
         // Replies (a `flushed` acknowledgement among them) leave once storage has kept what came before.
-        publish(reply.events, durable: reply.wantsDurable) { _ in
+        settle(ticket: ticket) { _ in
             for frame in reply.frames { subscription.sendDirect(frame) }
         }
         return true
@@ -106,8 +137,9 @@ extension RingcastServer {
         case let .http(exchange):
             exchange.isOpen = false
         case let .watcher(socket), let .publisher(socket):
-            if socket.session != nil { api.metrics.webSocketsClosed[socket.session?.request.mode == .publish ? "publisher" : "watcher"] += 1 }
+            if let session = socket.session { count { $0.webSocketsClosed[session.request.mode == .publish ? "publisher" : "watcher"] += 1 } }
             if let subscription = socket.subscription { fanOut.unsubscribe(subscription) }
+            counters.update(from: fanOut)
         }
     }
 }

@@ -36,7 +36,7 @@ public struct APIRequest: Sendable {
     }
 }
 
-public struct APIResponse {
+public struct APIResponse: Sendable {
     public var status: Int
     public var body: [UInt8]
     public var contentType: String
@@ -53,6 +53,42 @@ public struct APIResponse {
     public init(_ error: APIError) { self.init(status: error.status, body: error.encodedBody) }
 }
 
+/// What a request must pass before anything else, whatever it asks: our own host names (421), and
+/// for a change or a WebSocket, an origin we allow (403). Needs no state.
+public struct RequestGate: Sendable {
+    public let hosts: HostPolicy
+    public let allowedOrigins: [String]
+
+    public init(config: ServerConfig) {
+        hosts = HostPolicy(config: config)
+        allowedOrigins = config.allowedOrigins
+    }
+
+    /// Only our own names reach us: anything else is refused (421) before any routing.
+    public func checkHost(_ header: String?) throws(APIError) {
+        guard let header, !hosts.allows(header) else { return }
+        throw hosts.refusal(header)
+    }
+
+    /// A browser page from a site not in `allowedOrigins` may not change or watch anything. A page
+    /// of the server's own origin (the Origin names the Host it was sent to) always may.
+    public func checkOrigin(_ headers: RequestHeaders) throws(APIError) {
+        guard let origin = headers.origin else { return }
+        let host = headers.host ?? ""
+        if origin == "http://\(host)" || origin == "https://\(host)" { return }
+        if allowedOrigins.contains(origin) { return }
+        throw APIError(.forbidden, "origin \(origin) is not allowed: add it to \"allowedOrigins\" in config.json", field: "Origin")
+    }
+}
+
+/// What a request asks for (`API.plan`): an answer now, or commands to apply — here, or through a
+/// cluster's shared log — and the shape of the answer once they are (`API.execute`).
+public enum RequestPlan: Sendable {
+    public enum Answer: Sendable { case task, batch }
+    case answer(APIResponse)
+    case apply([Command], Answer)
+}
+
 /// The outcome of a batch of events: how many were applied, and why each of the others was not.
 public struct BatchResult {
     public var applied = 0
@@ -60,11 +96,21 @@ public struct BatchResult {
     public var events: [OutboundEvent] = []
 }
 
-/// What the transport knows that `/healthz` and `/metrics` report.
+/// What the transport knows that `/healthz` and `/metrics` report (summed over service threads).
 public struct TransportStatus: Sendable {
     public var watchers = 0
     public var resyncs = 0
     public var patternSets = 0
+    public var framesSent = 0
+    public var eventsSent = 0
+    public var socketsOpened = 0
+    public var threads = 1
+    /// In a cluster: whether Redis answers (`connected`, or since when it has not).
+    public var redis: String?
+    /// Every service thread's counts of its sockets and frames, summed.
+    public var metrics = TransportMetrics()
+    /// Clients refused or closed, by reason (`RefusalReason`).
+    public var refusals = LabeledCounts()
     /// Sockets open now (HTTP and WebSocket), when the transport counts them.
     public var openSockets = 0
     /// When the server started, in Unix seconds.
@@ -83,12 +129,14 @@ public struct TransportStatus: Sendable {
 
 /// Both halves of the protocol over one TaskStore: the HTTP API (with `/healthz` and `/metrics`) and
 /// the WebSocket's messages (SocketProtocol.swift). Whatever carries a published event, it takes one
-/// path: `publish`, which checks who may change the task and applies it to the store.
+/// path: a plan (parsed, checked against the publisher's patterns) of commands, which `execute`
+/// applies to the store with its merge rules — at once, or, in a cluster, when the shared log says.
 /// Not thread-safe: the service thread owns it, as it owns the store.
 public final class API {
     public let store: TaskStore
     public let config: ServerConfig
-    public let hosts: HostPolicy
+    /// The checks that need no state: they also run outside the state's lock, on any service thread.
+    public let gate: RequestGate
     public var policy: PublishPolicy { config.publishing }
     public var metrics = ServerMetrics()
     public static let maxBatchEvents = 10_000
@@ -96,60 +144,81 @@ public final class API {
     public init(store: TaskStore, config: ServerConfig = ServerConfig()) {
         self.store = store
         self.config = config
-        hosts = HostPolicy(config: config)
+        gate = RequestGate(config: config)
     }
 
     /// Answers one request. Reads are open to all; each change is checked against the request's credential.
     /// `status` is asked only by `/healthz` and `/metrics`.
     public func handle(_ request: APIRequest, now: Double, status: () -> TransportStatus = { TransportStatus() }) -> APIResponse {
+        switch plan(request, now: now, status: status) {
+        case let .answer(response): return response
+        case let .apply(commands, answer): return execute(commands, answer: answer, now: now)
+        }
+    }
+
+    /// What a request asks for, decided before anything changes: the answer, or the commands to
+    /// apply (checked and authorized already) and the shape of the answer once they are. Counts
+    /// the request; an answer given here is counted whole.
+    public func plan(_ request: APIRequest, now: Double, status: () -> TransportStatus = { TransportStatus() }) -> RequestPlan {
         metrics.httpRequests += 1
         let response: APIResponse
-        if let host = request.headers.host, !hosts.allows(host) {
-            response = APIResponse(hosts.refusal(host))
+        if let host = request.headers.host, !gate.hosts.allows(host) {
+            response = APIResponse(gate.hosts.refusal(host))
         } else if request.path == "/metrics" {
             response = APIResponse(body: metricsSnapshot(transport: status()).render(), contentType: "text/plain; version=0.0.4")
         } else if request.bodyTooLarge {
             response = APIResponse(APIError(.bodyTooLarge, "the body is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); send less, or split a batch"))
         } else if request.path == "/healthz" {
-            response = APIResponse(body: healthBody(watchers: status().watchers))
+            let transport = status()
+            response = APIResponse(body: healthBody(watchers: transport.watchers, redis: transport.redis))
         } else if request.path == "/readyz" {
             response = readinessResponse(status().readiness)
         } else {
             do {
                 if request.method != "GET" { try checkOrigin(request.headers) }
                 let credential = policy.identify(authorization: request.headers.authorization, fromLoopback: request.fromLoopback)
-                response = try route(request, now: now, credential: credential)
+                let plan = try route(request, now: now, credential: credential)
+                guard case let .answer(answer) = plan else { return plan }
+                response = answer
             } catch {
                 response = APIResponse(error)
             }
         }
         if response.status >= 400 { metrics.httpErrors += 1 }
+        return .answer(response)
+    }
+
+    /// Applies what `plan` decided (authorized already) and answers: one task's
+    /// `{"seq", "task"}` (or `{"seq", "removed"}`), or a batch's `{"seq", "applied", "errors"}`.
+    public func execute(_ commands: [Command], answer: RequestPlan.Answer, now: Double) -> APIResponse {
+        let response: APIResponse
+        switch answer {
+        case .task:
+            do throws(APIError) {
+                guard let command = commands.first else { throw APIError(.invalidEvent, "nothing to apply") }
+                response = try self.answer(command, now: now)
+            } catch {
+                response = APIResponse(error)
+            }
+        case .batch:
+            let result = applyBatch(commands, now: now)
+            response = APIResponse(body: encodeBatchAnswer(result), events: result.events)
+        }
+        if response.status >= 400 { metrics.httpErrors += 1 }
         return response
     }
 
-    /// Only our own names reach us: anything else is refused (421) before any routing.
-    public func checkHost(_ header: String?) throws(APIError) {
-        guard let header, !hosts.allows(header) else { return }
-        throw hosts.refusal(header)
-    }
+    public func checkHost(_ header: String?) throws(APIError) { try gate.checkHost(header) }
+    public func checkOrigin(_ headers: RequestHeaders) throws(APIError) { try gate.checkOrigin(headers) }
 
-    /// A browser page from a site not in `allowedOrigins` may not change or watch anything. A page
-    /// of the server's own origin (the Origin names the Host it was sent to) always may.
-    public func checkOrigin(_ headers: RequestHeaders) throws(APIError) {
-        guard let origin = headers.origin else { return }
-        let host = headers.host ?? ""
-        if origin == "http://\(host)" || origin == "https://\(host)" { return }
-        if config.allowedOrigins.contains(origin) { return }
-        throw APIError(.forbidden, "origin \(origin) is not allowed: add it to \"allowedOrigins\" in config.json", field: "Origin")
-    }
-
-    private func route(_ request: APIRequest, now: Double, credential: Credential) throws(APIError) -> APIResponse {
+    private func route(_ request: APIRequest, now: Double, credential: Credential) throws(APIError) -> RequestPlan {
         // Who may not publish at all hears so before anything about their request's body.
         if request.method != "GET", credential == .missing || credential == .invalid {
             try policy.authorize(credential, id: "")
         }
-        func apply(_ command: Command, now: Double) throws(APIError) -> APIResponse {
-            try answer(command, as: credential, now: now)
+        func apply(_ command: Command, now: Double) throws(APIError) -> RequestPlan {
+            try policy.authorize(credential, id: command.id)
+            return .apply([command], .task)
         }
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
         guard parts.first == "api", parts.count >= 2 else { throw routeNotFound(request.path) }
@@ -157,14 +226,14 @@ public final class API {
         case ("tasks", 2):
             try allow(request, "GET")
             let watch = try WatchSet.parse(request.query["watch"]).get()
-            return APIResponse(body: store.encodeTaskList(matching: watch, now: now))
+            return .answer(APIResponse(body: store.encodeTaskList(matching: watch, now: now)))
         case ("tasks", 3):
             let id = parts[2]
             try Command.validateID(id)
             switch request.method {
             case "GET":
                 guard let task = store.task(id) else { throw APIError(.notFound, "no task '\(id)'", field: "id") }
-                return APIResponse(body: task.encodedObject(now: now))
+                return .answer(APIResponse(body: task.encodedObject(now: now)))
             case "POST", "PUT", "PATCH":
                 return try apply(.update(id: id, patch: TaskPatch.parse(try body(request))), now: now)
             case "DELETE":
@@ -210,24 +279,15 @@ public final class API {
                     throw error.within("events[\(index)]")
                 }
             }
-            let result = applyBatch(commands, as: credential, now: now)
-            return APIResponse(body: encodeBatchAnswer(result), events: result.events)
+            return .apply(commands, .batch)
         default:
             throw routeNotFound(request.path)
         }
     }
 
-    /// The one path of every published change, from HTTP or a WebSocket: who may change the task,
-    /// then the store's merge rules.
-    public func publish(_ command: Command, as credential: Credential, now: Double) throws(APIError) -> Change {
-        try policy.authorize(credential, id: command.id)
-        let change = try store.apply(command, now: now)
-        metrics.updatesApplied += 1
-        return change
-    }
 
-    private func answer(_ command: Command, as credential: Credential, now: Double) throws(APIError) -> APIResponse {
-        let change = try publish(command, as: credential, now: now)
+    private func answer(_ command: Command, now: Double) throws(APIError) -> APIResponse {
+        let change = try store.apply(command, now: now)
         var writer = JSONWriter(capacity: 384)
         writer.beginObject()
         writer.key("seq"); writer.number(Int(store.seq))
@@ -267,12 +327,13 @@ public final class API {
         return commands
     }
 
-    /// Applies commands in order; one that fails (an unknown task, a finished timer) does not stop the rest.
-    public func applyBatch(_ commands: [Command], as credential: Credential, now: Double) -> BatchResult {
+    /// Applies commands (authorized already) in order; one that fails (an unknown task, a finished
+    /// timer) does not stop the rest.
+    public func applyBatch(_ commands: [Command], now: Double) -> BatchResult {
         var result = BatchResult()
         for (index, command) in commands.enumerated() {
             do {
-                result.events += try publish(command, as: credential, now: now).events
+                result.events += try store.apply(command, now: now).events
                 result.applied += 1
             } catch {
                 result.errors.append((index, error))
@@ -299,7 +360,7 @@ public final class API {
         return writer.bytes
     }
 
-    func healthBody(watchers: Int) -> [UInt8] {
+    func healthBody(watchers: Int, redis: String? = nil) -> [UInt8] {
         var writer = JSONWriter()
         writer.beginObject()
         writer.key("ok"); writer.bool(true)
@@ -309,6 +370,7 @@ public final class API {
         writer.key("seq"); writer.number(Int(store.seq))
         writer.key("tasks"); writer.number(store.tasks.count)
         writer.key("watchers"); writer.number(watchers)
+        if let redis { writer.key("redis"); writer.string(redis) }
         writer.endObject()
         return writer.bytes
     }

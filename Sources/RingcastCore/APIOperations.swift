@@ -32,19 +32,3 @@ extension API {
                                seq: store.seq, retired: store.retiredCount)
     }
 }
-
-extension TransportStatus {
-    /// Two service threads' transports as one: counts add up; what belongs to the process
-    /// (start time, readiness, storage) is the left side's unless only the right has it.
-    public static func + (lhs: TransportStatus, rhs: TransportStatus) -> TransportStatus {
-        var sum = lhs
-        sum.watchers += rhs.watchers
-        sum.resyncs += rhs.resyncs
-        sum.patternSets += rhs.patternSets
-        sum.openSockets += rhs.openSockets
-        if sum.startTime == 0 { sum.startTime = rhs.startTime }
-        if sum.readiness.isEmpty { sum.readiness = rhs.readiness }
-        if sum.storage == nil { sum.storage = rhs.storage }
-        return sum
-    }
-}

@@ -222,3 +222,53 @@ struct FieldReader {
         return flag
     }
 }
+
+extension Command {
+    /// The command as the event `parse(event:)` reads back: what a cluster writes to its shared log.
+    public var encodedEvent: JSONValue {
+        var fields: [(String, JSONValue)] = []
+        func add(_ key: String, _ value: JSONValue?) { if let value { fields.append((key, value)) } }
+        func add(_ key: String, _ value: Double?) { add(key, value.map(JSONValue.number)) }
+        func add(_ key: String, _ value: String?) { add(key, value.map(JSONValue.string)) }
+        func add(_ key: String, _ value: Bool?) { add(key, value.map(JSONValue.bool)) }
+        /// `.some(nil)` clears the field: it is sent as null.
+        func add<T>(_ key: String, _ value: T??, _ encode: (T) -> JSONValue) {
+            guard let value else { return }
+            fields.append((key, value.map(encode) ?? .null))
+        }
+        let type: String
+        switch self {
+        case let .update(_, patch):
+            type = "update"
+            add("title", patch.title)
+            add("detail", patch.detail, JSONValue.string)
+            add("progress", patch.progress, JSONValue.number)
+            add("completed", patch.completed, JSONValue.number)
+            add("total", patch.total, JSONValue.number)
+            add("state", patch.state?.rawValue)
+            add("visible", patch.visible)
+            add("hideAfter", patch.hideAfter, JSONValue.number)
+            add("modal", patch.modal)
+            add("parent", patch.parent, JSONValue.string)
+            add("staleAfter", patch.staleAfter, JSONValue.number)
+        case let .show(_, options):
+            type = "show"
+            add("hideAfter", options.hideAfter)
+            add("modal", options.modal)
+            add("detail", options.detail)
+        case .hide: type = "hide"
+        case let .startTimer(_, spec):
+            type = "timer"
+            add("seconds", spec.seconds)
+            add("interval", spec.interval)
+            add("title", spec.title)
+            add("hideAfter", spec.hideAfter)
+            add("startAt", spec.startAt)
+        case .pauseTimer: type = "pause"
+        case .resumeTimer: type = "resume"
+        case .cancelTimer: type = "cancel"
+        case .remove: type = "remove"
+        }
+        return .object([("type", .string(type)), ("id", .string(id))] + fields)
+    }
+}

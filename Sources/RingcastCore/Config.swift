@@ -37,6 +37,9 @@ public struct ServerConfig: Equatable, Sendable {
     public var limitLoopback = false
     /// Serve https:// and wss:// with this certificate and key (PEM files, relative to the config file).
     public var tls: TLSFiles?
+    /// Service threads, each with its own libwebsockets context sharing the port; 0 (the default)
+    /// means one per online core.
+    public var threads = 0
     /// Seconds a connection may take to send its request headers (or finish a WebSocket handshake)
     /// before it is closed; also how long an HTTP body may take to arrive.
     public var handshakeTimeoutSeconds = 10
@@ -46,7 +49,7 @@ public struct ServerConfig: Equatable, Sendable {
     public static let keys = ["host", "port", "publicDir", "allowedOrigins", "allowedHosts", "heartbeatSeconds", "maxMessageBytes",
                               "fanOutLogEvents", "maxEventsPerFrame", "staticMaxAge", "logLevel", "publishers", "anonymousLocalPublish",
                               "storage", "retentionSeconds", "maxTasks", "maxPublishRate", "maxConnectionsPerAddress", "limitLoopback", "tls",
-                              "handshakeTimeoutSeconds", "logFormat"]
+                              "handshakeTimeoutSeconds", "threads", "logFormat"]
 
     /// Parses a config file's contents; the error names the field and says what to write instead.
     /// `environment` supplies the variables that publishers' `tokenEnv` name.
@@ -134,7 +137,8 @@ public struct ServerConfig: Equatable, Sendable {
                     throw ConfigError("\(source): \"tls\" has no setting \"\(extra.0)\"; it takes \"cert\" and \"key\"")
                 }
                 config.tls = TLSFiles(cert: cert, key: key)
-            case "threads", "redis":
+            case "threads": config.threads = try integer(0...256, "a count of service threads from 1 to 256, or 0 for one per core")
+            case "redis":
                 throw ConfigError("\(source): \"\(key)\" is not supported by this version of Ringcast; remove it (a setting the server does not carry out is refused, never ignored)")
             case "anonymousLocalPublish":
                 guard case let .bool(flag) = value else { throw fail("true or false") }

@@ -59,6 +59,8 @@ public final class Subscription {
     public private(set) var writeRequested = false
     /// Held strongly until `unsubscribe`, which breaks the cycle with the connection.
     public internal(set) var writer: FanOutWriter?
+    /// The state it knew was replaced: its next frame is a full snapshot.
+    var needsFullResync = false
 
     fileprivate init(watch: WatchSet, group: FanOutGroup, lastSeq: UInt64) {
         self.watch = watch
@@ -67,7 +69,7 @@ public final class Subscription {
         self.lastSeq = lastSeq
     }
 
-    public var hasPending: Bool { !direct.isEmpty || cursor < group.log.head }
+    public var hasPending: Bool { !direct.isEmpty || cursor < group.log.head || needsFullResync }
 
     /// Queues a frame for this watcher only; past the limit the oldest are dropped (they are errors
     /// a flooding client provoked, not state).
@@ -109,8 +111,9 @@ public final class Subscription {
 public enum FramePlan {
     /// One event's shared bytes, or several joined as a JSON array.
     case frame([UInt8], events: Int)
-    /// The watcher fell out of the log: send it the changes since `since` from the store.
-    case resync(since: UInt64)
+    /// The watcher fell out of the log: send it the changes since `since` from the store (nil: a
+    /// full snapshot, when the state it knew is gone).
+    case resync(since: UInt64?)
 }
 
 /// Hands every published event to the watchers whose patterns match it; an event costs work in
@@ -222,15 +225,23 @@ public final class FanOut {
     }
 
     /// The next frame for a watcher that just became writeable, or nil when it is up to date.
+    /// Events no newer than what the watcher has (its snapshot was taken after them) are skipped.
     public func nextFrame(for subscription: Subscription) -> FramePlan? {
         if let direct = subscription.takeDirect() { return .frame(direct, events: 1) }
         let log = subscription.group.log
-        guard subscription.cursor < log.head else { return nil }
-        if subscription.cursor < log.tail {
+        if subscription.needsFullResync {
+            subscription.needsFullResync = false
+            subscription.cursor = log.head
+            resyncCount += 1
+            return .resync(since: nil)
+        }
+        if subscription.cursor < log.tail, subscription.cursor < log.head {
             subscription.cursor = log.head
             resyncCount += 1
             return .resync(since: subscription.lastSeq)
         }
+        while subscription.cursor < log.head, log[subscription.cursor].isAlreadySent(to: subscription) { subscription.cursor += 1 }
+        guard subscription.cursor < log.head else { return nil }
         let first = log[subscription.cursor]
         if subscription.cursor + 1 == log.head || maxEventsPerFrame == 1 {
             subscription.cursor += 1
@@ -242,6 +253,7 @@ public final class FanOut {
         var count = 0
         while subscription.cursor < log.head, count < maxEventsPerFrame {
             let event = log[subscription.cursor]
+            if event.isAlreadySent(to: subscription) { subscription.cursor += 1; continue }
             if count > 0, frame.count + event.bytes.count + 2 > maxBytesPerFrame { break }
             if count > 0 { frame.append(UInt8(ascii: ",")) }
             frame.append(contentsOf: event.bytes)
@@ -254,8 +266,23 @@ public final class FanOut {
         return .frame(frame, events: count)
     }
 
+    /// The state was replaced (a cluster node reloaded it): every watcher gets a full snapshot next.
+    public func resyncEveryone() {
+        for group in groups.values {
+            for member in group.members {
+                member.needsFullResync = true
+                member.requestWriteIfNeeded()
+            }
+        }
+    }
+
     /// After a resync the watcher has seen everything up to `seq`.
     public func markResynced(_ subscription: Subscription, seq: UInt64) {
         subscription.lastSeq = seq
     }
+}
+
+extension OutboundEvent {
+    /// A task event no newer than the watcher's last seq (a heartbeat, seq 0, never is).
+    fileprivate func isAlreadySent(to subscription: Subscription) -> Bool { seq != 0 && seq <= subscription.lastSeq }
 }

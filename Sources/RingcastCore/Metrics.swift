@@ -1,48 +1,72 @@
-/// Counters of the server's work, exported at /metrics in Prometheus' text format.
-/// Touched only on the service thread that owns it. Plain numbers that add up: with several
-/// service threads each keeps its own, and a scrape renders their sum (`+`).
-public struct ServerMetrics: Equatable, Sendable {
+/// Counters of the API's work, exported at /metrics in Prometheus' text format with the
+/// transport's figures (`TransportStatus`). Touched only by the state's owner, under its lock.
+public struct ServerMetrics {
     public var httpRequests = 0
     public var httpErrors = 0
     public var eventsPublished = 0
-    public var framesSent = 0
-    public var eventsSent = 0
-    public var watchersOpened = 0
     public var clientMessages = 0
     public var clientErrors = 0
     public var rateLimited = 0
     public var connectionsRefused = 0
-    /// Sockets accepted (each may carry many HTTP requests, or become a WebSocket).
+
+    public init() {}
+
+    /// Renders every counter and the gauges given, each with its HELP and TYPE lines (what /metrics
+    /// showed before it had the store and storage to ask; `MetricsSnapshot.render` shows everything).
+    public func render(_ transport: TransportStatus, tasks: Int, seq: UInt64) -> [UInt8] {
+        var text = PrometheusText()
+        render(into: &text, transport, tasks: tasks, seq: seq)
+        return text.bytes
+    }
+
+    func render(into text: inout PrometheusText, _ transport: TransportStatus, tasks: Int, seq: UInt64) {
+        text.counter("ringcast_http_requests_total", "API requests answered.", httpRequests)
+        text.counter("ringcast_http_errors_total", "API requests answered with a 4xx.", httpErrors)
+        text.counter("ringcast_events_published_total", "Events produced by changes to tasks.", eventsPublished)
+        text.counter("ringcast_frames_sent_total", "WebSocket frames written to watchers.", transport.framesSent)
+        text.counter("ringcast_events_sent_total", "Events written to watchers (a frame may hold several).", transport.eventsSent)
+        text.counter("ringcast_resyncs_total", "Watchers that fell out of the fan-out log and were sent state instead.", transport.resyncs)
+        text.counter("ringcast_watchers_opened_total", "WebSocket connections accepted.", transport.socketsOpened)
+        text.counter("ringcast_client_messages_total", "Messages received from WebSocket clients.", clientMessages)
+        text.counter("ringcast_client_errors_total", "Error events sent for bad client messages.", clientErrors)
+        text.counter("ringcast_rate_limited_total", "Requests and WebSockets refused for publishing past maxPublishRate.", rateLimited)
+        text.counter("ringcast_connections_refused_total", "Sockets closed at accept for passing maxConnectionsPerAddress.", connectionsRefused)
+        text.gauge("ringcast_watchers", "WebSocket connections open now.", Double(transport.watchers))
+        text.gauge("ringcast_tasks", "Tasks held now.", Double(tasks))
+        text.gauge("ringcast_seq", "The current sequence number.", Double(seq))
+        text.gauge("ringcast_pattern_sets", "Distinct watch-pattern sets, each with its own fan-out log (summed over service threads).",
+                   Double(transport.patternSets))
+        text.gauge("ringcast_service_threads", "Service threads, each with its own libwebsockets context.", Double(transport.threads))
+    }
+}
+
+/// What one service thread counts of its own sockets and frames. Plain numbers that add up (`+`):
+/// each thread keeps its own and a scrape renders their sum. Its thread writes it; others read a copy
+/// under the lock it is kept behind.
+public struct TransportMetrics: Equatable, Sendable {
+    /// Sockets accepted (each may carry many HTTP requests, or become a WebSocket), and closed.
     public var connectionsAccepted = 0
-    /// Changes publishers sent that were applied, over HTTP or a WebSocket (each event of a batch).
-    public var updatesApplied = 0
+    public var connectionsClosed = 0
     /// WebSockets opened and closed, by kind: `watcher`, `publisher`.
     public var webSocketsOpened = LabeledCounts()
     public var webSocketsClosed = LabeledCounts()
     /// Payload bytes written, by kind: `websocket` (frames), `http` (API answers; lws serves static files itself).
     public var bytesSent = LabeledCounts()
-    /// Clients refused or closed, by reason (`RefusalReason`).
-    public var refusals = LabeledCounts()
     /// Events in each frame written to a watcher.
     public var eventsPerFrame = Histogram(bounds: Histogram.eventCounts)
-    /// Seconds from a change's events being handed to the fan-out to the frame carrying the newest
-    /// of them being written to a watcher.
+    /// Seconds from a change being applied to the frame carrying the newest of its events being
+    /// written to a watcher (the storage commit it waits for, the hand-over to the thread, the fan-out).
     public var publishToWrite = Histogram(bounds: Histogram.latencySeconds)
 
     public init() {}
 
     // Every field, by kind, for `+`; MetricsTests checks that no field is left out.
-    static var counterFields: [WritableKeyPath<ServerMetrics, Int>] {
-        [\.httpRequests, \.httpErrors, \.eventsPublished, \.framesSent, \.eventsSent, \.watchersOpened, \.clientMessages,
-         \.clientErrors, \.rateLimited, \.connectionsRefused, \.connectionsAccepted, \.updatesApplied]
-    }
-    static var labeledFields: [WritableKeyPath<ServerMetrics, LabeledCounts>] {
-        [\.webSocketsOpened, \.webSocketsClosed, \.bytesSent, \.refusals]
-    }
-    static var histogramFields: [WritableKeyPath<ServerMetrics, Histogram>] { [\.eventsPerFrame, \.publishToWrite] }
+    static var counterFields: [WritableKeyPath<TransportMetrics, Int>] { [\.connectionsAccepted, \.connectionsClosed] }
+    static var labeledFields: [WritableKeyPath<TransportMetrics, LabeledCounts>] { [\.webSocketsOpened, \.webSocketsClosed, \.bytesSent] }
+    static var histogramFields: [WritableKeyPath<TransportMetrics, Histogram>] { [\.eventsPerFrame, \.publishToWrite] }
 
-    /// The counts of two service threads as one.
-    public static func + (lhs: ServerMetrics, rhs: ServerMetrics) -> ServerMetrics {
+    /// Two service threads' counts as one.
+    public static func + (lhs: TransportMetrics, rhs: TransportMetrics) -> TransportMetrics {
         var sum = lhs
         for field in counterFields { sum[keyPath: field] += rhs[keyPath: field] }
         for field in labeledFields { sum[keyPath: field] = sum[keyPath: field] + rhs[keyPath: field] }
@@ -50,40 +74,10 @@ public struct ServerMetrics: Equatable, Sendable {
         return sum
     }
 
-    public func merged(with other: ServerMetrics) -> ServerMetrics { self + other }
+    public func merged(with other: TransportMetrics) -> TransportMetrics { self + other }
 
     /// WebSockets open now, by kind.
     public func webSocketsOpen(_ kind: String) -> Int { webSocketsOpened[kind] - webSocketsClosed[kind] }
-
-    /// Renders every counter and the gauges given, each with its HELP and TYPE lines (what /metrics
-    /// showed before it had the store and storage to ask; `MetricsSnapshot.render` shows everything).
-    public func render(watchers: Int, tasks: Int, seq: UInt64, resyncs: Int, patternSets: Int) -> [UInt8] {
-        var text = PrometheusText()
-        renderCounters(into: &text, resyncs: resyncs)
-        renderGauges(into: &text, watchers: watchers, tasks: tasks, seq: seq, patternSets: patternSets)
-        return text.bytes
-    }
-
-    func renderCounters(into text: inout PrometheusText, resyncs: Int) {
-        text.counter("ringcast_http_requests_total", "API requests answered.", httpRequests)
-        text.counter("ringcast_http_errors_total", "API requests answered with a 4xx.", httpErrors)
-        text.counter("ringcast_events_published_total", "Events produced by changes to tasks.", eventsPublished)
-        text.counter("ringcast_frames_sent_total", "WebSocket frames written to watchers.", framesSent)
-        text.counter("ringcast_events_sent_total", "Events written to watchers (a frame may hold several).", eventsSent)
-        text.counter("ringcast_resyncs_total", "Watchers that fell out of the fan-out log and were sent state instead.", resyncs)
-        text.counter("ringcast_watchers_opened_total", "WebSocket connections accepted.", watchersOpened)
-        text.counter("ringcast_client_messages_total", "Messages received from WebSocket clients.", clientMessages)
-        text.counter("ringcast_client_errors_total", "Error events sent for bad client messages.", clientErrors)
-        text.counter("ringcast_rate_limited_total", "Requests and WebSockets refused for publishing past maxPublishRate.", rateLimited)
-        text.counter("ringcast_connections_refused_total", "Sockets closed at accept for passing maxConnectionsPerAddress.", connectionsRefused)
-    }
-
-    func renderGauges(into text: inout PrometheusText, watchers: Int, tasks: Int, seq: UInt64, patternSets: Int) {
-        text.gauge("ringcast_watchers", "WebSocket connections open now.", Double(watchers))
-        text.gauge("ringcast_tasks", "Tasks held now.", Double(tasks))
-        text.gauge("ringcast_seq", "The current sequence number.", Double(seq))
-        text.gauge("ringcast_pattern_sets", "Distinct watch-pattern sets, each with its own fan-out log.", Double(patternSets))
-    }
 }
 
 /// Why a client was refused or closed: the `reason` of `ringcast_refusals_total` and of the log line.
@@ -102,8 +96,8 @@ public enum RefusalReason: String, CaseIterable, Sendable {
     case shutdown
 }
 
-/// Everything /metrics shows at one scrape: the counters (summed over the service threads), what
-/// the transport and storage report now, and the store's gauges.
+/// Everything /metrics shows at one scrape: the API's counters, what the transport (every service
+/// thread's, summed) and storage report now, and the store's gauges.
 public struct MetricsSnapshot {
     public var counters: ServerMetrics
     public var transport: TransportStatus
@@ -124,29 +118,26 @@ public struct MetricsSnapshot {
 
     public func render() -> [UInt8] {
         var text = PrometheusText()
-        let counters = counters, transport = transport
+        let transport = transport, sockets = transport.metrics
         text.family("ringcast_build_info", "gauge", "Always 1; the labels say which release and protocol version this server runs.")
         text.sample("ringcast_build_info", [("version", RingcastVersion.version), ("protocol", String(ProtocolInfo.version))], 1)
         text.gauge("ringcast_start_time_seconds", "When the server started, in Unix seconds.", transport.startTime)
-        counters.renderCounters(into: &text, resyncs: transport.resyncs)
-        counters.renderGauges(into: &text, watchers: transport.watchers, tasks: tasks, seq: seq, patternSets: transport.patternSets)
+        counters.render(into: &text, transport, tasks: tasks, seq: seq)
 
-        let watchers = counters.webSocketsOpen("watcher"), publishers = counters.webSocketsOpen("publisher")
+        let watchers = sockets.webSocketsOpen("watcher"), publishers = sockets.webSocketsOpen("publisher")
         text.gauge("ringcast_connections", "Sockets open now, by what they carry: HTTP requests, or a watcher's or a publisher's WebSocket.",
                    label: "kind", [("http", Double(max(0, transport.openSockets - watchers - publishers))),
                                    ("publisher", Double(publishers)), ("watcher", Double(watchers))])
-        text.counter("ringcast_connections_accepted_total", "Sockets accepted (HTTP; some become WebSockets).", counters.connectionsAccepted)
-        text.counter("ringcast_websockets_opened_total", "WebSockets opened on /ws, by kind.", label: "kind", counters.webSocketsOpened,
+        text.counter("ringcast_connections_accepted_total", "Sockets accepted (HTTP; some become WebSockets).", sockets.connectionsAccepted)
+        text.counter("ringcast_websockets_opened_total", "WebSockets opened on /ws, by kind.", label: "kind", sockets.webSocketsOpened,
                      always: ["publisher", "watcher"])
-        text.counter("ringcast_updates_applied_total", "Changes from publishers that were applied (each event of a batch; HTTP and WebSocket).",
-                     counters.updatesApplied)
         text.counter("ringcast_bytes_sent_total", "Payload bytes written: WebSocket frames, and API answers (static files are not counted).",
-                     label: "kind", counters.bytesSent, always: ["http", "websocket"])
-        text.histogram("ringcast_events_per_frame", "Events in each frame written to a watcher.", counters.eventsPerFrame)
+                     label: "kind", sockets.bytesSent, always: ["http", "websocket"])
+        text.histogram("ringcast_events_per_frame", "Events in each frame written to a watcher.", sockets.eventsPerFrame)
         text.histogram("ringcast_publish_to_write_seconds",
-                       "Seconds from a change's events reaching the fan-out to the frame with the newest of them being written to a watcher.",
-                       counters.publishToWrite)
-        text.counter("ringcast_refusals_total", "Clients refused or closed, by reason.", label: "reason", counters.refusals,
+                       "Seconds from a change being applied to the frame with the newest of its events being written to a watcher.",
+                       sockets.publishToWrite)
+        text.counter("ringcast_refusals_total", "Clients refused or closed, by reason.", label: "reason", transport.refusals,
                      always: RefusalReason.allCases.map(\.rawValue))
 
         text.gauge("ringcast_tasks_by_state", "Tasks held now, by state.", label: "state",
@@ -172,8 +163,8 @@ public struct StorageMetrics: Equatable, Sendable {
     public init() {}
 }
 
-/// Storage that keeps `StorageMetrics`. Read from the service thread while storage writes on its own:
-/// the engine guards them.
+/// Storage that keeps `StorageMetrics`. Read from the service threads while storage writes on its
+/// own: the engine guards them.
 public protocol StorageMetricsSource: AnyObject {
     var storageMetrics: StorageMetrics { get }
 }

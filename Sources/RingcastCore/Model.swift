@@ -143,6 +143,21 @@ public struct RateEstimator: Equatable, Sendable {
         return delta / seconds
     }
 
+    /// Everything the estimator knows, for storage: a restart (or a cluster node loading a
+    /// checkpoint) carries on with the same estimate.
+    public var stored: [Double] {
+        [lastProgress ?? -1, lastTime, averageDelta, averageSeconds, startWeight]
+    }
+
+    public init?(stored: [Double]) {
+        guard stored.count == 5, stored[4] > 0, stored[4] <= 1 else { return nil }
+        lastProgress = stored[0] < 0 ? nil : stored[0]
+        lastTime = stored[1]
+        averageDelta = stored[2]
+        averageSeconds = stored[3]
+        startWeight = stored[4]
+    }
+
     public static func eta(progress: Double, rate: Double?) -> Double? {
         guard let rate, rate > 0 else { return nil }
         return max(0, (1 - progress) / rate)

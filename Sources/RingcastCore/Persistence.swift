@@ -38,11 +38,14 @@ public struct PersistedState: Sendable {
     public var epoch: String
     public var seq: UInt64
     public var tasks: [TaskRecord]
+    /// In a cluster's checkpoint: the time of the last log entry applied.
+    public var appliedNow: Double
 
-    public init(epoch: String, seq: UInt64, tasks: [TaskRecord]) {
+    public init(epoch: String, seq: UInt64, tasks: [TaskRecord], appliedNow: Double = 0) {
         self.epoch = epoch
         self.seq = seq
         self.tasks = tasks
+        self.appliedNow = appliedNow
     }
 }
 

@@ -47,6 +47,19 @@ public struct SocketSession: Sendable {
     let fromLoopback: Bool
 }
 
+/// What a message asks for (`API.planMessage`): frames earned at once, by their place in the
+/// message, and commands to apply (`API.execute(_:now:)`).
+public struct MessagePlan: Sendable {
+    public var frames: [(index: Int, bytes: [UInt8])] = []
+    public var commands: [(index: Int, command: Command)] = []
+    /// Several events: errors name their place (`events[2].progress`).
+    public var isBatch = false
+    /// A `flush` (with its `ref`, if any): answered once what came before is kept.
+    public var flush: String??
+
+    public init() {}
+}
+
 /// A message from a WebSocket client, as the transport assembled it.
 public enum SocketMessage: Sendable {
     case text([UInt8])
@@ -78,24 +91,31 @@ extension API {
         return (session, frames)
     }
 
-    /// One message from a WebSocket client: an `auth` message, or one event or an array of them,
-    /// applied like `POST /api/events` except that each bad event gets its own `error` frame (naming
-    /// its task) and the rest still apply.
+    /// One message from a WebSocket client: an `auth` message, a `flush`, or one event or an array
+    /// of them, applied like `POST /api/events` except that each bad event gets its own `error`
+    /// frame (naming its task) and the rest still apply.
     public func receive(_ message: SocketMessage, on session: inout SocketSession, now: Double) -> SocketReply {
+        execute(planMessage(message, on: &session), now: now)
+    }
+
+    /// What a message asks for, decided before anything changes: the frames it earns at once
+    /// (`auth`, events that do not parse or that the publisher may not send) and the commands to
+    /// apply, each with its place in the message.
+    public func planMessage(_ message: SocketMessage, on session: inout SocketSession) -> MessagePlan {
         metrics.clientMessages += 1
-        var reply = SocketReply()
-        func refuse(_ error: APIError, id: String? = nil) {
+        var plan = MessagePlan()
+        func refuse(_ error: APIError, at index: Int = 0, id: String? = nil) {
             metrics.clientErrors += 1
-            reply.frames.append(error.encodedEvent(id: id))
+            plan.frames.append((index, error.encodedEvent(id: id)))
         }
         let bytes: [UInt8]
         switch message {
         case .tooLarge:
             refuse(APIError(.bodyTooLarge, "a message is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); split it"))
-            return reply
+            return plan
         case .binary:
             refuse(APIError(.invalidEvent, "binary frames are not part of the protocol: send each message as a text frame of JSON"))
-            return reply
+            return plan
         case let .text(text):
             bytes = text
         }
@@ -104,36 +124,59 @@ extension API {
             json = try JSONParser.parseForAPI(bytes)
         } catch {
             refuse(error)
-            return reply
+            return plan
         }
         if json["type"] == .string("auth") {
             do {
-                reply.frames.append(try authenticate(&session, json))
+                plan.frames.append((0, try authenticate(&session, json)))
             } catch {
                 refuse(error)
             }
-            return reply
+            return plan
         }
         if json["type"] == .string("flush") {
             do {
-                reply.frames.append(try flushed(json))
-                reply.wantsDurable = true
+                let fields = try FieldReader(json, allowed: ["type", "ref"])
+                plan.flush = .some(try fields.string("ref", maxLength: 128))
             } catch {
                 refuse(error)
             }
-            return reply
+            return plan
         }
         let items: [JSONValue]
         if case let .array(elements) = json { items = elements } else { items = [json] }
+        plan.isBatch = items.count > 1
         for (index, item) in items.enumerated() {
-            do {
+            do throws(APIError) {
                 let command = try Command.parse(event: item)
-                reply.events += try publish(command, as: session.credential, now: now).events
+                try policy.authorize(session.credential, id: command.id)
+                plan.commands.append((index, command))
             } catch {
                 var taskID: String?
                 if case let .string(id)? = item["id"] { taskID = id }
-                refuse(items.count > 1 ? error.within("events[\(index)]") : error, id: taskID)
+                refuse(plan.isBatch ? error.within("events[\(index)]") : error, at: index, id: taskID)
             }
+        }
+        return plan
+    }
+
+    /// Applies a message's commands (authorized already): their events, and every frame for the
+    /// sender in the order of the message's events.
+    public func execute(_ plan: MessagePlan, now: Double) -> SocketReply {
+        var reply = SocketReply()
+        var frames = plan.frames
+        for (index, command) in plan.commands {
+            do {
+                reply.events += try store.apply(command, now: now).events
+            } catch {
+                metrics.clientErrors += 1
+                frames.append((index, (plan.isBatch ? error.within("events[\(index)]") : error).encodedEvent(id: command.id)))
+            }
+        }
+        reply.frames = frames.enumerated().sorted { ($0.element.index, $0.offset) < ($1.element.index, $1.offset) }.map(\.element.bytes)
+        if let ref = plan.flush {
+            reply.frames.append(flushed(ref: ref))
+            reply.wantsDurable = true
         }
         return reply
     }
@@ -160,9 +203,7 @@ extension API {
 
     /// `{"type":"flush","ref":"…"}` is answered `{"type":"flushed","ref":"…","seq":N}` once
     /// everything this socket sent before it is kept by storage: a publisher's acknowledgement.
-    private func flushed(_ message: JSONValue) throws(APIError) -> [UInt8] {
-        let fields = try FieldReader(message, allowed: ["type", "ref"])
-        let ref = try fields.string("ref", maxLength: 128)
+    private func flushed(ref: String?) -> [UInt8] {
         var writer = JSONWriter()
         writer.beginObject()
         writer.key("type"); writer.string("flushed")

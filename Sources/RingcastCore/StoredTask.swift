@@ -10,6 +10,12 @@ extension TaskRecord {
         writer.key("publishedAt"); writer.number(publishedAt)
         writer.key("updatedAt"); writer.number(updatedAt)
         writer.key("ownProgress"); writer.bool(hasOwnProgress)
+        if rateEstimator != RateEstimator() {
+            writer.key("rateState")
+            writer.beginArray()
+            for value in rateEstimator.stored { writer.number(value) }
+            writer.endArray()
+        }
         if let hideAt { writer.key("hideAt"); writer.number(hideAt) }
         if let timer {
             writer.key("startedAt"); writer.number(timer.startedAt)
@@ -46,6 +52,10 @@ extension TaskRecord {
         if case let .string(parent)? = json["parent"] { self.parent = parent }
         staleAfter = json.number("staleAfter")
         if case .bool(true)? = stored["ownProgress"] { hasOwnProgress = true }
+        if case let .array(values)? = stored["rateState"] {
+            let numbers = values.compactMap { value -> Double? in if case let .number(n) = value { return n }; return nil }
+            if let estimator = RateEstimator(stored: numbers) { rateEstimator = estimator }
+        }
         if let timerFields = json["timer"], let seconds = timerFields.number("seconds"), let interval = timerFields.number("interval"),
            let startedAt = stored.number("startedAt") {
             var timer = TimerSpec(seconds: seconds, interval: interval, startedAt: startedAt, pausedAt: stored.number("pausedAt"),

@@ -7,7 +7,7 @@ public struct Change {
 /// All tasks, the sequence, removals and the server's own deadlines (auto-hide, timer ticks, leases).
 /// Not thread-safe: the server touches it only on its service thread.
 public final class TaskStore {
-    public let epoch: String
+    public private(set) var epoch: String
     public private(set) var seq: UInt64
     public private(set) var tasks: [String: TaskRecord] = [:]
     /// Removed ids and the seq of their removal, so a resuming watcher learns of them.
@@ -41,8 +41,27 @@ public final class TaskStore {
             self.epoch = epoch ?? TaskStore.newEpoch()
             seq = 0
         }
+        rebuildIndexes()
+    }
+
+    /// Replaces everything with `saved` (a cluster node reloading from the shared checkpoint).
+    public func replace(with saved: PersistedState) {
+        epoch = saved.epoch
+        seq = saved.seq
+        removalHorizon = saved.seq
+        removals = [:]
+        tasks = [:]
+        for task in saved.tasks { tasks[task.id] = task }
+        deadlines = DeadlineQueue()
+        children = [:]
+        rebuildIndexes()
+    }
+
+    /// Children and deadlines from the tasks held, in id order: every node of a cluster that loads
+    /// the same tasks then schedules, and later fires, the same deadlines in the same order.
+    private func rebuildIndexes() {
         for task in tasks.values { if let parent = task.parent { children[parent, default: []].insert(task.id) } }
-        for id in tasks.keys { scheduleDeadline(for: id) }
+        for id in tasks.keys.sorted() { scheduleDeadline(for: id) }
     }
 
     public static func newEpoch() -> String {
@@ -262,7 +281,8 @@ public final class TaskStore {
     /// when every child has them (as Foundation's Progress does), else their mean.
     private func rollUp(_ parentID: String, now: Double, depth: Int = 0) -> [OutboundEvent] {
         guard depth < 16, var parent = tasks[parentID], !parent.hasOwnProgress else { return [] }
-        let kids = (children[parentID] ?? []).compactMap { tasks[$0] }
+        // In id order: the same sums, to the last bit, on every node of a cluster.
+        let kids = (children[parentID] ?? []).sorted().compactMap { tasks[$0] }
         guard !kids.isEmpty else { return [] }
         let before = (parent.progress, parent.completed, parent.total)
         if kids.allSatisfy({ $0.total != nil }) {
@@ -445,7 +465,8 @@ public enum ProtocolInfo {
     public static let version = 2
 }
 
-/// A min-heap of (time, task id); at most one live entry per task, older ones are skipped when popped.
+/// A min-heap of (time, task id), ties broken by id so the order never depends on how entries
+/// arrived; at most one live entry per task, older ones are skipped when popped.
 struct DeadlineQueue {
     private var heap: [(time: Double, id: String)] = []
     var scheduled: [String: Double] = [:]
@@ -477,11 +498,15 @@ struct DeadlineQueue {
         if !heap.isEmpty { siftDown(0) }
     }
 
+    private func precedes(_ a: (time: Double, id: String), _ b: (time: Double, id: String)) -> Bool {
+        a.time < b.time || (a.time == b.time && a.id < b.id)
+    }
+
     private mutating func siftUp(_ index: Int) {
         var child = index
         while child > 0 {
             let parent = (child - 1) / 2
-            guard heap[child].time < heap[parent].time else { return }
+            guard precedes(heap[child], heap[parent]) else { return }
             heap.swapAt(child, parent)
             child = parent
         }
@@ -492,8 +517,8 @@ struct DeadlineQueue {
         while true {
             let left = 2 * parent + 1, right = left + 1
             var smallest = parent
-            if left < heap.count, heap[left].time < heap[smallest].time { smallest = left }
-            if right < heap.count, heap[right].time < heap[smallest].time { smallest = right }
+            if left < heap.count, precedes(heap[left], heap[smallest]) { smallest = left }
+            if right < heap.count, precedes(heap[right], heap[smallest]) { smallest = right }
             if smallest == parent { return }
             heap.swapAt(parent, smallest)
             parent = smallest

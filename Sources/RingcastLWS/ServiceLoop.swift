@@ -46,10 +46,13 @@ package protocol ServiceHandler: AnyObject {
     func handle(_ event: ServiceEvent, on connection: LWSConnection) -> Bool
     /// The loop is about to destroy its context: the last moment to send close frames, with `loop.service(forAtMost:until:)`.
     func loopWillStop(_ loop: ServiceLoop)
+    /// Another thread called `notify()` (once per wake-up, however many calls).
+    func loopWasNotified(_ loop: ServiceLoop)
 }
 
 extension ServiceHandler {
     package func loopWillStop(_ loop: ServiceLoop) {}
+    package func loopWasNotified(_ loop: ServiceLoop) {}
 }
 
 /// How a context is made: what it listens on, what it serves, and its limits.
@@ -74,8 +77,12 @@ package struct ContextSettings: Sendable {
 
     /// The protocol's name, which is also the service thread's.
     package var name: String
-    /// nil: a context without a listening socket (a client, or one that adopts accepted sockets).
+    /// nil: a context without a listening socket of lws's own (a client, or a server that accepts
+    /// on `ListeningSocket`s of its own, with `acceptsAdoptedSockets`).
     package var listener: Listener?
+    /// A server vhost that listens on nothing itself: it serves the sockets `adoptListener` accepts
+    /// (lws's CONTEXT_PORT_NO_LISTEN_SERVER), TLS included.
+    package var acceptsAdoptedSockets = false
     package var staticFiles: StaticFiles?
     /// Per-connection memory lws allocates and zeroes; `LWSConnection.sessionBytes` for `attach`.
     package var sessionBytes = 0
@@ -118,8 +125,13 @@ package final class ServiceLoop: @unchecked Sendable {
     private var context: OpaquePointer?
     private var boundPort = 0
     private var jobs: [@Sendable () -> Void] = []
+    private var notified = false
 
     private var handler: ServiceHandler?
+    /// The context's one protocol, which adopted listeners are bound to.
+    private var protocolName = ""
+    /// The listening sockets adopted into this context, by the identity of their raw connection.
+    private var listeners: [Int: ListeningSocket] = [:]
     private var resources = CResources()
     private var timers: [LoopTimer] = []
     private var wakeTimer: LoopTimer?
@@ -187,6 +199,49 @@ package final class ServiceLoop: @unchecked Sendable {
         }
     }
 
+    /// Wakes the loop to call the handler's `loopWasNotified`, once however many threads call it
+    /// before it runs: cheaper than `post` for "look at your inbox". Any thread; false when stopped.
+    @discardableResult
+    package func notify() -> Bool {
+        lock.withLock {
+            guard lifecycle == .running || lifecycle == .starting, let context else { return false }
+            if !notified {
+                notified = true
+                lws_cancel_service(context)
+            }
+            return true
+        }
+    }
+
+    /// Serves the connections `socket` accepts on this loop: each is offered to the handler as
+    /// `accepted(address:)`, then adopted (TLS too, when the context has a certificate). The loop's
+    /// context closes the socket when it is destroyed. Service thread only (e.g. in `prepare`).
+    package func adoptListener(_ socket: ListeningSocket) throws(LWSError) {
+        guard let context = serviceContext, let vhost = lws_get_vhost_by_name(context, "default") else {
+            throw LWSError("lws_get_vhost_by_name", "the loop has no server vhost to adopt a listener into")
+        }
+        var descriptor = lws_sock_file_fd_type()
+        descriptor.filefd = socket.descriptor
+        let raw = try checked(lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, descriptor, protocolName, nil),
+                              "lws_adopt_descriptor_vhost", "could not watch the listening socket on port \(socket.port)")
+        socket.adopted = true
+        listeners[Int(bitPattern: UnsafeRawPointer(raw))] = socket
+    }
+
+    /// Accepts everything waiting on a listener (level-triggered: what is left wakes us again).
+    private func acceptConnections(_ socket: ListeningSocket, on listener: LWSConnection) {
+        guard let handler, let context = serviceContext, let vhost = lws_get_vhost_by_name(context, "default") else { return }
+        for _ in 0..<256 {
+            guard let (descriptor, address) = socket.accept() else { return }
+            guard handler.handle(.accepted(address: address), on: listener) else {
+                close(descriptor)
+                continue
+            }
+            // lws makes the connection (WSI_CREATE, so `created` reaches the handler) or closes the descriptor.
+            _ = lws_adopt_socket_vhost(vhost, descriptor)
+        }
+    }
+
     /// A one-shot timer on this loop; it fires on the service thread. Service thread only.
     package func makeTimer(_ fire: @escaping () -> Void) throws(LWSError) -> LoopTimer {
         let timer = LoopTimer(loop: self, fire: fire)
@@ -245,6 +300,7 @@ package final class ServiceLoop: @unchecked Sendable {
             context = nil
             jobs = []
         }
+        listeners = [:]
         // Connections still open are closed in here, with callbacks: the handler must still be set.
         lws_context_destroy(created)
         resources.release()
@@ -261,6 +317,7 @@ package final class ServiceLoop: @unchecked Sendable {
     }
 
     private func makeContext(_ settings: ContextSettings) throws -> OpaquePointer {
+        protocolName = settings.name
         var info = lws_context_creation_info()
         info.protocols = resources.protocols(name: settings.name, callback: serviceCallback,
                                              sessionSize: settings.sessionBytes, rxBufferSize: settings.receiveBufferBytes)
@@ -268,7 +325,8 @@ package final class ServiceLoop: @unchecked Sendable {
             info.port = Int32(listener.port)
             info.iface = resources.string(listener.host)
         } else {
-            info.port = -1  // CONTEXT_PORT_NO_LISTEN
+            // CONTEXT_PORT_NO_LISTEN_SERVER, or CONTEXT_PORT_NO_LISTEN (a client).
+            info.port = settings.acceptsAdoptedSockets ? -2 : -1
         }
         if let files = settings.staticFiles {
             info.mounts = resources.mounts(publicDirectory: files.directory, maxAge: files.maxAge, callbackPaths: files.callbackPaths,
@@ -315,11 +373,15 @@ package final class ServiceLoop: @unchecked Sendable {
     }
 
     fileprivate func runJobs() {
-        let due = lock.withLock { () -> [@Sendable () -> Void] in
-            defer { jobs.removeAll(keepingCapacity: true) }
-            return jobs
+        let (due, wasNotified) = lock.withLock { () -> ([@Sendable () -> Void], Bool) in
+            defer {
+                jobs.removeAll(keepingCapacity: true)
+                notified = false
+            }
+            return (jobs, notified)
         }
         for job in due { job() }
+        if wasNotified { handler?.loopWasNotified(self) }
     }
 
     fileprivate func dispatch(_ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
@@ -338,6 +400,11 @@ package final class ServiceLoop: @unchecked Sendable {
                 lws_get_peer_simple_fd(descriptor, buffer.baseAddress, buffer.count) == nil ? "" : String(cString: buffer.baseAddress!)
             }
             return handler.handle(.accepted(address: address), on: connection) ? 0 : 1
+        case LWS_CALLBACK_RAW_RX_FILE:
+            if let socket = listeners[connection.identifier] { acceptConnections(socket, on: connection) }
+            return 0
+        case LWS_CALLBACK_RAW_ADOPT_FILE, LWS_CALLBACK_RAW_CLOSE_FILE, LWS_CALLBACK_RAW_WRITEABLE_FILE:
+            return 0
         case LWS_CALLBACK_WSI_CREATE:
             _ = handler.handle(.created, on: connection)
             return 0

@@ -17,15 +17,10 @@ extension ServeCommand {
         }
     }
 
-    /// Service threads: the config's `threads` once the server has that setting, else the one loop there is.
-    static func threadCount(_ config: ServerConfig) -> Int {
-        Mirror(reflecting: config).children.first { $0.label == "threads" }?.value as? Int ?? 1
-    }
-
     /// One line: version, address, storage, threads, the config file and where each setting came from.
     func logStart(_ server: RingcastServer, to logger: Logger) {
         let storage = storageDescription
-        let threads = ServeCommand.threadCount(config)
+        let threads = server.threads
         let file = URL(fileURLWithPath: loaded.source).standardizedFileURL.path
         logger.info("ringcast \(RingcastVersion.version) serving \(server.url): storage \(storage), \(threads) service thread\(threads == 1 ? "" : "s"), "
                     + "config \(file) (\(loaded.summary))",

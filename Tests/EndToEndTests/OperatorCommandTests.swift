@@ -55,7 +55,7 @@ final class OperatorCommandTests: XCTestCase {
 
     func testTheEnvironmentOverridesTheFileAndTheStartLineSaysWhereEachValueCameFrom() throws {
         let config = folder.file("config.json")
-        try Data(#"{"host": "127.0.0.2", "port": 8080, "publicDir": "\#(repositoryRoot)/Public", "logLevel": "error"}"#.utf8).write(to: config)
+        try Data(#"{"host": "127.0.0.2", "port": 8080, "publicDir": "\#(repositoryRoot)/Public", "logLevel": "error", "threads": 2}"#.utf8).write(to: config)
         let log = folder.file("stderr.log")
         let served = try ServeProcess(["--config", config.path, "--log-format", "json"], environment: [
             "RINGCAST_HOST": "127.0.0.1", "RINGCAST_PORT": "0", "RINGCAST_STORAGE": "state/ringcast.db", "RINGCAST_LOG_LEVEL": "info",
@@ -70,7 +70,8 @@ final class OperatorCommandTests: XCTestCase {
         let start = try XCTUnwrap(lines.first { $0["event"] == .string("start") }, "\(lines)")
         XCTAssertEqual(start["level"], .string("info"), "RINGCAST_LOG_LEVEL won over the file's error")
         XCTAssertEqual(start["version"], .string(RingcastVersion.version))
-        XCTAssertEqual(start["threads"], .number(1))
+        XCTAssertEqual(start["threads"], .number(2), "as the file says")
+        XCTAssertEqual(start["settings"]?["threads"], .string("file"))
         XCTAssertEqual(start["storage"], .string("sqlite " + folder.file("state/ringcast.db").standardizedFileURL.path))
         XCTAssertEqual(start["config"], .string(config.standardizedFileURL.path))
         XCTAssertEqual(start["settings"]?["port"], .string("RINGCAST_PORT"))
@@ -93,6 +94,6 @@ final class OperatorCommandTests: XCTestCase {
         let text = try String(contentsOf: textLog, encoding: .utf8)
         XCTAssertTrue(text.contains("[info] ringcast \(RingcastVersion.version) serving http://127.0.0.2:"), text)
         XCTAssertTrue(text.contains("port from --port"), text)
-        XCTAssertTrue(text.contains("storage memory, 1 service thread"), text)
+        XCTAssertTrue(text.contains("storage memory, 2 service threads"), text)
     }
 }

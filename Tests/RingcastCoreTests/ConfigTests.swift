@@ -46,7 +46,9 @@ final class ConfigTests: XCTestCase {
     }
 
     func testASettingTheServerDoesNotCarryOutIsRefusedNotIgnored() {
-        assertFails(#"{"threads": 4}"#, naming: "threads", saying: "not supported")
+        assertFails(#"{"threads": -1}"#, naming: "threads", saying: "one per core")
+        XCTAssertEqual(try parse(#"{"threads": 4}"#).threads, 4)
+        XCTAssertEqual(try parse("{}").threads, 0, "by default one service thread per online core")
         assertFails(#"{"redis": "redis://127.0.0.1"}"#, naming: "redis", saying: "not supported")
         assertFails(#"{"tls": {}}"#, naming: "tls", saying: "\"cert\"")
         assertFails(#"{"tls": {"cert": "c.pem"}}"#, naming: "tls")

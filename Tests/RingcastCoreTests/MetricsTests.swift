@@ -20,34 +20,22 @@ final class MetricsTests: XCTestCase {
         XCTAssertEqual(first + second, both)
     }
 
-    func testServerMetricsAddUpInEveryField() {
-        var one = ServerMetrics()
+    func testTransportMetricsAddUpInEveryField() {
+        var one = TransportMetrics()
         // Every field, whatever its kind, is set from its place in the lists `+` walks.
-        for (index, field) in ServerMetrics.counterFields.enumerated() { one[keyPath: field] = index + 1 }
-        for field in ServerMetrics.labeledFields { one[keyPath: field]["a"] = 5 }
-        for field in ServerMetrics.histogramFields { one[keyPath: field].observe(0.5) }
-        let fieldCount = ServerMetrics.counterFields.count + ServerMetrics.labeledFields.count + ServerMetrics.histogramFields.count
+        for (index, field) in TransportMetrics.counterFields.enumerated() { one[keyPath: field] = index + 1 }
+        for field in TransportMetrics.labeledFields { one[keyPath: field]["a"] = 5 }
+        for field in TransportMetrics.histogramFields { one[keyPath: field].observe(0.5) }
+        let fieldCount = TransportMetrics.counterFields.count + TransportMetrics.labeledFields.count + TransportMetrics.histogramFields.count
         XCTAssertEqual(Mirror(reflecting: one).children.count, fieldCount,
-                       "a field of ServerMetrics is missing from the lists `+` walks: threads' copies would not add it up")
+                       "a field of TransportMetrics is missing from the lists `+` walks: threads' copies would not add it up")
 
         let two = one + one
-        for (index, field) in ServerMetrics.counterFields.enumerated() { XCTAssertEqual(two[keyPath: field], 2 * (index + 1)) }
-        for field in ServerMetrics.labeledFields { XCTAssertEqual(two[keyPath: field]["a"], 10) }
-        for field in ServerMetrics.histogramFields { XCTAssertEqual(two[keyPath: field].count, 2) }
-        XCTAssertEqual(one.merged(with: ServerMetrics()), one)
-    }
-
-    func testTransportsAddUpAndKeepWhatBelongsToTheProcess() {
-        var first = TransportStatus(watchers: 2, resyncs: 1, patternSets: 1)
-        first.openSockets = 3
-        var second = TransportStatus(watchers: 5, resyncs: 0, patternSets: 2)
-        second.openSockets = 6
-        second.startTime = 42
-        second.readiness = [ReadinessStatus(name: "storage")]
-        let sum = first + second
-        XCTAssertEqual([sum.watchers, sum.resyncs, sum.patternSets, sum.openSockets], [7, 1, 3, 9])
-        XCTAssertEqual(sum.startTime, 42)
-        XCTAssertEqual(sum.readiness, [ReadinessStatus(name: "storage")])
+        for (index, field) in TransportMetrics.counterFields.enumerated() { XCTAssertEqual(two[keyPath: field], 2 * (index + 1)) }
+        for field in TransportMetrics.labeledFields { XCTAssertEqual(two[keyPath: field]["a"], 10) }
+        for field in TransportMetrics.histogramFields { XCTAssertEqual(two[keyPath: field].count, 2) }
+        XCTAssertEqual(one.merged(with: TransportMetrics()), one)
+        XCTAssertEqual(two.webSocketsOpen("a"), 0, "opened and closed alike")
     }
 
     func testLabelValuesAndHelpAreEscaped() {

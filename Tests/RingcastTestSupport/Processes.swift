@@ -37,7 +37,7 @@ package final class ServeProcess {
         let output = Pipe()
         process.standardOutput = output
         if let errorLog {
-            FileManager.default.createFile(atPath: errorLog.path, contents: nil)
+            _ = FileManager.default.createFile(atPath: errorLog.path, contents: nil)
             process.standardError = try FileHandle(forWritingTo: errorLog)
         } else {
             process.standardError = FileHandle.nullDevice

@@ -13,6 +13,8 @@ package final class TestServer {
         var config = ServerConfig()
         config.port = 0
         config.logLevel = .error
+        // The suite runs once with the default (a thread per core) and once with RINGCAST_TEST_THREADS=1.
+        if let threads = ProcessInfo.processInfo.environment["RINGCAST_TEST_THREADS"].flatMap(Int.init) { config.threads = threads }
         configure(&config)
         server = RingcastServer(config: config, baseDirectory: repositoryRoot, logger: logger, persistence: persistence)
         port = try server.start()

@@ -51,7 +51,6 @@ final class ObservabilityTests: XCTestCase {
             XCTAssertGreaterThanOrEqual(new - old, amount, "\(name)\(labels) went from \(old) to \(new)", file: file, line: line)
         }
         grew("ringcast_http_requests_total", by: 6)
-        grew("ringcast_updates_applied_total", by: 7)
         grew("ringcast_events_published_total", by: 7)
         grew("ringcast_events_sent_total", by: 7)
         grew("ringcast_frames_sent_total")

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <libwebsockets.h>
 
 /// LWS_PRE: the headroom lws needs in front of every buffer passed to lws_write.
@@ -20,5 +21,10 @@ rc_timer *rc_timer_new(void *user, void (*fire)(void *user));
 void rc_timer_schedule(struct lws_context *context, rc_timer *timer, int64_t delay_us);
 void rc_timer_cancel(rc_timer *timer);
 void rc_timer_free(rc_timer *timer);
+
+/// accept4(2) with SOCK_NONBLOCK | SOCK_CLOEXEC: glibc declares it only under _GNU_SOURCE, which
+/// Swift's Glibc module does not define.
+struct sockaddr;
+int rc_accept_nonblocking(int listener, struct sockaddr *address, socklen_t *length);
 
 #endif

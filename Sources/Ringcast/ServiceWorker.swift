@@ -1,0 +1,182 @@
+import Foundation
+import RingcastCore
+import RingcastLWS
+import Synchronization
+
+/// One service thread of the server: its libwebsockets context (serving the sockets its own
+/// SO_REUSEPORT listener accepts), its connections, its watchers' fan-out and heartbeat. What is
+/// published on any thread reaches it through its inbox in `SharedState`; it delivers on its own
+/// thread. Worker 0 also keeps the state's deadline and write-behind timers.
+///
+/// `@unchecked Sendable`: everything but `counters` (atomics) and the immutable lets belongs to
+/// the loop's service thread; other threads only call `loop.notify()` and read `counters`.
+final class ServiceWorker: @unchecked Sendable {
+    let index: Int
+    let loop: ServiceLoop
+    unowned let server: RingcastServer
+    let state: SharedState
+    let config: ServerConfig
+    let logger: Logger
+    let gate: RequestGate
+    let fanOut: FanOut
+    let counters = WorkerCounters()
+    private let listener: ListeningSocket
+
+    // Service thread only.
+    /// Deliveries waiting for their storage ticket, in seq order.
+    private var waiting: [SharedState.Delivery] = []
+    private var waitingHead = 0
+    /// Answers waiting for their ticket, in the order they were made.
+    private var held: [(ticket: UInt64, release: (Bool) -> Void)] = []
+    private var heldHead = 0
+    /// What is known of each open socket, by its connection's identity, from `created` to `destroyed`.
+    var peers: [Int: Peer] = [:]
+    /// The socket just accepted, for the `created` that follows.
+    var acceptedPeer: Peer?
+    /// In a cluster: changes this thread submitted to the log, by token, waiting for their outcome.
+    var submitted: [UInt64: (SharedState.Completion) -> Void] = [:]
+    private var lastToken: UInt64 = 0
+    private var heartbeatTimer: LoopTimer?
+    private var deadlineTimer: LoopTimer?
+    private var writeBehindTimer: LoopTimer?
+    /// When each recent seq's change was applied, to time its frames (Operations.swift).
+    var publishTimes = PublishTimes()
+
+    init(index: Int, server: RingcastServer, listener: ListeningSocket) {
+        self.index = index
+        self.server = server
+        state = server.state
+        config = server.config
+        logger = server.logger
+        gate = RequestGate(config: server.config)
+        self.listener = listener
+        fanOut = FanOut(logCapacity: config.fanOutLogEvents, maxEventsPerFrame: config.maxEventsPerFrame)
+        loop = ServiceLoop(name: "ringcast-\(index)", logger: logger)
+    }
+
+    /// The loop's first moments, on its thread: its listener and timers.
+    func prepare(_ loop: ServiceLoop) throws {
+        try loop.adoptListener(listener)
+        heartbeatTimer = try loop.makeTimer { [unowned self] in heartbeatFired() }
+        heartbeatTimer?.schedule(seconds: config.heartbeatSeconds)
+        if index == 0 {
+            deadlineTimer = try loop.makeTimer { [unowned self] in deadlineFired() }
+            writeBehindTimer = try loop.makeTimer { [unowned self] in state.writeBehind() }
+            try server.operations.startAsking(on: loop)
+        }
+        settle()
+    }
+
+    // MARK: Delivering (service thread)
+
+    /// Takes the inbox and delivers what storage has kept, in order; releases the answers that
+    /// waited for it; rearms worker 0's timers.
+    func settle() {
+        let mail = state.takeMail(index)
+        waiting += mail.deliveries
+        let committed = state.committedTicket
+        var delivered = false
+        while waitingHead < waiting.count, waiting[waitingHead].ticket <= committed {
+            notePublished(waiting[waitingHead])
+            fanOut.publish(waiting[waitingHead].events)
+            waitingHead += 1
+            delivered = true
+        }
+        if waitingHead == waiting.count {
+            waiting.removeAll(keepingCapacity: true)
+            waitingHead = 0
+        }
+        // Every callback that publishes settles once, so asking for writes right away costs one pass
+        // over the watchers per callback, however many events.
+        if delivered { fanOut.flush() }
+        while heldHead < held.count, held[heldHead].ticket <= committed {
+            let (ticket, release) = held[heldHead]
+            heldHead += 1
+            release(ticket == 0 || state.wasKept(ticket))
+        }
+        if heldHead == held.count {
+            held.removeAll(keepingCapacity: true)
+            heldHead = 0
+        }
+        for (token, outcome) in mail.completions { submitted.removeValue(forKey: token)?(outcome) }
+        if mail.resyncEveryone { fanOut.resyncEveryone() }
+        if let deadline = mail.deadline { arm(deadline) }
+        if mail.armWriteBehind { writeBehindTimer?.schedule(seconds: SQLitePersistence.writeBehindSeconds) }
+        counters.update(from: fanOut)
+    }
+
+    /// After a change made on this thread: deliver what may leave, and `answer` once `ticket` is
+    /// kept (at once when it is 0 or already kept and nothing before it waits).
+    func settle(ticket: UInt64, answer: ((_ kept: Bool) -> Void)?) {
+        if let answer { held.append((ticket, answer)) }
+        settle()
+    }
+
+    private func arm(_ deadline: Double?) {
+        guard let deadline else { deadlineTimer?.cancel(); return }
+        deadlineTimer?.schedule(microseconds: Int64(((deadline - Clock.now()) * 1000).rounded(.up)))
+    }
+
+    private func deadlineFired() {
+        settle(ticket: state.deadlineFell(from: index, now: Clock.now()), answer: nil)
+    }
+
+    /// In a cluster: hands `kind` to the log; `outcome` runs on this thread when this node has
+    /// applied it (or Redis refused it). Refused at once while Redis cannot be reached.
+    func submit(_ kind: LogEntry.Kind, now: Double, outcome: @escaping (SharedState.Completion) -> Void) {
+        guard let cluster = state.cluster, cluster.isAvailable else {
+            outcome(.refused(APIError(.storageFailed, "the change was not applied: this node cannot reach Redis at \(state.cluster?.url.description ?? "?") (see /healthz); try again, or another node")))
+            return
+        }
+        lastToken += 1
+        submitted[lastToken] = outcome
+        state.submit(LogEntry(node: cluster.node, token: lastToken, worker: index, now: now, kind: kind))
+    }
+
+    private func heartbeatFired() {
+        fanOut.broadcast(OutboundEvent.heartbeat(now: Clock.now()))
+        fanOut.flush()
+        heartbeatTimer?.schedule(seconds: config.heartbeatSeconds)
+    }
+
+    /// Storage is flushed first, so whatever waits for it leaves; then lws destroys the context
+    /// without close frames, so each watcher is told the server is going away (after what it is
+    /// still owed) and given a moment to hear it.
+    func closeWatchers(_ loop: ServiceLoop) {
+        state.flush()
+        settle()
+        if fanOut.subscriberCount > 0 {
+            server.refusalCounts.withLock { $0[RefusalReason.shutdown.rawValue] += fanOut.subscriberCount }
+            fanOut.forEachSubscription { subscription in
+                guard let socket = subscription.writer as? SocketPeer else { return }
+                if socket.closeReason == nil { socket.closeReason = (.goingAway, "server stopping") }
+                subscription.requestWrite()
+            }
+            loop.service(forAtMost: 300) { fanOut.subscriberCount == 0 }
+        }
+    }
+}
+
+/// A worker's figures that /healthz and /metrics read from other threads: written by its thread only.
+final class WorkerCounters: Sendable {
+    let watchers = Atomic<Int>(0)
+    let resyncs = Atomic<Int>(0)
+    let patternSets = Atomic<Int>(0)
+    let framesSent = Atomic<Int>(0)
+    let eventsSent = Atomic<Int>(0)
+    let socketsOpened = Atomic<Int>(0)
+    /// The rest of what /metrics shows of this thread: written by it, read by a scrape on any thread.
+    let metrics = Mutex(TransportMetrics())
+
+    func update(from fanOut: FanOut) {
+        watchers.store(fanOut.subscriberCount, ordering: .relaxed)
+        resyncs.store(fanOut.resyncCount, ordering: .relaxed)
+        patternSets.store(fanOut.groupCount, ordering: .relaxed)
+    }
+
+    /// Counts one written frame of `events` events (from the writer thread alone, so load-add-store is safe).
+    func wrote(events: Int) {
+        framesSent.store(framesSent.load(ordering: .relaxed) + 1, ordering: .relaxed)
+        eventsSent.store(eventsSent.load(ordering: .relaxed) + events, ordering: .relaxed)
+    }
+}

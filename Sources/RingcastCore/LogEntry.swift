@@ -1,0 +1,105 @@
+/// One entry of a cluster's shared log: what a node was asked to do, already checked and
+/// authorized, with the time it was asked. Every node applies the same entries in the same order
+/// to the same state with the same `now`, so every node holds the same tasks and sequence.
+public struct LogEntry: Sendable {
+    public enum Kind: Sendable {
+        /// An HTTP request's commands and the shape of its answer.
+        case request([Command], RequestPlan.Answer)
+        /// A WebSocket message's commands (the frames it earned at once stayed with its node).
+        case message(MessagePlan)
+        /// Deadlines due by `now` (ticks, hides, leases, retention), claimed once for the cluster.
+        case due
+    }
+
+    /// Which node asked, and its own number for the request, so that node can answer it.
+    public var node: String
+    public var token: UInt64
+    public var worker: Int
+    /// Unix ms on the asking node's clock.
+    public var now: Double
+    public var kind: Kind
+
+    public init(node: String, token: UInt64, worker: Int, now: Double, kind: Kind) {
+        self.node = node
+        self.token = token
+        self.worker = worker
+        self.now = now
+        self.kind = kind
+    }
+
+    public func encoded() -> [UInt8] {
+        var writer = JSONWriter(capacity: 256)
+        writer.beginObject()
+        writer.key("n"); writer.string(node)
+        writer.key("k"); writer.number(Double(token))
+        writer.key("w"); writer.number(worker)
+        writer.key("t"); writer.number(now)
+        switch kind {
+        case let .request(commands, answer):
+            writer.key("x"); writer.string(answer == .task ? "task" : "batch")
+            writer.key("c"); writer.beginArray()
+            for command in commands { writer.value(command.encodedEvent) }
+            writer.endArray()
+        case let .message(plan):
+            writer.key("x"); writer.string("message")
+            writer.key("b"); writer.bool(plan.isBatch)
+            if let flush = plan.flush {
+                writer.key("f")
+                if let ref = flush { writer.string(ref) } else { writer.null() }
+            }
+            writer.key("c"); writer.beginArray()
+            for (_, command) in plan.commands { writer.value(command.encodedEvent) }
+            writer.endArray()
+            writer.key("i"); writer.beginArray()
+            for (index, _) in plan.commands { writer.number(index) }
+            writer.endArray()
+        case .due:
+            writer.key("x"); writer.string("due")
+        }
+        writer.endObject()
+        return writer.bytes
+    }
+
+    /// The entry `encoded()` wrote; nil when the bytes are not one (a newer node's entry this node
+    /// cannot read is skipped by the caller, who logs it).
+    public init?(decoding bytes: [UInt8]) {
+        guard let json = try? JSONParser.parse(bytes), case let .string(node)? = json["n"], let token = json.number("k"),
+              let worker = json.number("w"), let now = json.number("t"), case let .string(kind)? = json["x"] else { return nil }
+        func commands() -> [Command]? {
+            guard case let .array(events)? = json["c"] else { return nil }
+            var parsed: [Command] = []
+            for event in events {
+                guard let command = try? Command.parse(event: event) else { return nil }
+                parsed.append(command)
+            }
+            return parsed
+        }
+        switch kind {
+        case "task", "batch":
+            guard let commands = commands() else { return nil }
+            self.kind = .request(commands, kind == "task" ? .task : .batch)
+        case "message":
+            guard let commands = commands(), case let .array(indices)? = json["i"], indices.count == commands.count else { return nil }
+            var plan = MessagePlan()
+            plan.isBatch = json["b"] == .bool(true)
+            switch json["f"] {
+            case let .string(ref)?: plan.flush = .some(ref)
+            case .null?: plan.flush = .some(nil)
+            default: break
+            }
+            for (index, command) in zip(indices, commands) {
+                guard case let .number(position) = index else { return nil }
+                plan.commands.append((Int(position), command))
+            }
+            self.kind = .message(plan)
+        case "due":
+            self.kind = .due
+        default:
+            return nil
+        }
+        self.node = node
+        self.token = UInt64(token)
+        self.worker = Int(worker)
+        self.now = now
+    }
+}
