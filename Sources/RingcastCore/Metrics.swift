@@ -97,7 +97,7 @@ public enum RefusalReason: String, CaseIterable, Sendable {
 }
 
 /// Everything /metrics shows at one scrape: the API's counters, what the transport (every service
-/// thread's, summed) and storage report now, and the store's gauges.
+/// thread's, summed) and storage report now, and the store's gauges (`API.metricsSnapshot`).
 public struct MetricsSnapshot {
     public var counters: ServerMetrics
     public var transport: TransportStatus
@@ -106,15 +106,6 @@ public struct MetricsSnapshot {
     public var seq: UInt64
     /// Tasks removed because their retention ran out.
     public var retired: Int
-
-    public init(counters: ServerMetrics, transport: TransportStatus, tasks: Int, tasksByState: [TaskState: Int], seq: UInt64, retired: Int) {
-        self.counters = counters
-        self.transport = transport
-        self.tasks = tasks
-        self.tasksByState = tasksByState
-        self.seq = seq
-        self.retired = retired
-    }
 
     public func render() -> [UInt8] {
         var text = PrometheusText()

@@ -14,21 +14,6 @@ final class PackagingTests: XCTestCase {
 
     private var root: String { folder.file("root").path }
 
-    /// Runs a program to the end; its status and everything it wrote (stdout and stderr together).
-    private func run(_ program: String, _ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program)
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-    }
-
     /// Where `name` is installed, or a failure saying which package installs it.
     private func tool(_ name: String, from package: String) throws -> String {
         for folder in ["/usr/bin", "/bin", "/usr/sbin"] where FileManager.default.isExecutableFile(atPath: "\(folder)/\(name)") { return "\(folder)/\(name)" }
@@ -39,7 +24,7 @@ final class PackagingTests: XCTestCase {
 
     private func install(prefix: String) throws {
         try MissingBinary.check()
-        let result = try run(repositoryRoot + "/packaging/install.sh", [], environment: ["DESTDIR": root, "PREFIX": prefix, "BIN": ringcastBinary])
+        let result = try runToEnd(repositoryRoot + "/packaging/install.sh", [], environment: ["DESTDIR": root, "PREFIX": prefix, "BIN": ringcastBinary])
         XCTAssertEqual(result.status, 0, result.output)
     }
 
@@ -74,7 +59,7 @@ final class PackagingTests: XCTestCase {
                              ("DynamicUser", "yes"), ("User", "ringcast")] {
             XCTAssertEqual(settings[key], value, key)
         }
-        let check = try run(root + "/usr/local/bin/ringcast", ["config", "check", configPath])
+        let check = try runToEnd(root + "/usr/local/bin/ringcast", ["config", "check", configPath])
         XCTAssertEqual(check.status, 0, check.output)
 
         // Installing again keeps an edited config and leaves the new default beside it.
@@ -100,16 +85,16 @@ final class PackagingTests: XCTestCase {
             if !FileManager.default.fileExists(atPath: target) { try FileManager.default.copyItem(atPath: systemUnits + "/" + unit, toPath: target) }
         }
         let unit = "/usr/lib/systemd/system/ringcast.service"
-        let verified = try run(analyze, ["verify", "--root=\(root)", unit])
+        let verified = try runToEnd(analyze, ["verify", "--root=\(root)", unit])
         XCTAssertEqual(verified.status, 0, verified.output)
         XCTAssertEqual(verified.output, "", "systemd-analyze has something to say about the unit")
 
         // The same check fails when the unit's program is missing: it really looks in the tree.
         try FileManager.default.removeItem(atPath: root + "/usr/bin/ringcast")
-        XCTAssertNotEqual(try run(analyze, ["verify", "--root=\(root)", unit]).status, 0)
+        XCTAssertNotEqual(try runToEnd(analyze, ["verify", "--root=\(root)", unit]).status, 0)
 
         // And its sandbox: systemd rates the exposure from 0 (locked down) to 10.
-        let security = try run(analyze, ["security", "--offline=yes", "--root=\(root)", unit])
+        let security = try runToEnd(analyze, ["security", "--offline=yes", "--root=\(root)", unit])
         let exposure = security.output.split(separator: "\n").first { $0.contains("Overall exposure level") }
         let level = exposure.flatMap { line in line.split(separator: " ").compactMap { Double($0) }.first }
         XCTAssertNotNil(level, security.output)

@@ -60,6 +60,21 @@ package final class ServeProcess {
     }
 }
 
+/// Runs a program to the end: its status and everything it wrote, stdout and stderr together.
+package func runToEnd(_ program: String, _ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: program)
+    process.arguments = arguments
+    if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = pipe
+    try process.run()
+    let output = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+}
+
 /// One line (without its newline) read byte by byte, so nothing after it is consumed.
 package func readLine(from handle: FileHandle) -> String {
     var line: [UInt8] = []
