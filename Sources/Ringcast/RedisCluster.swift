@@ -281,9 +281,11 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
         let epochNow = try redis.command(["GET", Key.epoch]).text ?? ""
         let first = try redis.command(["XRANGE", Key.log, "-", "+", "COUNT", "1"]).array?.first
         let firstIndex = first.flatMap(RedisCluster.entryFields)?.index
-        let logMovedOn = firstIndex.map { $0 > lastIndex + 1 } ?? false
         let indexNow = try redis.command(["GET", Key.index]).integer ?? 0
-        if epochNow != epoch || logMovedOn || indexNow < lastIndex {
+        // Reading on from here works if the entries after this node's last one are all still there.
+        let canContinue = epochNow == epoch && indexNow >= lastIndex
+            && (indexNow == lastIndex || (firstIndex.map { $0 <= lastIndex + 1 } ?? false))
+        if !canContinue {
             var index: Int64 = 0, id = "0-0"
             let reloaded = try RedisCluster.readCheckpoint(redis, epoch: epochNow, cursor: &index, id: &id)
                 ?? PersistedState(epoch: epochNow, seq: 0, tasks: [])

@@ -48,7 +48,9 @@ final class SharedState: @unchecked Sendable {
     private let persistence: TaskPersistence
     /// Set when state is shared through a cluster's log rather than owned here.
     let cluster: RedisCluster?
-    private var workers: [ServiceWorker] = []
+    /// The workers to wake, behind a lock of its own: storage's report wakes them while `lock` may
+    /// be held by a flush that waits for that very report.
+    private let workers = Mutex<[ServiceWorker]>([])
     private var mail: [Mail] = []
     private var issued: UInt64 = 0
     /// The newest ticket storage reported kept (or lost): tickets come back in order.
@@ -77,8 +79,8 @@ final class SharedState: @unchecked Sendable {
 
     /// The workers whose inboxes events go to; once, before any of them starts.
     func attach(_ workers: [ServiceWorker]) {
+        self.workers.withLock { $0 = workers }
         lock.withLock {
-            self.workers = workers
             mail = Array(repeating: Mail(), count: workers.count)
             armedDeadline = store.nextDeadline()
             deadlineChanged = true
@@ -87,10 +89,8 @@ final class SharedState: @unchecked Sendable {
 
     /// Once every worker has stopped: lets go of them.
     func detachWorkers() {
-        lock.withLock {
-            workers = []
-            mail = []
-        }
+        workers.withLock { $0 = [] }
+        lock.withLock { mail = [] }
     }
 
     var committedTicket: UInt64 { committed.load(ordering: .acquiring) }
@@ -145,8 +145,13 @@ final class SharedState: @unchecked Sendable {
     }
 
     private func wake(_ indices: Set<Int>) {
-        let targets: [ServiceWorker] = indices.isEmpty ? [] : lock.withLock { indices.compactMap { $0 < workers.count ? workers[$0] : nil } }
+        guard !indices.isEmpty else { return }
+        let targets = workers.withLock { all in indices.compactMap { $0 < all.count ? all[$0] : nil } }
         for worker in targets { worker.loop.notify() }
+    }
+
+    private func wakeEveryone() {
+        for worker in workers.withLock({ $0 }) { worker.loop.notify() }
     }
 
     /// Counts something the API did not see (a refusal before routing) in its metrics.
@@ -186,7 +191,7 @@ final class SharedState: @unchecked Sendable {
             if exchanged { break }
             current = original
         }
-        wake(Set(0..<lock.withLock { workers.count }))
+        wakeEveryone()
     }
 
     /// Worker 0's write-behind timer: hands what is pending to storage.
@@ -278,7 +283,7 @@ final class SharedState: @unchecked Sendable {
             armedDeadline = store.nextDeadline()
             deadlineChanged = true
         }
-        wake(Set(0..<lock.withLock { workers.count }))
+        wakeEveryone()
     }
 
     /// The whole state, for the cluster's checkpoint.

@@ -25,6 +25,11 @@ public enum JSONValue: Equatable, Sendable {
         return members.last(where: { $0.0 == key })?.1
     }
 
+    public var numberValue: Double? { if case let .number(n) = self { return n } else { return nil } }
+    public var stringValue: String? { if case let .string(s) = self { return s } else { return nil } }
+    public var boolValue: Bool? { if case let .bool(b) = self { return b } else { return nil } }
+    public var arrayValue: [JSONValue]? { if case let .array(a) = self { return a } else { return nil } }
+
     public var typeName: String {
         switch self {
         case .null: return "null"

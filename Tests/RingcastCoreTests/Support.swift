@@ -5,10 +5,6 @@ import XCTest
 let t0: Double = 1_700_000_000_000
 
 extension JSONValue {
-    var numberValue: Double? { if case let .number(n) = self { return n } else { return nil } }
-    var stringValue: String? { if case let .string(s) = self { return s } else { return nil } }
-    var boolValue: Bool? { if case let .bool(b) = self { return b } else { return nil } }
-    var arrayValue: [JSONValue]? { if case let .array(a) = self { return a } else { return nil } }
     var keys: [String] { if case let .object(m) = self { return m.map(\.0) } else { return [] } }
 }
 

@@ -156,3 +156,57 @@ package final class RingcastProcess: @unchecked Sendable {
         }
     }
 }
+
+/// A redis-server of the test's own on a free loopback port, without persistence (so a restart
+/// loses everything, as the harshest restart would), stopped when it goes away.
+package final class RedisProcess {
+    package let port: Int
+    private var process: Process?
+
+    package init(port: Int = closedLoopbackPort()) throws {
+        self.port = port
+        try start()
+    }
+
+    deinit { stop() }
+
+    package var url: String { "redis://127.0.0.1:\(port)" }
+
+    package func start() throws {
+        guard let path = ["/usr/bin/redis-server", "/usr/local/bin/redis-server"].first(where: FileManager.default.isExecutableFile) else {
+            throw RedisMissing()
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "yes"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        self.process = process
+        guard eventually(timeout: 5, { answersPing() }) else { throw RedisMissing(detail: "redis-server on port \(port) did not answer PING") }
+    }
+
+    /// Kills it at once (no save), as a crash would.
+    package func stop() {
+        guard let process, process.isRunning else { return }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        self.process = nil
+    }
+
+    package func restart() throws {
+        stop()
+        try start()
+    }
+
+    private func answersPing() -> Bool {
+        guard let socket = try? RawSocket(port: port, timeoutSeconds: 1) else { return false }
+        try? socket.send("PING\r\n")
+        return socket.receive(until: Array("PONG".utf8)).count >= 4
+    }
+}
+
+package struct RedisMissing: Error, CustomStringConvertible {
+    var detail = "no redis-server: install Debian's redis-server (scripts/deps.sh test does)"
+    package var description: String { detail }
+}

@@ -1,0 +1,121 @@
+import Foundation
+import RingcastClient
+import RingcastCore
+import RingcastTestSupport
+import XCTest
+
+/// Three `ringcast serve` processes on one redis-server of the test's own: one cluster.
+final class ClusterTests: XCTestCase {
+    private var folder: TemporaryFolder!
+    private var redis: RedisProcess!
+
+    override func setUpWithError() throws {
+        folder = try TemporaryFolder("ringcast-cluster")
+        redis = try RedisProcess()
+    }
+
+    override func tearDown() {
+        redis = nil
+        folder?.remove()
+    }
+
+    private func node(_ name: String) throws -> ServeProcess {
+        let config = folder.file("\(name).json")
+        try Data(#"{"port":0,"publicDir":"\#(emptyPublicDirectory)","storage":"\#(redis.url)","logLevel":"error"}"#.utf8).write(to: config)
+        let served = try ServeProcess(["--config", config.path])
+        XCTAssertTrue(served.firstLine.hasPrefix("listening on http://127.0.0.1:"), "\(name): \(served.firstLine)")
+        return served
+    }
+
+    private func post(_ node: ServeProcess, _ path: String, _ body: String = "{}", file: StaticString = #filePath, line: UInt = #line) throws -> JSONValue {
+        let answer = try HTTPClient(host: "127.0.0.1", port: node.port).request("POST", path, json: body)
+        XCTAssertEqual(answer.status, 200, "\(path): \(answer.text)", file: file, line: line)
+        return try JSONParser.parse(answer.body)
+    }
+
+    private func tasks(_ node: ServeProcess) throws -> String {
+        String(decoding: try HTTPClient(host: "127.0.0.1", port: node.port).request("GET", "/api/tasks?watch=cl.*").body, as: UTF8.self)
+    }
+
+    func testThreeNodesActAsOne() throws {
+        let a = try node("a"), b = try node("b"), c = try node("c")
+        let onB = TestWatcher("ws://127.0.0.1:\(b.port)/ws?watch=cl.*")
+        let onC = TestWatcher("ws://127.0.0.1:\(c.port)/ws?watch=cl.*")
+        let epoch = onB.waitForSnapshot().hello.string("epoch")
+        XCTAssertEqual(onC.waitForSnapshot().hello.string("epoch"), epoch, "one epoch for the cluster")
+
+        // A publish on A reaches watchers on B and C, with the same seq.
+        let answer = try post(a, "/api/tasks/cl.one", #"{"title":"One","completed":1,"total":10}"#)
+        for watcher in [onB, onC] {
+            watcher.wait { $0.contains { $0.id == "cl.one" && $0.number("completed") == 1 && $0.number("seq") == answer["seq"]?.numberValue } }
+        }
+
+        // A hideAfter hide and a timer's ticks happen once for the cluster, not once per node.
+        try post(b, "/api/tasks/cl.shown/show", #"{"hideAfter":0.4}"#)
+        try post(c, "/api/timers/cl.tea", #"{"seconds":1,"interval":0.25}"#)
+        onB.wait(timeout: 10) { events in
+            events.contains { $0.id == "cl.shown" && $0.type == "hide" } && events.contains { $0.id == "cl.tea" && $0.type == "state" && $0.string("state") == "done" }
+        }
+        Thread.sleep(forTimeInterval: 0.5)  // room for a second node's duplicate, were there one
+        for watcher in [onB, onC] {
+            XCTAssertEqual(watcher.events(for: "cl.shown", type: "hide").count, 1, "one hide, not one per node")
+            let ticks = watcher.events(for: "cl.tea", type: "tick").compactMap { $0.number("elapsed") }
+            XCTAssertEqual(ticks, [0.25, 0.5, 0.75, 1], "each tick once, in order")
+            XCTAssertEqual(watcher.events(for: "cl.tea", type: "state").count, 1)
+        }
+        // The snapshot is the same from every node, byte for byte.
+        XCTAssertTrue(eventually(timeout: 5) { (try? self.tasks(a)) == (try? self.tasks(b)) && (try? self.tasks(b)) == (try? self.tasks(c)) },
+                      "A: \((try? tasks(a)) ?? "")\nB: \((try? tasks(b)) ?? "")\nC: \((try? tasks(c)) ?? "")")
+
+        // B dies; its watcher resumes on C with `since` and misses nothing published meanwhile.
+        let lastSeen = onB.received.compactMap { $0.number("seq") }.max() ?? 0
+        _ = b.stop(SIGKILL)
+        XCTAssertTrue(onB.waitForClose(timeout: 5))
+        try post(a, "/api/tasks/cl.two", #"{"progress":0.3}"#)
+        try post(a, "/api/tasks/cl.one", #"{"completed":9,"total":10}"#)
+        let resumed = TestWatcher("ws://127.0.0.1:\(c.port)/ws?watch=cl.*&since=\(epoch ?? ""):\(Int(lastSeen))")
+        let snapshot = resumed.waitForSnapshot().snapshot
+        XCTAssertEqual(snapshot.event["full"], .bool(false), "resumed within the epoch, on another node")
+        let caughtUp = snapshot.event["tasks"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
+        XCTAssertEqual(Set(caughtUp), ["cl.two", "cl.one"], "exactly what changed after seq \(Int(lastSeen))")
+        XCTAssertEqual(snapshot.event["tasks"]?.arrayValue?.first { $0["id"] == .string("cl.one") }?["completed"], .number(9))
+
+        // Redis restarts empty: the nodes put the state back, resync, and carry on as one.
+        try redis.restart()
+        var afterRestart: JSONValue?
+        XCTAssertTrue(eventually(timeout: 20) {
+            let answer = try? HTTPClient(host: "127.0.0.1", port: a.port).request("POST", "/api/tasks/cl.three", json: #"{"progress":0.7}"#)
+            if answer?.status == 200 { afterRestart = try? JSONParser.parse(answer!.body) }
+            return answer?.status == 200
+        }, "node A publishes again once Redis is back")
+        XCTAssertNotNil(afterRestart)
+        onC.wait(timeout: 10) { $0.contains { $0.id == "cl.three" && $0.number("progress") == 0.7 } }
+        XCTAssertTrue(eventually(timeout: 10) { (try? self.tasks(a)) == (try? self.tasks(c)) }, "A: \((try? tasks(a)) ?? "")\nC: \((try? tasks(c)) ?? "")")
+        let states = try JSONParser.parse(Array(try tasks(c).utf8))["tasks"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
+        XCTAssertTrue(Set(states).isSuperset(of: ["cl.one", "cl.two", "cl.three", "cl.tea", "cl.shown"]), "nothing lost with Redis: \(states)")
+    }
+
+    func testANodeThatLosesRedisKeepsServingAndRefusesPublishesClearly() throws {
+        let a = try node("a")
+        let watcher = TestWatcher("ws://127.0.0.1:\(a.port)/ws?watch=cl.*")
+        watcher.waitForSnapshot()
+        try post(a, "/api/tasks/cl.kept", #"{"progress":0.4}"#)
+        redis.stop()
+        let http = HTTPClient(host: "127.0.0.1", port: a.port)
+        var refused: HTTPResponse?
+        XCTAssertTrue(eventually(timeout: 10) {
+            refused = try? http.request("POST", "/api/tasks/cl.kept", json: #"{"progress":0.5}"#)
+            return refused?.status == 503
+        }, "publishing without Redis: \(refused?.status ?? 0) \(refused?.text ?? "")")
+        XCTAssertTrue(refused?.text.contains("Redis") ?? false, refused?.text ?? "")
+        let health = try JSONParser.parse(try http.request("GET", "/healthz").body)
+        XCTAssertTrue(health["redis"]?.stringValue?.hasPrefix("unavailable") ?? false, "\(health)")
+        let kept = try JSONParser.parse(try http.request("GET", "/api/tasks/cl.kept").body)
+        XCTAssertEqual(kept["progress"], .number(0.4), "what it has, it still serves")
+        XCTAssertFalse(watcher.closed, "its watchers stay connected")
+        try redis.start()
+        XCTAssertTrue(eventually(timeout: 20) { (try? http.request("POST", "/api/tasks/cl.kept", json: #"{"progress":0.6}"#))?.status == 200 })
+        watcher.wait(timeout: 10) { $0.contains { $0.id == "cl.kept" && $0.number("progress") == 0.6 } }
+        XCTAssertEqual(try JSONParser.parse(try http.request("GET", "/healthz").body)["redis"], .string("connected"))
+    }
+}
