@@ -12,7 +12,7 @@ UNITDIR ?= $(PREFIX)/lib/systemd/system
 # toolchain), no $$ORIGIN rpath, bind-now; in a build folder of its own so `make run` keeps its own.
 DIST_BIN = .build/dist/release/ringcast
 
-.PHONY: run test build release test-swift test-browser bench bench-publish clean dist install deb
+.PHONY: run test build release example test-swift test-browser bench bench-publish clean dist install deb
 
 run: release
 	.build/release/ringcast serve --config config.json
@@ -29,7 +29,12 @@ test:
 	scripts/deps.sh test
 	$(MAKE) test-swift test-browser deb
 
-test-swift: build
+# Examples/etl is a user's package that depends on this one by path, built in its own .build;
+# ExampleTests runs its executables against a real server and fails when they were not built.
+example: build
+	swift build --package-path Examples/etl $(SWIFT_BUILD_FLAGS)
+
+test-swift: build example
 	swift build --build-tests $(SWIFT_BUILD_FLAGS)
 	swift test --skip-build
 	# The server's tests again on one service thread (the run above used one per core).
@@ -65,4 +70,4 @@ deb: dist
 	package=$$(BIN=$(DIST_BIN) packaging/deb.sh) && lintian --fail-on error "$$package"
 
 clean:
-	rm -rf .build dist
+	rm -rf .build dist Examples/etl/.build

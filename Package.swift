@@ -38,7 +38,8 @@ let package = Package(
         ),
         .target(
             name: "Ringcast",
-            dependencies: ["RingcastCore", "RingcastLWS", "RingcastRedis", "CSQLite"]
+            // RingcastClient for its small HTTP client, which the webhook senders POST with.
+            dependencies: ["RingcastCore", "RingcastLWS", "RingcastRedis", "CSQLite", "RingcastClient"]
         ),
         // What a Swift service imports to push progress; its transport types are `package`.
         .target(
@@ -74,7 +75,7 @@ let package = Package(
         .testTarget(name: "RingcastCoreTests", dependencies: ["RingcastCore"]),
         .testTarget(name: "RingcastLWSTests", dependencies: ["RingcastLWS", "RingcastCore"]),
         .testTarget(name: "RingcastTests", dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastTestSupport"]),
-        .testTarget(name: "RingcastClientTests", dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastTestSupport"]),
+        .testTarget(name: "RingcastClientTests", dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastLWS", "RingcastTestSupport"]),
         .testTarget(name: "RingcastLoadTests", dependencies: ["RingcastLoad", "RingcastClient", "RingcastCore", "RingcastLWS", "RingcastTestSupport"]),
         .testTarget(name: "CommandLineTests", dependencies: ["ringcast", "RingcastClient"]),
         .testTarget(name: "EndToEndTests", dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastTestSupport"]),

@@ -46,16 +46,29 @@ export function createCard(task, no) {
   meta.append(units, rate, eta);
   const kids = el('p', 'kids');
   kids.hidden = true;
-  info.append(head, detail, meta, kids);
+  // Cancel / pause / resume (js/controls.js), and what a refused request was told.
+  const actions = el('div', 'actions');
+  actions.hidden = true;
+  const actionNote = el('p', 'action-note');
+  actionNote.hidden = true;
+  actionNote.setAttribute('role', 'status');
+  info.append(head, detail, meta, kids, actions, actionNote);
   main.append(ring.el, info);
   const more = el('dl', 'more');
   more.hidden = true;
   const moreId = el('dd', 'more-id', task.id);
   const moreUpdated = el('dd', 'more-updated');
   more.append(el('dt', null, 'id'), moreId, el('dt', null, 'updated'), moreUpdated);
-  root.append(main, more);
+  // The log tail, shown while the card is expanded and the task has lines (js/tail.js).
+  const logBox = el('pre', 'log');
+  logBox.hidden = true;
+  logBox.tabIndex = 0;
+  logBox.setAttribute('role', 'log');
+  logBox.setAttribute('aria-label', `Output of ${task.title || task.id}`);
+  root.append(main, more, logBox);
   return {
     id: task.id, no, el: root, ring, head, title, badge, detail, meta, units, rate, eta, kids, more, moreUpdated,
+    actions, actionNote, logBox, logView: null,
     childBox: null, section: null, key: 0, spark: null, sparkVersion: -1, sparkAt: 0, sparkDrawn: false,
     leaving: false, leaveTimer: 0, last: {},
   };

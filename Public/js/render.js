@@ -20,6 +20,8 @@ import { Section, isRendered } from './sections.js';
 import { RateHistory, createSpark, drawSpark, sparkPaths } from './spark.js';
 import { createCard, el, write } from './card.js';
 import { matches, searchTerms } from './search.js';
+import { offeredActions, requestLabel, sendRequest, setButtons } from './controls.js';
+import { LogView } from './tail.js';
 
 const TERMINAL = new Set(['done', 'failed', 'cancelled']);
 const LEAVE_FALLBACK_MS = 700;
@@ -154,6 +156,9 @@ export class Dashboard {
     } else if (c.type === 'synced') {
       this.summaryDirty = true;
       this.schedule();
+    } else if (c.type === 'log') {
+      const card = this.cards.get(c.id);
+      if (card && card.logView) card.logView.append(c.from, c.lines);
     }
   }
 
@@ -385,10 +390,19 @@ export class Dashboard {
     write(L, 'rate', rate, (v) => { card.rate.textContent = v; });
     write(L, 'eta', eta, (v) => { card.eta.textContent = v; });
     write(L, 'meta', !(units || rate || eta), (v) => { card.meta.hidden = v; });
-    write(L, 'badge', running ? '' : stateLabel(task.state), (v) => {
+    // While a cancel or pause request waits for the publisher, the badge says so.
+    const request = requestLabel(task);
+    write(L, 'badge', request || (running ? '' : stateLabel(task.state)), (v) => {
       card.badge.textContent = v;
       card.badge.hidden = !v;
     });
+    write(L, 'request', request ? (task.cancelRequested ? 'cancel' : 'pause') : '', (v) => {
+      if (v) root.dataset.request = v;
+      else delete root.dataset.request;
+    });
+    const actions = offeredActions(task);
+    write(L, 'actions', actions.join(','), () => setButtons(card.actions, actions, task.title || task.id));
+    if (L.expanded) this.followLog(card, task);
     write(L, 'kids', this.childSummary(task.id), (v) => {
       card.kids.textContent = v;
       card.kids.hidden = !v;
@@ -465,17 +479,58 @@ export class Dashboard {
     if (!kids || !kids.size) return '';
     let done = 0;
     let failed = 0;
+    let abandoned = 0;
+    let stalled = 0;
     for (const k of kids) {
       const t = this.store.tasks.get(k);
       if (t && t.state === 'done') done++;
-      else if (t && t.state === 'failed') failed++;
+      else if (t && t.state === 'failed') {
+        failed++;
+        if (typeof t.detail === 'string' && t.detail.startsWith('abandoned:')) abandoned++;
+      } else if (t && t.state === 'stalled') stalled++;
     }
-    return `${done} of ${kids.size} steps done${failed ? `, ${failed} failed` : ''}`;
+    // Stalled and abandoned steps show on their parent, not only inside it.
+    return `${done} of ${kids.size} steps done${failed ? `, ${failed} failed` : ''}${abandoned ? ` (${abandoned} abandoned)` : ''}`
+      + `${stalled ? `, ${stalled} stalled` : ''}`;
+  }
+
+  /** An expanded card with log lines shows their tail, and follows it. */
+  followLog(card, task) {
+    const count = task.logCount || 0;
+    if (!count) return;
+    if (!card.logView) {
+      card.logView = new LogView(card.logBox, card.id);
+      card.logView.load();
+    } else {
+      card.logView.catchUp(count);
+    }
+  }
+
+  /** A click on one of a card's buttons sends its request; the card's own click toggles it. */
+  actionFromEvent(e) {
+    const button = e.target.closest('button[data-action]');
+    const root = button && button.closest('.task');
+    if (!button || !root || button.disabled) return;
+    const card = this.cards.get(root.dataset.id);
+    if (!card) return;
+    button.disabled = true;
+    sendRequest(card.id, button.dataset.action).then((problem) => {
+      button.disabled = false;
+      card.actionNote.textContent = problem;
+      card.actionNote.hidden = !problem;
+      if (problem) console.warn(`ringcast: ${button.dataset.action} ${card.id}: ${problem}`);
+    });
   }
 
   toggleFromEvent(e) {
     const root = e.target.closest && e.target.closest('.task');
     if (!root) return;
+    // A button asks; the log box is for reading (and selecting): neither folds the card.
+    const inner = e.target.closest('button, .log');
+    if (inner && root.contains(inner) && inner.closest('.task') === root) {
+      if (inner.matches('button')) this.actionFromEvent(e);
+      return;
+    }
     const card = this.cards.get(root.dataset.id);
     if (!card || card.leaving) return;
     const open = !card.last.expanded;
@@ -484,6 +539,11 @@ export class Dashboard {
     root.dataset.expanded = String(open);
     const task = this.store.tasks.get(card.id);
     if (open && task) card.moreUpdated.textContent = task.updatedAt ? new Date(task.updatedAt).toLocaleTimeString() : '';
+    if (open && task) this.followLog(card, task);
+    if (!open && card.logView) {
+      card.logView.close();
+      card.logView = null;
+    }
   }
 
   /** Brings a task's card into view and focus (from a notification click). */
@@ -516,6 +576,10 @@ export class Dashboard {
       if (card.section) card.section.remove(card);
       else card.el.remove();
       this.syncParent(box);
+      if (card.logView) {
+        card.logView.close();
+        card.logView = null;
+      }
       if (this.cards.get(id) === card) {
         this.cards.delete(id);
         this.stale.delete(id);

@@ -3,11 +3,12 @@
 // subscribers what changed; it never touches the DOM.
 
 // Live events that carry a task's fields.
-const TASK_EVENTS = new Set(['progress', 'show', 'hide', 'state', 'tick', 'update']);
+const TASK_EVENTS = new Set(['progress', 'show', 'hide', 'state', 'tick', 'update', 'log']);
 // Optional task fields: absent from a full task event means unset.
-const OPTIONAL = ['detail', 'completed', 'total', 'hideAt', 'rate', 'eta', 'parent'];
-// Event fields that are not task fields.
-const EVENT_ONLY = ['type', 'remaining', 'elapsed', 'now'];
+const OPTIONAL = ['detail', 'completed', 'total', 'hideAt', 'rate', 'eta', 'parent',
+  'controls', 'cancelRequested', 'pauseRequested', 'abandonAfter', 'logCount'];
+// Event fields that are not task fields (a `log` event's lines are the log's, not the task's).
+const EVENT_ONLY = ['type', 'remaining', 'elapsed', 'now', 'from', 'lines'];
 
 export class Store {
   constructor() {
@@ -78,7 +79,9 @@ export class Store {
         if (TASK_EVENTS.has(ev.type) && typeof ev.id === 'string') {
           if (ev.type === 'tick') this.setClock(ev.now); // ticks carry the server clock
           this.bumpSeq(ev.seq);
-          this.upsert(ev);
+          const applied = this.upsert(ev);
+          // Appended lines, for a card that shows the log (js/tail.js).
+          if (ev.type === 'log' && applied) this.emit({ type: 'log', id: ev.id, from: ev.from, lines: ev.lines });
         }
     }
   }
@@ -122,7 +125,7 @@ export class Store {
   upsert(ev) {
     const prev = this.tasks.get(ev.id);
     // An event older than what we hold (e.g. already in the snapshot) changes nothing.
-    if (prev && typeof ev.seq === 'number' && typeof prev.seq === 'number' && ev.seq < prev.seq) return;
+    if (prev && typeof ev.seq === 'number' && typeof prev.seq === 'number' && ev.seq < prev.seq) return false;
     const task = prev ? { ...prev } : { id: ev.id, title: ev.id, progress: null, state: 'running', visible: true, modal: false };
     for (const key in ev) task[key] = ev[key];
     if ('state' in ev && 'visible' in ev) {
@@ -143,6 +146,7 @@ export class Store {
     for (const key of EVENT_ONLY) delete task[key];
     this.tasks.set(ev.id, task);
     this.emit({ type: 'task', id: ev.id, task, prev, source: 'live' });
+    return true;
   }
 
   remove(id, immediate) {

@@ -52,11 +52,11 @@ final class Peer {
 /// One HTTP request: collected (headers, then the body up to `maxMessageBytes`), answered by the
 /// API, written in one send. Service thread only.
 final class HTTPExchange {
-    var request: APIRequest?
-    var body: MessageAssembler
-    var response: APIResponse?
+    @exclusivity(unchecked) var request: APIRequest?
+    @exclusivity(unchecked) var body: MessageAssembler
+    @exclusivity(unchecked) var response: APIResponse?
     /// False once lws has let go of the connection: an answer held for storage is then dropped.
-    var isOpen = true
+    @exclusivity(unchecked) var isOpen = true
 
     init(request: APIRequest, bodyLimit: Int) {
         self.request = request
@@ -68,11 +68,11 @@ final class HTTPExchange {
 /// Service thread only.
 final class SocketPeer: FanOutWriter {
     let link: LWSConnection
-    var session: SocketSession?
-    var subscription: Subscription?
-    var incoming: MessageAssembler
+    @exclusivity(unchecked) var session: SocketSession?
+    @exclusivity(unchecked) var subscription: Subscription?
+    @exclusivity(unchecked) var incoming: MessageAssembler
     /// Set when the socket must close once what is queued has left (a refused query, shutdown).
-    var closeReason: (status: CloseStatus, text: String)?
+    @exclusivity(unchecked) var closeReason: (status: CloseStatus, text: String)?
 
     init(link: LWSConnection, messageLimit: Int) {
         self.link = link

@@ -24,7 +24,8 @@ extension ServiceWorker {
         guard let (method, path) = link.requestLine() else { return false }
         let request = APIRequest(
             method: method, path: path, query: link.queryArguments(),
-            headers: RequestHeaders(host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization)),
+            headers: RequestHeaders(host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization),
+                                    contentType: link.header(.contentType)),
             fromLoopback: link.isLoopbackPeer)
         let exchange = HTTPExchange(request: request, bodyLimit: config.maxMessageBytes)
         // lws hands the same session memory to the next request of a kept-alive connection.
@@ -91,6 +92,9 @@ extension ServiceWorker {
         }
         // The answer leaves once storage has kept what it changed; the connection may be gone by then.
         settle(ticket: ticket) { kept in
+            // A control request reaches its publishers once it is kept (in a cluster, every node's
+            // own publishers hear it when that node applies it).
+            for control in response.controls { control.send() }
             guard exchange.isOpen else { return }
             exchange.response = kept ? response : APIResponse(APIError.storageFailed)
             link.requestWrite()
@@ -102,7 +106,7 @@ extension ServiceWorker {
     func writeHTTP(on link: LWSConnection) -> Bool {
         guard let exchange = link.attachment(as: Connection.self)?.exchange, let response = exchange.response else { return true }
         exchange.response = nil
-        count { $0.bytesSent["http"] += response.body.count }
+        count { $0.httpBytes += response.body.count }
         let written = link.writeHTTP(status: response.status, contentType: response.contentType, body: response.body,
                                      headers: [("cache-control:", "no-store")])
         release(link.detach())

@@ -23,6 +23,9 @@ final class SQLiteDatabase {
             throw SQLiteError(call: "sqlite3_open_v2", code: status, message: message)
         }
         handle = opened
+        // Another connection writing (a server shutting down while the next one opens the file)
+        // makes SQLite wait, not fail at once.
+        sqlite3_busy_timeout(opened, 5000)
     }
 
     deinit { sqlite3_close(handle) }
@@ -111,6 +114,8 @@ final class SQLiteStatement {
         guard count > 0, let bytes = sqlite3_column_blob(statement, column) else { return [] }
         return Array(UnsafeRawBufferPointer(start: bytes, count: count))
     }
+
+    func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
 
     func text(_ column: Int32) -> String? {
         sqlite3_column_text(statement, column).map { String(cString: $0) }

@@ -25,11 +25,15 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
     private let upsertTask: SQLiteStatement
     private let deleteTask: SQLiteStatement
     private let setMeta: SQLiteStatement
+    private let loop: LoopStatements
 
     // Service thread.
     private var pendingSaves: [String: TaskRecord] = [:]
     private var pendingRemovals: Set<String> = []
     private var urgentPending = false
+    /// Issue 12: log tails (nil: removed with their task) and webhook deliveries (nil: finished).
+    private var pendingLogs: [String: [String]?] = [:]
+    private var pendingDeliveries: [String: WebhookDelivery?] = [:]
     private var epoch: String?
     private var seq: UInt64 = 0
     private var issued: UInt64 = 0
@@ -49,6 +53,8 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
     private struct Batch: Sendable {
         var saves: [TaskRecord]
         var removals: [String]
+        var logs: [String: [String]?] = [:]
+        var deliveries: [String: WebhookDelivery?] = [:]
         var epoch: String
         var seq: UInt64
         var ticket: UInt64
@@ -68,6 +74,7 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
             if let upgraded = try SQLiteSchema.migrate(database) {
                 logger.info("storage: \(path) upgraded from schema version \(upgraded) to \(SQLiteSchema.current)")
             }
+            loop = try LoopStatements(database)
             upsertTask = try database.prepare("INSERT INTO tasks (id, seq, body) VALUES (?1, ?2, ?3) ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, body = excluded.body")
             deleteTask = try database.prepare("DELETE FROM tasks WHERE id = ?1")
             setMeta = try database.prepare("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)")
@@ -91,8 +98,10 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
             if skipped > 0 { logger.warning("storage: \(skipped) stored tasks could not be read and were left out") }
             self.epoch = epoch
             self.seq = seq
-            logger.info("storage: \(tasks.count) tasks of epoch \(epoch) restored from \(path)")
-            return PersistedState(epoch: epoch, seq: seq, tasks: tasks)
+            let (logs, deliveries) = try loop.load()
+            logger.info("storage: \(tasks.count) tasks of epoch \(epoch) restored from \(path)"
+                        + (deliveries.isEmpty ? "" : ", with \(deliveries.count) webhook deliveries still owed"))
+            return PersistedState(epoch: epoch, seq: seq, tasks: tasks, logs: logs, deliveries: deliveries)
         } catch {
             logger.error("storage: reading \(path) failed, starting empty: \(error)")
             return nil
@@ -109,11 +118,21 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
     public func remove(id: String, epoch: String, seq: UInt64) {
         pendingSaves.removeValue(forKey: id)
         pendingRemovals.insert(id)
+        pendingLogs[id] = .some(nil)
         note(epoch: epoch, seq: seq)
         urgentPending = true
     }
 
-    public var hasPendingWrites: Bool { !pendingSaves.isEmpty || !pendingRemovals.isEmpty }
+    public func saveLog(id: String, lines: [String]) { pendingLogs[id] = .some(lines) }
+
+    public func saveDelivery(_ delivery: WebhookDelivery, urgent: Bool) {
+        pendingDeliveries[delivery.id] = .some(delivery)
+        if urgent { urgentPending = true }
+    }
+
+    public func removeDelivery(id: String) { pendingDeliveries[id] = .some(nil) }
+
+    public var hasPendingWrites: Bool { !pendingSaves.isEmpty || !pendingRemovals.isEmpty || !pendingLogs.isEmpty || !pendingDeliveries.isEmpty }
     public var hasUrgentWrites: Bool { urgentPending }
 
     public func startWriting(report: @escaping @Sendable (UInt64, Bool) -> Void) {
@@ -133,9 +152,12 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
 
     public func commit() -> UInt64 {
         issued += 1
-        let batch = Batch(saves: Array(pendingSaves.values), removals: Array(pendingRemovals), epoch: epoch ?? "", seq: seq, ticket: issued)
+        let batch = Batch(saves: Array(pendingSaves.values), removals: Array(pendingRemovals), logs: pendingLogs, deliveries: pendingDeliveries,
+                          epoch: epoch ?? "", seq: seq, ticket: issued)
         pendingSaves.removeAll(keepingCapacity: true)
         pendingRemovals.removeAll(keepingCapacity: true)
+        pendingLogs.removeAll(keepingCapacity: true)
+        pendingDeliveries.removeAll(keepingCapacity: true)
         urgentPending = false
         let (queued, report): (Bool, (@Sendable (UInt64, Bool) -> Void)?) = condition.withLock {
             guard writerState == .running else { return (false, self.report) }
@@ -195,9 +217,12 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
     private func write(_ batches: [Batch]) -> Bool {
         // The newest word on each task wins: a save after a removal brings it back, and the reverse.
         var latest: [String: TaskRecord?] = [:]
+        var logs: [String: [String]?] = [:], deliveries: [String: WebhookDelivery?] = [:]
         for batch in batches {
             for id in batch.removals { latest[id] = .some(nil) }
             for task in batch.saves { latest[task.id] = .some(task) }
+            logs.merge(batch.logs) { $1 }
+            deliveries.merge(batch.deliveries) { $1 }
         }
         guard let last = batches.last, !last.epoch.isEmpty else { return true }
         for attempt in 1...SQLitePersistence.attempts {
@@ -214,6 +239,7 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
                             try deleteTask.run()
                         }
                     }
+                    try loop.write(logs: logs, deliveries: deliveries)
                     for (key, value) in [("epoch", last.epoch), ("seq", String(last.seq))] {
                         try setMeta.bind(1, key)
                         try setMeta.bind(2, value)

@@ -19,6 +19,8 @@ enum SQLiteSchema {
             CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
             CREATE TABLE IF NOT EXISTS tasks (id TEXT PRIMARY KEY, seq INTEGER NOT NULL, body BLOB NOT NULL);
             """),
+        // 2: issue 12's log tails and webhook outbox (LoopStorage.swift).
+        Migration(version: 2, sql: LoopStatements.schema),
     ]
 
     /// The version this release writes.

@@ -105,6 +105,7 @@ public final class RingcastServer: @unchecked Sendable {
             for _ in 1..<RingcastServer.threadCount(for: config) { listeners.append(try ListeningSocket(host: config.host, port: first.port)) }
             workers = listeners.enumerated().map { ServiceWorker(index: $0.offset, server: self, listener: $0.element) }
             state.attach(workers)
+            state.webhooks = try state.startWebhooks(logger: logger)
             // Weak: storage outlives the server's state only while its last report is on its way.
             persistence.startWriting { [weak state] ticket, kept in state?.storageKept(ticket, kept: kept) }
             for worker in workers {
@@ -116,11 +117,15 @@ public final class RingcastServer: @unchecked Sendable {
         } catch let error as LWSError {
             stop()
             throw ServerError(error.detail)
+        } catch {
+            stop()
+            throw error
         }
     }
 
     /// Stops every loop (last first), closes every connection and returns when every context is gone. Any thread.
     public func stop() {
+        state.webhooks?.stop()
         for worker in workers.reversed() { worker.loop.stop() }
         // The state and its workers point at each other while they run.
         state.detachWorkers()

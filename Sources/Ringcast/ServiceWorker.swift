@@ -24,17 +24,17 @@ final class ServiceWorker: @unchecked Sendable {
 
     // Service thread only.
     /// Deliveries waiting for their storage ticket, in seq order.
-    private var waiting: [SharedState.Delivery] = []
-    private var waitingHead = 0
+    @exclusivity(unchecked) private var waiting: [SharedState.Delivery] = []
+    @exclusivity(unchecked) private var waitingHead = 0
     /// Answers waiting for their ticket, in the order they were made.
-    private var held: [(ticket: UInt64, release: (Bool) -> Void)] = []
-    private var heldHead = 0
+    @exclusivity(unchecked) private var held: [(ticket: UInt64, release: (Bool) -> Void)] = []
+    @exclusivity(unchecked) private var heldHead = 0
     /// What is known of each open socket, by its connection's identity, from `created` to `destroyed`.
-    var peers: [Int: Peer] = [:]
+    @exclusivity(unchecked) var peers: [Int: Peer] = [:]
     /// The socket just accepted, for the `created` that follows.
-    var acceptedPeer: Peer?
+    @exclusivity(unchecked) var acceptedPeer: Peer?
     /// In a cluster: changes this thread submitted to the log, by token, waiting for their outcome.
-    var submitted: [UInt64: (SharedState.Completion) -> Void] = [:]
+    @exclusivity(unchecked) var submitted: [UInt64: (SharedState.Completion) -> Void] = [:]
     private var lastToken: UInt64 = 0
     private var heartbeatTimer: LoopTimer?
     private var deadlineTimer: LoopTimer?

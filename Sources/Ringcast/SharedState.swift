@@ -45,7 +45,8 @@ final class SharedState: @unchecked Sendable {
     private let lock = NSLock()
     private let store: TaskStore
     private let api: API
-    private let persistence: TaskPersistence
+    /// Touched only under `lock`, like the store.
+    let persistence: TaskPersistence
     /// Set when state is shared through a cluster's log rather than owned here.
     let cluster: RedisCluster?
     /// The workers to wake, behind a lock of its own: storage's report wakes them while `lock` may
@@ -61,6 +62,9 @@ final class SharedState: @unchecked Sendable {
     private var deadlineChanged = false
     private var writeBehindArmed = false
     private var writeBehindRequested = false
+    /// The webhook senders, once started; deliveries a change made wait here for its ticket.
+    var webhooks: WebhookSenders?
+    private let heldWebhooks = Mutex<[(ticket: UInt64, deliveries: [WebhookDelivery])]>([])
     /// In a cluster: the time of the last entry applied. Entries apply at the later of their own
     /// time and this one, on every node alike, so time never runs back across nodes' clocks.
     private var appliedNow: Double = 0
@@ -115,10 +119,31 @@ final class SharedState: @unchecked Sendable {
                 ticket = issued > committed.load(ordering: .acquiring) ? issued : 0
             }
             deliverLocked(events, ticket: ticket, from: worker, notify: &notify)
+            takeWebhooksLocked(ticket: ticket)
             return (result, ticket)
         }
         wake(notify)
+        releaseWebhooks()
         return (result, ticket)
+    }
+
+    /// Under the lock: the deliveries the change made, held until storage keeps the change (their
+    /// outbox rows are in the same commit).
+    private func takeWebhooksLocked(ticket: UInt64) {
+        guard let made = store.webhooks?.takePending(), !made.isEmpty else { return }
+        api.webhookQueued(made.count)
+        heldWebhooks.withLock { $0.append((ticket, made)) }
+    }
+
+    /// Hands the senders every held delivery whose ticket storage has kept.
+    private func releaseWebhooks() {
+        let committed = committedTicket
+        let due: [WebhookDelivery] = heldWebhooks.withLock { held in
+            let ready = held.prefix { $0.ticket <= committed }
+            held.removeFirst(ready.count)
+            return ready.flatMap(\.deliveries)
+        }
+        if !due.isEmpty { webhooks?.send(due) }
     }
 
     /// Under the lock: the events to every inbox in seq order; worker 0 told of a new deadline or
@@ -160,8 +185,8 @@ final class SharedState: @unchecked Sendable {
     }
 
     /// Reads the locked state (a new watcher's snapshot, a resync, a plan).
-    func read<T>(_ body: (API, TaskStore) -> T) -> T {
-        lock.withLock { body(api, store) }
+    func read<T>(_ body: (API, TaskStore) throws -> T) rethrows -> T {
+        try lock.withLock { try body(api, store) }
     }
 
     /// What worker `index` must deliver, answer or arm now.
@@ -191,6 +216,7 @@ final class SharedState: @unchecked Sendable {
             if exchanged { break }
             current = original
         }
+        releaseWebhooks()
         wakeEveryone()
     }
 
@@ -250,6 +276,13 @@ final class SharedState: @unchecked Sendable {
                     (events, outcome) = (store.runDue(now: now), nil)
                 }
                 deliverLocked(events, ticket: 0, from: -1, notify: &notify)
+                // Every node made the same deliveries; the node that asked sends them, once.
+                if entry.node == node {
+                    takeWebhooksLocked(ticket: 0)
+                } else {
+                    _ = store.webhooks?.takePending()
+                }
+                if case let .request(response)? = outcome { for control in response.controls { control.send() } }
                 if let outcome, entry.node == node, entry.worker < mail.count {
                     mail[entry.worker].completions.append((entry.token, outcome))
                     notify.insert(entry.worker)
@@ -258,6 +291,7 @@ final class SharedState: @unchecked Sendable {
             for index in mail.indices where !mail[index].deliveries.isEmpty { notify.insert(index) }
         }
         wake(notify)
+        releaseWebhooks()
     }
 
     /// Redis did not take a change: its worker answers with the error.

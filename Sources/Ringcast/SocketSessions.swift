@@ -43,6 +43,8 @@ extension ServiceWorker {
             count { $0.webSocketsOpened[request.mode == .publish ? "publisher" : "watcher"] += 1 }
             let subscription = fanOut.subscribe(request.watch, lastSeq: seq, writer: socket)
             socket.subscription = subscription
+            let channel = ControlChannel(worker: self, subscription: subscription)
+            state.read { api, _ in api.socketOpened(opened.0, sink: channel) }
             for frame in opened.1 { subscription.sendDirect(frame) }
             logger.debug("\(request.mode.rawValue) socket from \(link.peerAddress) watching \(request.watch.key)")
         }
@@ -50,8 +52,17 @@ extension ServiceWorker {
         return true
     }
 
+    /// The delivery path: every watcher's writeable callback. Borrows its objects rather than
+    /// retaining them (`withAttachment`), since this runs once per delivery.
     func writeSocket(on link: LWSConnection) -> Bool {
-        guard let socket = link.attachment(as: Connection.self)?.socket, let subscription = socket.subscription else { return true }
+        link.withAttachment(as: Connection.self) { connection in
+            guard let socket = connection.socket else { return true }
+            return write(socket, on: link)
+        } ?? true
+    }
+
+    private func write(_ socket: SocketPeer, on link: LWSConnection) -> Bool {
+        guard let subscription = socket.subscription else { return true }
         subscription.writeableCallbackBegan()
         let seenBefore = subscription.lastSeq
         guard let plan = fanOut.nextFrame(for: subscription) else {
@@ -61,23 +72,24 @@ extension ServiceWorker {
             }
             return true
         }
-        let frame: [UInt8]
-        let events: Int
+        let written: Bool
+        let sent: (bytes: Int, events: Int)
         switch plan {
         case let .frame(bytes, count):
-            frame = bytes
-            events = count
+            counters.wrote(events: count)
+            written = link.writeText(bytes)
+            sent = (bytes.count, count)
         case let .resync(since):
             let (snapshot, seq) = state.read { _, store in
                 (store.encodeSnapshot(matching: subscription.watch, since: since, now: Clock.now()), store.seq)
             }
-            frame = snapshot
             fanOut.markResynced(subscription, seq: seq)
-            events = 1
+            counters.wrote(events: 1)
+            written = link.writeText(snapshot)
+            sent = (snapshot.count, 1)
         }
-        counters.wrote(events: events)
-        guard link.writeText(frame) else { return false }
-        noteFrameWritten(frame, events: events, newestSeq: subscription.lastSeq > seenBefore ? subscription.lastSeq : nil)
+        guard written else { return false }
+        noteFrameWritten(bytes: sent.bytes, events: sent.events, newestSeq: subscription.lastSeq > seenBefore ? subscription.lastSeq : nil)
         if subscription.hasPending || socket.closeReason != nil { subscription.requestWrite() }
         return true
     }
@@ -102,14 +114,20 @@ extension ServiceWorker {
         if state.isClustered {
             var plan = state.read { api, _ in api.planMessage(message, on: &session) }
             socket.session = session
+            let key = plan.socketKey
+            plan.socketKey = 0  // other nodes have sockets of their own
             // What the message earned at once leaves now; what its events earn, once the log has them.
             for (_, frame) in plan.frames { subscription.sendDirect(frame) }
             plan.frames = []
             guard !plan.commands.isEmpty || plan.flush != nil else { return true }
             peer?.allowance.spend(max(1, plan.commands.count), now: now)
-            submit(.message(plan), now: now) { outcome in
+            let commands = plan.commands.map(\.command)
+            submit(.message(plan), now: now) { [state] outcome in
                 switch outcome {
-                case let .message(reply): for frame in reply.frames { subscription.sendDirect(frame) }
+                case let .message(reply):
+                    for frame in reply.frames { subscription.sendDirect(frame) }
+                    // This node's record of who publishes what, and any request already waiting.
+                    for frame in state.read({ api, _ in api.notePublished(commands, by: key) }) { subscription.sendDirect(frame) }
                 case let .refused(error): subscription.sendDirect(error.encodedEvent())
                 case .request: break
                 }
@@ -140,6 +158,31 @@ extension ServiceWorker {
             if let session = socket.session { count { $0.webSocketsClosed[session.request.mode == .publish ? "publisher" : "watcher"] += 1 } }
             if let subscription = socket.subscription { fanOut.unsubscribe(subscription) }
             counters.update(from: fanOut)
+            guard let session = socket.session else { return }
+            // A publisher gone: its leased tasks stall at once (not while the server stops; in a
+            // cluster, when their lease runs out, since the stall would have to go through the log).
+            let stall = loop.isRunning && !state.isClustered
+            let (_, ticket) = state.change(from: index) { api, _, _ in
+                ((), api.socketClosed(session, now: Clock.now(), stallTasks: stall))
+            }
+            if ticket != 0 || stall { settle(ticket: ticket, answer: nil) }
         }
+    }
+}
+
+/// Where control frames for one socket go: posted to the socket's own service thread, whichever
+/// thread (or, in a cluster, whichever node's log reader) the request was applied on.
+/// @unchecked Sendable: the subscription is touched only on the worker's thread, inside the posted job.
+final class ControlChannel: ControlSink, @unchecked Sendable {
+    private unowned let worker: ServiceWorker
+    private let subscription: Subscription
+
+    init(worker: ServiceWorker, subscription: Subscription) {
+        self.worker = worker
+        self.subscription = subscription
+    }
+
+    func send(_ frame: [UInt8]) {
+        worker.loop.post { [self] in subscription.sendDirect(frame) }
     }
 }

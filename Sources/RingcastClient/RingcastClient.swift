@@ -11,12 +11,19 @@ import RingcastLWS
 /// await rc.close()
 /// ```
 ///
-/// **What a call awaits.** The WebSocket protocol has no per-event acknowledgement, so a call returns
-/// once its event is checked (with the server's own validation rules, so a malformed event throws
-/// `.invalid` right there) and queued; it suspends only while the queue is full (`maxQueuedEvents`
-/// distinct events waiting). `flush()` waits until everything queued before it has been written to
-/// the socket. Events the server refuses later (an unknown task, a token without the pattern) arrive
-/// on `errors`.
+/// Three ways to report work, from the plainest: ``update(_:progress:title:detail:state:staleAfter:parent:controls:)``
+/// and its overloads (any floating-point fraction, integer unit counts);
+/// ``withTask(_:title:parent:staleAfter:cancellable:isolation:_:)``, which ends the task the way a
+/// body ends (done, failed, cancelled) and gives it children; ``track(_:as:title:parent:staleAfter:)``,
+/// which publishes a Foundation `Progress`. Cancel, pause and resume requests from the dashboard
+/// arrive on ``controlRequests``. docs/SWIFT-CLIENT.md shows each in a few lines.
+///
+/// **What a call awaits.** A call returns once its event is checked (with the server's own
+/// validation rules, so a malformed event throws `.invalid` right there) and queued; it suspends
+/// only while the queue is full (`maxQueuedEvents` distinct events waiting). `flush()` waits until
+/// the server acknowledges that everything queued before it is kept (committed to its storage);
+/// `close()` does the same before it closes. Events the server refuses (an unknown task, a token
+/// without the pattern) arrive on `errors`.
 ///
 /// **Coalescing.** Updates wait in an ordered map, one slot per task: a burst of updates to a task
 /// merges into the latest before it is sent, and keeps the place of the first. `show`, `hide`,
@@ -26,8 +33,9 @@ import RingcastLWS
 ///
 /// **Reconnecting.** The socket connects at once and, when it closes for any reason but `close()`,
 /// reconnects after a capped full-jitter back-off (a random delay between 0 and
-/// min(`reconnectCap`, `reconnectBase`·2^attempt)). Events queued meanwhile wait and go when it opens;
-/// an event already written when a connection dies may be lost (at most once).
+/// min(`reconnectCap`, `reconnectBase`·2^attempt)). Events queued meanwhile wait and go when it
+/// opens (after the server's `hello`); an event already written when a connection dies may be lost
+/// (at most once), and a `flush()` waiting for it then throws instead of returning.
 public final class RingcastClient: Sendable {
     /// Settings a service rarely needs to change.
     public struct Options: Sendable {
@@ -41,13 +49,57 @@ public final class RingcastClient: Sendable {
         public var reconnectBase = 0.25
         /// ... up to `reconnectCap`.
         public var reconnectCap = 10.0
+        /// Seconds the end of `withTask` waits for the server to acknowledge the task's final state.
+        public var acknowledgementTimeout = 5.0
+        /// Seconds between two looks at a tracked `Progress` (see `track`): 0.25 sends at most four
+        /// updates a second, none while nothing changes.
+        public var trackingInterval = 0.25
 
+        /// The defaults, each as documented above.
         public init() {}
     }
 
     /// A task state a publisher may set.
     public enum State: String, Sendable {
-        case running, paused, done, failed, cancelled
+        /// Work is going on (the state of a new task).
+        case running
+        /// Work is held; the dashboard shows it paused.
+        case paused
+        /// Finished; also sets the progress to 1.
+        case done
+        /// Ended with an error; say which in `detail`.
+        case failed
+        /// Ended before it finished, on request.
+        case cancelled
+    }
+
+    /// What a dashboard may ask of the publisher of a task that offers it (a task says which it
+    /// offers with `controls:`). `pause` offered implies `resume`.
+    public enum ControlAction: String, Sendable, CaseIterable {
+        /// Stop the work for good.
+        case cancel
+        /// Hold the work until a `resume`.
+        case pause
+        /// Go on with paused work.
+        case resume
+    }
+
+    /// A request from the server, on this client's socket, to cancel, pause or resume a task this
+    /// client published: `{"type":"control","id":"etl.copy","action":"cancel","seq":812}`.
+    public struct ControlRequest: Sendable, Equatable {
+        /// The task it is for.
+        public var id: String
+        /// What is asked.
+        public var action: ControlAction
+        /// The server's sequence number for the request, when it sent one.
+        public var seq: Int?
+
+        /// A request as the server sends it.
+        public init(id: String, action: ControlAction, seq: Int? = nil) {
+            self.id = id
+            self.action = action
+            self.seq = seq
+        }
     }
 
     /// Counters since the client was made.
@@ -56,23 +108,35 @@ public final class RingcastClient: Sendable {
         public var accepted = 0
         /// Of those, updates merged into an update of the same task that was still waiting.
         public var coalesced = 0
-        /// Events written to a socket, and the frames that carried them.
+        /// Events written to a socket (flush messages not counted).
         public var sent = 0
+        /// The frames that carried them.
         public var frames = 0
         /// Connections opened (1 plus the reconnects).
         public var connections = 0
     }
 
-    private let core: ClientCore
+    let core: ClientCore
 
     /// Problems the calls cannot throw: `error` events from the server, and connection failures
     /// (the client keeps reconnecting). One consumer; the newest 256 are kept when nobody reads.
     public var errors: AsyncStream<RingcastClientError> { core.errors }
 
+    /// Cancel, pause and resume requests the server sends for tasks this client published (a task
+    /// offers them with `controls:` in `update`; `track` and `withTask` offer theirs and act on them,
+    /// and their requests appear here too). One consumer; the newest 256 are kept when nobody reads.
+    /// Requests the server sends with an action this client does not know are left out.
+    public var controlRequests: AsyncStream<ControlRequest> { core.controlRequests }
+
+    /// Makes a client and starts connecting; calls may be made at once (they wait in the queue).
+    ///
     /// - Parameters:
     ///   - url: the server, as `http://HOST:PORT` (or `ws://HOST:PORT/ws`); a path before `/ws` is kept as a prefix.
     ///   - token: a publisher token, sent as `Authorization: Bearer` on the upgrade; nil publishes anonymously
     ///     (allowed from loopback while the server's `anonymousLocalPublish` is on).
+    ///   - options: limits and timings, rarely changed.
+    /// - Throws: ``RingcastClientError/invalid(code:message:field:)`` for a URL that is not a server's
+    ///   or a token with spaces; an error when the client's thread cannot start.
     public init(url: String, token: String? = nil, options: Options = Options()) throws {
         guard let server = ServerURL(url) else {
             throw RingcastClientError.invalid(code: "invalid_url", message: "'\(url)' is not a server URL: use http://HOST:PORT", field: "url")
@@ -91,28 +155,74 @@ public final class RingcastClient: Sendable {
         core.start()
     }
 
+    /// Makes a client for a server given as a `URL`; as the initializer that takes the URL as a `String`.
     public convenience init(url: URL, token: String? = nil, options: Options = Options()) throws {
         try self.init(url: url.absoluteString, token: token, options: options)
     }
 
     deinit { core.abandon() }
 
-    /// Creates or updates a task; only the arguments given change. `progress: .indeterminate` makes it a spinner.
+    /// Creates or updates a task; only the arguments given change.
+    ///
+    /// `progress` is a ``ProgressValue``: a fraction literal (`0.42`), `.units(completed:total:)`, or
+    /// `.indeterminate` (a spinner). For a computed fraction, the overload that takes any
+    /// `BinaryFloatingPoint` applies: `progress: Double(i) / 20`.
+    ///
+    /// - Parameters:
+    ///   - id: the task's id: 1–128 letters, digits, `.`, `_` or `-`, starting with a letter or digit.
+    ///   - progress: the new progress; nil leaves it as it is.
+    ///   - title: the title the dashboard shows (at most 200 characters).
+    ///   - detail: a line under the title (at most 1000 characters).
+    ///   - state: a new state; `.done` also sets the progress to 1.
+    ///   - staleAfter: a lease in seconds: with no update for that long the task turns `stalled`.
+    ///   - parent: the id of the task this one rolls up into (it must exist).
+    ///   - controls: the control requests the task takes (`[.cancel]`; `[]`: none): the dashboard
+    ///     offers them, and requests arrive on ``controlRequests``. Sent as an event of its own, so
+    ///     a server from before control requests refuses only it (once, on `errors`).
+    /// - Throws: ``RingcastClientError/invalid(code:message:field:)`` when a value breaks the
+    ///   protocol's rules (as the server would refuse it), before anything is sent;
+    ///   ``RingcastClientError/closed`` after `close()`.
     public func update(_ id: String, progress: ProgressValue? = nil, title: String? = nil, detail: String? = nil,
-                       state: State? = nil, staleAfter: Double? = nil, parent: String? = nil) async throws {
+                       state: State? = nil, staleAfter: Double? = nil, parent: String? = nil,
+                       controls: [ControlAction]? = nil) async throws {
+        let fields = (progress.map(\.fields) ?? []) + RingcastClient.fields(title: title, detail: detail, state: state, staleAfter: staleAfter, parent: parent)
+        try await core.enqueue("update", id, fields, controls: controls)
+    }
+
+    /// Creates or updates a task with a fraction from 0 to 1 of any floating-point type:
+    /// `progress: Double(i) / 20`, a `Float`, a `CGFloat`. A value outside 0…1 (or NaN) throws
+    /// ``RingcastClientError/invalid(code:message:field:)`` before anything is sent. The other
+    /// arguments are those of ``update(_:progress:title:detail:state:staleAfter:parent:controls:)``.
+    public func update<Fraction: BinaryFloatingPoint>(_ id: String, progress: Fraction, title: String? = nil, detail: String? = nil,
+                                                      state: State? = nil, staleAfter: Double? = nil, parent: String? = nil,
+                                                      controls: [ControlAction]? = nil) async throws {
+        try await update(id, progress: ProgressValue(progress), title: title, detail: detail, state: state, staleAfter: staleAfter,
+                         parent: parent, controls: controls)
+    }
+
+    /// Creates or updates a task with unit counts of any integer type (`completed: rows, total:
+    /// 5_000`); the server derives the fraction and weighs a parent's children by their totals.
+    /// `total` nil keeps the total the task has. A negative count or a total of 0 throws
+    /// ``RingcastClientError/invalid(code:message:field:)`` before anything is sent. The other
+    /// arguments are those of ``update(_:progress:title:detail:state:staleAfter:parent:controls:)``.
+    public func update<Count: BinaryInteger>(_ id: String, completed: Count, total: Count? = nil, title: String? = nil, detail: String? = nil,
+                                             state: State? = nil, staleAfter: Double? = nil, parent: String? = nil,
+                                             controls: [ControlAction]? = nil) async throws {
+        var fields: [(String, JSONValue)] = [("completed", .number(Double(completed)))]
+        if let total { fields.append(("total", .number(Double(total)))) }
+        fields += RingcastClient.fields(title: title, detail: detail, state: state, staleAfter: staleAfter, parent: parent)
+        try await core.enqueue("update", id, fields, controls: controls)
+    }
+
+    /// The fields of an update other than its progress, in the order the server checks them.
+    static func fields(title: String?, detail: String?, state: State?, staleAfter: Double?, parent: String?) -> [(String, JSONValue)] {
         var fields: [(String, JSONValue)] = []
-        switch progress {
-        case let .fraction(value)?: fields.append(("progress", .number(value)))
-        case let .units(completed, total)?: fields += [("completed", .number(completed)), ("total", .number(total))]
-        case .indeterminate?: fields.append(("progress", .null))
-        case nil: break
-        }
         if let title { fields.append(("title", .string(title))) }
         if let detail { fields.append(("detail", .string(detail))) }
         if let state { fields.append(("state", .string(state.rawValue))) }
         if let staleAfter { fields.append(("staleAfter", .number(staleAfter))) }
         if let parent { fields.append(("parent", .string(parent))) }
-        try await core.enqueue("update", id, fields)
+        return fields
     }
 
     /// Shows a task (creating it if new); with `hideAfter` the server hides it by itself that many seconds later.
@@ -124,6 +234,7 @@ public final class RingcastClient: Sendable {
         try await core.enqueue("show", id, fields)
     }
 
+    /// Hides a task (it must exist), cancelling a pending `hideAfter`.
     public func hide(_ id: String) async throws { try await core.enqueue("hide", id, []) }
 
     /// Starts (or restarts) a countdown of `seconds` that the server ticks every `interval`.
@@ -134,20 +245,39 @@ public final class RingcastClient: Sendable {
         try await core.enqueue("timer", id, fields)
     }
 
+    /// Pauses a running timer: its ticks stop until `resumeTimer`.
     public func pauseTimer(_ id: String) async throws { try await core.enqueue("pause", id, []) }
+    /// Resumes a paused timer; every remaining tick moves by the length of the pause.
     public func resumeTimer(_ id: String) async throws { try await core.enqueue("resume", id, []) }
+    /// Ends a timer as `cancelled`.
     public func cancelTimer(_ id: String) async throws { try await core.enqueue("cancel", id, []) }
+    /// Deletes a task; watchers get a `remove` event.
     public func remove(_ id: String) async throws { try await core.enqueue("remove", id, []) }
 
-    /// Waits until every event queued before this call has been written to the socket (not
-    /// acknowledged: see the type's notes). Throws `.timedOut` after `timeout` seconds, `.closed` on close.
-    public func flush(timeout: Double? = nil) async throws { try await core.flush(timeout: timeout) }
+    /// Waits until the server has kept every event queued before this call.
+    ///
+    /// With `durable` (the default) a `flush` message follows the events, and the call returns when
+    /// the server's `flushed` answer says everything before it is committed to storage (with
+    /// `"storage": "memory"`: applied); errors for those events have arrived on `errors` by then.
+    /// With `durable: false` it returns once they have been written to the socket. A server of
+    /// protocol 1, which has no acknowledgement, is treated as `durable: false`.
+    ///
+    /// - Throws: ``RingcastClientError/timedOut`` after `timeout` seconds (nil: no limit);
+    ///   ``RingcastClientError/connection(_:)`` when the connection closed before the server
+    ///   acknowledged what was written on it (it may be lost; later flushes answer for what follows);
+    ///   ``RingcastClientError/closed`` when the client closes.
+    public func flush(durable: Bool = true, timeout: Double? = nil) async throws {
+        try await core.flush(durable: durable, timeout: timeout)
+    }
 
-    /// Sends what is queued (waiting at most `timeout` seconds for a connection), closes the socket and
-    /// stops the client's thread. Later calls throw `.closed`.
+    /// Sends what is queued and waits for the server to acknowledge it as kept (at most `timeout`
+    /// seconds in all, a connection included), closes the socket and stops the client's thread.
+    /// Later calls throw `.closed`.
     public func close(timeout: Double = 5) async { await core.close(timeout: timeout) }
 
+    /// Whether a connection is open and the server has greeted it.
     public var isConnected: Bool { core.isConnected }
+    /// The counters so far.
     public var statistics: Statistics { core.statistics }
 
     /// Calls suspended until the queue has room (`maxQueuedEvents` distinct events wait): for this
@@ -161,11 +291,15 @@ public enum RingcastClientError: Error, Sendable, Equatable, CustomStringConvert
     case invalid(code: String, message: String, field: String?)
     /// An `error` event from the server: an event it refused after it was sent.
     case server(code: String, message: String, field: String?)
-    /// The socket failed or closed; the client is reconnecting.
+    /// The socket failed or closed; the client is reconnecting. Thrown by a `flush()` whose
+    /// connection closed before the server acknowledged what was written on it.
     case connection(String)
+    /// A `flush` (or the end of `withTask`) waited longer than its timeout.
     case timedOut
+    /// The client is closed: `close()` was called.
     case closed
 
+    /// The code and message, as a log line would print them.
     public var description: String {
         switch self {
         case let .invalid(code, message, _), let .server(code, message, _): return "\(code): \(message)"
@@ -188,367 +322,4 @@ extension ServerURL {
 
     /// `/api/tasks` under the base path.
     package func endpoint(_ path: String) -> String { basePath + path }
-}
-
-/// One event waiting to be sent. An `update` slot may still take later updates of its task.
-private struct Outgoing {
-    let type: String
-    let id: String
-    var fields: [(String, JSONValue)]
-
-    /// Fields an update may carry that change more than progress: they are never merged over.
-    static let significantFields: Set<String> = ["state", "visible", "modal", "hideAfter"]
-
-    mutating func merge(_ newer: [(String, JSONValue)]) {
-        // Counts without a fraction make the server derive the fraction: an older fraction must not win.
-        let setsUnits = newer.contains { $0.0 == "completed" || $0.0 == "total" }
-        if setsUnits, !newer.contains(where: { $0.0 == "progress" }) { fields.removeAll { $0.0 == "progress" } }
-        for (key, value) in newer {
-            if let index = fields.firstIndex(where: { $0.0 == key }) { fields[index].1 = value } else { fields.append((key, value)) }
-        }
-    }
-
-    func write(into writer: inout JSONWriter) {
-        writer.beginObject()
-        writer.key("type"); writer.string(type)
-        writer.key("id"); writer.string(id)
-        for (key, value) in fields { writer.key(key); writer.value(value) }
-        writer.endObject()
-    }
-}
-
-/// The client's state and its WebSocket delegate. Every `var` is guarded by `lock`: the calls touch
-/// it from any thread, the WebSocket callbacks from the client context's service thread.
-/// Continuations are resumed outside the lock.
-/// @unchecked Sendable: every `var` is read and written under `lock`; the `let`s are Sendable or immutable.
-private final class ClientCore: WebSocketDelegate, @unchecked Sendable {
-    /// The connection's life: connecting → open → (closed by the peer) waiting → connecting …;
-    /// `close()` moves any of them to closing, then closed.
-    enum Lifecycle: Equatable {
-        case connecting(attempt: Int)
-        case open
-        case waiting(attempt: Int)
-        case closing
-        case closed
-    }
-
-    let url: ServerURL
-    let headers: [(String, String)]
-    let options: RingcastClient.Options
-    let context: WebSocketClientContext
-    let errors: AsyncStream<RingcastClientError>
-    private let errorSink: AsyncStream<RingcastClientError>.Continuation
-
-    private let lock = NSLock()
-    private var lifecycle = Lifecycle.connecting(attempt: 0)
-    private var connection: WebSocketConnection?
-    /// The queue: `slots[base + i]` for i ≥ head are waiting; `base + head` events have been written.
-    private var slots: [Outgoing] = []
-    private var head = 0
-    private var base = 0
-    /// Task id → absolute index of its update slot that may still be merged into.
-    private var openSlots: [String: Int] = [:]
-    /// A writeable callback is on its way: no need to wake the service thread again.
-    private var writeRequested = false
-    private var stats = RingcastClient.Statistics()
-    private var nextWaiterID = 0
-    private var flushWaiters: [Int: (target: Int, continuation: CheckedContinuation<Void, Error>)] = [:]
-    private var spaceWaiters: [Int: CheckedContinuation<Void, Error>] = [:]
-    private var closedWaiter: CheckedContinuation<Void, Never>?
-
-    init(url: ServerURL, headers: [(String, String)], options: RingcastClient.Options) throws {
-        self.url = url
-        self.headers = headers
-        self.options = options
-        context = try WebSocketClientContext()
-        (errors, errorSink) = AsyncStream.makeStream(of: RingcastClientError.self, bufferingPolicy: .bufferingNewest(256))
-    }
-
-    private var waiting: Int { base + slots.count - (base + head) }
-    private var written: Int { base + head }
-
-    var isConnected: Bool { lock.withLock { lifecycle == .open } }
-    var statistics: RingcastClient.Statistics { lock.withLock { stats } }
-    var callsWaitingForSpace: Int { lock.withLock { spaceWaiters.count } }
-
-    /// Connects. The lock is held across `connect` so that no callback of the new connection can
-    /// look before `connection` names it (lws calls back only after its service thread has taken the
-    /// connect from the context's queue; the service thread never waits for this lock while holding that one).
-    func start() {
-        lock.withLock { connection = context.connect(url, headers: headers, delegate: self) }
-    }
-
-    // MARK: Calls (any thread)
-
-    private enum Admission { case queued(wake: WebSocketConnection?), full, closed }
-
-    func enqueue(_ type: String, _ id: String, _ fields: [(String, JSONValue)]) async throws {
-        do {
-            _ = try Command.parse(event: .object([("type", .string(type)), ("id", .string(id))] + fields))
-        } catch {
-            throw RingcastClientError.invalid(code: error.code.rawValue, message: error.message, field: error.field)
-        }
-        let significant = type == "update" && fields.contains { Outgoing.significantFields.contains($0.0) }
-        while true {
-            switch lock.withLock({ admit(type, id, fields, significant: significant) }) {
-            case let .queued(wake):
-                wake?.requestWrite()
-                return
-            case .closed:
-                throw RingcastClientError.closed
-            case .full:
-                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
-                    let verdict: Result<Void, Error>? = lock.withLock {
-                        if lifecycle == .closing || lifecycle == .closed { return .failure(RingcastClientError.closed) }
-                        if waiting < options.maxQueuedEvents { return .success(()) }
-                        nextWaiterID += 1
-                        spaceWaiters[nextWaiterID] = continuation
-                        return nil
-                    }
-                    if let verdict { continuation.resume(with: verdict) }
-                }
-            }
-        }
-    }
-
-    /// Under the lock: merges into the task's open slot, or appends, or says why not.
-    private func admit(_ type: String, _ id: String, _ fields: [(String, JSONValue)], significant: Bool) -> Admission {
-        if lifecycle == .closing || lifecycle == .closed { return .closed }
-        if type == "update", let index = openSlots[id] {
-            slots[index - base].merge(fields)
-            if significant { openSlots[id] = nil }
-            stats.accepted += 1
-            stats.coalesced += 1
-            return .queued(wake: wakeIfNeeded())
-        }
-        guard waiting < options.maxQueuedEvents else { return .full }
-        slots.append(Outgoing(type: type, id: id, fields: fields))
-        openSlots[id] = type == "update" && !significant ? base + slots.count - 1 : nil
-        stats.accepted += 1
-        return .queued(wake: wakeIfNeeded())
-    }
-
-    /// Under the lock: the connection to wake, when it is open and no writeable callback is pending.
-    private func wakeIfNeeded() -> WebSocketConnection? {
-        guard lifecycle == .open, !writeRequested, let connection else { return nil }
-        writeRequested = true
-        return connection
-    }
-
-    func flush(timeout: Double?) async throws {
-        let id: Int = lock.withLock {
-            nextWaiterID += 1
-            return nextWaiterID
-        }
-        if let timeout {
-            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [weak self] in
-                self?.failFlushWaiter(id, with: RingcastClientError.timedOut)
-            }
-        }
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
-            let verdict: Result<Void, Error>? = lock.withLock {
-                let target = base + slots.count
-                if written >= target { return .success(()) }
-                if lifecycle == .closed { return .failure(RingcastClientError.closed) }
-                flushWaiters[id] = (target, continuation)
-                return nil
-            }
-            if let verdict { continuation.resume(with: verdict) }
-        }
-    }
-
-    private func failFlushWaiter(_ id: Int, with error: Error) {
-        let waiter = lock.withLock { flushWaiters.removeValue(forKey: id) }
-        waiter?.continuation.resume(throwing: error)
-    }
-
-    func close(timeout: Double) async {
-        let alreadyClosing: Bool = lock.withLock {
-            if lifecycle == .closing || lifecycle == .closed { return true }
-            return false
-        }
-        if alreadyClosing { return }
-        // Calls made before close() still go out, if a connection comes within the timeout.
-        try? await flush(timeout: timeout)
-        let connection: WebSocketConnection? = lock.withLock {
-            lifecycle = .closing
-            return self.connection
-        }
-        failSpaceWaiters()
-        if let connection {
-            // Wait (briefly) for the close handshake, then stop the context's thread.
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let gone: Bool = lock.withLock {
-                    if self.connection == nil { return true }
-                    closedWaiter = continuation
-                    return false
-                }
-                if gone { continuation.resume(); return }
-                connection.close()
-                DispatchQueue.global().asyncAfter(deadline: .now() + 1) { [weak self] in self?.resumeClosedWaiter() }
-            }
-        }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let context = self.context
-            DispatchQueue.global().async {
-                context.shutdown()
-                continuation.resume()
-            }
-        }
-        finish()
-    }
-
-    /// The client was dropped without `close()`: stop without waiting (deinit may run on any thread).
-    func abandon() {
-        let (wasClosed, connection): (Bool, WebSocketConnection?) = lock.withLock {
-            let wasClosed = lifecycle == .closed
-            lifecycle = .closed
-            return (wasClosed, self.connection)
-        }
-        guard !wasClosed else { return }
-        connection?.close()
-        let context = self.context
-        DispatchQueue.global().async { context.shutdown() }
-        finish()
-    }
-
-    private func finish() {
-        let (flushes, spaces): ([CheckedContinuation<Void, Error>], [CheckedContinuation<Void, Error>]) = lock.withLock {
-            lifecycle = .closed
-            connection = nil
-            defer { flushWaiters = [:]; spaceWaiters = [:] }
-            return (flushWaiters.values.map(\.continuation), Array(spaceWaiters.values))
-        }
-        for continuation in flushes + spaces { continuation.resume(throwing: RingcastClientError.closed) }
-        errorSink.finish()
-    }
-
-    private func failSpaceWaiters() {
-        let spaces = lock.withLock { () -> [CheckedContinuation<Void, Error>] in
-            defer { spaceWaiters = [:] }
-            return Array(spaceWaiters.values)
-        }
-        for continuation in spaces { continuation.resume(throwing: RingcastClientError.closed) }
-    }
-
-    private func resumeClosedWaiter() {
-        let waiter = lock.withLock { () -> CheckedContinuation<Void, Never>? in
-            defer { closedWaiter = nil }
-            return closedWaiter
-        }
-        waiter?.resume()
-    }
-
-    // MARK: WebSocket callbacks (the context's service thread)
-
-    func webSocketDidOpen(_ connection: WebSocketConnection) {
-        let wake: Bool = lock.withLock {
-            guard connection === self.connection, case .connecting = lifecycle else { return false }
-            lifecycle = .open
-            stats.connections += 1
-            writeRequested = waiting > 0
-            return writeRequested
-        }
-        if wake { connection.requestWrite() }
-    }
-
-    func webSocketNextMessage(_ connection: WebSocketConnection) -> [UInt8]? {
-        var resumed: [(CheckedContinuation<Void, Error>)] = []
-        let frame: [UInt8]? = lock.withLock {
-            guard connection === self.connection, lifecycle == .open || lifecycle == .closing, waiting > 0 else {
-                writeRequested = false
-                return nil
-            }
-            var writer = JSONWriter(capacity: 4096)
-            let count = min(waiting, options.maxEventsPerFrame)
-            if count > 1 { writer.beginArray() }
-            var taken = 0
-            while taken < count, taken == 0 || writer.bytes.count < options.maxFrameBytes {
-                let index = base + head
-                let slot = slots[head]
-                if openSlots[slot.id] == index { openSlots[slot.id] = nil }
-                slot.write(into: &writer)
-                head += 1
-                taken += 1
-            }
-            if count > 1 { writer.endArray() }
-            stats.sent += taken
-            stats.frames += 1
-            // The socket layer asks again after a message it was given.
-            writeRequested = true
-            for (id, waiter) in flushWaiters where waiter.target <= written {
-                flushWaiters[id] = nil
-                resumed.append(waiter.continuation)
-            }
-            if waiting < options.maxQueuedEvents {
-                resumed += spaceWaiters.values
-                spaceWaiters = [:]
-            }
-            compact()
-            return writer.bytes
-        }
-        for continuation in resumed { continuation.resume() }
-        return frame
-    }
-
-    /// Under the lock: drops written slots once they are most of the array.
-    private func compact() {
-        guard head >= 1024, head * 2 >= slots.count else { return }
-        slots.removeFirst(head)
-        base += head
-        head = 0
-    }
-
-    func webSocket(_ connection: WebSocketConnection, didReceive message: [UInt8]) {
-        guard let json = try? JSONParser.parse(message) else { return }
-        let events: [JSONValue]
-        if case let .array(items) = json { events = items } else { events = [json] }
-        for event in events where event["type"] == .string("error") {
-            guard case let .string(code)? = event["error"] else { continue }
-            let messageText: String
-            if case let .string(text)? = event["message"] { messageText = text } else { messageText = "" }
-            var field: String?
-            if case let .string(name)? = event["field"] { field = name }
-            errorSink.yield(.server(code: code, message: messageText, field: field))
-        }
-    }
-
-    func webSocketDidClose(_ connection: WebSocketConnection, error: String?) {
-        enum Next { case nothing, closed(CheckedContinuation<Void, Never>?), reconnect(after: Double, attempt: Int) }
-        let next: Next = lock.withLock {
-            guard connection === self.connection else { return .nothing }
-            self.connection = nil
-            writeRequested = false
-            switch lifecycle {
-            case .closing, .closed:
-                defer { closedWaiter = nil }
-                return .closed(closedWaiter)
-            case .open:
-                lifecycle = .waiting(attempt: 0)
-            case let .connecting(attempt), let .waiting(attempt):
-                lifecycle = .waiting(attempt: attempt + 1)
-            }
-            guard case let .waiting(attempt) = lifecycle else { return .nothing }
-            let ceiling = min(options.reconnectCap, options.reconnectBase * pow(2, Double(min(attempt, 30))))
-            return .reconnect(after: Double.random(in: 0...ceiling), attempt: attempt)
-        }
-        switch next {
-        case .nothing:
-            return
-        case let .closed(waiter):
-            waiter?.resume()
-        case let .reconnect(delay, attempt):
-            errorSink.yield(.connection(error ?? "the server closed the connection"))
-            DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [weak self] in self?.reconnect(attempt: attempt) }
-        }
-    }
-
-    private func reconnect(attempt: Int) {
-        let proceed: Bool = lock.withLock {
-            guard lifecycle == .waiting(attempt: attempt) else { return false }
-            lifecycle = .connecting(attempt: attempt)
-            return true
-        }
-        if proceed { start() }
-    }
 }

@@ -3,11 +3,14 @@ public struct RequestHeaders: Sendable, Equatable {
     public var host: String?
     public var origin: String?
     public var authorization: String?
+    /// *(v2)* `text/plain` makes `POST /api/tasks/{id}/log` read the body as lines.
+    public var contentType: String?
 
-    public init(host: String? = nil, origin: String? = nil, authorization: String? = nil) {
+    public init(host: String? = nil, origin: String? = nil, authorization: String? = nil, contentType: String? = nil) {
         self.host = host
         self.origin = origin
         self.authorization = authorization
+        self.contentType = contentType
     }
 }
 
@@ -42,6 +45,8 @@ public struct APIResponse: Sendable {
     public var contentType: String
     /// What the request changed, for the fan-out.
     public var events: [OutboundEvent]
+    /// *(v2)* Control frames for the publishers of the task a request asked to cancel, pause or resume.
+    public var controls: [ControlDelivery] = []
 
     init(status: Int = 200, body: [UInt8], contentType: String = "application/json", events: [OutboundEvent] = []) {
         self.status = status
@@ -84,7 +89,9 @@ public struct RequestGate: Sendable {
 /// What a request asks for (`API.plan`): an answer now, or commands to apply — here, or through a
 /// cluster's shared log — and the shape of the answer once they are (`API.execute`).
 public enum RequestPlan: Sendable {
-    public enum Answer: Sendable { case task, batch }
+    /// One task's `{"seq", "task"}`; a batch's `{"seq", "applied", "errors"}`; a control request's
+    /// `{"seq", "task", "delivered"}` with a frame for each publisher socket of the task.
+    public enum Answer: Sendable { case task, batch, control }
     case answer(APIResponse)
     case apply([Command], Answer)
 }
@@ -140,11 +147,16 @@ public final class API {
     public var policy: PublishPolicy { config.publishing }
     public var metrics = ServerMetrics()
     public static let maxBatchEvents = 10_000
+    /// *(v2)* Which sockets of this node published which tasks (Controls.swift).
+    public let publisherSockets = PublisherSockets()
+    /// *(v2)* Counters of webhooks and control requests, after the others at /metrics.
+    public var loopMetrics = LoopMetrics()
 
     public init(store: TaskStore, config: ServerConfig = ServerConfig()) {
         self.store = store
         self.config = config
         gate = RequestGate(config: config)
+        configureLoop()
     }
 
     /// Answers one request. Reads are open to all; each change is checked against the request's credential.
@@ -203,6 +215,13 @@ public final class API {
         case .batch:
             let result = applyBatch(commands, now: now)
             response = APIResponse(body: encodeBatchAnswer(result), events: result.events)
+        case .control:
+            do throws(APIError) {
+                guard case let .requestControl(id, action)? = commands.first else { throw APIError(.invalidEvent, "nothing to apply") }
+                response = try answerControl(id, action, now: now)
+            } catch {
+                response = APIResponse(error)
+            }
         }
         if response.status >= 400 { metrics.httpErrors += 1 }
         return response
@@ -244,12 +263,24 @@ public final class API {
         case ("tasks", 4):
             let id = parts[2]
             try Command.validateID(id)
+            if parts[3] == "log" {
+                switch request.method {
+                case "GET": return .answer(APIResponse(body: try store.encodeLog(of: id)))
+                case "POST": return try apply(.appendLog(id: id, lines: LogTail.parseBody(request.body, contentType: request.headers.contentType)), now: now)
+                default: throw methodNotAllowed(request, "GET, POST")
+                }
+            }
             try allow(request, "POST")
             switch parts[3] {
             case "show": return try apply(.show(id: id, options: ShowOptions.parse(try body(request))), now: now)
             case "hide":
                 try Command.expectNoFields(try body(request), for: "hide")
                 return try apply(.hide(id: id), now: now)
+            case "cancel", "pause", "resume":
+                try Command.expectNoFields(try body(request), for: parts[3])
+                let control = Command.requestControl(id: id, action: TaskControl(rawValue: parts[3])!)
+                try policy.authorize(credential, id: id)
+                return .apply([control], .control)
             default: throw routeNotFound(request.path)
             }
         case ("timers", 3):
@@ -287,9 +318,24 @@ public final class API {
 
 
     private func answer(_ command: Command, now: Double) throws(APIError) -> APIResponse {
-        let change = try store.apply(command, now: now)
+        let change = try apply(command, now: now)
         var writer = JSONWriter(capacity: 384)
         writer.beginObject()
+        writeAnswerFields(change, id: command.id, into: &writer, now: now)
+        writer.endObject()
+        return APIResponse(body: writer.bytes, events: change.events)
+    }
+
+    /// Every command, whatever carried it, is applied here: the store's merge rules, and what this
+    /// node remembers of who published a task forgotten with the task.
+    func apply(_ command: Command, now: Double) throws(APIError) -> Change {
+        let change = try store.apply(command, now: now)
+        if case .remove = command { publisherSockets.forget(command.id) }
+        return change
+    }
+
+    /// `"seq"`, then `"task"` (or `"removed"` when the change removed task `id`): an answer's fields.
+    func writeAnswerFields(_ change: Change, id: String, into writer: inout JSONWriter, now: Double) {
         writer.key("seq"); writer.number(Int(store.seq))
         if let task = change.task {
             writer.key("task")
@@ -297,10 +343,8 @@ public final class API {
             task.writeFields(into: &writer, now: now)
             writer.endObject()
         } else {
-            writer.key("removed"); writer.string(command.id)
+            writer.key("removed"); writer.string(id)
         }
-        writer.endObject()
-        return APIResponse(body: writer.bytes, events: change.events)
     }
 
     /// Parses a batch (an array of events, or one event object) in full before anything is applied:
@@ -333,7 +377,7 @@ public final class API {
         var result = BatchResult()
         for (index, command) in commands.enumerated() {
             do {
-                result.events += try store.apply(command, now: now).events
+                result.events += try apply(command, now: now).events
                 result.applied += 1
             } catch {
                 result.errors.append((index, error))

@@ -29,6 +29,6 @@ extension API {
         var byState: [TaskState: Int] = [:]
         for task in store.tasks.values { byState[task.state, default: 0] += 1 }
         return MetricsSnapshot(counters: metrics, transport: transport, tasks: store.tasks.count, tasksByState: byState,
-                               seq: store.seq, retired: store.retiredCount)
+                               seq: store.seq, retired: store.retiredCount, loop: loopMetrics)
     }
 }

@@ -8,11 +8,16 @@ public enum Command: Equatable, Sendable {
     case resumeTimer(id: String)
     case cancelTimer(id: String)
     case remove(id: String)
+    /// *(v2)* Lines for the task's log tail (`POST /api/tasks/{id}/log`).
+    case appendLog(id: String, lines: [String])
+    /// *(v2)* A watcher asks the task's publisher to cancel, pause or resume (`POST /api/tasks/{id}/cancel` …).
+    case requestControl(id: String, action: TaskControl)
 
     public var id: String {
         switch self {
         case let .update(id, _), let .show(id, _), let .hide(id), let .startTimer(id, _),
-             let .pauseTimer(id), let .resumeTimer(id), let .cancelTimer(id), let .remove(id):
+             let .pauseTimer(id), let .resumeTimer(id), let .cancelTimer(id), let .remove(id),
+             let .appendLog(id, _), let .requestControl(id, _):
             return id
         }
     }
@@ -21,12 +26,12 @@ public enum Command: Equatable, Sendable {
     public var createsTask: Bool {
         switch self {
         case .update, .show, .startTimer: return true
-        case .hide, .pauseTimer, .resumeTimer, .cancelTimer, .remove: return false
+        case .hide, .pauseTimer, .resumeTimer, .cancelTimer, .remove, .appendLog, .requestControl: return false
         }
     }
 
     /// Event types accepted by `POST /api/events` and on a publishing WebSocket.
-    public static let eventTypes = ["update", "progress", "state", "show", "hide", "timer", "pause", "resume", "cancel", "remove"]
+    public static let eventTypes = ["update", "progress", "state", "show", "hide", "timer", "pause", "resume", "cancel", "remove", "log"]
 
     /// Parses one event of a batch: `{"type": "update", "id": "ci.build", "progress": 0.4}`.
     public static func parse(event: JSONValue) throws(APIError) -> Command {
@@ -50,6 +55,7 @@ public enum Command: Equatable, Sendable {
         case "resume": try expectNoFields(fields, for: "resume"); return .resumeTimer(id: id)
         case "cancel": try expectNoFields(fields, for: "cancel"); return .cancelTimer(id: id)
         case "remove": try expectNoFields(fields, for: "remove"); return .remove(id: id)
+        case "log": return .appendLog(id: id, lines: try LogTail.parseLines(fields))
         default:
             throw APIError(.invalidEvent, "unknown event type '\(type)': use one of \(eventTypes.joined(separator: ", "))", field: "type")
         }
@@ -81,10 +87,15 @@ public struct TaskPatch: Equatable, Sendable {
     public var modal: Bool?
     public var parent: String??
     public var staleAfter: Double??
+    /// *(v2)* The controls the publisher offers; `[]` (or null) offers none.
+    public var controls: [TaskControl]?
+    /// *(v2)* Seconds a stalled task may stay stalled before it ends failed; null: the server's default.
+    public var abandonAfter: Double??
 
     public init() {}
 
-    public static let fields = ["title", "detail", "progress", "completed", "total", "state", "visible", "hideAfter", "modal", "parent", "staleAfter"]
+    public static let fields = ["title", "detail", "progress", "completed", "total", "state", "visible", "hideAfter", "modal", "parent", "staleAfter",
+                                "controls", "abandonAfter"]
 
     public static func parse(_ body: JSONValue) throws(APIError) -> TaskPatch {
         let object = try FieldReader(body, allowed: fields)
@@ -109,6 +120,8 @@ public struct TaskPatch: Equatable, Sendable {
             return parent
         }
         patch.staleAfter = try object.nullable("staleAfter") { () throws(APIError) in try object.number("staleAfter", in: 0.001...31_536_000, hint: "seconds, above 0") }
+        patch.controls = try TaskControl.parseList(object.members["controls"])
+        patch.abandonAfter = try object.nullable("abandonAfter") { () throws(APIError) in try object.number("abandonAfter", in: 0.001...31_536_000, hint: "seconds, above 0") }
         return patch
     }
 }
@@ -251,6 +264,8 @@ extension Command {
             add("modal", patch.modal)
             add("parent", patch.parent, JSONValue.string)
             add("staleAfter", patch.staleAfter, JSONValue.number)
+            add("controls", patch.controls.map { JSONValue.array($0.map { .string($0.rawValue) }) })
+            add("abandonAfter", patch.abandonAfter, JSONValue.number)
         case let .show(_, options):
             type = "show"
             add("hideAfter", options.hideAfter)
@@ -268,7 +283,26 @@ extension Command {
         case .resumeTimer: type = "resume"
         case .cancelTimer: type = "cancel"
         case .remove: type = "remove"
+        case let .appendLog(_, lines):
+            type = "log"
+            add("lines", JSONValue.array(lines.map(JSONValue.string)))
+        case let .requestControl(_, action):
+            // Not an event a publisher may send: only a cluster's log carries it (`LogEntry`).
+            type = Command.controlRequestType
+            add("action", action.rawValue)
         }
         return .object([("type", .string(type)), ("id", .string(id))] + fields)
+    }
+
+    /// The type a control request has in a cluster's log.
+    static let controlRequestType = "control-request"
+
+    /// A command as a cluster's log holds it: an event `parse(event:)` takes, or a control request.
+    public static func parse(logged event: JSONValue) throws(APIError) -> Command {
+        guard event["type"] == .string(controlRequestType) else { return try parse(event: event) }
+        guard case let .string(id)? = event["id"], case let .string(name)? = event["action"], let action = TaskControl(rawValue: name) else {
+            throw APIError(.invalidEvent, "a logged control request needs an id and an action")
+        }
+        return .requestControl(id: id, action: action)
     }
 }

@@ -43,13 +43,20 @@ public struct ServerConfig: Equatable, Sendable {
     /// Seconds a connection may take to send its request headers (or finish a WebSocket handshake)
     /// before it is closed; also how long an HTTP body may take to arrive.
     public var handshakeTimeoutSeconds = 10
+    /// *(v2)* Hooks POSTed, signed, when a task enters a state (Webhooks.swift).
+    public var webhooks: [WebhookRule] = []
+    /// *(v2)* Seconds a stalled task stays stalled before it ends failed, "abandoned" (a task's
+    /// `abandonAfter` overrides it); 0: never.
+    public var abandonAfterSeconds = 3600.0
+    /// *(v2)* Lines of each task's log the server keeps.
+    public var logLines = 100
 
     public init() {}
 
     public static let keys = ["host", "port", "publicDir", "allowedOrigins", "allowedHosts", "heartbeatSeconds", "maxMessageBytes",
                               "fanOutLogEvents", "maxEventsPerFrame", "staticMaxAge", "logLevel", "publishers", "anonymousLocalPublish",
                               "storage", "retentionSeconds", "maxTasks", "maxPublishRate", "maxConnectionsPerAddress", "limitLoopback", "tls",
-                              "handshakeTimeoutSeconds", "threads", "logFormat"]
+                              "handshakeTimeoutSeconds", "threads", "webhooks", "abandonAfterSeconds", "logLines", "logFormat"]
 
     /// Parses a config file's contents; the error names the field and says what to write instead.
     /// `environment` supplies the variables that publishers' `tokenEnv` name.
@@ -138,6 +145,13 @@ public struct ServerConfig: Equatable, Sendable {
                 }
                 config.tls = TLSFiles(cert: cert, key: key)
             case "threads": config.threads = try integer(0...256, "a count of service threads from 1 to 256, or 0 for one per core")
+            case "webhooks":
+                guard case let .array(items) = value else { throw fail("a list of {\"url\", \"patterns\", \"states\", \"secretEnv\"}") }
+                config.webhooks = try items.enumerated().map { index, item throws(ConfigError) in
+                    try WebhookRule.parse(item, at: "\(source): webhooks[\(index)]", environment: environment)
+                }
+            case "abandonAfterSeconds": config.abandonAfterSeconds = try number(0...31_536_000, "seconds, 0 for never")
+            case "logLines": config.logLines = try integer(1...10_000, "a count between 1 and 10000")
             case "redis":
                 throw ConfigError("\(source): \"\(key)\" is not supported by this version of Ringcast; remove it (a setting the server does not carry out is refused, never ignored)")
             case "anonymousLocalPublish":
@@ -162,22 +176,33 @@ public struct ServerConfig: Equatable, Sendable {
         if case let .object(members) = item, let extra = members.first(where: { !ServerConfig.nestedKeys["publishers[]", default: []].contains($0.0) }) {
             throw ConfigError("\(place) has no setting \"\(extra.0)\"; a publisher takes \(ServerConfig.nestedKeys["publishers[]", default: []].map { "\"\($0)\"" }.joined(separator: ", "))")
         }
-        let token: String
-        switch (item["token"], item["tokenEnv"]) {
-        case let (.string(literal)?, nil):
-            token = literal
-        case let (nil, .string(variable)?):
-            guard let value = environment[variable], !value.isEmpty else {
-                throw ConfigError("\(place).tokenEnv: the environment variable \(variable) is not set; export it before starting the server")
-            }
-            token = value
-        default:
-            throw ConfigError("\(place) needs exactly one of \"token\" or \"tokenEnv\" (the name of an environment variable holding the token)")
-        }
+        let token = try parseSecret(item, "token", at: place, environment: environment, holding: "the token")
         guard token.utf8.count >= 16 else {
             throw ConfigError("\(place): the token of '\(name)' is shorter than 16 characters; use a long random one (openssl rand -hex 24)")
         }
-        guard case let .array(patternValues)? = item["patterns"], !patternValues.isEmpty else {
+        return Publisher(name: name, token: token, patterns: try parsePatterns(item["patterns"], at: place))
+    }
+
+    /// `"KEY": "literal"` or `"KEYEnv": "VARIABLE"` (exactly one): a secret kept in the file or,
+    /// better, in the environment (publishers' tokens, webhooks' signing secrets).
+    static func parseSecret(_ item: JSONValue, _ key: String, at place: String, environment: [String: String],
+                            holding what: String) throws(ConfigError) -> String {
+        switch (item[key], item[key + "Env"]) {
+        case let (.string(literal)?, nil):
+            return literal
+        case let (nil, .string(variable)?):
+            guard let value = environment[variable], !value.isEmpty else {
+                throw ConfigError("\(place).\(key)Env: the environment variable \(variable) is not set; export it before starting the server")
+            }
+            return value
+        default:
+            throw ConfigError("\(place) needs exactly one of \"\(key)\" or \"\(key)Env\" (the name of an environment variable holding \(what))")
+        }
+    }
+
+    /// `"patterns": ["ci.*", …]`, a non-empty list of valid id patterns (publishers' and webhooks').
+    static func parsePatterns(_ value: JSONValue?, at place: String) throws(ConfigError) -> WatchSet {
+        guard case let .array(patternValues)? = value, !patternValues.isEmpty else {
             throw ConfigError("\(place).patterns must be a non-empty list of id patterns, like [\"ci.*\"]")
         }
         var patterns: [Glob] = []
@@ -187,7 +212,7 @@ public struct ServerConfig: Equatable, Sendable {
             }
             patterns.append(Glob(pattern))
         }
-        return Publisher(name: name, token: token, patterns: WatchSet(patterns))
+        return WatchSet(patterns)
     }
 
 }

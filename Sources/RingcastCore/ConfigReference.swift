@@ -7,6 +7,7 @@ extension ServerConfig {
     public static let nestedKeys: [String: [String]] = [
         "tls": ["cert", "key"],
         "publishers[]": ["name", "token", "tokenEnv", "patterns"],
+        "webhooks[]": WebhookRule.keys,
     ]
 
     /// One setting as the example shows it: the default as JSON, and what it means.
@@ -42,6 +43,9 @@ extension ServerConfig {
         Reference("maxEventsPerFrame", "256", "The most events a watcher that is behind receives in one frame."),
         Reference("anonymousLocalPublish", "true", "Whether loopback may publish without a token."),
         Reference("publishers", "[]", "Who may publish what: {\"name\": \"ci\", \"tokenEnv\": \"RINGCAST_CI_TOKEN\", \"patterns\": [\"ci.*\"]}, with \"token\" instead of \"tokenEnv\" to write the token here."),
+        Reference("webhooks", "[]", "Signed POSTs when a task enters a state: {\"url\": \"http://127.0.0.1:9000/hook\", \"patterns\": [\"ci.*\"], \"states\": [\"done\", \"failed\", \"stalled\"], \"secretEnv\": \"RINGCAST_HOOK_SECRET\"}, with \"secret\" instead of \"secretEnv\" to write it here; \"maxAttempts\" (10) and \"timeoutSeconds\" (10) too."),
+        Reference("abandonAfterSeconds", "3600", "Seconds a stalled task stays stalled before it ends failed, \"abandoned\" (a task's abandonAfter wins); 0: never."),
+        Reference("logLines", "100", "Lines of each task's log the server keeps."),
         Reference("maxPublishRate", "100000", "Events a second one connection may publish; 0: no limit."),
         Reference("maxMessageBytes", "1048576", "The largest HTTP body or WebSocket message accepted, in bytes."),
         Reference("maxConnectionsPerAddress", "1024", "Sockets one address may hold open; 0: no limit."),

@@ -1,12 +1,14 @@
 /// The kinds of event the server pushes on `/ws`.
 public enum EventType: String, Sendable {
     case progress, tick, show, hide, state, remove, heartbeat
+    /// *(v2)* Lines appended to a task's log (with the task's fields, like every task event).
+    case log
 
     /// Events that carry a transition a watcher must see even when it is behind.
     public var isSticky: Bool {
         switch self {
         case .show, .hide, .state, .remove: return true
-        case .progress, .tick, .heartbeat: return false
+        case .progress, .tick, .heartbeat, .log: return false
         }
     }
 }
@@ -27,11 +29,12 @@ public final class OutboundEvent: Sendable {
         self.bytes = bytes
     }
 
-    static func task(_ type: EventType, _ record: TaskRecord, now: Double) -> OutboundEvent {
+    static func task(_ type: EventType, _ record: TaskRecord, now: Double, extraFields: ((inout JSONWriter) -> Void)? = nil) -> OutboundEvent {
         var writer = JSONWriter(capacity: 320)
         writer.beginObject()
         writer.key("type"); writer.string(type.rawValue)
         record.writeFields(into: &writer, now: now)
+        extraFields?(&writer)
         if type == .tick, let timer = record.timer {
             let elapsed = timer.elapsedSeconds(tick: timer.ticksEmitted)
             writer.key("remaining"); writer.number(roundedSeconds(timer.seconds - elapsed))

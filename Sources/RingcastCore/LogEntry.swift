@@ -69,7 +69,7 @@ public struct LogEntry: Sendable {
             guard case let .array(events)? = json["c"] else { return nil }
             var parsed: [Command] = []
             for event in events {
-                guard let command = try? Command.parse(event: event) else { return nil }
+                guard let command = try? Command.parse(logged: event) else { return nil }
                 parsed.append(command)
             }
             return parsed

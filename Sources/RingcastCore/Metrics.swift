@@ -50,8 +50,9 @@ public struct TransportMetrics: Equatable, Sendable {
     /// WebSockets opened and closed, by kind: `watcher`, `publisher`.
     public var webSocketsOpened = LabeledCounts()
     public var webSocketsClosed = LabeledCounts()
-    /// Payload bytes written, by kind: `websocket` (frames), `http` (API answers; lws serves static files itself).
-    public var bytesSent = LabeledCounts()
+    /// Payload bytes written: WebSocket frames, and API answers (lws serves static files itself).
+    public var webSocketBytes = 0
+    public var httpBytes = 0
     /// Events in each frame written to a watcher.
     public var eventsPerFrame = Histogram(bounds: Histogram.eventCounts)
     /// Seconds from a change being applied to the frame carrying the newest of its events being
@@ -61,8 +62,8 @@ public struct TransportMetrics: Equatable, Sendable {
     public init() {}
 
     // Every field, by kind, for `+`; MetricsTests checks that no field is left out.
-    static var counterFields: [WritableKeyPath<TransportMetrics, Int>] { [\.connectionsAccepted, \.connectionsClosed] }
-    static var labeledFields: [WritableKeyPath<TransportMetrics, LabeledCounts>] { [\.webSocketsOpened, \.webSocketsClosed, \.bytesSent] }
+    static var counterFields: [WritableKeyPath<TransportMetrics, Int>] { [\.connectionsAccepted, \.connectionsClosed, \.webSocketBytes, \.httpBytes] }
+    static var labeledFields: [WritableKeyPath<TransportMetrics, LabeledCounts>] { [\.webSocketsOpened, \.webSocketsClosed] }
     static var histogramFields: [WritableKeyPath<TransportMetrics, Histogram>] { [\.eventsPerFrame, \.publishToWrite] }
 
     /// Two service threads' counts as one.
@@ -106,6 +107,8 @@ public struct MetricsSnapshot {
     public var seq: UInt64
     /// Tasks removed because their retention ran out.
     public var retired: Int
+    /// Webhooks and control requests (issue 12), rendered last.
+    public var loop = LoopMetrics()
 
     public func render() -> [UInt8] {
         var text = PrometheusText()
@@ -123,7 +126,7 @@ public struct MetricsSnapshot {
         text.counter("ringcast_websockets_opened_total", "WebSockets opened on /ws, by kind.", label: "kind", sockets.webSocketsOpened,
                      always: ["publisher", "watcher"])
         text.counter("ringcast_bytes_sent_total", "Payload bytes written: WebSocket frames, and API answers (static files are not counted).",
-                     label: "kind", sockets.bytesSent, always: ["http", "websocket"])
+                     label: "kind", LabeledCounts(["http": sockets.httpBytes, "websocket": sockets.webSocketBytes]))
         text.histogram("ringcast_events_per_frame", "Events in each frame written to a watcher.", sockets.eventsPerFrame)
         text.histogram("ringcast_publish_to_write_seconds",
                        "Seconds from a change being applied to the frame with the newest of its events being written to a watcher.",
@@ -142,7 +145,7 @@ public struct MetricsSnapshot {
         }
         text.gauge("ringcast_ready", "1 while the dependency answers (what /readyz reports), else 0.", label: "check",
                    transport.readiness.map { ($0.name, $0.ready ? 1 : 0) })
-        return text.bytes
+        return text.bytes + loop.render()
     }
 }
 
@@ -158,4 +161,9 @@ public struct StorageMetrics: Equatable, Sendable {
 /// own: the engine guards them.
 public protocol StorageMetricsSource: AnyObject {
     var storageMetrics: StorageMetrics { get }
+}
+
+/// One metric in Prometheus' text format: its HELP and TYPE lines, then its value.
+func prometheusMetric(_ name: String, _ type: String, _ help: String, _ value: Int) -> String {
+    "# HELP ringcast_\(name) \(help)\n# TYPE ringcast_\(name) \(type)\nringcast_\(name) \(value)\n"
 }

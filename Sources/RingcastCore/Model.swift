@@ -186,6 +186,18 @@ public struct TaskRecord: Equatable, Sendable {
     /// When a publisher last touched the task: the lease (`staleAfter`) runs from here.
     public var publishedAt: Double
     public var timer: TimerSpec?
+    /// *(v2)* What the publisher lets watchers ask of it (`POST /api/tasks/{id}/cancel` …).
+    public var controls: [TaskControl] = []
+    /// *(v2)* A cancel request waits for the publisher's answer (a published state clears it).
+    public var cancelRequested = false
+    /// *(v2)* A pause request waits for the publisher's answer (a published state, or resume, clears it).
+    public var pauseRequested = false
+    /// *(v2)* Seconds a stalled task may stay stalled before it ends `failed` (nil: the server's default).
+    public var abandonAfter: Double?
+    /// When the task turned `stalled` (Unix ms); nil while it is not.
+    public var stalledAt: Double?
+    /// *(v2)* Log lines received so far; the store keeps the last `logLines` of them.
+    public var logCount = 0
     var rateEstimator = RateEstimator()
     /// Set once a publisher gives this task progress of its own; until then a parent's progress is
     /// rolled up from its children.
@@ -217,6 +229,7 @@ public struct TaskRecord: Equatable, Sendable {
         writer.key("seq"); writer.number(Int(seq))
         if let parent { writer.key("parent"); writer.string(parent) }
         if let staleAfter { writer.key("staleAfter"); writer.number(staleAfter) }
+        writeLoopFields(into: &writer)
         if let timer {
             writer.key("timer")
             writer.beginObject()

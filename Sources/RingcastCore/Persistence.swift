@@ -22,6 +22,14 @@ public protocol TaskPersistence: AnyObject {
     func commit() -> UInt64
     /// Writes everything pending and returns once it is kept (at shutdown); stops the writer.
     func flush()
+
+    // Issue 12: log tails and the webhook outbox, committed with the task changes around them.
+    /// The lines kept of a task's log (written behind, like progress); a task's removal removes them.
+    func saveLog(id: String, lines: [String])
+    /// A webhook delivery owed (urgent when made with a state change), or its retry's new schedule.
+    func saveDelivery(_ delivery: WebhookDelivery, urgent: Bool)
+    /// A delivery answered with a 2xx, or given up.
+    func removeDelivery(id: String)
 }
 
 extension TaskPersistence {
@@ -32,19 +40,29 @@ extension TaskPersistence {
         flush()
         return 0
     }
+    public func saveLog(id: String, lines: [String]) {}
+    public func saveDelivery(_ delivery: WebhookDelivery, urgent: Bool) {}
+    public func removeDelivery(id: String) {}
 }
 
 public struct PersistedState: Sendable {
     public var epoch: String
     public var seq: UInt64
     public var tasks: [TaskRecord]
+    /// Task id → the lines kept of its log.
+    public var logs: [String: [String]]
+    /// Webhook deliveries not yet answered with a 2xx nor given up.
+    public var deliveries: [WebhookDelivery]
     /// In a cluster's checkpoint: the time of the last log entry applied.
     public var appliedNow: Double
 
-    public init(epoch: String, seq: UInt64, tasks: [TaskRecord], appliedNow: Double = 0) {
+    public init(epoch: String, seq: UInt64, tasks: [TaskRecord], logs: [String: [String]] = [:], deliveries: [WebhookDelivery] = [],
+                appliedNow: Double = 0) {
         self.epoch = epoch
         self.seq = seq
         self.tasks = tasks
+        self.logs = logs
+        self.deliveries = deliveries
         self.appliedNow = appliedNow
     }
 }

@@ -45,6 +45,8 @@ public struct SocketSession: Sendable {
     /// Set from the upgrade's Authorization header, or later by an `auth` message.
     public internal(set) var credential: Credential
     let fromLoopback: Bool
+    /// *(v2)* This socket among the API's `publisherSockets`.
+    public internal(set) var key: UInt64 = 0
 }
 
 /// What a message asks for (`API.planMessage`): frames earned at once, by their place in the
@@ -54,6 +56,9 @@ public struct MessagePlan: Sendable {
     public var commands: [(index: Int, command: Command)] = []
     /// Several events: errors name their place (`events[2].progress`).
     public var isBatch = false
+    /// The sending socket on this node (`SocketSession.key`): executing the plan here records it
+    /// as a publisher of its tasks. 0 in a cluster's log, where each node has sockets of its own.
+    public var socketKey: UInt64 = 0
     /// A `flush` (with its `ref`, if any): answered once what came before is kept.
     public var flush: String??
 
@@ -83,7 +88,8 @@ extension API {
     /// snapshot (or the changes since the point its `since` names).
     public func openSocket(_ request: SocketRequest, headers: RequestHeaders, fromLoopback: Bool, now: Double) -> (SocketSession, [[UInt8]]) {
         let credential = policy.identify(authorization: headers.authorization, fromLoopback: fromLoopback)
-        let session = SocketSession(request: request, credential: credential, fromLoopback: fromLoopback)
+        var session = SocketSession(request: request, credential: credential, fromLoopback: fromLoopback)
+        session.key = publisherSockets.newKey()
         var frames = [store.encodeHello(now: now, heartbeatSeconds: config.heartbeatSeconds)]
         if request.mode == .watch {
             frames.append(store.encodeSnapshot(matching: request.watch, since: request.resumeSeq(in: store.epoch), now: now))
@@ -146,6 +152,7 @@ extension API {
         let items: [JSONValue]
         if case let .array(elements) = json { items = elements } else { items = [json] }
         plan.isBatch = items.count > 1
+        plan.socketKey = session.key
         for (index, item) in items.enumerated() {
             do throws(APIError) {
                 let command = try Command.parse(event: item)
@@ -167,7 +174,8 @@ extension API {
         var frames = plan.frames
         for (index, command) in plan.commands {
             do {
-                reply.events += try store.apply(command, now: now).events
+                reply.events += try apply(command, now: now).events
+                if plan.socketKey != 0 { frames += notePublished([command], by: plan.socketKey).map { (index, $0) } }
             } catch {
                 metrics.clientErrors += 1
                 frames.append((index, (plan.isBatch ? error.within("events[\(index)]") : error).encodedEvent(id: command.id)))

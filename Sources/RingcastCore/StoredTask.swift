@@ -16,6 +16,7 @@ extension TaskRecord {
             for value in rateEstimator.stored { writer.number(value) }
             writer.endArray()
         }
+        if let stalledAt { writer.key("stalledAt"); writer.number(stalledAt) }
         if let hideAt { writer.key("hideAt"); writer.number(hideAt) }
         if let timer {
             writer.key("startedAt"); writer.number(timer.startedAt)
@@ -56,6 +57,7 @@ extension TaskRecord {
             let numbers = values.compactMap { value -> Double? in if case let .number(n) = value { return n }; return nil }
             if let estimator = RateEstimator(stored: numbers) { rateEstimator = estimator }
         }
+        readLoopFields(json, stored: stored)
         if let timerFields = json["timer"], let seconds = timerFields.number("seconds"), let interval = timerFields.number("interval"),
            let startedAt = stored.number("startedAt") {
             var timer = TimerSpec(seconds: seconds, interval: interval, startedAt: startedAt, pausedAt: stored.number("pausedAt"),

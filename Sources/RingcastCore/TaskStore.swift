@@ -24,7 +24,23 @@ public final class TaskStore {
     private var deadlines = DeadlineQueue()
     /// Parent id → ids of the tasks that name it.
     private var children: [String: Set<String>] = [:]
-    private let persistence: TaskPersistence
+    let persistence: TaskPersistence
+
+    // Closing the loop (issue 12): log tails (LogTail.swift), abandoned work (Abandonment.swift),
+    // webhooks (Webhooks.swift), cancel and pause requests (Controls.swift).
+    /// Task id → its last `logLines` lines.
+    var logs: [String: LogTail] = [:]
+    /// How many lines of each task's log are kept (config `logLines`).
+    public var logLines = ServerConfig().logLines
+    /// Seconds a stalled task stays stalled before it ends failed, unless it says `abandonAfter`
+    /// (config `abandonAfterSeconds`; 0: never).
+    public var abandonAfterSeconds = ServerConfig().abandonAfterSeconds {
+        didSet { for (id, task) in tasks where task.state == .stalled { scheduleDeadline(for: id) } }
+    }
+    /// The webhooks a state change fires; nil when none are configured.
+    public var webhooks: WebhookPlanner?
+    /// The webhook deliveries storage still held at start: due, or being retried, when the server stopped.
+    public private(set) var restoredDeliveries: [WebhookDelivery] = []
 
     public init(persistence: TaskPersistence = MemoryOnlyPersistence(), maxRemembered: Int = 10_000, epoch: String? = nil,
                 retentionSeconds: Double = ServerConfig().retentionSeconds, maxTasks: Int = ServerConfig().maxTasks) {
@@ -37,6 +53,8 @@ public final class TaskStore {
             seq = saved.seq
             removalHorizon = saved.seq
             for task in saved.tasks { tasks[task.id] = task }
+            for (id, lines) in saved.logs where tasks[id] != nil { logs[id] = LogTail(lines: lines) }
+            restoredDeliveries = saved.deliveries
         } else {
             self.epoch = epoch ?? TaskStore.newEpoch()
             seq = 0
@@ -87,6 +105,8 @@ public final class TaskStore {
         case let .resumeTimer(id): return try changeTimer(id, now: now, verb: "resume")
         case let .cancelTimer(id): return try changeTimer(id, now: now, verb: "cancel")
         case let .remove(id): return try remove(id, now: now)
+        case let .appendLog(id, lines): return try appendLog(id, lines, now: now)
+        case let .requestControl(id, action): return try requestControl(id, action, now: now)
         }
     }
 
@@ -107,6 +127,13 @@ public final class TaskStore {
         }
         if let parent = patch.parent { task.parent = parent == id ? nil : parent }
         if let staleAfter = patch.staleAfter { task.staleAfter = staleAfter }
+        if let controls = patch.controls { task.controls = controls }
+        if let abandonAfter = patch.abandonAfter { task.abandonAfter = abandonAfter }
+        // A state the publisher sets is its answer to whatever was asked of it.
+        if patch.state != nil {
+            task.cancelRequested = false
+            task.pauseRequested = false
+        }
         if let state = patch.state {
             task.state = state
         } else if task.state == .stalled {
@@ -217,6 +244,7 @@ public final class TaskStore {
     private func remove(_ id: String, now: Double) throws(APIError) -> Change {
         guard let removed = tasks.removeValue(forKey: id) else { throw notFound(id) }
         deadlines.scheduled.removeValue(forKey: id)
+        logs.removeValue(forKey: id)
         seq += 1
         removals[id] = seq
         if removals.count > maxRemembered { forgetOldestRemovals() }
@@ -231,7 +259,7 @@ public final class TaskStore {
         return Change(task: nil, events: events)
     }
 
-    private func notFound(_ id: String) -> APIError {
+    func notFound(_ id: String) -> APIError {
         APIError(.notFound, "no task '\(id)': create it first with POST /api/tasks/\(id)", field: "id")
     }
 
@@ -254,17 +282,21 @@ public final class TaskStore {
     /// Stamps the change with the next seq, stores it, and encodes its event once.
     /// `urgent` (by default: the event is sticky, or ends a timer) asks storage to commit the change
     /// before anything about it leaves.
-    private func commit(_ task: TaskRecord, _ type: EventType, now: Double, depth: Int = 0, urgent: Bool? = nil) -> Change {
+    func commit(_ task: TaskRecord, _ type: EventType, now: Double, depth: Int = 0, urgent: Bool? = nil,
+                extraFields: ((inout JSONWriter) -> Void)? = nil) -> Change {
         var task = task
         let oldParent = tasks[task.id]?.parent
+        let oldState = tasks[task.id]?.state
         seq += 1
         task.seq = seq
         task.updatedAt = now
+        settleLoopFields(&task, now: now)
         tasks[task.id] = task
         removals.removeValue(forKey: task.id)
         persistence.save(task, epoch: epoch, seq: seq, urgent: urgent ?? (type.isSticky || (type == .tick && task.state.isTerminal)))
+        if oldState != task.state { stateDidChange(task, from: oldState, now: now) }
         scheduleDeadline(for: task.id)
-        var events = [OutboundEvent.task(type, task, now: now)]
+        var events = [OutboundEvent.task(type, task, now: now, extraFields: extraFields)]
         if oldParent != task.parent, let oldParent {
             children[oldParent]?.remove(task.id)
             if children[oldParent]?.isEmpty == true { children.removeValue(forKey: oldParent) }
@@ -351,6 +383,10 @@ public final class TaskStore {
                 events += commit(task, .state, now: now).events
                 task = tasks[id]!
             }
+            if task.state == .stalled, let abandonAt = abandonment(of: task), abandonAt <= now {
+                events += abandon(task, now: now).events
+                task = tasks[id]!
+            }
             if let retireAt = retirement(of: task), retireAt <= now {
                 retiredCount += 1
                 events += (try? remove(id, now: now).events) ?? []
@@ -361,7 +397,7 @@ public final class TaskStore {
         return events
     }
 
-    private func scheduleDeadline(for id: String) {
+    func scheduleDeadline(for id: String) {
         guard let task = tasks[id] else { return }
         var next: Double? = nil
         func consider(_ time: Double?) {
@@ -372,6 +408,7 @@ public final class TaskStore {
             consider(task.timer?.nextTickTime)
             if let staleAfter = task.staleAfter { consider(task.publishedAt + staleAfter * 1000) }
         }
+        if task.state == .stalled { consider(abandonment(of: task)) }
         consider(retirement(of: task))
         // An earlier entry stays: when it fires, runDue finds nothing due yet and schedules again.
         // This keeps a lease renewed 50 000 times a second from pushing 50 000 heap entries.

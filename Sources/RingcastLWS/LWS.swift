@@ -18,8 +18,8 @@ package enum LWS {
 
 /// One reusable buffer with LWS_PRE bytes of headroom, for every write on one service thread.
 package final class WriteBuffer {
-    private(set) var storage: UnsafeMutablePointer<UInt8>
-    private var capacity: Int
+    @exclusivity(unchecked) private(set) var storage: UnsafeMutablePointer<UInt8>
+    @exclusivity(unchecked) private var capacity: Int
 
     package init(capacity: Int = 64 * 1024) {
         self.capacity = capacity

@@ -47,11 +47,14 @@ package struct LWSConnection {
     /// Unretained and unchecked: a loop outlives every connection of its context, and this value is
     /// made for every callback, where reference counting would be pure cost.
     unowned(unsafe) let loop: ServiceLoop
+    /// The loop's write buffer, unretained for the same reason.
+    unowned(unsafe) let writeBuffer: WriteBuffer
 
     init(wsi: OpaquePointer, session: UnsafeMutableRawPointer?, loop: ServiceLoop) {
         self.wsi = wsi
         self.session = session
         self.loop = loop
+        writeBuffer = loop.writeBuffer
     }
 
     /// Identity of the underlying socket, for logs and maps; stable while the connection lives.
@@ -73,6 +76,14 @@ package struct LWSConnection {
     package func attachment<T: AnyObject>(as type: T.Type) -> T? {
         guard let session, let pointer = session.load(as: UnsafeMutableRawPointer?.self) else { return nil }
         return Unmanaged<T>.fromOpaque(pointer).takeUnretainedValue()
+    }
+
+    /// Runs `body` with the object `attach` stored, borrowed (no retain): for the delivery path.
+    /// nil when nothing is attached. The same one-type rule as `attachment(as:)`.
+    @inline(__always)
+    package func withAttachment<T: AnyObject, R>(as type: T.Type, _ body: (T) -> R) -> R? {
+        guard let session, let pointer = session.load(as: UnsafeMutableRawPointer?.self) else { return nil }
+        return Unmanaged<T>.fromOpaque(pointer)._withUnsafeGuaranteedRef(body)
     }
 
     /// Gives back the session's retain and returns the object; safe to call twice.
@@ -163,11 +174,11 @@ package struct LWSConnection {
     package var isChoked: Bool { lws_send_pipe_choked(wsi) != 0 }
 
     /// Writes one WebSocket text frame; false when the connection should close.
-    package func writeText(_ bytes: [UInt8]) -> Bool { loop.writeBuffer.writeText(bytes, to: wsi) }
+    package func writeText(_ bytes: [UInt8]) -> Bool { writeBuffer.writeText(bytes, to: wsi) }
 
     /// Writes a whole small HTTP answer, headers and body in one send; false when the connection should close.
     package func writeHTTP(status: Int, contentType: String, body: [UInt8], headers: [(String, String)]) -> Bool {
-        loop.writeBuffer.writeHTTP(status: status, contentType: contentType, body: body, extraHeaders: headers, to: wsi)
+        writeBuffer.writeHTTP(status: status, contentType: contentType, body: body, extraHeaders: headers, to: wsi)
     }
 
     /// Ends an HTTP exchange so a kept-alive connection can take the next request; false: close it.

@@ -127,11 +127,14 @@ package final class ServiceLoop: @unchecked Sendable {
     private var jobs: [@Sendable () -> Void] = []
     private var notified = false
 
-    private var handler: ServiceHandler?
+    /// Held strongly while the loop runs; `dispatch` reads the unretained copy beside it, since
+    /// that runs for every callback and the strong one keeps it alive.
+    @exclusivity(unchecked) private var handler: ServiceHandler? { didSet { borrowedHandler = handler } }
+    @exclusivity(unchecked) private unowned(unsafe) var borrowedHandler: ServiceHandler?
     /// The context's one protocol, which adopted listeners are bound to.
     private var protocolName = ""
     /// The listening sockets adopted into this context, by the identity of their raw connection.
-    private var listeners: [Int: ListeningSocket] = [:]
+    @exclusivity(unchecked) private var listeners: [Int: ListeningSocket] = [:]
     private var resources = CResources()
     private var timers: [LoopTimer] = []
     private var wakeTimer: LoopTimer?
@@ -386,7 +389,7 @@ package final class ServiceLoop: @unchecked Sendable {
 
     fileprivate func dispatch(_ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
                               _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
-        guard let handler else { return lws_callback_http_dummy(wsi, reason, user, input, length) }
+        guard let handler = borrowedHandler else { return lws_callback_http_dummy(wsi, reason, user, input, length) }
         let connection = LWSConnection(wsi: wsi, session: user, loop: self)
         func bytes() -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length) }
         switch reason {
@@ -467,7 +470,8 @@ private func serviceCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reaso
     guard let wsi, let owner = lws_context_user(lws_get_context(wsi)) else {
         return lws_callback_http_dummy(wsi, reason, user, input, length)
     }
-    return Unmanaged<ServiceLoop>.fromOpaque(owner).takeUnretainedValue().dispatch(wsi, reason, user, input, length)
+    // Borrowed, not retained: this runs for every callback, the delivery path included.
+    return Unmanaged<ServiceLoop>.fromOpaque(owner)._withUnsafeGuaranteedRef { $0.dispatch(wsi, reason, user, input, length) }
 }
 
 /// A one-shot timer on a loop's service thread (lws's sorted usec list). The loop holds it and

@@ -6,18 +6,20 @@ import RingcastCore
 struct PipeCommand: ProducerCommand {
     static let name = "pipe"
     static let summary = "progress read from another program's output: make 2>&1 | ringcast pipe build"
-    static let usage = ["some-program | ringcast pipe ID [--title T] [--hide-after SECONDS]"]
+    static let usage = ["some-program | ringcast pipe ID [--title T] [--hide-after SECONDS] [--no-log]"]
     static let discussion = """
     Copies standard input to standard output byte for byte, and reads progress out of each line
     (a line ends at \\n or \\r, as tqdm redraws with \\r): `42%`, `[42/100]`, a bare `42/100`, or
     tqdm's ` 42%|████      | 42/100 [00:01<00:02, 40.00it/s]`. Task ID is a spinner until the first
     progress; it is updated at most once per 50 ms (the latest value always goes out) and marked done
-    at end of input. If the server cannot be reached, the input still passes through, one line goes
+    at end of input. Its lines also go to the task's log (at most four requests a second; --no-log
+    sends none). If the server cannot be reached, the input still passes through, one line goes
     to stderr and the exit status is 1.
     """
     static let ownOptions: [Option] = [
         .value("title", "T", "the task's title"),
         .value("hide-after", "SECONDS", "hide the task that long after the input ends"),
+        .flag("no-log", "send no log lines"),
     ]
     /// Seconds between two updates, at least.
     static let minimumInterval = 0.05
@@ -28,12 +30,14 @@ struct PipeCommand: ProducerCommand {
     let id: String
     let title: String?
     let hideAfter: Double?
+    let logs: Bool
 
     init(validating options: ParsedOptions, session: ProducerSession) throws(UsageError) {
         self.session = session
         id = try options.taskID()
         title = try options.text("title", maxLength: 200)
         hideAfter = try options.seconds("hide-after")
+        logs = !options.flag("no-log")
     }
 
     func run() throws(CommandFailure) -> Int32 {
@@ -42,6 +46,8 @@ struct PipeCommand: ProducerCommand {
                                             ("state", .string("running")), ("visible", .bool(true)), ("hideAfter", .null)]
         if let title { start.append(("title", .string(title))) }
         updater.sendNow(start)
+        let shipper = logs ? LogShipper(options: session.options, id: id, timeoutSeconds: PipeCommand.requestTimeout) : nil
+        var logLines = LogLineSplitter()
 
         var lines = LineSplitter()
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
@@ -56,7 +62,7 @@ struct PipeCommand: ProducerCommand {
                     break reading
                 }
                 if count == 0 { break reading }
-                if let problem = writeAll(chunk[..<count]) {
+                if let problem = writeAll(chunk[..<count], to: STDOUT_FILENO) {
                     fail("pipe: standard output is closed: \(problem)")
                     return 1
                 }
@@ -64,6 +70,7 @@ struct PipeCommand: ProducerCommand {
                     if let progress = ProgressText.scan(line: line) { updater.latest(progressFields(progress)) }
                 }
                 lines.feed(chunk[..<count], scan)
+                if let shipper { logLines.feed(chunk[..<count]) { shipper.add($0) } }
                 // A short read drained the pipe: the unterminated rest is what the writer wrote last
                 // (tqdm redraws as "\r" + line, so its newest state has no terminator yet).
                 if count < chunk.count { lines.scanUnterminated(scan) }
@@ -74,25 +81,30 @@ struct PipeCommand: ProducerCommand {
             if let progress = ProgressText.scan(line: line) { updater.latest(progressFields(progress)) }
         }
         updater.sendPendingWaiting()
+        if let shipper {
+            logLines.finish { shipper.add($0) }
+            shipper.finish()
+        }
         var done: [(String, JSONValue)] = [("state", .string("done"))]
         if let hideAfter { done.append(("hideAfter", .number(hideAfter))) }
         updater.latest(done)
         updater.sendPendingWaiting()
         return updater.failed ? 1 : 0
     }
+}
 
-    private func writeAll(_ bytes: ArraySlice<UInt8>) -> String? {
-        var offset = bytes.startIndex
-        while offset < bytes.endIndex {
-            let written = bytes[offset...].withUnsafeBytes { write(STDOUT_FILENO, $0.baseAddress, $0.count) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                return String(cString: strerror(errno))
-            }
-            offset += written
+/// Writes all of `bytes` to `descriptor` (retrying after signals); the reason when it fails.
+func writeAll(_ bytes: ArraySlice<UInt8>, to descriptor: Int32) -> String? {
+    var offset = bytes.startIndex
+    while offset < bytes.endIndex {
+        let written = bytes[offset...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        if written < 0 {
+            if errno == EINTR { continue }
+            return String(cString: strerror(errno))
         }
-        return nil
+        offset += written
     }
+    return nil
 }
 
 /// Splits bytes into lines at \n or \r (empty lines skipped); a line longer than 4 KiB is cut there.

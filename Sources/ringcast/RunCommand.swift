@@ -6,12 +6,17 @@ import RingcastCore
 struct RunCommand: ProducerCommand {
     static let name = "run"
     static let summary = "a spinner while a command runs, then done or failed: ringcast run build -- make"
-    static let usage = ["ringcast run ID [--title T] [--hide-after SECONDS] [--stale-after SECONDS] -- CMD [ARGS…]"]
+    static let usage = ["ringcast run ID [--title T] [--hide-after SECONDS] [--stale-after SECONDS] -- CMD [ARGS…]",
+                        "ringcast run ID [--controls LIST] [--grace SECONDS] [--no-log] -- CMD [ARGS…]"]
     static let discussion = """
-    Runs CMD with ARGS, its input and output untouched, while task ID shows a spinner; then marks the
-    task done (exit status 0) or failed, and exits with CMD's status (128+N when a signal N ended it,
-    127 when CMD is not found).
-    While CMD runs the task's lease is kept alive: if ringcast itself dies, the task turns `stalled`.
+    Runs CMD with ARGS while task ID shows a spinner; then marks the task done (exit status 0) or
+    failed, and exits with CMD's status (128+N when a signal N ended it, 127 when CMD is not found).
+    Its input is untouched; its output passes through byte for byte and its lines go to the task's
+    log (--no-log leaves the output on the terminal itself and sends no lines).
+    While CMD runs, ringcast holds a publishing WebSocket that keeps the task's lease alive: if
+    ringcast dies, the task turns `stalled` at once. Through it the dashboard's requests arrive:
+    cancel sends SIGTERM to CMD (SIGKILL after --grace seconds), marks the task cancelled and exits
+    130; pause and resume send SIGSTOP and SIGCONT.
     SIGINT and SIGTERM sent to ringcast alone are passed on to CMD.
     If the server cannot be reached at the start, CMD is not run (exit status 1).
     """
@@ -19,7 +24,13 @@ struct RunCommand: ProducerCommand {
         .value("title", "T", "the task's title (default: the command line)"),
         .value("hide-after", "SECONDS", "hide the task that long after CMD ends"),
         .value("stale-after", "SECONDS", "the lease; it is renewed every third of it", default: "10"),
+        .value("controls", "LIST", "what the dashboard may ask of CMD: cancel, pause, resume (comma-separated), or none",
+               default: "cancel,pause,resume"),
+        .value("grace", "SECONDS", "after a cancel request, how long CMD has between SIGTERM and SIGKILL", default: "10"),
+        .flag("no-log", "leave CMD's output alone and send no log lines"),
     ]
+    /// The exit status of a command cancelled on request (as a shell reports Ctrl-C).
+    static let cancelledStatus: Int32 = 130
     static let takesPassthrough = true
 
     let session: ProducerSession
@@ -28,6 +39,9 @@ struct RunCommand: ProducerCommand {
     let title: String
     let hideAfter: Double?
     let lease: Double
+    let controls: [TaskControl]
+    let grace: Double
+    let logs: Bool
 
     init(validating options: ParsedOptions, session: ProducerSession) throws(UsageError) {
         self.session = session
@@ -40,6 +54,19 @@ struct RunCommand: ProducerCommand {
         title = try options.text("title", maxLength: 200) ?? (commandLine.count > 200 ? String(commandLine.prefix(199)) + "…" : commandLine)
         hideAfter = try options.seconds("hide-after")
         lease = try options.seconds("stale-after", minimum: 1)!
+        grace = try options.seconds("grace", minimum: 0.01)!
+        logs = !options.flag("no-log")
+        let list = options.value("controls")!
+        if list == "none" {
+            controls = []
+        } else {
+            controls = try list.split(separator: ",").map { name throws(UsageError) in
+                guard let control = TaskControl(rawValue: String(name)) else {
+                    throw UsageError("--controls takes cancel, pause and resume (comma-separated) or none, not '\(name)'")
+                }
+                return control
+            }
+        }
     }
 
     func run() throws(CommandFailure) -> Int32 {
@@ -47,27 +74,64 @@ struct RunCommand: ProducerCommand {
         try session.send("POST", ProducerSession.taskPath(id), .object([
             ("title", .string(title)), ("progress", .null), ("completed", .null), ("total", .null),
             ("detail", .null), ("state", .string("running")), ("visible", .bool(true)),
-            ("hideAfter", .null), ("staleAfter", .number(lease)),
+            ("hideAfter", .null), ("staleAfter", .number(lease)), ("controls", .array(controls.map { .string($0.rawValue) })),
         ]))
         // The child must not inherit the kept-alive socket; the next request opens a new one.
         session.disconnect()
 
+        // Its output through pipes of ours (their read ends close on exec), so its lines can be logged.
+        var output: [(read: Int32, write: Int32)] = []
+        if logs {
+            for _ in 0..<2 {
+                var ends: [Int32] = [-1, -1]
+                guard pipe(&ends) == 0 else { break }
+                _ = fcntl(ends[0], F_SETFD, FD_CLOEXEC)
+                _ = fcntl(ends[1], F_SETFD, FD_CLOEXEC)
+                output.append((ends[0], ends[1]))
+            }
+            if output.count < 2 {
+                output.forEach { close($0.read); close($0.write) }
+                output = []
+            }
+        }
         let child: ChildProcess
         do {
-            child = try ChildProcess.spawn(command)
+            child = try ChildProcess.spawn(command, output: output.count == 2 ? (output[0].write, output[1].write) : nil)
         } catch {
+            output.forEach { close($0.read); close($0.write) }
             _ = try? session.send("POST", ProducerSession.taskPath(id), .object(finalFields(state: "failed", detail: "could not start: \(error.reason)")))
             fail("run: cannot run '\(command[0])': \(error.reason)")
             return error.exitCode
         }
-        let keepAlive = LeaseKeeper(session: session, id: id, every: lease / 3)
+        var tees: [OutputTee] = []
+        var shipper: LogShipper?
+        if output.count == 2 {
+            let lines = LogShipper(options: session.options, id: id)
+            shipper = lines
+            for (index, ends) in output.enumerated() {
+                close(ends.write)
+                tees.append(OutputTee(reading: ends.read, writingTo: index == 0 ? STDOUT_FILENO : STDERR_FILENO, shipper: lines))
+            }
+        }
+        let publisher: RunPublisher?
+        do {
+            publisher = try RunPublisher(options: session.options, id: id, pid: child.pid, lease: lease, grace: grace, offers: controls)
+        } catch {
+            publisher = nil
+        }
         let forwarder = SignalForwarder(to: child.pid)
         let status = child.wait()
+        publisher?.commandExited()
         forwarder.stop()
-        keepAlive.stop()
+        for tee in tees { tee.wait(timeout: 2) }
+        // Its last lines reach the log before its end reaches the dashboard.
+        shipper?.finish()
+        publisher?.finish()
+        let cancelled = publisher?.wasCancelled ?? false
 
         let fields: [(String, JSONValue)]
         switch status {
+        case _ where cancelled: fields = finalFields(state: "cancelled", detail: "cancelled on request")
         case .exited(0): fields = finalFields(state: "done", detail: nil)
         case let .exited(code): fields = finalFields(state: "failed", detail: "exit status \(code)")
         case let .signalled(signal): fields = finalFields(state: "failed", detail: "killed by \(signalName(signal))")
@@ -78,11 +142,13 @@ struct RunCommand: ProducerCommand {
             // CMD ran: its status is the answer; the dashboard's loss gets one line.
             fail("run: \(error)")
         }
-        return status.exitCode
+        publisher?.close()
+        return cancelled ? RunCommand.cancelledStatus : status.exitCode
     }
 
     private func finalFields(state: String, detail: String?) -> [(String, JSONValue)] {
-        var fields: [(String, JSONValue)] = [("state", .string(state))]
+        // Nothing is left to ask of a command that has ended.
+        var fields: [(String, JSONValue)] = [("state", .string(state)), ("controls", .null)]
         if let detail { fields.append(("detail", .string(detail))) }
         if let hideAfter { fields.append(("hideAfter", .number(hideAfter))) }
         return fields
@@ -113,15 +179,23 @@ struct ChildProcess {
 
     let pid: pid_t
 
-    static func spawn(_ arguments: [String]) throws(SpawnError) -> ChildProcess {
+    /// - Parameter output: descriptors to give the child as its stdout and stderr (else it has ours).
+    static func spawn(_ arguments: [String], output: (stdout: Int32, stderr: Int32)? = nil) throws(SpawnError) -> ChildProcess {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
         TerminationSignals.resetForChild(&attributes)
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        if let output {
+            posix_spawn_file_actions_adddup2(&actions, output.stdout, STDOUT_FILENO)
+            posix_spawn_file_actions_adddup2(&actions, output.stderr, STDERR_FILENO)
+        }
         let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid = pid_t()
-        let result = posix_spawnp(&pid, arguments[0], nil, &attributes, argv, environ)
+        let result = posix_spawnp(&pid, arguments[0], &actions, &attributes, argv, environ)
         guard result == 0 else {
             let reason = result == ENOENT ? "command not found" : String(cString: strerror(result))
             throw SpawnError(reason: reason, exitCode: result == ENOENT ? 127 : 126)
@@ -147,43 +221,6 @@ func signalName(_ signal: Int32) -> String {
     return names[signal] ?? "signal \(signal)"
 }
 
-/// Renews a task's lease on its own thread while a command runs: an empty update every `interval`.
-/// It owns the session until `stop()` returns.
-/// @unchecked Sendable: `stopped` and `finished` sit under `condition`; only the lease thread uses the session.
-final class LeaseKeeper: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var stopped = false
-    private var finished = false
-    private let session: ProducerSession
-
-    init(session: ProducerSession, id: String, every interval: Double) {
-        self.session = session
-        let thread = Thread { [self] in
-            condition.lock()
-            while !stopped {
-                if !condition.wait(until: Date().addingTimeInterval(interval)), !stopped {
-                    // A lost renewal is not worth a word: the next one, or the final update, follows.
-                    _ = try? self.session.send("POST", ProducerSession.taskPath(id), .object([]))
-                }
-            }
-            finished = true
-            condition.broadcast()
-            condition.unlock()
-        }
-        thread.name = "ringcast-lease"
-        thread.start()
-    }
-
-    /// Stops renewing and waits for the thread to end.
-    func stop() {
-        condition.withLock {
-            stopped = true
-            condition.broadcast()
-            while !finished { condition.wait() }
-        }
-    }
-}
-
 /// Passes SIGINT and SIGTERM that were sent to ringcast alone (with kill) on to the child. A terminal's
 /// Ctrl-C already reaches the whole foreground group, child included, so it is not sent twice.
 /// @unchecked Sendable: `running` sits under `lock`; `done` is a semaphore.
@@ -195,7 +232,11 @@ final class SignalForwarder: @unchecked Sendable {
     init(to pid: pid_t) {
         let thread = Thread { [self] in
             while lock.withLock({ running }) {
-                if let (signal, sentByKill) = TerminationSignals.take(timeout: 0.1), sentByKill { kill(pid, signal) }
+                if let (signal, sentByKill) = TerminationSignals.take(timeout: 0.1) {
+                    if sentByKill { kill(pid, signal) }
+                    // A child paused on request takes the signal only once it runs again.
+                    kill(pid, SIGCONT)
+                }
             }
             done.signal()
         }

@@ -5,38 +5,7 @@ import RingcastCore
 import RingcastTestSupport
 import XCTest
 
-/// Collects a client's `errors` (the stream allows one consumer) so tests can wait for one.
-final class ErrorCollector: @unchecked Sendable {
-    private let inbox = Inbox<RingcastClientError>()
-    private var task: Task<Void, Never>?
-
-    init(_ client: RingcastClient) {
-        task = Task { [inbox] in
-            for await error in client.errors { inbox.append(contentsOf: [error]) }
-            inbox.close()
-        }
-    }
-
-    var errors: [RingcastClientError] { inbox.all }
-
-    @discardableResult
-    func wait(timeout: Double = 5, file: StaticString = #filePath, line: UInt = #line,
-              until predicate: ([RingcastClientError]) -> Bool) -> [RingcastClientError] {
-        inbox.wait(timeout: timeout, file: file, line: line, until: predicate)
-    }
-
-    func waitForFinish(timeout: Double = 5) -> Bool { inbox.waitForClose(timeout: timeout) }
-}
-
 final class ClientLibraryTests: XCTestCase {
-    /// Reconnects quickly, so tests do not wait for the production back-off.
-    private var quick: RingcastClient.Options {
-        var options = RingcastClient.Options()
-        options.reconnectBase = 0.05
-        options.reconnectCap = 0.3
-        return options
-    }
-
     func testEveryCallArrivesAtAWatcherInOrder() async throws {
         let server = try producerServer()
         let watcher = TestWatcher(server.wsURL)
@@ -77,7 +46,7 @@ final class ClientLibraryTests: XCTestCase {
         await rc.close()
 
         // The WebSocket URL works as the address too.
-        let second = try RingcastClient(url: server.wsURL, options: quick)
+        let second = try RingcastClient(url: server.wsURL, options: quickReconnects)
         try await second.update("svc.ws", progress: 0.5)
         try await second.flush(timeout: 5)
         watcher.wait { $0.contains { $0.id == "svc.ws" } }
@@ -156,7 +125,7 @@ final class ClientLibraryTests: XCTestCase {
     func testInvalidCallsThrowAndServerRefusalsArriveOnErrors() async throws {
         let server = try producerServer()
         let rc = try RingcastClient(url: server.httpURL)
-        let errors = ErrorCollector(rc)
+        let errors = Collector(rc.errors)
         func refusal(_ call: () async throws -> Void) async -> RingcastClientError? {
             do { try await call(); return nil } catch { return error as? RingcastClientError }
         }
@@ -199,13 +168,13 @@ final class ClientLibraryTests: XCTestCase {
                                           anonymousLocalPublish: false)
         }
         let anonymous = try RingcastClient(url: server.httpURL)
-        let anonymousErrors = ErrorCollector(anonymous)
+        let anonymousErrors = Collector(anonymous.errors)
         try await anonymous.update("svc.a", progress: 0.1)
         XCTAssertEqual(anonymousErrors.wait { !$0.isEmpty }.first.map { "\($0)" }?.hasPrefix("unauthorized"), true)
         await anonymous.close()
 
         let publisher = try RingcastClient(url: server.httpURL, token: token)
-        let publisherErrors = ErrorCollector(publisher)
+        let publisherErrors = Collector(publisher.errors)
         try await publisher.update("svc.a", progress: 0.7)
         try await publisher.update("deploy.web", progress: 0.1)
         XCTAssertEqual(publisherErrors.wait { !$0.isEmpty }.first.map { "\($0)" }?.hasPrefix("forbidden"), true)
@@ -217,8 +186,8 @@ final class ClientLibraryTests: XCTestCase {
     func testReconnectsAfterTheServerRestartsOnTheSamePort() async throws {
         var first: TestServer? = try producerServer()
         let port = first!.port
-        let rc = try RingcastClient(url: "http://127.0.0.1:\(port)", options: quick)
-        let errors = ErrorCollector(rc)
+        let rc = try RingcastClient(url: "http://127.0.0.1:\(port)", options: quickReconnects)
+        let errors = Collector(rc.errors)
         try await rc.update("svc.job", progress: 0.1)
         try await rc.flush(timeout: 5)
         XCTAssertTrue(try eventually { try first!.task("svc.job")?["progress"] == .number(0.1) })
@@ -250,7 +219,7 @@ final class ClientLibraryTests: XCTestCase {
     }
 
     func testQueuedCallsWaitForSpaceAndCloseEndsThem() async throws {
-        var options = quick
+        var options = quickReconnects
         options.maxQueuedEvents = 3
         let rc = try RingcastClient(url: "http://127.0.0.1:\(closedLoopbackPort())", options: options)
         try await rc.show("a")

@@ -10,6 +10,7 @@ final class CommandEncodingTests: XCTestCase {
         "title": .string("Build"), "detail": .string("compiling"), "progress": .number(0.25), "completed": .number(5),
         "total": .number(20), "state": .string("paused"), "visible": .bool(false), "hideAfter": .number(3),
         "modal": .bool(true), "parent": .string("ci"), "staleAfter": .number(30),
+        "controls": .array([.string("cancel"), .string("pause")]), "abandonAfter": .number(600),
     ]
 
     private func roundTrip(_ event: String, file: StaticString = #filePath, line: UInt = #line) throws {
@@ -43,5 +44,11 @@ final class CommandEncodingTests: XCTestCase {
         try roundTrip(#"{"type":"hide","id":"save"}"#)
         try roundTrip(#"{"type":"timer","id":"tea","seconds":180,"interval":0.5,"title":"Tea","hideAfter":5,"startAt":1700000000000}"#)
         for type in ["pause", "resume", "cancel", "remove"] { try roundTrip(#"{"type":"\#(type)","id":"tea"}"#) }
+        try roundTrip(#"{"type":"log","id":"job","lines":["one","two"]}"#)
+        for action in TaskControl.allCases {
+            let request = Command.requestControl(id: "job", action: action)
+            XCTAssertEqual(try Command.parse(logged: request.encodedEvent), request)
+            XCTAssertThrowsError(try Command.parse(event: request.encodedEvent), "a publisher cannot send a control request as an event")
+        }
     }
 }

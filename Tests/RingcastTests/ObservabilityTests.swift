@@ -113,14 +113,17 @@ final class ObservabilityTests: XCTestCase {
         // Another process holds the write lock: the writer's trivial commit fails, and /readyz says why.
         let other = try SQLiteDatabase(path: path)
         try other.execute("BEGIN IMMEDIATE")
-        XCTAssertTrue(try eventually(timeout: 15) { try readyz().status == 503 }, "storage that cannot take a commit is not ready")
-        guard case let .string(reason)? = try readyz().body["reason"] else { return XCTFail("a 503 without a reason") }
-        XCTAssertTrue(reason.contains("database is locked"), reason)
+        // (SQLite waits its busy timeout, 5 s, before it says so.)
+        XCTAssertTrue(try eventually(timeout: 30) {
+            let answer = try readyz()
+            guard answer.status == 503, case let .string(reason)? = answer.body["reason"] else { return false }
+            return reason.contains("database is locked")
+        }, "storage that cannot take a commit is not ready, and /readyz says why: \((try? readyz()).map { "\($0)" } ?? "no answer")")
         XCTAssertEqual(try server.http().request("GET", "/healthz").status, 200, "alive all the same")
         XCTAssertTrue(try eventually { try scrape(server).value("ringcast_ready", ["check": "storage"]) == 0 })
 
         try other.execute("ROLLBACK")
-        XCTAssertTrue(try eventually(timeout: 15) { try readyz().status == 200 }, "ready again once storage answers")
+        XCTAssertTrue(try eventually(timeout: 30) { try readyz().status == 200 }, "ready again once storage answers")
         XCTAssertTrue(eventually { lines.all.contains { $0.contains("storage answers again") } }, "\(lines.all)")
         XCTAssertTrue(lines.all.contains { $0.hasPrefix("[error] not ready: storage: ") && $0.contains("database is locked") }, "\(lines.all)")
     }

@@ -11,7 +11,7 @@ final class WatcherTests: XCTestCase {
         let watcher = TestWatcher(server.wsURL)
         let (hello, snapshot) = watcher.waitForSnapshot()
         XCTAssertEqual(hello.type, "hello")
-        XCTAssertEqual(hello.number("protocol"), 2)
+        XCTAssertEqual(hello.number("protocol"), Double(ProtocolInfo.version))
         XCTAssertEqual(hello.string("epoch"), server.server.epoch)
         XCTAssertEqual(hello.number("seq"), 1)
         XCTAssertEqual(hello.number("now") ?? 0, nowMs(), accuracy: 2000)

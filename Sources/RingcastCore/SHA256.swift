@@ -1,0 +1,116 @@
+/// SHA-256 as FIPS 180-4 (§5.1.1 padding, §6.2 the computation) defines it, and HMAC over it as
+/// RFC 2104 does: what signs a webhook's body. Pure Swift, so the core stays free of C; checked
+/// against the standards' own test vectors (Tests/RingcastCoreTests/SHA256Tests.swift).
+public struct SHA256: Sendable {
+    public static let blockBytes = 64
+    public static let digestBytes = 32
+
+    /// FIPS 180-4 §4.2.2: the first 32 bits of the fractional parts of the cube roots of the first 64 primes.
+    private static let k: [UInt32] = [
+        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+        0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+        0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+        0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+        0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+        0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+        0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+    ]
+
+    /// §5.3.3: the first 32 bits of the fractional parts of the square roots of the first 8 primes.
+    private var state: [UInt32] = [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19]
+    /// Bytes not yet making a whole block.
+    private var pending: [UInt8] = []
+    private var length: UInt64 = 0
+
+    public init() { pending.reserveCapacity(SHA256.blockBytes) }
+
+    public mutating func update<Bytes: Collection>(_ bytes: Bytes) where Bytes.Element == UInt8 {
+        length &+= UInt64(bytes.count)
+        for byte in bytes {
+            pending.append(byte)
+            if pending.count == SHA256.blockBytes {
+                compress(pending)
+                pending.removeAll(keepingCapacity: true)
+            }
+        }
+    }
+
+    /// §5.1.1: a 1 bit, zeros to 56 bytes mod 64, then the message's length in bits, big-endian.
+    public mutating func finish() -> [UInt8] {
+        let bits = length &* 8
+        var tail: [UInt8] = [0x80]
+        while (pending.count + tail.count) % SHA256.blockBytes != 56 { tail.append(0) }
+        for shift in stride(from: 56, through: 0, by: -8) { tail.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift))) }
+        let saved = length
+        update(tail)
+        length = saved
+        var digest: [UInt8] = []
+        digest.reserveCapacity(SHA256.digestBytes)
+        for word in state {
+            digest += [UInt8(word >> 24), UInt8(truncatingIfNeeded: word >> 16), UInt8(truncatingIfNeeded: word >> 8), UInt8(truncatingIfNeeded: word)]
+        }
+        return digest
+    }
+
+    public static func hash<Bytes: Collection>(_ bytes: Bytes) -> [UInt8] where Bytes.Element == UInt8 {
+        var hasher = SHA256()
+        hasher.update(bytes)
+        return hasher.finish()
+    }
+
+    /// §6.2.2 for one 64-byte block.
+    private mutating func compress(_ block: [UInt8]) {
+        @inline(__always) func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { (x >> n) | (x << (32 - n)) }
+        var w = [UInt32](repeating: 0, count: 64)
+        for t in 0..<16 {
+            w[t] = UInt32(block[4 * t]) << 24 | UInt32(block[4 * t + 1]) << 16 | UInt32(block[4 * t + 2]) << 8 | UInt32(block[4 * t + 3])
+        }
+        for t in 16..<64 {
+            let s0 = rotr(w[t - 15], 7) ^ rotr(w[t - 15], 18) ^ (w[t - 15] >> 3)
+            let s1 = rotr(w[t - 2], 17) ^ rotr(w[t - 2], 19) ^ (w[t - 2] >> 10)
+            w[t] = w[t - 16] &+ s0 &+ w[t - 7] &+ s1
+        }
+        var a = state[0], b = state[1], c = state[2], d = state[3], e = state[4], f = state[5], g = state[6], h = state[7]
+        for t in 0..<64 {
+            let sum1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)
+            let choose = (e & f) ^ (~e & g)
+            let t1 = h &+ sum1 &+ choose &+ SHA256.k[t] &+ w[t]
+            let sum0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)
+            let majority = (a & b) ^ (a & c) ^ (b & c)
+            let t2 = sum0 &+ majority
+            h = g; g = f; f = e; e = d &+ t1
+            d = c; c = b; b = a; a = t1 &+ t2
+        }
+        state[0] &+= a; state[1] &+= b; state[2] &+= c; state[3] &+= d
+        state[4] &+= e; state[5] &+= f; state[6] &+= g; state[7] &+= h
+    }
+}
+
+/// HMAC-SHA256 (RFC 2104): H((K ⊕ opad) ‖ H((K ⊕ ipad) ‖ message)), a key longer than a block hashed first.
+public enum HMACSHA256 {
+    public static func authenticate(_ message: [UInt8], key: [UInt8]) -> [UInt8] {
+        var block = key.count > SHA256.blockBytes ? SHA256.hash(key) : key
+        block += [UInt8](repeating: 0, count: SHA256.blockBytes - block.count)
+        var inner = SHA256()
+        inner.update(block.map { $0 ^ 0x36 })
+        inner.update(message)
+        var outer = SHA256()
+        outer.update(block.map { $0 ^ 0x5c })
+        outer.update(inner.finish())
+        return outer.finish()
+    }
+
+    /// `sha256=<lowercase hex>`: the `X-Ringcast-Signature` header of a webhook.
+    public static func signatureHeader(_ body: [UInt8], key: [UInt8]) -> String {
+        "sha256=" + hex(authenticate(body, key: key))
+    }
+
+    public static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(bytes.count * 2)
+        for byte in bytes { text += [digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]] }
+        return String(decoding: text, as: UTF8.self)
+    }
+}

@@ -1,0 +1,146 @@
+import XCTest
+@testable import RingcastCore
+
+/// Webhooks in the core: the config entry and its errors, which state changes fire which hooks,
+/// the body and delivery id, the outbox saved with the change, and the retry schedule.
+final class WebhookPlannerTests: XCTestCase {
+    private func parse(_ text: String, environment: [String: String] = [:]) throws -> ServerConfig {
+        try ServerConfig.parse(Array(text.utf8), source: "test.json", environment: environment)
+    }
+
+    private func assertFails(_ text: String, saying fragments: String..., environment: [String: String] = [:],
+                             file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertThrowsError(try parse(text, environment: environment), text, file: file, line: line) { error in
+            let message = "\(error)"
+            for fragment in fragments { XCTAssertTrue(message.contains(fragment), "\(message) should say \(fragment)", file: file, line: line) }
+        }
+    }
+
+    func testTheConfigEntry() throws {
+        let config = try parse(#"""
+        {"webhooks": [{"url": "http://127.0.0.1:9000/hook", "patterns": ["ci.*"], "states": ["failed", "done"], "secretEnv": "HOOK_SECRET",
+                       "maxAttempts": 3, "timeoutSeconds": 2},
+                      {"url": "http://hooks.internal/all", "secret": "literal-secret"}],
+         "abandonAfterSeconds": 120, "logLines": 50}
+        """#, environment: ["HOOK_SECRET": "from-the-environment"])
+        XCTAssertEqual(config.webhooks.count, 2)
+        XCTAssertEqual(config.webhooks[0].url, "http://127.0.0.1:9000/hook")
+        XCTAssertEqual(config.webhooks[0].patterns.key, "ci.*")
+        XCTAssertEqual(config.webhooks[0].states, [.failed, .done])
+        XCTAssertEqual(config.webhooks[0].secret, Array("from-the-environment".utf8))
+        XCTAssertEqual(config.webhooks[0].maxAttempts, 3)
+        XCTAssertEqual(config.webhooks[0].timeoutSeconds, 2)
+        XCTAssertEqual(config.webhooks[1].patterns.key, "*")
+        XCTAssertEqual(config.webhooks[1].states, [.done, .failed, .stalled], "the default states")
+        XCTAssertEqual(config.webhooks[1].maxAttempts, WebhookRule.defaultMaxAttempts)
+        XCTAssertEqual(config.abandonAfterSeconds, 120)
+        XCTAssertEqual(config.logLines, 50)
+        XCTAssertEqual(ServerConfig().abandonAfterSeconds, 3600)
+        XCTAssertEqual(ServerConfig().logLines, 100)
+    }
+
+    func testConfigErrorsNameTheField() {
+        assertFails(#"{"webhooks": [{"url": "https://example.com/hook", "secret": "s"}]}"#, saying: "webhooks[0].url", "https", "http://")
+        assertFails(#"{"webhooks": [{"secret": "s"}]}"#, saying: "webhooks[0].url is missing")
+        assertFails(#"{"webhooks": [{"url": "ftp://x", "secret": "s"}]}"#, saying: "webhooks[0].url")
+        assertFails(#"{"webhooks": [{"url": "http://x/h"}]}"#, saying: "webhooks[0]", "secretEnv")
+        assertFails(#"{"webhooks": [{"url": "http://x/h", "secretEnv": "NOT_SET_ANYWHERE"}]}"#, saying: "webhooks[0].secretEnv", "NOT_SET_ANYWHERE")
+        assertFails(#"{"webhooks": [{"url": "http://x/h", "secret": "s", "states": ["finished"]}]}"#, saying: "webhooks[0].states", "finished")
+        assertFails(#"{"webhooks": [{"url": "http://x/h", "secret": "s", "patterns": ["a b"]}]}"#, saying: "webhooks[0].patterns")
+        assertFails(#"{"webhooks": [{"url": "http://x/h", "secret": "s", "retries": 3}]}"#, saying: "webhooks[0]", "\"retries\"")
+        assertFails(#"{"webhooks": [{"url": "http://x/h", "secret": "s", "maxAttempts": 0}]}"#, saying: "webhooks[0].maxAttempts")
+        assertFails(#"{"webhooks": {"url": "http://x/h"}}"#, saying: "\"webhooks\"")
+        assertFails(#"{"abandonAfterSeconds": -1}"#, saying: "\"abandonAfterSeconds\"")
+        assertFails(#"{"logLines": 0}"#, saying: "\"logLines\"")
+    }
+
+    /// Remembers outbox rows the way storage is told of them.
+    final class Outbox: TaskPersistence {
+        var saved: [WebhookDelivery] = []
+        var urgent: [Bool] = []
+        var removed: [String] = []
+        var initial: PersistedState?
+        func load() -> PersistedState? { initial }
+        func save(_ task: TaskRecord, epoch: String, seq: UInt64, urgent: Bool) {}
+        func remove(id: String, epoch: String, seq: UInt64) {}
+        var hasPendingWrites: Bool { false }
+        func flush() {}
+        func saveDelivery(_ delivery: WebhookDelivery, urgent: Bool) { saved.append(delivery); self.urgent.append(urgent) }
+        func removeDelivery(id: String) { removed.append(id) }
+    }
+
+    func testAStateChangeFiresTheHooksWhosePatternsAndStatesMatch() throws {
+        var config = ServerConfig()
+        config.webhooks = [WebhookRule(url: "http://a/ci", patterns: WatchSet([Glob("ci.*")]), states: [.failed], secret: "k1"),
+                           WebhookRule(url: "http://b/all", secret: "k2")]
+        let outbox = Outbox()
+        let api = API(store: TaskStore(persistence: outbox, epoch: "hookepoch"), config: config)
+        let planner = try XCTUnwrap(api.store.webhooks)
+        try api.store.update("ci.build", #"{"progress": 0.5}"#, now: t0)
+        try api.store.update("ci.build", #"{"progress": 0.6}"#, now: t0 + 1)
+        XCTAssertTrue(planner.takePending().isEmpty, "progress fires nothing; nor does entering running (no hook asks for it)")
+        let failed = try api.store.update("ci.build", #"{"state": "failed", "detail": "exit 2"}"#, now: t0 + 2)
+        let made = planner.takePending()
+        XCTAssertEqual(made.map(\.hook), [0, 1])
+        XCTAssertEqual(made.map(\.id), ["hookepoch-3-0", "hookepoch-3-1"], "EPOCH-SEQ-HOOK")
+        XCTAssertEqual(outbox.saved, made, "saved with the change that made them")
+        XCTAssertEqual(outbox.urgent, [true, true])
+        XCTAssertEqual(made[0].due, t0 + 2)
+        let body = json(made[0].body)
+        XCTAssertEqual(body.keys, ["delivery", "event", "state", "previousState", "at", "task"])
+        XCTAssertEqual(body["delivery"], .string("hookepoch-3-0"))
+        XCTAssertEqual(body["state"], .string("failed"))
+        XCTAssertEqual(body["previousState"], .string("running"))
+        XCTAssertEqual(body["task"], json(failed.task!.encodedObject(now: t0 + 2)))
+
+        try api.store.update("ci.build", #"{"detail": "still failed"}"#, now: t0 + 3)
+        XCTAssertTrue(planner.takePending().isEmpty, "staying in a state fires nothing")
+        try api.store.update("deploy.web", #"{"state": "done"}"#, now: t0 + 4)
+        XCTAssertEqual(planner.takePending().map(\.hook), [1], "a new task created done enters done")
+        try api.store.update("deploy.db", #"{"staleAfter": 1}"#, now: t0)
+        _ = api.store.runDue(now: t0 + 1000)
+        XCTAssertEqual(planner.takePending().map { json($0.body)["state"] }, [.string("stalled")], "the server's own changes fire too")
+    }
+
+    func testTheOutboxComesBackAtStartAndOrphansAreDropped() throws {
+        let owed = [WebhookDelivery(id: "old-7-0", hook: 0, url: "http://a/h", body: Array("{}".utf8), attempts: 2, due: t0),
+                    WebhookDelivery(id: "old-7-1", hook: 1, url: "http://moved/h", body: Array("{}".utf8), due: t0),
+                    WebhookDelivery(id: "old-8-3", hook: 3, url: "http://gone/h", body: Array("{}".utf8), due: t0)]
+        let outbox = Outbox()
+        outbox.initial = PersistedState(epoch: "old", seq: 9, tasks: [], deliveries: owed)
+        var config = ServerConfig()
+        config.webhooks = [WebhookRule(url: "http://a/h", secret: "k"), WebhookRule(url: "http://other/h", secret: "k"),
+                           WebhookRule(url: "http://moved/h", secret: "k")]
+        let api = API(store: TaskStore(persistence: outbox), config: config)
+        let pending = try XCTUnwrap(api.store.webhooks).takePending()
+        XCTAssertEqual(pending.map(\.id), ["old-7-0", "old-7-1"])
+        XCTAssertEqual(pending.map(\.hook), [0, 2], "a hook is found again by its URL")
+        XCTAssertEqual(pending[0].attempts, 2, "its attempts so far come back with it")
+        XCTAssertEqual(outbox.removed, ["old-8-3"], "no hook has its URL any more")
+        XCTAssertEqual(api.loopMetrics.webhookOutbox, 2)
+        XCTAssertTrue(String(decoding: api.loopMetrics.render(), as: UTF8.self).contains("ringcast_webhook_outbox 2\n"))
+    }
+
+    func testRetriesBackOffExponentiallyWithJitterUpToTheCap() {
+        XCTAssertEqual(WebhookRetry.delaySeconds(afterAttempt: 1, random: 0), 0.5)
+        XCTAssertEqual(WebhookRetry.delaySeconds(afterAttempt: 1, random: 1), 1)
+        XCTAssertEqual(WebhookRetry.delaySeconds(afterAttempt: 2, random: 0), 1)
+        XCTAssertEqual(WebhookRetry.delaySeconds(afterAttempt: 4, random: 1), 8)
+        XCTAssertEqual(WebhookRetry.delaySeconds(afterAttempt: 30, random: 1), WebhookRetry.capSeconds)
+        XCTAssertEqual(WebhookRetry.delaySeconds(afterAttempt: 30, random: 0), WebhookRetry.capSeconds / 2)
+        var api = API(store: TaskStore(epoch: "m"))
+        api.webhookQueued(3)
+        api.webhookAttempted(delivered: false, willRetry: true)
+        api.webhookAttempted(delivered: true, willRetry: false)
+        api.webhookAttempted(delivered: false, willRetry: false)
+        XCTAssertEqual(api.loopMetrics.webhookRetries, 1)
+        XCTAssertEqual(api.loopMetrics.webhookDeliveries, 1)
+        XCTAssertEqual(api.loopMetrics.webhookFailures, 1)
+        XCTAssertEqual(api.loopMetrics.webhookOutbox, 1)
+        api = API(store: TaskStore(epoch: "n"))
+        let metrics = text(api.handle(APIRequest(method: "GET", path: "/metrics"), now: t0).body)
+        for name in ["webhook_deliveries_total", "webhook_retries_total", "webhook_failures_total", "webhook_outbox", "control_requests_total"] {
+            XCTAssertTrue(metrics.contains("# TYPE ringcast_\(name) "), name)
+        }
+    }
+}
