@@ -82,6 +82,11 @@ extension ServiceWorker: ServiceHandler {
         return true
     }
 
+    /// Whether the link's peer is on this machine: known from its accept, else asked of the socket.
+    func isFromLoopback(_ link: LWSConnection) -> Bool {
+        peers[link.identifier]?.isLoopback ?? link.isLoopbackPeer
+    }
+
     private func forget(_ peer: Peer) {
         if peer === acceptedPeer { acceptedPeer = nil }
         guard peer.isCounted else { return }

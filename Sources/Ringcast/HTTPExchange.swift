@@ -26,7 +26,7 @@ extension ServiceWorker {
             method: method, path: path, query: link.queryArguments(),
             headers: RequestHeaders(host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization),
                                     contentType: link.header(.contentType)),
-            fromLoopback: link.isLoopbackPeer)
+            fromLoopback: isFromLoopback(link))
         let exchange = HTTPExchange(request: request, bodyLimit: config.maxMessageBytes)
         // lws hands the same session memory to the next request of a kept-alive connection.
         release(link.attach(Connection(.http(exchange))))

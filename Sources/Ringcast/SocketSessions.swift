@@ -31,7 +31,7 @@ extension ServiceWorker {
             subscription.sendDirect(frame)
         case let .success(request):
             let headers = RequestHeaders(host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization))
-            let fromLoopback = link.isLoopbackPeer
+            let fromLoopback = isFromLoopback(link)
             // The snapshot and the seq it was taken at, in one look: events up to that seq still in
             // this thread's inbox are skipped for this watcher (FanOut never sends one it has).
             let (opened, seq) = state.read { api, store in
@@ -61,35 +61,44 @@ extension ServiceWorker {
         } ?? true
     }
 
+    /// Frames one writeable callback may send while the socket takes them (the reference server's
+    /// batch): a new watcher's hello and snapshot leave in one pass of the service loop, not two.
+    static let framesPerWriteable = 8
+
     private func write(_ socket: SocketPeer, on link: LWSConnection) -> Bool {
         guard let subscription = socket.subscription else { return true }
         subscription.writeableCallbackBegan()
-        let seenBefore = subscription.lastSeq
-        guard let plan = fanOut.nextFrame(for: subscription) else {
-            if let reason = socket.closeReason {
-                link.setCloseReason(reason.status, reason.text)
-                return false
+        var frames = 0
+        repeat {
+            let seenBefore = subscription.lastSeq
+            guard let plan = fanOut.nextFrame(for: subscription) else {
+                if frames == 0, let reason = socket.closeReason {
+                    link.setCloseReason(reason.status, reason.text)
+                    return false
+                }
+                break
             }
-            return true
-        }
-        let written: Bool
-        let sent: (bytes: Int, events: Int)
-        switch plan {
-        case let .frame(bytes, count):
-            counters.wrote(events: count)
-            written = link.writeText(bytes)
-            sent = (bytes.count, count)
-        case let .resync(since):
-            let (snapshot, seq) = state.read { _, store in
-                (store.encodeSnapshot(matching: subscription.watch, since: since, now: Clock.now()), store.seq)
+            let written: Bool
+            let sent: (bytes: Int, events: Int)
+            switch plan {
+            case let .frame(bytes, count):
+                counters.wrote(events: count)
+                written = link.writeText(bytes)
+                sent = (bytes.count, count)
+            case let .resync(since):
+                let (snapshot, seq) = state.read { _, store in
+                    (store.encodeSnapshot(matching: subscription.watch, since: since, now: Clock.now()), store.seq)
+                }
+                fanOut.markResynced(subscription, seq: seq)
+                counters.wrote(events: 1)
+                written = link.writeText(snapshot)
+                sent = (snapshot.count, 1)
             }
-            fanOut.markResynced(subscription, seq: seq)
-            counters.wrote(events: 1)
-            written = link.writeText(snapshot)
-            sent = (snapshot.count, 1)
-        }
-        guard written else { return false }
-        noteFrameWritten(bytes: sent.bytes, events: sent.events, newestSeq: subscription.lastSeq > seenBefore ? subscription.lastSeq : nil)
+            guard written else { return false }
+            noteFrameWritten(bytes: sent.bytes, events: sent.events, newestSeq: subscription.lastSeq > seenBefore ? subscription.lastSeq : nil)
+            frames += 1
+            // lws takes a second write in one callback only while nothing of the first is buffered.
+        } while frames < Self.framesPerWriteable && subscription.hasPending && !link.isChoked
         if subscription.hasPending || socket.closeReason != nil { subscription.requestWrite() }
         return true
     }
