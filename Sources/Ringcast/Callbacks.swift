@@ -13,10 +13,14 @@ extension ServiceWorker: ServiceHandler {
             if let peer = acceptedPeer {
                 peers[link.identifier] = peer
                 acceptedPeer = nil
+                count { $0.connectionsAccepted += 1 }
             }
             return true
         case .destroyed:
-            if let peer = peers.removeValue(forKey: link.identifier) { forget(peer) }
+            if let peer = peers.removeValue(forKey: link.identifier) {
+                forget(peer)
+                count { $0.connectionsClosed += 1 }
+            }
             return true
         case .httpFilter:
             return admitsHTTP(link)

@@ -75,6 +75,7 @@ extension ServiceWorker {
         let now = Clock.now()
         let peer = peers[link.identifier]
         let publishes = request.method != "GET" && request.method != "HEAD"
+        if request.bodyTooLarge { server.logRefusal("oversize", offender: link.peerAddress, "refused \(request.method) \(request.path) from \(link.peerAddress): the body is larger than maxMessageBytes (\(config.maxMessageBytes))") }
         let response: APIResponse
         let ticket: UInt64
         if publishes, let peer, !peer.allowance.allows(now: now) {
@@ -128,6 +129,7 @@ extension ServiceWorker {
     func writeHTTP(on link: LWSConnection) -> Bool {
         guard let exchange = link.attachment(as: Connection.self)?.exchange, let response = exchange.response else { return true }
         exchange.response = nil
+        count { $0.httpBytes += response.body.count }
         let written = link.writeHTTP(status: response.status, contentType: response.contentType, body: response.body,
                                      headers: [("cache-control:", "no-store")])
         release(link.detach())

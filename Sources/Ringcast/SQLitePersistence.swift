@@ -11,9 +11,9 @@ import RingcastCore
 /// `writeBehindSeconds` later.
 ///
 /// `@unchecked Sendable`: the pending changes, `epoch`, `seq` and `issued` belong to the service
-/// thread; `queue`, `writerState` and `report` are guarded by `condition`; the database and its
-/// statements belong to the writer thread while it runs, and to the caller of `init`/`load` and
-/// `flush` when it does not.
+/// thread; `queue`, `writerState`, `report`, `probes` and `instruments` are guarded by `condition`;
+/// the database and its statements belong to the writer thread while it runs, and to the caller of
+/// `init`/`load`, `flush` and `checkReadiness` when it does not.
 public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
     public static let writeBehindSeconds = 0.25
     /// How often a failed transaction is tried again before its batch is reported lost.
@@ -45,6 +45,9 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
     private var writerState = WriterState.none
     private var writerBusy = false
     private var report: (@Sendable (UInt64, Bool) -> Void)?
+    /// Readiness questions waiting for the writer (`checkReadiness`), and what it counted of its commits.
+    private var probes: [@Sendable (String?) -> Void] = []
+    private var instruments = StorageMetrics()
 
     /// What one commit hands over: the changes pending at the time, and where the sequence stood.
     private struct Batch: Sendable {
@@ -67,15 +70,17 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
             try database.execute("""
                 PRAGMA journal_mode = WAL;
                 PRAGMA synchronous = NORMAL;
-                CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-                CREATE TABLE IF NOT EXISTS tasks (id TEXT PRIMARY KEY, seq INTEGER NOT NULL, body BLOB NOT NULL);
                 """)
-            try database.execute(LoopStatements.schema)
+            if let upgraded = try SQLiteSchema.migrate(database) {
+                logger.info("storage: \(path) upgraded from schema version \(upgraded) to \(SQLiteSchema.current)")
+            }
             loop = try LoopStatements(database)
             upsertTask = try database.prepare("INSERT INTO tasks (id, seq, body) VALUES (?1, ?2, ?3) ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, body = excluded.body")
             deleteTask = try database.prepare("DELETE FROM tasks WHERE id = ?1")
             setMeta = try database.prepare("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)")
-        } catch {
+        } catch let error as SQLiteSchema.TooNew {
+            throw ServerError("the storage file '\(path)' was written by a newer release of Ringcast (schema version \(error.found); Ringcast \(RingcastVersion.version) reads versions up to \(SQLiteSchema.current)): run that release or a later one, or point \"storage\" at another file")
+        } catch let error as SQLiteError {
             throw ServerError("cannot open the storage file '\(path)': \(error.message) (\(error.call)); point \"storage\" in config.json at a writable path, or set it to \"memory\"")
         }
     }
@@ -162,7 +167,7 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
         }
         if !queued {
             // No writer (not started yet, or stopped at shutdown): written here, and reported as the writer would.
-            let kept = epoch == nil || write([batch])
+            let kept = epoch == nil || timedWrite([batch])
             report?(batch.ticket, kept)
         }
         return batch.ticket
@@ -188,20 +193,23 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
 
     private func writerLoop() {
         while true {
-            let (batches, report): ([Batch], (@Sendable (UInt64, Bool) -> Void)?) = condition.withLock {
-                while queue.isEmpty, writerState == .running { condition.wait() }
-                defer { queue.removeAll(keepingCapacity: true) }
-                return (queue, self.report)
+            let (batches, probes, report): ([Batch], [@Sendable (String?) -> Void], (@Sendable (UInt64, Bool) -> Void)?) = condition.withLock {
+                while queue.isEmpty, self.probes.isEmpty, writerState == .running { condition.wait() }
+                defer { queue.removeAll(keepingCapacity: true); self.probes.removeAll() }
+                return (queue, self.probes, self.report)
             }
-            if batches.isEmpty {
+            if batches.isEmpty, probes.isEmpty {
                 condition.withLock {
                     writerState = .stopped
                     condition.broadcast()
                 }
                 return
             }
-            let kept = write(batches)
-            for batch in batches { report?(batch.ticket, kept) }
+            if !batches.isEmpty {
+                let kept = timedWrite(batches)
+                for batch in batches { report?(batch.ticket, kept) }
+            }
+            if !probes.isEmpty { answer(probes) }
         }
     }
 
@@ -254,5 +262,49 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
         var found: String?
         try select.forEachRow { row in found = row.text(0) }
         return found
+    }
+}
+
+// MARK: What operators see: readiness and commit times
+
+extension SQLitePersistence: ReadinessProbe, StorageMetricsSource {
+    public var readinessName: String { "storage" }
+
+    /// The writer takes a trivial commit (`BEGIN IMMEDIATE; COMMIT`: the write lock, nothing written)
+    /// after whatever it is writing; before the writer starts or after it stops, the caller does.
+    public func checkReadiness(_ answer: @escaping @Sendable (String?) -> Void) {
+        let queued: Bool = condition.withLock {
+            guard writerState == .running else { return false }
+            probes.append(answer)
+            condition.broadcast()
+            return true
+        }
+        if !queued { self.answer([answer]) }
+    }
+
+    public var storageMetrics: StorageMetrics { condition.withLock { instruments } }
+
+    private func answer(_ probes: [@Sendable (String?) -> Void]) {
+        var failure: String?
+        do {
+            try database.execute("BEGIN IMMEDIATE; COMMIT")
+        } catch {
+            try? database.execute("ROLLBACK")
+            failure = "a trivial commit to \(path) failed: \(error)"
+        }
+        for probe in probes { probe(failure) }
+    }
+
+    /// `write`, timed for `ringcast_storage_commit_seconds` when it reached the file.
+    private func timedWrite(_ batches: [Batch]) -> Bool {
+        let started = DispatchTime.now().uptimeNanoseconds
+        let kept = write(batches)
+        guard let last = batches.last, !last.epoch.isEmpty else { return kept }
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+        condition.withLock {
+            instruments.commitSeconds.observe(seconds)
+            if !kept { instruments.commitFailures += 1 }
+        }
+        return kept
     }
 }

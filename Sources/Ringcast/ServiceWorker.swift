@@ -39,6 +39,8 @@ final class ServiceWorker: @unchecked Sendable {
     private var heartbeatTimer: LoopTimer?
     private var deadlineTimer: LoopTimer?
     private var writeBehindTimer: LoopTimer?
+    /// When each recent seq's change was applied, to time its frames (Operations.swift).
+    var publishTimes = PublishTimes()
 
     init(index: Int, server: RingcastServer, listener: ListeningSocket) {
         self.index = index
@@ -60,6 +62,7 @@ final class ServiceWorker: @unchecked Sendable {
         if index == 0 {
             deadlineTimer = try loop.makeTimer { [unowned self] in deadlineFired() }
             writeBehindTimer = try loop.makeTimer { [unowned self] in state.writeBehind() }
+            try server.operations.startAsking(on: loop)
         }
         settle()
     }
@@ -74,6 +77,7 @@ final class ServiceWorker: @unchecked Sendable {
         let committed = state.committedTicket
         var delivered = false
         while waitingHead < waiting.count, waiting[waitingHead].ticket <= committed {
+            notePublished(waiting[waitingHead])
             fanOut.publish(waiting[waitingHead].events)
             waitingHead += 1
             delivered = true
@@ -142,6 +146,7 @@ final class ServiceWorker: @unchecked Sendable {
         state.flush()
         settle()
         if fanOut.subscriberCount > 0 {
+            server.refusalCounts.withLock { $0[RefusalReason.shutdown.rawValue] += fanOut.subscriberCount }
             fanOut.forEachSubscription { subscription in
                 guard let socket = subscription.writer as? SocketPeer else { return }
                 if socket.closeReason == nil { socket.closeReason = (.goingAway, "server stopping") }
@@ -160,6 +165,8 @@ final class WorkerCounters: Sendable {
     let framesSent = Atomic<Int>(0)
     let eventsSent = Atomic<Int>(0)
     let socketsOpened = Atomic<Int>(0)
+    /// The rest of what /metrics shows of this thread: written by it, read by a scrape on any thread.
+    let metrics = Mutex(TransportMetrics())
 
     func update(from fanOut: FanOut) {
         watchers.store(fanOut.subscriberCount, ordering: .relaxed)

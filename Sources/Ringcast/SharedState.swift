@@ -19,6 +19,8 @@ final class SharedState: @unchecked Sendable {
     struct Delivery {
         let ticket: UInt64
         let events: [OutboundEvent]
+        /// When the change was applied (a monotonic clock), for the publish-to-write latency.
+        var appliedAt = Clock.monotonicSeconds()
     }
 
     /// How a change submitted to the cluster turned out, for the worker that asked.

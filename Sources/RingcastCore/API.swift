@@ -114,6 +114,18 @@ public struct TransportStatus: Sendable {
     public var threads = 1
     /// In a cluster: whether Redis answers (`connected`, or since when it has not).
     public var redis: String?
+    /// Every service thread's counts of its sockets and frames, summed.
+    public var metrics = TransportMetrics()
+    /// Clients refused or closed, by reason (`RefusalReason`).
+    public var refusals = LabeledCounts()
+    /// Sockets open now (HTTP and WebSocket), when the transport counts them.
+    public var openSockets = 0
+    /// When the server started, in Unix seconds.
+    public var startTime = 0.0
+    /// The last answer of each readiness probe (storage, Redis), for /readyz.
+    public var readiness: [ReadinessStatus] = []
+    /// What storage reports about its commits, when it keeps count.
+    public var storage: StorageMetrics?
 
     public init(watchers: Int = 0, resyncs: Int = 0, patternSets: Int = 0) {
         self.watchers = watchers
@@ -165,14 +177,14 @@ public final class API {
         if let host = request.headers.host, !gate.hosts.allows(host) {
             response = APIResponse(gate.hosts.refusal(host))
         } else if request.path == "/metrics" {
-            let transport = status()
-            response = APIResponse(body: metrics.render(transport, tasks: store.tasks.count, seq: store.seq) + loopMetrics.render(),
-                                   contentType: "text/plain; version=0.0.4")
+            response = APIResponse(body: metricsSnapshot(transport: status()).render(), contentType: "text/plain; version=0.0.4")
         } else if request.bodyTooLarge {
             response = APIResponse(APIError(.bodyTooLarge, "the body is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); send less, or split a batch"))
         } else if request.path == "/healthz" {
             let transport = status()
             response = APIResponse(body: healthBody(watchers: transport.watchers, redis: transport.redis))
+        } else if request.path == "/readyz" {
+            response = readinessResponse(status().readiness)
         } else {
             do {
                 if request.method != "GET" { try checkOrigin(request.headers) }
@@ -397,6 +409,7 @@ public final class API {
         writer.beginObject()
         writer.key("ok"); writer.bool(true)
         writer.key("protocol"); writer.number(ProtocolInfo.version)
+        writer.key("server"); writer.string(RingcastVersion.version)
         writer.key("epoch"); writer.string(store.epoch)
         writer.key("seq"); writer.number(Int(store.seq))
         writer.key("tasks"); writer.number(store.tasks.count)

@@ -492,6 +492,7 @@ public final class TaskStore {
         writer.key("seq"); writer.number(Int(seq))
         writer.key("now"); writer.number(now.rounded())
         writer.key("heartbeat"); writer.number(heartbeatSeconds)
+        writer.key("server"); writer.string(RingcastVersion.version)
         writer.endObject()
         return writer.bytes
     }
