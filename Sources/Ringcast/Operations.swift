@@ -158,13 +158,24 @@ extension ServiceWorker {
 
     /// A frame just written to a watcher: its size, its events, and how long the newest event in it
     /// took since its change was applied (`newestSeq` is nil when the frame carried no new event:
-    /// hello, an error, a heartbeat). On the delivery path: one uncontended lock, no allocation.
+    /// hello, an error, a heartbeat). On the delivery path, so no lock: the figures gather in this
+    /// thread's own `unreportedFrames` and reach `/metrics` within `frameReportSeconds`.
     func noteFrameWritten(bytes: Int, events: Int, newestSeq: UInt64?) {
         let latency = newestSeq.flatMap { publishTimes.time(of: $0) }.map { max(0, Clock.monotonicSeconds() - $0) }
-        count { metrics in
-            metrics.webSocketBytes += bytes
-            metrics.eventsPerFrame.observe(Double(events))
-            if let latency { metrics.publishToWrite.observe(latency) }
+        unreportedFrames.webSocketBytes += bytes
+        unreportedFrames.eventsPerFrame.observe(Double(events))
+        if let latency { unreportedFrames.publishToWrite.observe(latency) }
+        if !isFrameReportDue {
+            isFrameReportDue = true
+            frameReportTimer?.schedule(seconds: ServiceWorker.frameReportSeconds)
         }
+    }
+
+    /// Adds the frames written since the last report to what `/metrics` reads.
+    func reportFrames() {
+        isFrameReportDue = false
+        let figures = unreportedFrames
+        unreportedFrames = TransportMetrics()
+        count { $0 = $0 + figures }
     }
 }

@@ -40,7 +40,13 @@ final class ServiceWorker: @unchecked Sendable {
     private var deadlineTimer: LoopTimer?
     private var writeBehindTimer: LoopTimer?
     /// When each recent seq's change was applied, to time its frames (Operations.swift).
-    var publishTimes = PublishTimes()
+    @exclusivity(unchecked) var publishTimes = PublishTimes()
+    /// Frame figures not yet added to `counters.metrics` (`noteFrameWritten`).
+    @exclusivity(unchecked) var unreportedFrames = TransportMetrics()
+    @exclusivity(unchecked) var isFrameReportDue = false
+    var frameReportTimer: LoopTimer?
+    /// How late `/metrics` may show a thread's frame figures.
+    static let frameReportSeconds = 0.25
 
     init(index: Int, server: RingcastServer, listener: ListeningSocket) {
         self.index = index
@@ -58,6 +64,7 @@ final class ServiceWorker: @unchecked Sendable {
     func prepare(_ loop: ServiceLoop) throws {
         try loop.adoptListener(listener)
         heartbeatTimer = try loop.makeTimer { [unowned self] in heartbeatFired() }
+        frameReportTimer = try loop.makeTimer { [unowned self] in reportFrames() }
         heartbeatTimer?.schedule(seconds: config.heartbeatSeconds)
         if index == 0 {
             deadlineTimer = try loop.makeTimer { [unowned self] in deadlineFired() }
@@ -154,6 +161,7 @@ final class ServiceWorker: @unchecked Sendable {
             }
             loop.service(forAtMost: 300) { fanOut.subscriberCount == 0 }
         }
+        reportFrames()
     }
 }
 
