@@ -287,6 +287,9 @@ public final class API {
             case "cancel": return try apply(.cancelTimer(id: id), now: now)
             default: throw routeNotFound(request.path)
             }
+        case ("kinds", 2):
+            try allow(request, "GET")
+            return .answer(APIResponse(body: store.history.encoded()))
         case ("events", 2):
             try allow(request, "POST")
             // A malformed batch, or one with an event this credential may not send, changes nothing.
