@@ -321,7 +321,8 @@ final class SharedState: @unchecked Sendable {
     /// The whole state, for the cluster's checkpoint.
     func checkpointBody() -> (epoch: String, body: [UInt8]) {
         lock.withLock {
-            let state = PersistedState(epoch: store.epoch, seq: store.seq, tasks: store.tasks.values.sorted { $0.seq < $1.seq })
+            let state = PersistedState(epoch: store.epoch, seq: store.seq, tasks: store.tasks.values.sorted { $0.seq < $1.seq },
+                                       history: store.history.kinds)
             return (store.epoch, state.checkpointBody(appliedNow: appliedNow))
         }
     }
