@@ -25,7 +25,7 @@ extension ServiceWorker {
         let request = APIRequest(
             method: method, path: path, query: link.queryArguments(),
             headers: RequestHeaders(host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization),
-                                    contentType: link.header(.contentType)),
+                                    contentType: link.header(.contentType), accept: link.header(.accept), ifNoneMatch: link.header(.ifNoneMatch)),
             fromLoopback: link.isLoopbackPeer)
         let exchange = HTTPExchange(request: request, bodyLimit: config.maxMessageBytes)
         // lws hands the same session memory to the next request of a kept-alive connection.
@@ -106,7 +106,7 @@ extension ServiceWorker {
         guard let exchange = link.attachment(as: Connection.self)?.exchange, let response = exchange.response else { return true }
         exchange.response = nil
         let written = link.writeHTTP(status: response.status, contentType: response.contentType, body: response.body,
-                                     headers: [("cache-control:", "no-store")])
+                                     headers: [("cache-control:", response.cacheControl)] + response.headers)
         release(link.detach())
         guard written else { return false }
         return link.completeHTTPTransaction()
