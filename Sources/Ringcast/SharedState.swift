@@ -240,6 +240,10 @@ final class SharedState: @unchecked Sendable {
 
     /// At shutdown: everything pending is written and counts as kept.
     func flush() {
+        // A cluster's reader thread may be waiting for the lock to apply entries it has read (a
+        // deadline's `due`, say): its threads are stopped first, outside the lock, or neither
+        // side would ever go on.
+        cluster?.flush()
         let last: UInt64 = lock.withLock {
             persistence.flush()
             return issued
