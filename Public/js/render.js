@@ -385,11 +385,15 @@ export class Dashboard {
     const running = state === 'running';
     const units = formatUnits(task);
     const rate = running ? formatRate(task) : '';
-    const eta = running && task.eta != null && task.progress != null && task.progress < 1 ? `ETA ${formatDuration(task.eta)}` : '';
+    // An indeterminate task has an ETA too when its kind's past runs give one.
+    const eta = running && task.eta != null && (task.progress == null || task.progress < 1) ? `ETA ${formatDuration(task.eta)}` : '';
+    const usual = running ? usualText(task) : '';
     write(L, 'units', units, (v) => { card.units.textContent = v; });
     write(L, 'rate', rate, (v) => { card.rate.textContent = v; });
     write(L, 'eta', eta, (v) => { card.eta.textContent = v; });
-    write(L, 'meta', !(units || rate || eta), (v) => { card.meta.hidden = v; });
+    write(L, 'usual', usual, (v) => { card.usual.textContent = v; });
+    write(L, 'slow', running && task.slow === true, (v) => { card.usual.classList.toggle('slow', v); });
+    write(L, 'meta', !(units || rate || eta || usual), (v) => { card.meta.hidden = v; });
     // While a cancel or pause request waits for the publisher, the badge says so.
     const request = requestLabel(task);
     write(L, 'badge', request || (running ? '' : stateLabel(task.state)), (v) => {
@@ -724,4 +728,11 @@ export class Dashboard {
       filtered: this.terms.length > 0, matching, topLevel,
     });
   }
+}
+
+/** "usually 3 min" from the task's kind's past runs; "slower than usual · usually 3 min" once it is past their 90th percentile. */
+export function usualText(task) {
+  if (!(task.expectedSeconds > 0)) return task.slow ? 'slower than usual' : '';
+  const usual = `usually ${formatDuration(task.expectedSeconds)}`;
+  return task.slow ? `slower than usual · ${usual}` : usual;
 }
