@@ -12,7 +12,7 @@
 /// become spaces and bidirectional overrides are dropped. Read-only, from the store as it is.
 public enum TextTable {
     public static let defaultWidth = 80
-    public static let widths = 50...200
+    public static let widths = 60...200
     /// bar, space, percentage, two spaces … two spaces, state, two spaces, ETA.
     static let barColumns = 10
     static let stateColumns = 9
@@ -54,7 +54,7 @@ public enum TextTable {
         return (max(0, best.q), best.specificity)
     }
 
-    /// `?width=N` (50–200), else 80.
+    /// `?width=N` (60–200), else 80.
     public static func width(_ request: APIRequest) throws(APIError) -> Int {
         guard let text = request.query["width"] else { return defaultWidth }
         guard let width = Int(text), widths.contains(width) else {
@@ -73,7 +73,7 @@ public enum TextTable {
         for task in tasks.sorted(by: { $0.id < $1.id }) {
             if let parent = task.parent, listed.contains(parent) { children[parent, default: []].append(task) } else { roots.append(task) }
         }
-        let titleColumns = max(10, width - fixedColumns)
+        let titleColumns = width - fixedColumns
         var lines = [header(titleColumns: titleColumns)]
         var shown: Set<String> = []
         func add(_ task: TaskRecord, depth: Int) {
