@@ -70,6 +70,19 @@ export class Dashboard {
     this.dirty = new Set();
     this.stale = new Set(); // ids whose card is off screen and behind the store
     this.timers = new Set(); // ids whose countdown moves by itself
+    // Spinners whose ETA comes from their kind's past runs: it is time, so it counts down here
+    // between the server's updates, redrawn once a second while on screen.
+    this.etaClocks = new Set();
+    setInterval(() => {
+      for (const id of this.etaClocks) {
+        const card = this.cards.get(id);
+        if (card && this.store.tasks.has(id) && !card.leaving) {
+          if (isRendered(card.el)) this.mark(id);
+        } else {
+          this.etaClocks.delete(id);
+        }
+      }
+    }, 1000);
     this.hideTimers = new Map(); // id -> {at, handle}
     this.foldAt = new Map(); // id -> performance.now() when a task seen finishing may fold
     this.rates = new RateHistory();
@@ -385,8 +398,13 @@ export class Dashboard {
     const running = state === 'running';
     const units = formatUnits(task);
     const rate = running ? formatRate(task) : '';
-    // An indeterminate task has an ETA too when its kind's past runs give one.
-    const eta = running && task.eta != null && (task.progress == null || task.progress < 1) ? `ETA ${formatDuration(task.eta)}` : '';
+    // An indeterminate task has an ETA too when its kind's past runs give one: the time it
+    // usually takes less the time it has run, so it counts down from the server's last word.
+    const spinnerEta = running && task.progress == null && task.eta != null;
+    const left = spinnerEta ? task.eta - Math.max(0, now - (task.updatedAt || now)) / 1000 : task.eta;
+    const eta = running && left != null && (!spinnerEta || left > 0) && (task.progress == null || task.progress < 1) ? `ETA ${formatDuration(left)}` : '';
+    if (spinnerEta && !background) this.etaClocks.add(task.id);
+    else this.etaClocks.delete(task.id);
     const usual = running ? usualText(task) : '';
     write(L, 'units', units, (v) => { card.units.textContent = v; });
     write(L, 'rate', rate, (v) => { card.rate.textContent = v; });

@@ -245,14 +245,14 @@ public final class API {
         case ("tasks", 2):
             try allow(request, "GET")
             let watch = try WatchSet.parse(request.query["watch"]).get()
-            if try TextTable.wanted(request) { return .answer(try textAnswer(request, watch: watch)) }
+            if try TextTable.wanted(request) { return .answer(try textAnswer(request, watch: watch, now: now)) }
             return .answer(APIResponse(body: store.encodeTaskList(matching: watch, now: now)))
         case ("tasks", 3):
             let id = parts[2]
             try Command.validateID(id)
             switch request.method {
             case "GET":
-                if try TextTable.wanted(request) { return .answer(try textAnswer(request, under: id)) }
+                if try TextTable.wanted(request) { return .answer(try textAnswer(request, under: id, now: now)) }
                 guard let task = store.task(id) else { throw APIError(.notFound, "no task '\(id)'", field: "id") }
                 return .answer(APIResponse(body: task.encodedObject(now: now)))
             case "POST", "PUT", "PATCH":

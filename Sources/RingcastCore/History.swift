@@ -186,8 +186,9 @@ extension TaskStore {
         let left = expected - (now - task.runStartedAt) / 1000
         if left > 0 {
             task.eta = roundedSeconds(left)
-        } else if task.progress == nil {
-            task.eta = nil  // past what it usually takes: no guess
+        } else {
+            // Past what it usually takes: its own rate's guess, however unsettled, or none.
+            task.eta = task.progress.flatMap { RateEstimator.eta(progress: $0, rate: task.rate) }
         }
     }
 

@@ -66,7 +66,8 @@ public enum TextTable {
     // MARK: The table
 
     /// `tasks` as rows, each followed by its children among them; then a line that counts them.
-    public static func render(_ tasks: [TaskRecord], width: Int = defaultWidth) -> String {
+    /// `now` counts down a spinner's ETA (its kind's usual length, which is time) since its last change.
+    public static func render(_ tasks: [TaskRecord], width: Int = defaultWidth, now: Double? = nil) -> String {
         let listed = Set(tasks.map(\.id))
         var children: [String: [TaskRecord]] = [:]
         var roots: [TaskRecord] = []
@@ -78,7 +79,7 @@ public enum TextTable {
         var shown: Set<String> = []
         func add(_ task: TaskRecord, depth: Int) {
             guard shown.insert(task.id).inserted else { return }
-            lines.append(row(task, depth: depth, titleColumns: titleColumns))
+            lines.append(row(task, depth: depth, titleColumns: titleColumns, now: now))
             guard depth < 16 else { return }
             for child in children[task.id] ?? [] { add(child, depth: depth + 1) }
         }
@@ -93,11 +94,11 @@ public enum TextTable {
         pad("PROGRESS", barColumns + 1 + 4 + 2) + pad("TASK", titleColumns + 2) + pad("STATE", stateColumns + 2) + "ETA"
     }
 
-    static func row(_ task: TaskRecord, depth: Int, titleColumns: Int) -> String {
+    static func row(_ task: TaskRecord, depth: Int, titleColumns: Int, now: Double? = nil) -> String {
         var name = String(repeating: "  ", count: min(depth, 8)) + clean(task.title)
         if let detail = task.detail, !detail.isEmpty { name += " · " + clean(detail) }
         let line = bar(task.progress) + " " + percent(task.progress) + "  " + fit(name, titleColumns) + "  "
-            + pad(task.state.rawValue, stateColumns) + "  " + eta(task)
+            + pad(task.state.rawValue, stateColumns) + "  " + eta(task, now: now)
         return trimmingTrailingSpaces(line)
     }
 
@@ -115,9 +116,13 @@ public enum TextTable {
     }
 
     /// A running task's time left (a timer's from its last tick), and `slow` when it is.
-    static func eta(_ task: TaskRecord) -> String {
+    static func eta(_ task: TaskRecord, now: Double? = nil) -> String {
         guard task.state == .running else { return "" }
-        let left = task.timer.map { $0.seconds - $0.elapsedSeconds(tick: $0.ticksEmitted) } ?? task.eta
+        var left = task.timer.map { $0.seconds - $0.elapsedSeconds(tick: $0.ticksEmitted) } ?? task.eta
+        if task.timer == nil, task.progress == nil, let eta = task.eta, let now {
+            left = eta - max(0, now - task.updatedAt) / 1000
+            if left! <= 0 { left = nil }
+        }
         let parts = [left.map(duration), task.slow ? "slow" : nil].compactMap { $0 }
         return parts.joined(separator: " ")
     }
@@ -216,7 +221,7 @@ extension StringProtocol {
 extension API {
     /// `GET /api/tasks` as text: the watched tasks. `GET /api/tasks/{id}` as text: the task and
     /// everything under it.
-    func textAnswer(_ request: APIRequest, watch: WatchSet = WatchSet([Glob("*")]), under id: String? = nil) throws(APIError) -> APIResponse {
+    func textAnswer(_ request: APIRequest, watch: WatchSet = WatchSet([Glob("*")]), under id: String? = nil, now: Double) throws(APIError) -> APIResponse {
         let width = try TextTable.width(request)
         var tasks: [TaskRecord]
         if let id {
@@ -233,6 +238,6 @@ extension API {
         } else {
             tasks = store.tasks(matching: watch)
         }
-        return APIResponse(body: Array(TextTable.render(tasks, width: width).utf8), contentType: "text/plain; charset=utf-8")
+        return APIResponse(body: Array(TextTable.render(tasks, width: width, now: now).utf8), contentType: "text/plain; charset=utf-8")
     }
 }

@@ -76,6 +76,7 @@ final class HistoryTests: XCTestCase {
         let events = store.runDue(now: start + 80_000)
         XCTAssertEqual(events.map(\.type), [.progress])
         XCTAssertEqual(decode(events[0])["slow"], .bool(true))
+        XCTAssertNil(decode(events[0])["eta"], "past what its kind takes and without a rate of its own: no stale guess")
         XCTAssertNotEqual(store.nextDeadline(), start + 80_000, "flagged once")
         let done = decode(try XCTUnwrap(single(try store.update("ci.test-4", #"{"state": "done"}"#, now: start + 95_000))))
         XCTAssertNil(done["slow"], "a finished task is not running slow")

@@ -59,6 +59,11 @@ final class TextTableTests: XCTestCase {
             }
         }
         XCTAssertTrue(TextTable.render(tasks).contains("running    59 min 59 s slow"))
+        var spinner = TaskRecord(id: "deploy-3", now: t0)
+        spinner.eta = 180
+        spinner.expectedSeconds = 180
+        XCTAssertEqual(TextTable.eta(spinner, now: t0 + 60_000), "2 min", "a spinner's ETA from its kind is time: it counts down")
+        XCTAssertEqual(TextTable.eta(spinner, now: t0 + 200_000), "")
     }
 
     func testABadgeSaysItsTextInValidXMLWhateverTheTitle() {
