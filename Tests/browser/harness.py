@@ -32,8 +32,10 @@ def server_binary():
 class Server:
     """One `ringcast serve` process. `start(port)` reuses a port for restart tests."""
 
-    def __init__(self, allowed_origins=(), heartbeat=2, workdir=None):
+    def __init__(self, allowed_origins=(), heartbeat=2, workdir=None, storage=None):
         self.binary = server_binary()
+        # None: "memory"; a path: an SQLite file kept across start()s (its state comes back).
+        self.storage = storage
         self.allowed_origins = list(allowed_origins)
         self.heartbeat = heartbeat
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="ringcast-browser-"))
@@ -68,6 +70,7 @@ class Server:
             "publicDir": str(PUBLIC),
             "allowedOrigins": self.allowed_origins,
             "heartbeatSeconds": self.heartbeat,
+            **({"storage": str(self.storage)} if self.storage else {}),
         }))
         self.log_path = cwd / "server.log"
         log = open(self.log_path, "ab")
