@@ -72,6 +72,19 @@ export class Dashboard {
     this.stale = new Set(); // ids whose card is off screen and behind the store
     this.catching = new Set(); // the catch-up pass under way: what was stale when it began
     this.timers = new Set(); // ids whose countdown moves by itself
+    // Spinners whose ETA comes from their kind's past runs: it is time, so it counts down here
+    // between the server's updates, redrawn once a second while on screen.
+    this.etaClocks = new Set();
+    setInterval(() => {
+      for (const id of this.etaClocks) {
+        const card = this.cards.get(id);
+        if (card && this.store.tasks.has(id) && !card.leaving) {
+          if (isRendered(card.el)) this.mark(id);
+        } else {
+          this.etaClocks.delete(id);
+        }
+      }
+    }, 1000);
     this.hideTimers = new Map(); // id -> {at, handle}
     this.foldAt = new Map(); // id -> performance.now() when a task seen finishing may fold
     this.rates = new RateHistory();
@@ -390,11 +403,20 @@ export class Dashboard {
     const running = state === 'running';
     const units = formatUnits(task);
     const rate = running ? formatRate(task) : '';
-    const eta = running && task.eta != null && task.progress != null && task.progress < 1 ? `ETA ${formatDuration(task.eta)}` : '';
+    // An indeterminate task has an ETA too when its kind's past runs give one: the time it
+    // usually takes less the time it has run, so it counts down from the server's last word.
+    const spinnerEta = running && task.progress == null && task.eta != null;
+    const left = spinnerEta ? task.eta - Math.max(0, now - (task.updatedAt || now)) / 1000 : task.eta;
+    const eta = running && left != null && (!spinnerEta || left > 0) && (task.progress == null || task.progress < 1) ? `ETA ${formatDuration(left)}` : '';
+    if (spinnerEta && !background) this.etaClocks.add(task.id);
+    else this.etaClocks.delete(task.id);
+    const usual = running ? usualText(task) : '';
     write(L, 'units', units, (v) => { card.units.textContent = v; });
     write(L, 'rate', rate, (v) => { card.rate.textContent = v; });
     write(L, 'eta', eta, (v) => { card.eta.textContent = v; });
-    write(L, 'meta', !(units || rate || eta), (v) => { card.meta.hidden = v; });
+    write(L, 'usual', usual, (v) => { card.usual.textContent = v; });
+    write(L, 'slow', running && task.slow === true, (v) => { card.usual.classList.toggle('slow', v); });
+    write(L, 'meta', !(units || rate || eta || usual), (v) => { card.meta.hidden = v; });
     // While a cancel or pause request waits for the publisher, the badge says so.
     const request = requestLabel(task);
     write(L, 'badge', request || (running ? '' : stateLabel(task.state)), (v) => {
@@ -749,4 +771,11 @@ export class Dashboard {
       filtered: this.terms.length > 0, matching, topLevel,
     });
   }
+}
+
+/** "usually 3 min" from the task's kind's past runs; "slower than usual · usually 3 min" once it is past their 90th percentile. */
+export function usualText(task) {
+  if (!(task.expectedSeconds > 0)) return task.slow ? 'slower than usual' : '';
+  const usual = `usually ${formatDuration(task.expectedSeconds)}`;
+  return task.slow ? `slower than usual · ${usual}` : usual;
 }

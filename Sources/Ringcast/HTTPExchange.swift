@@ -33,7 +33,7 @@ extension ServiceWorker {
         let request = APIRequest(
             method: method, path: path, query: link.queryArguments(),
             headers: RequestHeaders(host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization),
-                                    contentType: link.header(.contentType)),
+                                    contentType: link.header(.contentType), accept: link.header(.accept), ifNoneMatch: link.header(.ifNoneMatch)),
             fromLoopback: isFromLoopback(link))
         let exchange = HTTPExchange(request: request, bodyLimit: config.maxMessageBytes)
         // lws hands the same session memory to the next request of a kept-alive connection.
@@ -131,7 +131,7 @@ extension ServiceWorker {
         exchange.response = nil
         count { $0.httpBytes += response.body.count }
         let written = link.writeHTTP(status: response.status, contentType: response.contentType, body: response.body,
-                                     headers: [("cache-control:", "no-store")])
+                                     headers: [("cache-control:", response.cacheControl)] + response.headers)
         release(link.detach())
         guard written else { return false }
         return link.completeHTTPTransaction()

@@ -26,6 +26,7 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
     private let deleteTask: SQLiteStatement
     private let setMeta: SQLiteStatement
     private let loop: LoopStatements
+    private let history: HistoryStatements
 
     // Service thread.
     private var pendingSaves: [String: TaskRecord] = [:]
@@ -34,6 +35,8 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
     /// Issue 12: log tails (nil: removed with their task) and webhook deliveries (nil: finished).
     private var pendingLogs: [String: [String]?] = [:]
     private var pendingDeliveries: [String: WebhookDelivery?] = [:]
+    /// Issue 13: each kind's runs (nil: the kind was forgotten).
+    private var pendingHistory: [String: KindRuns?] = [:]
     private var epoch: String?
     private var seq: UInt64 = 0
     private var issued: UInt64 = 0
@@ -55,6 +58,7 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
         var removals: [String]
         var logs: [String: [String]?] = [:]
         var deliveries: [String: WebhookDelivery?] = [:]
+        var history: [String: KindRuns?] = [:]
         var epoch: String
         var seq: UInt64
         var ticket: UInt64
@@ -75,6 +79,8 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
                 logger.info("storage: \(path) upgraded from schema version \(upgraded) to \(SQLiteSchema.current)")
             }
             loop = try LoopStatements(database)
+            try database.execute(HistoryStatements.schema)
+            history = try HistoryStatements(database)
             upsertTask = try database.prepare("INSERT INTO tasks (id, seq, body) VALUES (?1, ?2, ?3) ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, body = excluded.body")
             deleteTask = try database.prepare("DELETE FROM tasks WHERE id = ?1")
             setMeta = try database.prepare("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)")
@@ -101,7 +107,7 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
             let (logs, deliveries) = try loop.load()
             logger.info("storage: \(tasks.count) tasks of epoch \(epoch) restored from \(path)"
                         + (deliveries.isEmpty ? "" : ", with \(deliveries.count) webhook deliveries still owed"))
-            return PersistedState(epoch: epoch, seq: seq, tasks: tasks, logs: logs, deliveries: deliveries)
+            return PersistedState(epoch: epoch, seq: seq, tasks: tasks, logs: logs, deliveries: deliveries, history: try history.load())
         } catch {
             logger.error("storage: reading \(path) failed, starting empty: \(error)")
             return nil
@@ -132,7 +138,9 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
 
     public func removeDelivery(id: String) { pendingDeliveries[id] = .some(nil) }
 
-    public var hasPendingWrites: Bool { !pendingSaves.isEmpty || !pendingRemovals.isEmpty || !pendingLogs.isEmpty || !pendingDeliveries.isEmpty }
+    public func saveHistory(kind: String, runs: KindRuns?) { pendingHistory[kind] = .some(runs) }
+
+    public var hasPendingWrites: Bool { !pendingSaves.isEmpty || !pendingRemovals.isEmpty || !pendingLogs.isEmpty || !pendingDeliveries.isEmpty || !pendingHistory.isEmpty }
     public var hasUrgentWrites: Bool { urgentPending }
 
     public func startWriting(report: @escaping @Sendable (UInt64, Bool) -> Void) {
@@ -153,11 +161,12 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
     public func commit() -> UInt64 {
         issued += 1
         let batch = Batch(saves: Array(pendingSaves.values), removals: Array(pendingRemovals), logs: pendingLogs, deliveries: pendingDeliveries,
-                          epoch: epoch ?? "", seq: seq, ticket: issued)
+                          history: pendingHistory, epoch: epoch ?? "", seq: seq, ticket: issued)
         pendingSaves.removeAll(keepingCapacity: true)
         pendingRemovals.removeAll(keepingCapacity: true)
         pendingLogs.removeAll(keepingCapacity: true)
         pendingDeliveries.removeAll(keepingCapacity: true)
+        pendingHistory.removeAll(keepingCapacity: true)
         urgentPending = false
         let (queued, report): (Bool, (@Sendable (UInt64, Bool) -> Void)?) = condition.withLock {
             guard writerState == .running else { return (false, self.report) }
@@ -217,12 +226,13 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
     private func write(_ batches: [Batch]) -> Bool {
         // The newest word on each task wins: a save after a removal brings it back, and the reverse.
         var latest: [String: TaskRecord?] = [:]
-        var logs: [String: [String]?] = [:], deliveries: [String: WebhookDelivery?] = [:]
+        var logs: [String: [String]?] = [:], deliveries: [String: WebhookDelivery?] = [:], kinds: [String: KindRuns?] = [:]
         for batch in batches {
             for id in batch.removals { latest[id] = .some(nil) }
             for task in batch.saves { latest[task.id] = .some(task) }
             logs.merge(batch.logs) { $1 }
             deliveries.merge(batch.deliveries) { $1 }
+            kinds.merge(batch.history) { $1 }
         }
         guard let last = batches.last, !last.epoch.isEmpty else { return true }
         for attempt in 1...SQLitePersistence.attempts {
@@ -240,6 +250,7 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
                         }
                     }
                     try loop.write(logs: logs, deliveries: deliveries)
+                    try history.write(kinds)
                     for (key, value) in [("epoch", last.epoch), ("seq", String(last.seq))] {
                         try setMeta.bind(1, key)
                         try setMeta.bind(2, value)

@@ -136,7 +136,7 @@ public final class RingcastServer: @unchecked Sendable {
         var settings = ContextSettings(name: "ringcast")
         settings.acceptsAdoptedSockets = true
         settings.certificate = certificate
-        settings.staticFiles = .init(directory: publicDirectory, maxAge: config.staticMaxAge, callbackPaths: ["/api", "/healthz", "/readyz", "/metrics"])
+        settings.staticFiles = .init(directory: publicDirectory, maxAge: config.staticMaxAge, callbackPaths: ["/api", "/healthz", "/readyz", "/metrics", "/badge"])
         settings.sessionBytes = LWSConnection.sessionBytes
         settings.headers = [("access-control-allow-origin:", "*")]
         settings.enforceSecurityHeaders = true
