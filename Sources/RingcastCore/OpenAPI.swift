@@ -24,6 +24,7 @@ public enum OpenAPI {
     /// Error codes and when the API answers them, as docs/PROTOCOL.md lists them.
     public static let errorCodes: [(code: APIError.Code, when: String)] = [
         (.invalidJSON, "the body is not JSON, or not the JSON shape the endpoint takes"),
+        (.invalidRequest, "(v2) the request line could not be read whole: a percent-encoded CR or LF in the path or query (before any routing)"),
         (.invalidID, "the task id in the path or event is not a valid id"),
         (.invalidEvent, "an event of a batch is not an object or has an unknown type"),
         (.invalidPattern, "a watch pattern is not valid"),
@@ -36,7 +37,7 @@ public enum OpenAPI {
         (.tooManyTasks, "a new task while the server holds maxTasks already (the tasks held are untouched)"),
         (.bodyTooLarge, "a body over maxMessageBytes, a batch over \(API.maxBatchEvents) events, or a log over \(LogTail.maxLinesPerRequest) lines"),
         (.misdirected, "the Host header names no host of this server (before any routing)"),
-        (.invalidField, "a field of the wrong type or range"),
+        (.invalidField, "a field of the wrong type or range (a query parameter's too: format, width)"),
         (.unknownField, "a field the endpoint does not take"),
         (.missingField, "a field the endpoint needs is missing"),
         (.rateLimited, "this connection published past maxPublishRate events a second"),
@@ -75,8 +76,10 @@ public enum OpenAPI {
 
     private static func segmentMatches(_ pattern: Substring, _ segment: Substring) -> Bool {
         guard pattern.hasPrefix("{"), let close = pattern.firstIndex(of: "}") else { return pattern == segment }
-        // `{id}` is any segment; `{id}.svg` any that ends in `.svg`.
-        return segment.utf8.reversed().starts(with: pattern[pattern.index(after: close)...].utf8.reversed())
+        // `{id}` is any segment; `{id}.svg` any that ends in `.svg` after at least one byte of id.
+        let suffix = pattern[pattern.index(after: close)...].utf8
+        guard suffix.isEmpty || segment.utf8.count > suffix.count else { return false }
+        return segment.utf8.reversed().starts(with: suffix.reversed())
     }
 
     private static let methods: Set<String> = ["GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRACE"]
@@ -95,12 +98,16 @@ public enum OpenAPI {
                 "description": """
                     Services publish progress here; browsers watch it on the WebSocket at /ws (not an HTTP \
                     operation, so not described here). docs/PROTOCOL.md is the whole contract, with the merge \
-                    rules, events and examples. Every answer carries cache-control: no-store. Every error body \
-                    is {"error", "message", "field"}. A request whose Host header names no host of this server \
-                    is answered 421 misdirected_request before anything else. A request that carries an Origin \
+                    rules, events and examples. Every answer carries cache-control: no-store, except a badge's \
+                    (max-age=10). Every error body is {"error", "message", "field"}. A request whose Host header \
+                    names no host of this server is answered 421 misdirected_request before anything else; one \
+                    whose path or query holds a percent-encoded CR or LF, 400 invalid_request (a NUL, %00, \
+                    closes the connection unanswered: libwebsockets drops it). A request that carries an Origin \
                     header may change state only when the origin is the server's own or is in allowedOrigins \
                     (else 403). An unknown path under /api answers 404 not_found; a method an endpoint does not \
-                    take, 405 method_not_allowed (after the Origin and token checks of a change).
+                    take, 405 method_not_allowed with an Allow header naming the methods it takes (after the \
+                    Origin and token checks of a change). HTTP/1.1 pipelining is refused: a connection that \
+                    sends a request before the answer to the one before has left is closed.
                     """,
             ],
             "paths": paths(),
@@ -130,21 +137,54 @@ public enum OpenAPI {
             "schema": ["type": "string", "pattern": .string(watchListPattern)],
             "examples": ["ci": ["value": "ci.*,deploy.web"]],
         ]
+        // (v2) Text for terminals: ?format=text, or an Accept header that ranks text/plain above
+        // application/json (OpenAPI names no Accept parameter: the answers list both media types).
+        let format: Node = [
+            "name": "format", "in": "query", "required": false,
+            "description": "(v2) text: a table for terminals (text/plain), as an Accept header that ranks text/plain above application/json also asks; json (the default): JSON, whatever Accept says.",
+            "schema": ["type": "string", "enum": ["text", "json"]],
+        ]
+        let width: Node = [
+            "name": "width", "in": "query", "required": false,
+            "description": .string("(v2) The text table's width in columns (default \(TextTable.defaultWidth)); refused out of range even when JSON is answered."),
+            "schema": ["type": "integer", "minimum": .number(Double(TextTable.widths.lowerBound)), "maximum": .number(Double(TextTable.widths.upperBound))],
+        ]
+        let text: (Answer) -> Answer = { $0.or("text/plain", ["type": "string", "minLength": 1, "description": .string("""
+            (v2) With format=text or Accept: text/plain (charset utf-8): a header line, a row a task (a bar, \
+            the percentage, title · detail, state, time left), a line that counts them; no line wider than width.
+            """)]) }
+        let label: Node = [
+            "name": "label", "in": "query", "required": false,
+            "description": .string("The badge's left text instead of the task's title; the first \(Badge.maxLabel) characters are shown."),
+            "schema": ["type": "string"],
+        ]
+        let ifNoneMatch: Node = [
+            "name": "If-None-Match", "in": "header", "required": false,
+            "description": "ETags the client has (\"…\", W/\"…\", or *): 304 when one is the badge's.",
+            "schema": ["type": "string"],
+        ]
+        let badgeHeaders: [(String, String, Node)] = [
+            ("ETag", "The badge's strong tag.", ["type": "string", "pattern": "^\"[0-9a-f]{32}\"$"]),
+            ("Cache-Control", "Badges are short-lived.", ["const": .string(Badge.cacheControl)]),
+        ]
         let update = body(ref("TaskPatch"), required: false, examples: [
             "progress": #"{"title": "Build 42", "progress": 0.42, "detail": "compiling"}"#,
             "units": #"{"completed": 84, "total": 200}"#,
             "done": #"{"state": "done"}"#,
             "child": #"{"title": "Unit tests", "parent": "ci", "progress": 0.5, "staleAfter": 30}"#,
             "controls": #"{"controls": ["cancel", "pause", "resume"], "staleAfter": 30, "abandonAfter": 600}"#,
+            "kind": #"{"title": "Build 43", "kind": "ci.build", "progress": 0}"#,
         ])
         let updated: Answer = .json("The task as it now is, and the seq of the change.", "Change")
         let updateErrors: [APIError.Code] = [.invalidJSON, .invalidID, .invalidField, .unknownField, .tooManyTasks]
         let asIs: Answer = .json("The task as it now is.", "Change")
         let asked: Answer = .json("The task with the request marked, and how many of the task's publisher sockets were told (0: none is connected; the request waits).", "ControlAnswer")
         return [
-            Operation("GET", "/api/tasks", "listTasks", "List the tasks (a snapshot), optionally only those a watch list matches.",
-                      .read, parameters: [watch], ok: .json("The tasks, oldest change first.", "TaskList"), errors: [.invalidPattern]),
-            Operation("GET", "/api/tasks/{id}", "getTask", "One task.", .read, ok: .json("The task.", "Task"), errors: [.invalidID, .notFound]),
+            Operation("GET", "/api/tasks", "listTasks", "List the tasks (a snapshot), optionally only those a watch list matches; (v2) as text for terminals.",
+                      .read, parameters: [watch, format, width], ok: text(.json("The tasks, oldest change first.", "TaskList")),
+                      errors: [.invalidPattern, .invalidField]),
+            Operation("GET", "/api/tasks/{id}", "getTask", "One task; (v2) as text for terminals, with every task under it.", .read,
+                      parameters: [format, width], ok: text(.json("The task.", "Task")), errors: [.invalidID, .notFound, .invalidField]),
             Operation("POST", "/api/tasks/{id}", "updateTask", "Create or update a task: merges the fields given (docs/PROTOCOL.md, Merge rules).",
                       .change, body: update, ok: updated, errors: updateErrors),
             Operation("PUT", "/api/tasks/{id}", "putTask", "Create or update a task, as POST does.", .change, body: update, ok: updated, errors: updateErrors),
@@ -200,7 +240,25 @@ public enum OpenAPI {
             Operation("GET", "/api/openapi.json", "openAPI", "This document.", .read,
                       ok: Answer("The OpenAPI 3.1 document of this API.", "application/json", ["type": "object", "required": ["openapi", "paths"]]),
                       errors: []),
+            Operation("GET", "/api/kinds", "listKinds", "(v2) The kinds that have finished runs: how many are kept, their median, 90th percentile and last length.",
+                      .read, ok: .json("Every kind with runs, by name.", "KindList"), errors: []),
+            Operation("GET", "/badge/{id}.svg", "badge", """
+                (v2) An SVG badge of the task for a README: its title (or label) on grey, then the percentage of \
+                a running task over a bar of it, or its state word, in the state's colour. A task that does not \
+                exist, or an id that is not valid, gets a grey "unknown" badge (200), so an image never breaks.
+                """,
+                      .read, parameters: [label, ifNoneMatch],
+                      ok: Answer("The badge: no script, no style attribute.", Badge.contentType, ["type": "string", "minLength": 1], headers: badgeHeaders),
+                      also: [(304, Answer("If-None-Match names the badge's ETag: no body.", headers: badgeHeaders))],
+                      errors: [.notFound]),
             Operation("GET", "/healthz", "health", "Liveness and a few counts.", .read, ok: .json("The server is serving.", "Health"), errors: []),
+            Operation("GET", "/readyz", "ready", """
+                (v2) Readiness: whether what the server depends on (storage; Redis when a node uses it) answered \
+                its last question. The server asks every 2 s and answers from the last answers.
+                """,
+                      .read, ok: .json("Every dependency answers.", "Ready"),
+                      also: [(503, .json("A dependency failed, has not answered for 10 s, or has not answered yet (just after start).", "NotReady"))],
+                      errors: []),
             Operation("GET", "/metrics", "metrics", "Counters and gauges in Prometheus' text format (version 0.0.4).", .probe,
                       ok: Answer("One HELP, TYPE and sample line per metric.", "text/plain", ["type": "string", "minLength": 1]), errors: []),
         ]
@@ -209,6 +267,11 @@ public enum OpenAPI {
     /// The path parameters a template may name, by name.
     private static let pathParameters: [String: Node] = [
         "id": ["name": "id", "in": "path", "required": true, "schema": ref("TaskID"), "description": "The task id, e.g. ci.build-42."],
+    ]
+    /// A badge's `{id}` is any file name before `.svg`: an id that is not valid gets the unknown badge.
+    private static let badgeID: Node = [
+        "name": "id", "in": "path", "required": true, "schema": ["type": "string", "minLength": 1, "pattern": "^[^/]+$"],
+        "description": "The task id, e.g. ci.build-42; anything else gets the unknown badge.",
     ]
 
     /// The operations grouped by path, each path with the parameters its template names.
@@ -221,6 +284,7 @@ public enum OpenAPI {
             }
             let names = operation.path.split(separator: "{").dropFirst().map { String($0.prefix { $0 != "}" }) }
             let parameters = names.map { name -> JSONValue in
+                if operation.path.hasPrefix("/badge/") { return badgeID.json }
                 guard let parameter = pathParameters[name] else { preconditionFailure("\(operation.path): no path parameter \(name)") }
                 return parameter.json
             }
@@ -320,6 +384,8 @@ public enum OpenAPI {
             "controls": ["type": ["array", "null"], "items": control,
                          "description": "(v2) What watchers may ask of the publisher (POST /api/tasks/{id}/cancel …); [] or null offers none."],
             "abandonAfter": nullableSeconds.with("description", "(v2) A task stalled that long ends failed; null: the server's abandonAfterSeconds."),
+            "kind": ["type": ["string", "null"], "pattern": .string(TaskID.pattern),
+                     "description": "(v2) The kind whose past runs give its ETA, spelled like an id; null: the id without its trailing number."],
         ]
         let showFields: Node = [
             "hideAfter": seconds.with("description", "Seconds until the server hides the task by itself; a later show restarts the clock."),
@@ -351,7 +417,8 @@ public enum OpenAPI {
                 "modal": ["type": "boolean"],
                 "hideAt": millis,
                 "rate": ["type": "number", "minimum": 0, "description": "Progress per second (smoothed); running determinate tasks only."],
-                "eta": ["type": "number", "minimum": 0, "description": "Seconds left at the current rate."],
+                "eta": ["type": "number", "minimum": 0,
+                        "description": "Seconds left at the current rate; (v2) until that rate has settled, what its kind's past runs say (an indeterminate task's too)."],
                 "updatedAt": millis,
                 "seq": ["type": "integer", "minimum": 1, "description": "The seq of the task's last change."],
                 "parent": ref("TaskID"),
@@ -362,6 +429,9 @@ public enum OpenAPI {
                 "pauseRequested": ["const": true, "description": "(v2) A pause request waits for the publisher's answer."],
                 "abandonAfter": seconds.with("description", "(v2) The task's own abandonAfter, when it set one."),
                 "logCount": ["type": "integer", "minimum": 1, "description": "(v2) Lines its log has received; left out while none."],
+                "kind": ref("TaskID").with("description", "(v2) The kind the publisher named; left out when it named none."),
+                "expectedSeconds": ["type": "number", "minimum": 0, "description": "(v2) The median length of its kind's last runs, taken when the run began; left out when the kind has none."],
+                "slow": ["const": true, "description": "(v2) Running past its kind's 90th percentile; left out otherwise."],
                 "timer": ref("Timer"),
             ], required: ["id", "title", "progress", "state", "visible", "modal", "updatedAt", "seq"]),
             "Timer": object([
@@ -421,13 +491,43 @@ public enum OpenAPI {
             "Health": object([
                 "ok": ["const": true],
                 "protocol": ["const": .number(Double(ProtocolInfo.version))],
+                "server": ["type": "string", "minLength": 1, "description": "(v2) The release, like 0.2.0."],
                 "epoch": ["type": "string", "pattern": .string(epochPattern)],
                 "seq": ["type": "integer", "minimum": 0],
                 "tasks": ["type": "integer", "minimum": 0],
                 "watchers": ["type": "integer", "minimum": 0],
                 "redis": ["type": "string", "pattern": "^(connected|unavailable since [0-9]+)$",
                           "description": "In a cluster (storage redis://…): whether this node reaches Redis."],
-            ], required: ["ok", "protocol", "epoch", "seq", "tasks", "watchers"]),
+            ], required: ["ok", "protocol", "server", "epoch", "seq", "tasks", "watchers"]),
+            "Ready": object([
+                "ready": ["const": true],
+                "server": ["type": "string", "minLength": 1],
+                "checks": ref("ReadinessChecks"),
+            ], required: ["ready", "server", "checks"]),
+            "NotReady": object([
+                "ready": ["const": false],
+                "reason": ["type": "string", "minLength": 1, "description": "Why, for each dependency not ready, joined with '; '."],
+                "server": ["type": "string", "minLength": 1],
+                "checks": ref("ReadinessChecks"),
+            ], required: ["ready", "reason", "server", "checks"]),
+            "ReadinessChecks": object([
+                "storage": ref("ReadinessCheck"),
+                "redis": ref("ReadinessCheck"),
+            ], required: [], description: "Each dependency the server asks, by name."),
+            "ReadinessCheck": object([
+                "ready": ["type": "boolean"],
+                "reason": ["type": "string", "minLength": 1, "description": "Only when not ready."],
+            ], required: ["ready"]),
+            "KindList": object([
+                "kinds": ["type": "array", "maxItems": .number(Double(KindHistory.maxKinds)), "items": object([
+                    "kind": ref("TaskID"),
+                    "runs": ["type": "integer", "minimum": 0, "maximum": .number(Double(KindHistory.runsKept)), "description": "Finished runs kept."],
+                    "median": ["type": "number", "minimum": 0, "description": "Seconds: the middle run (the mean of the middle two)."],
+                    "p90": ["type": "number", "minimum": 0, "description": "Seconds: the 90th percentile, nearest rank."],
+                    "last": ["type": "number", "minimum": 0, "description": "Seconds the newest run took."],
+                    "lastFinishedAt": millis,
+                ], required: ["kind", "runs", "lastFinishedAt"])],
+            ], required: ["kinds"]),
             "Error": error,
         ]
     }
@@ -465,14 +565,15 @@ struct OpenAPIOperation {
         /// A change: it needs a token (or loopback with anonymousLocalPublish), passes the Origin check
         /// and the connection's publish rate, and is answered once storage has kept it.
         case change
-        /// Answered before the body is looked at (`/metrics`): only the Host check comes first.
+        /// Answered before the body is looked at (`/metrics`): only the transport's checks of the
+        /// request line and the Host come first.
         case probe
 
         var errors: [APIError.Code] {
             switch self {
-            case .read: return [.bodyTooLarge, .misdirected]
-            case .change: return [.unauthorized, .forbidden, .bodyTooLarge, .misdirected, .rateLimited, .storageFailed]
-            case .probe: return [.misdirected]
+            case .read: return [.invalidRequest, .bodyTooLarge, .misdirected]
+            case .change: return [.invalidRequest, .unauthorized, .forbidden, .bodyTooLarge, .misdirected, .rateLimited, .storageFailed]
+            case .probe: return [.invalidRequest, .misdirected]
             }
         }
     }
@@ -511,30 +612,46 @@ struct OpenAPIOperation {
     }
 }
 
-/// One answer of an operation: what it means, and its media type and schema (none for an answer without a body).
+/// One answer of an operation: what it means, its media types with their schemas (none for an
+/// answer without a body), and the headers it always carries besides the ones every answer has.
 struct OpenAPIAnswer {
     let description: String
-    let content: (type: String, schema: OpenAPINode)?
+    private(set) var contents: [(type: String, schema: OpenAPINode)]
+    let headers: [(name: String, description: String, schema: OpenAPINode)]
 
-    init(_ description: String, _ type: String, _ schema: OpenAPINode) {
+    init(_ description: String, _ type: String, _ schema: OpenAPINode, headers: [(String, String, OpenAPINode)] = []) {
         self.description = description
-        content = (type, schema)
+        contents = [(type, schema)]
+        self.headers = headers.map { (name: $0.0, description: $0.1, schema: $0.2) }
     }
 
     /// An answer without a body (a 304).
-    init(_ description: String) {
+    init(_ description: String, headers: [(String, String, OpenAPINode)] = []) {
         self.description = description
-        content = nil
+        contents = []
+        self.headers = headers.map { (name: $0.0, description: $0.1, schema: $0.2) }
     }
 
     /// A JSON answer whose schema is a component of the document.
     static func json(_ description: String, _ schema: String) -> OpenAPIAnswer { OpenAPIAnswer(description, "application/json", OpenAPI.ref(schema)) }
 
+    /// The same answer, which the request may also ask for as `type`.
+    func or(_ type: String, _ schema: OpenAPINode) -> OpenAPIAnswer {
+        var answer = self
+        answer.contents.append((type, schema))
+        return answer
+    }
+
     var node: OpenAPINode {
-        let answer: OpenAPINode = ["description": .string(description)]
-        guard let (type, schema) = content else { return answer }
-        let media: OpenAPINode = ["schema": schema]
-        return answer.with("content", OpenAPINode(.object([(type, media.json)])))
+        var answer: OpenAPINode = ["description": .string(description)]
+        if !headers.isEmpty {
+            answer = answer.with("headers", OpenAPINode(.object(headers.map { header in
+                let node: OpenAPINode = ["description": .string(header.description), "required": true, "schema": header.schema]
+                return (header.name, node.json)
+            })))
+        }
+        guard !contents.isEmpty else { return answer }
+        return answer.with("content", OpenAPINode(.object(contents.map { ($0.type, (["schema": $0.schema] as OpenAPINode).json) })))
     }
 }
 

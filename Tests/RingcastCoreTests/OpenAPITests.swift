@@ -44,16 +44,33 @@ final class OpenAPITests: XCTestCase {
         return named.map { ($0.0, $0.1["value"] ?? .null) }
     }
 
-    /// The answer must be one the operation documents: its status, and a body its schema takes.
+    /// The answer must be one the operation documents: its status, a media type it lists for that
+    /// status (none and no body for an answer without content, a 304), a body that media type's schema
+    /// takes, and the headers it names.
     private func assertConforms(_ response: APIResponse, to operation: JSONValue, _ context: String,
                                 file: StaticString = #filePath, line: UInt = #line) {
         guard let answer = operation["responses"]?[String(response.status)] else {
             return XCTFail("\(context): status \(response.status) is not documented: \(text(response.body))", file: file, line: line)
         }
-        guard case let .object(content)? = answer["content"], let (mediaType, media) = content.first else {
-            return XCTFail("\(context): no content documented for \(response.status)", file: file, line: line)
+        if case let .object(headers)? = answer["headers"] {
+            for (name, header) in headers {
+                // cache-control is the answer's own field; the transport writes it with the others.
+                let sent = name.lowercased() == "cache-control" ? [response.cacheControl] : response.headers.filter { $0.0 == name.lowercased() + ":" }.map(\.1)
+                guard sent.count == 1, let value = sent.first else {
+                    XCTFail("\(context): header \(name) sent \(sent.count) times", file: file, line: line)
+                    continue
+                }
+                if let violation = validator.violation(of: .string(value), against: header["schema"] ?? .null) {
+                    XCTFail("\(context): header \(name): \(violation)", file: file, line: line)
+                }
+            }
         }
-        XCTAssertTrue(response.contentType.hasPrefix(mediaType), "\(context): \(response.contentType)", file: file, line: line)
+        guard case let .object(content)? = answer["content"] else {
+            return XCTAssertTrue(response.body.isEmpty, "\(context): a body where the document names none", file: file, line: line)
+        }
+        guard let (mediaType, media) = content.first(where: { response.contentType.hasPrefix($0.0) }) else {
+            return XCTFail("\(context): \(response.contentType) is not one of \(content.map(\.0))", file: file, line: line)
+        }
         let body: JSONValue = mediaType == "application/json" ? json(response.body, file: file, line: line) : .string(text(response.body))
         if let violation = validator.violation(of: body, against: media["schema"] ?? .null) {
             XCTFail("\(context): \(violation) in \(text(response.body).prefix(300))", file: file, line: line)
@@ -85,6 +102,9 @@ final class OpenAPITests: XCTestCase {
                 for (status, answer) in answers {
                     if case let .object(content)? = answer["content"] {
                         for (_, media) in content { schemas.append(("\(method) \(template) \(status)", media["schema"] ?? .null)) }
+                    }
+                    if case let .object(headers)? = answer["headers"] {
+                        for (name, header) in headers { schemas.append(("\(method) \(template) \(status) \(name)", header["schema"] ?? .null)) }
                     }
                 }
             }
@@ -119,7 +139,7 @@ final class OpenAPITests: XCTestCase {
     /// Each documented operation, sent with its first example body (or none), answers 200 as documented;
     /// so no documented operation is a 404 or a 405.
     func testEveryDocumentedOperationIsRoutedAndAnswersAsDocumented() {
-        XCTAssertEqual(operations.count, 21)
+        XCTAssertEqual(operations.count, 24)
         for (template, method, operation) in operations {
             let body = examples(of: operation).first.map { JSONWriter.encode($0.body) } ?? []
             let response = fixture().handle(APIRequest(method: method, path: concrete(template), body: body), now: t0 + 1000)
@@ -153,6 +173,8 @@ final class OpenAPITests: XCTestCase {
                   "/api/tasks/ci.build-42/stop", "/api/tasks/ci.build-42/cancel/now", "/api/timers/tea/log",
                   "/api/timers", "/api/timers/tea/stop", "/api/timers/tea/pause/now",
                   "/api/events/1", "/api/openapi.json/x", "/api/openapi", "/api/healthz", "/healthz/x", "/metrics/x",
+                  "/api/kinds/ci.build", "/api/kind", "/readyz/x", "/api/readyz", "/badge", "/badge/", "/badge/.svg", "/badge/x",
+                  "/badge/x.svg/y", "/badge/a/b.svg", "/badge/x.png", "/badges/x.svg", "/api/badge/x.svg",
                   "/", "/index.html", "/ws"]
         var refused = 0
         for path in Set(paths).sorted() {
@@ -174,6 +196,41 @@ final class OpenAPITests: XCTestCase {
     }
 
     // MARK: The document's bounds are the parsers' bounds
+
+    /// The document names every field the update parser takes (a field added to the parser and not
+    /// here would go untested by everything that reads the document).
+    func testTheDocumentNamesEveryFieldOfAnUpdate() throws {
+        guard case let .object(properties)? = validator.component("TaskPatch")?["properties"] else { return XCTFail("no TaskPatch") }
+        XCTAssertEqual(properties.map(\.0).sorted(), TaskPatch.fields.sorted())
+    }
+
+    /// Each query parameter of each GET, at each side of its bounds and outside its enum: 200 exactly
+    /// when the document takes the value, else a 4xx naming the parameter.
+    func testEveryBoundOfAQueryParameterIsTheRoutersBound() throws {
+        var tried = 0
+        for (template, method, operation) in operations where method == "GET" {
+            guard case let .array(parameters)? = operation["parameters"] else { continue }
+            for parameter in parameters where parameter["in"] == .string("query") {
+                let name = try XCTUnwrap(parameter["name"]?.stringValue)
+                let schema = parameter["schema"] ?? .null
+                var values = ["", "x", "0", "-1", "1.5", "text", "json", "TEXT", "ci.*", "*", "a b"]
+                for bound in [schema["minimum"], schema["maximum"]].compactMap({ $0?.numberValue.map(Int.init) }) {
+                    values += [bound - 1, bound, bound + 1].map(String.init)
+                }
+                for value in values {
+                    let integer = schema["type"] == .string("integer")
+                    let documented = (!integer || Int(value) != nil)
+                        && validator.violation(of: integer ? Int(value).map { .number(Double($0)) } ?? .string(value) : .string(value), against: schema) == nil
+                    let response = fixture().handle(APIRequest(method: method, path: concrete(template), query: [name: value]), now: t0)
+                    XCTAssertEqual(response.status == 200, documented, "\(template)?\(name)=\(value): \(text(response.body).prefix(200))")
+                    assertConforms(response, to: operation, "\(template)?\(name)=\(value)")
+                    if !documented { XCTAssertEqual(json(response.body)["field"], .string(name), "\(template)?\(name)=\(value)") }
+                    tried += 1
+                }
+            }
+        }
+        XCTAssertGreaterThan(tried, 60)
+    }
 
     /// Bodies at each documented bound and just past it, a wrong type, null, and an unknown field: the
     /// document and the parser must agree on each, directly and as an event of a batch.
@@ -374,8 +431,14 @@ final class OpenAPITests: XCTestCase {
                 } else if block.hasPrefix("json\n"), !block.contains("\"…\":"), !runsCurl || answering != nil {
                     let (method, template) = answering ?? first
                     let operation = OpenAPI.document["paths"]?[template]?[method.lowercased()]
-                    let schema = operation?["responses"]?["200"]?["content"]?["application/json"]?["schema"] ?? .null
-                    if let violation = validator.violation(of: json(String(block.dropFirst(5))), against: schema) {
+                    // The 200 answer's schema, or another answer the operation names by schema (not an
+                    // error): /readyz's 503.
+                    var schemas = [operation?["responses"]?["200"]?["content"]?["application/json"]?["schema"] ?? .null]
+                    if case let .object(answers)? = operation?["responses"] {
+                        schemas += answers.filter { $0.0 != "200" }.compactMap { $0.1["content"]?["application/json"]?["schema"] }.filter { $0["$ref"] != nil }
+                    }
+                    let answer = json(String(block.dropFirst(5)))
+                    if !schemas.contains(where: { validator.violation(of: answer, against: $0) == nil }), let violation = validator.violation(of: answer, against: schemas[0]) {
                         XCTFail("PROTOCOL.md's answer to \(method) \(template): \(violation)")
                     }
                     checked.answers += 1
