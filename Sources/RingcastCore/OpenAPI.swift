@@ -155,8 +155,8 @@ public enum OpenAPI {
             """)]) }
         let label: Node = [
             "name": "label", "in": "query", "required": false,
-            "description": .string("The badge's left text instead of the task's title; the first \(Badge.maxLabel) characters are shown."),
-            "schema": ["type": "string"],
+            "description": .string("The badge's left text instead of the task's title; the first \(Badge.maxLabel) characters are shown. (No CR, LF or NUL: the transport refuses those in a URL.)"),
+            "schema": ["type": "string", "pattern": .string(urlText)],
         ]
         let ifNoneMatch: Node = [
             "name": "If-None-Match", "in": "header", "required": false,
@@ -270,8 +270,8 @@ public enum OpenAPI {
     ]
     /// A badge's `{id}` is any file name before `.svg`: an id that is not valid gets the unknown badge.
     private static let badgeID: Node = [
-        "name": "id", "in": "path", "required": true, "schema": ["type": "string", "minLength": 1, "pattern": "^[^/]+$"],
-        "description": "The task id, e.g. ci.build-42; anything else gets the unknown badge.",
+        "name": "id", "in": "path", "required": true, "schema": ["type": "string", "minLength": 1, "pattern": "^[^/\\r\\n\\x00]+$"],
+        "description": "The task id, e.g. ci.build-42; anything else gets the unknown badge (but a /, a CR, LF or NUL: no badge path, or a URL the transport refuses).",
     ]
 
     /// The operations grouped by path, each path with the parameters its template names.
@@ -351,6 +351,9 @@ public enum OpenAPI {
     }()
 
     static let epochPattern = "^[a-z0-9]{12}$"
+    /// Text that may stand in a URL's path or query: no CR or LF (the transport answers 400
+    /// invalid_request) and no NUL (libwebsockets drops the connection).
+    static let urlText = "^[^\\r\\n\\x00]*$"
 
     private static func schemas() -> Node {
         let seconds: Node = ["type": "number", "minimum": .number(OpenAPI.seconds.min), "maximum": .number(OpenAPI.seconds.max)]
