@@ -42,8 +42,9 @@ func steps(_ input: [UInt8]) -> [[UInt8]] {
 }
 
 /// A request as an input spells it: `METHOD /path?query`, header lines, a blank line, the body.
-/// Headers the API reads: Host, Origin, Authorization, Content-Type; `X-Remote: 1` sends it from
-/// another machine and `X-Too-Large: 1` says the transport stopped collecting the body at maxMessageBytes.
+/// Headers the API reads: Host, Origin, Authorization, Content-Type, Accept, If-None-Match;
+/// `X-Remote: 1` sends it from another machine and `X-Too-Large: 1` says the transport stopped
+/// collecting the body at maxMessageBytes.
 struct FuzzRequest {
     var request: APIRequest
 
@@ -71,6 +72,8 @@ struct FuzzRequest {
             case "origin": request.headers.origin = value
             case "authorization": request.headers.authorization = value
             case "content-type": request.headers.contentType = value
+            case "accept": request.headers.accept = value
+            case "if-none-match": request.headers.ifNoneMatch = value
             case "x-remote": request.fromLoopback = value != "1"
             case "x-too-large": request.bodyTooLarge = value == "1"
             default: break
@@ -81,9 +84,8 @@ struct FuzzRequest {
     }
 }
 
-/// `a=b&c=d` as a correct transport hands it over: split on `&`, then at the first `=`, as bytes (the
-/// server's own split, by Character, loses `=` followed by a combining mark: see docs/FUZZING.md); a
-/// repeated name keeps its last value.
+/// `a=b&c=d` as the transport hands it over: split on `&`, then at the first `=`, as bytes (as
+/// `LWSConnection.queryArguments` does); a repeated name keeps its last value.
 func parseQuery(_ query: String) -> [String: String] {
     var arguments: [String: String] = [:]
     for fragment in query.utf8.split(separator: UInt8(ascii: "&")) {
@@ -105,7 +107,8 @@ let fixtureLogLines = 8
 /// A server's state with a task of each kind: a parent with children, a shown modal task with a
 /// hideAt, a running timer and a cancelled one. ci.build offers every control, has a log, a lease
 /// and its own abandonAfter, so it stalls and is abandoned within one input; ci.lint has a cancel
-/// request waiting for its publisher. Loopback may publish anonymously.
+/// request waiting for its publisher. The kind ci.test has three finished runs (2, 3 and 4 s), so
+/// ci.test-4, running since t0, expects 3 s and turns slow 4 s in. Loopback may publish anonymously.
 func fixture() -> API {
     var config = ServerConfig()
     config.allowedOrigins = ["https://allowed.example"]
@@ -126,6 +129,16 @@ func fixture() -> API {
         let response = api.handle(APIRequest(method: method, path: path, body: Array(body.utf8)), now: t0)
         expect(response.status == 200, "fixture \(path): \(text(response.body))")
     }
+    for (run, seconds) in [(1, 2.0), (2, 3.0), (3, 4.0)] {
+        let path = "/api/tasks/ci.test-\(run)"
+        let started = t0 - 60_000 + 10_000 * Double(run)
+        for (body, now) in [(#"{"title":"Test","kind":"ci.test","progress":0}"#, started), (#"{"state":"done"}"#, started + seconds * 1000)] {
+            let response = api.handle(APIRequest(method: "POST", path: path, body: Array(body.utf8)), now: now)
+            expect(response.status == 200, "fixture \(path): \(text(response.body))")
+        }
+    }
+    let running = api.handle(APIRequest(method: "POST", path: "/api/tasks/ci.test-4", body: Array(#"{"title":"Test 4","parent":"ci"}"#.utf8)), now: t0)
+    expect(running.status == 200 && api.store.task("ci.test-4")?.expectedSeconds == 3, "fixture ci.test-4: \(text(running.body))")
     return api
 }
 
@@ -186,6 +199,12 @@ func checkEvents(_ events: [OutboundEvent], after seqBefore: UInt64, store: Task
 func checkTasks(_ store: TaskStore, now: Double, _ what: String) {
     for (id, task) in store.tasks {
         if task.state.isTerminal { expect(!task.cancelRequested && !task.pauseRequested, "\(what): finished \(id) has a request waiting") }
+        // ETA from history: a finished task is never slow; a timer knows its length; a kind is spelled like an id.
+        expect(!(task.slow && task.state.isTerminal), "\(what): finished \(id) is slow")
+        if task.timer != nil { expect(task.expectedSeconds == nil && !task.slow, "\(what): timer \(id) takes an expectation from history") }
+        if let kind = task.kind { expect(TaskID.isValid(kind), "\(what): \(id)'s kind \(kind)") }
+        if let expected = task.expectedSeconds { expect(expected >= 0 && expected.isFinite, "\(what): \(id) expects \(expected) s") }
+        if let eta = task.eta { expect(eta >= 0 && eta.isFinite, "\(what): \(id)'s eta \(eta)") }
         expect(Set(task.controls).count == task.controls.count, "\(what): \(id) offers a control twice")
         let log = store.log(of: id)
         expect(log?.count == task.logCount && (log?.lines.count ?? 0) == min(task.logCount, store.logLines), "\(what): \(id)'s log keeps \(log?.lines.count ?? -1) lines of \(task.logCount)")
@@ -198,6 +217,14 @@ func checkTasks(_ store: TaskStore, now: Double, _ what: String) {
         } else {
             expect(task.stalledAt == nil, "\(what): \(id) is \(task.state) but says it stalled")
         }
+    }
+}
+
+/// What the history keeps: at most maxKinds kinds of at most runsKept runs each, none empty.
+func checkHistory(_ store: TaskStore, _ what: String) {
+    expect(store.history.kinds.count <= KindHistory.maxKinds, "\(what): \(store.history.kinds.count) kinds")
+    for (kind, runs) in store.history.kinds {
+        expect(!runs.seconds.isEmpty && runs.seconds.count <= KindHistory.runsKept && runs.seconds.allSatisfy { $0 >= 0 }, "\(what): kind \(kind) keeps \(runs.seconds)")
     }
 }
 
@@ -219,6 +246,7 @@ func checkAnswer(_ request: APIRequest, _ response: APIResponse, _ what: String)
         let code = json["error"]?.stringValueForFuzz ?? "none"
         // Before routing: the transport's body limit, the Origin check and, for a change, the token.
         // A documented path with another method: 405, or invalid_id when the id is checked first.
+        // (Under /badge/, a path that names no {id}.svg is not_found like any other.)
         let allowed = ["misdirected_request", "body_too_large", "forbidden", "unauthorized", "not_found", "method_not_allowed", "invalid_id"]
         expect(response.status >= 400 && allowed.contains(code), "\(what): undocumented \(request.method) \(request.path) answered \(response.status) \(code)")
         if code == "not_found" { expect(json["field"] == .null, "\(what): no endpoint names no field") }
@@ -232,8 +260,23 @@ func checkAnswer(_ request: APIRequest, _ response: APIResponse, _ what: String)
     guard let answer = operation["responses"]?[String(response.status)] else {
         fatalError("invariant broken: \(what): \(request.method) \(template) answered \(response.status), which the document does not list: \(text(response.body).prefix(300))")
     }
-    guard case let .object(content)? = answer["content"], let (mediaType, media) = content.first else { fatalError("\(template): no content") }
-    expect(response.contentType.hasPrefix(mediaType), "\(what): content type \(response.contentType), documented \(mediaType)")
+    if case let .object(headers)? = answer["headers"] {
+        for (name, header) in headers {
+            // cache-control is the answer's own field; the transport writes it with the others.
+            let sent = name.lowercased() == "cache-control" ? [response.cacheControl] : response.headers.filter { $0.0 == name.lowercased() + ":" }.map(\.1)
+            expect(sent.count == 1, "\(what): header \(name) sent \(sent.count) times")
+            if let violation = validator.violation(of: .string(sent[0]), against: header["schema"] ?? .null) {
+                fatalError("invariant broken: \(what): header \(name): \(violation)")
+            }
+        }
+    }
+    guard case let .object(content)? = answer["content"] else {
+        expect(response.body.isEmpty, "\(what): \(response.status) has a body where the document names none")
+        return
+    }
+    guard let (mediaType, media) = content.first(where: { response.contentType.hasPrefix($0.0) }) else {
+        fatalError("invariant broken: \(what): content type \(response.contentType), documented \(content.map(\.0))")
+    }
     let body: JSONValue = mediaType == "application/json" ? parseJSON(response.body, "\(what): answer") : .string(text(response.body))
     if let violation = validator.violation(of: body, against: media["schema"] ?? .null) {
         fatalError("invariant broken: \(what): \(request.method) \(template) \(response.status) breaks the document: \(violation): \(text(response.body).prefix(400))")

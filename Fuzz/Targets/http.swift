@@ -6,7 +6,8 @@ import RingcastCore
 /// changes nothing; a change numbers its events from the seq before it; every task keeps what
 /// checkTasks says. A log appended counts its lines and answers as GET /api/tasks/{id}/log then
 /// reads it; a control request marks the task without changing its state, and tells no socket (there
-/// is none here).
+/// is none here). A text table fits its width and holds no control character, a row a task; a badge
+/// holds no control character, script or style, and its ETag sent back is a 304.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzHTTP(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let api = fixture()
@@ -21,6 +22,10 @@ public func fuzzHTTP(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         let response = api.handle(request, now: now)
         let what = "request \(index) (\(request.method) \(request.path))"
         checkAnswer(request, response, what)
+        if response.status == 200, response.contentType.hasPrefix("text/plain"), request.path.hasPrefix("/api/tasks") {
+            checkTable(request, response, api: api, what)
+        }
+        if response.status == 200, response.contentType == Badge.contentType { checkBadge(request, response, api: api, now: now, what) }
         if response.status >= 400 || request.method == "GET" {
             expect(api.store.seq == seq && api.store.tasks == tasks, "\(what): a refusal or a read changed the state")
             expect(response.events.isEmpty, "\(what): a refusal or a read published events")
@@ -30,6 +35,7 @@ public func fuzzHTTP(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
             checkLoopAnswer(request, response, before: tasks, api: api, now: now, what)
         }
         checkTasks(api.store, now: now, what)
+        checkHistory(api.store, what)
     }
     let list = api.handle(APIRequest(method: "GET", path: "/api/tasks"), now: t0 + 60_000)
     checkAnswer(APIRequest(method: "GET", path: "/api/tasks"), list, "the final list")
@@ -65,4 +71,42 @@ private func checkLoopAnswer(_ request: APIRequest, _ response: APIResponse, bef
     default:
         return
     }
+}
+
+/// A text table: every line within its width (as a terminal counts), no control character or
+/// bidirectional override, and a last line that counts the rows above it.
+private func checkTable(_ request: APIRequest, _ response: APIResponse, api: API, _ what: String) {
+    let width = request.query["width"].flatMap { Int($0) } ?? TextTable.defaultWidth
+    let table = text(response.body)
+    expect(table.hasSuffix("\n"), "\(what): the table does not end its last line")
+    let lines = table.dropLast().split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    expect(lines.count >= 2, "\(what): a table of \(lines.count) lines")
+    for line in lines {
+        expect(TextTable.columns(of: line) <= width, "\(what): a line of \(TextTable.columns(of: line)) columns in a table \(width) wide: \(line)")
+        for scalar in line.unicodeScalars {
+            let value = scalar.value
+            expect(value >= 0x20 && !(0x7F..<0xA0).contains(value) && !(0x202A...0x202E).contains(value) && !(0x2066...0x2069).contains(value),
+                   "\(what): U+\(String(value, radix: 16)) in a table line")
+        }
+    }
+    let rows = lines.count - 2
+    expect(lines.last!.hasPrefix(rows == 1 ? "1 task" : "\(rows) tasks"), "\(what): \(rows) rows counted as '\(lines.last!)'")
+    if request.path == "/api/tasks", (request.query["watch"] ?? "").isEmpty {
+        expect(rows == api.store.tasks.count, "\(what): \(rows) rows for \(api.store.tasks.count) tasks")
+    }
+}
+
+/// A badge: SVG text with no control character but line ends, no script and no style attribute; its
+/// ETag sent back gets a 304 without a body and the same tag.
+private func checkBadge(_ request: APIRequest, _ response: APIResponse, api: API, now: Double, _ what: String) {
+    let svg = text(response.body)
+    expect(svg.hasPrefix("<svg xmlns=\"http://www.w3.org/2000/svg\"") && svg.hasSuffix("</svg>\n"), "\(what): not an SVG: \(svg.prefix(80))")
+    expect(!svg.contains("<script") && !svg.contains("style="), "\(what): a script or style in a badge")
+    expect(svg.unicodeScalars.allSatisfy { $0.value >= 0x20 || $0 == "\n" }, "\(what): a control character in a badge")
+    let tag = response.headers.first { $0.0 == "etag:" }?.1
+    var again = request
+    again.headers.ifNoneMatch = tag
+    let cached = api.handle(again, now: now)
+    expect(cached.status == 304 && cached.body.isEmpty && cached.headers.first { $0.0 == "etag:" }?.1 == tag,
+           "\(what): its ETag \(tag ?? "none") sent back answered \(cached.status)")
 }
