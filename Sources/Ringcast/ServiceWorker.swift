@@ -39,6 +39,11 @@ final class ServiceWorker: @unchecked Sendable {
     private var heartbeatTimer: LoopTimer?
     private var deadlineTimer: LoopTimer?
     private var writeBehindTimer: LoopTimer?
+    /// The coalescing window (`flushMilliseconds`; 0: none, events are published as they come).
+    /// Its timer is armed by the first event of a window, so an idle server is never woken.
+    private let windowMicroseconds: Int64
+    private var windowTimer: LoopTimer?
+    @exclusivity(unchecked) private var windowArmed = false
 
     init(index: Int, server: RingcastServer, listener: ListeningSocket) {
         self.index = index
@@ -49,6 +54,7 @@ final class ServiceWorker: @unchecked Sendable {
         gate = RequestGate(config: server.config)
         self.listener = listener
         fanOut = FanOut(logCapacity: config.fanOutLogEvents, maxEventsPerFrame: config.maxEventsPerFrame)
+        windowMicroseconds = Int64(config.flushMilliseconds) * 1000
         loop = ServiceLoop(name: "ringcast-\(index)", logger: logger)
     }
 
@@ -57,6 +63,7 @@ final class ServiceWorker: @unchecked Sendable {
         try loop.adoptListener(listener)
         heartbeatTimer = try loop.makeTimer { [unowned self] in heartbeatFired() }
         heartbeatTimer?.schedule(seconds: config.heartbeatSeconds)
+        if windowMicroseconds > 0 { windowTimer = try loop.makeTimer { [unowned self] in windowFired() } }
         if index == 0 {
             deadlineTimer = try loop.makeTimer { [unowned self] in deadlineFired() }
             writeBehindTimer = try loop.makeTimer { [unowned self] in state.writeBehind() }
@@ -73,8 +80,9 @@ final class ServiceWorker: @unchecked Sendable {
         waiting += mail.deliveries
         let committed = state.committedTicket
         var delivered = false
+        let coalescing = windowMicroseconds > 0
         while waitingHead < waiting.count, waiting[waitingHead].ticket <= committed {
-            fanOut.publish(waiting[waitingHead].events)
+            if coalescing { fanOut.hold(waiting[waitingHead].events) } else { fanOut.publish(waiting[waitingHead].events) }
             waitingHead += 1
             delivered = true
         }
@@ -84,7 +92,9 @@ final class ServiceWorker: @unchecked Sendable {
         }
         // Every callback that publishes settles once, so asking for writes right away costs one pass
         // over the watchers per callback, however many events.
-        if delivered { fanOut.flush() }
+        if delivered {
+            if coalescing { openWindow() } else { fanOut.flush() }
+        }
         while heldHead < held.count, held[heldHead].ticket <= committed {
             let (ticket, release) = held[heldHead]
             heldHead += 1
@@ -106,6 +116,30 @@ final class ServiceWorker: @unchecked Sendable {
     func settle(ticket: UInt64, answer: ((_ kept: Bool) -> Void)?) {
         if let answer { held.append((ticket, answer)) }
         settle()
+    }
+
+    /// Events are held: the window that holds them ends `flushMilliseconds` after its first one.
+    /// A window that holds as many events as a log does is released at once (its watchers could
+    /// take no more from the log anyway).
+    private func openWindow() {
+        guard fanOut.isHolding else { return }
+        if fanOut.heldCount >= fanOut.logCapacity {
+            windowFired()
+        } else if !windowArmed {
+            windowArmed = true
+            windowTimer?.schedule(microseconds: windowMicroseconds)
+        }
+    }
+
+    /// The window ends: every watcher is asked for one write, for the latest of each task changed
+    /// in it and every sticky event.
+    private func windowFired() {
+        if windowArmed {
+            windowArmed = false
+            windowTimer?.cancel()
+        }
+        if fanOut.releaseWindow() { fanOut.flush() }
+        counters.update(from: fanOut)
     }
 
     private func arm(_ deadline: Double?) {
@@ -130,6 +164,8 @@ final class ServiceWorker: @unchecked Sendable {
     }
 
     private func heartbeatFired() {
+        // An open window goes first, so the heartbeat follows its events in the same frame.
+        if fanOut.isHolding { windowFired() }
         fanOut.broadcast(OutboundEvent.heartbeat(now: Clock.now()))
         fanOut.flush()
         heartbeatTimer?.schedule(seconds: config.heartbeatSeconds)
@@ -141,6 +177,7 @@ final class ServiceWorker: @unchecked Sendable {
     func closeWatchers(_ loop: ServiceLoop) {
         state.flush()
         settle()
+        if fanOut.isHolding { windowFired() }
         if fanOut.subscriberCount > 0 {
             fanOut.forEachSubscription { subscription in
                 guard let socket = subscription.writer as? SocketPeer else { return }
@@ -160,9 +197,11 @@ final class WorkerCounters: Sendable {
     let framesSent = Atomic<Int>(0)
     let eventsSent = Atomic<Int>(0)
     let socketsOpened = Atomic<Int>(0)
+    let coalesced = Atomic<Int>(0)
 
     func update(from fanOut: FanOut) {
         watchers.store(fanOut.subscriberCount, ordering: .relaxed)
+        coalesced.store(fanOut.coalescedCount, ordering: .relaxed)
         resyncs.store(fanOut.resyncCount, ordering: .relaxed)
         patternSets.store(fanOut.groupCount, ordering: .relaxed)
     }

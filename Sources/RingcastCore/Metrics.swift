@@ -22,6 +22,7 @@ public struct ServerMetrics {
         metric("events_published_total", "counter", "Events produced by changes to tasks.", eventsPublished)
         metric("frames_sent_total", "counter", "WebSocket frames written to watchers.", transport.framesSent)
         metric("events_sent_total", "counter", "Events written to watchers (a frame may hold several).", transport.eventsSent)
+        metric("events_coalesced_total", "counter", "Progress and tick events that a later event of the same task replaced within a flushMilliseconds window (counted by each service thread).", transport.eventsCoalesced)
         metric("resyncs_total", "counter", "Watchers that fell out of the fan-out log and were sent state instead.", transport.resyncs)
         metric("watchers_opened_total", "counter", "WebSocket connections accepted.", transport.socketsOpened)
         metric("client_messages_total", "counter", "Messages received from WebSocket clients.", clientMessages)
