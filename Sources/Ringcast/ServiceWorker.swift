@@ -74,8 +74,9 @@ final class ServiceWorker: @unchecked Sendable {
     // MARK: Delivering (service thread)
 
     /// Takes the inbox and delivers what storage has kept, in order; releases the answers that
-    /// waited for it; rearms worker 0's timers.
-    func settle() {
+    /// waited for it; rearms worker 0's timers. With a coalescing window, the events are held for
+    /// it (opening it if need be), or, when the window ends (`releasing`), go out with it.
+    func settle(releasing: Bool = false) {
         let mail = state.takeMail(index)
         waiting += mail.deliveries
         let committed = state.committedTicket
@@ -92,7 +93,9 @@ final class ServiceWorker: @unchecked Sendable {
         }
         // Every callback that publishes settles once, so asking for writes right away costs one pass
         // over the watchers per callback, however many events.
-        if delivered {
+        if releasing {
+            if fanOut.releaseWindow() { fanOut.flush() }
+        } else if delivered {
             if coalescing { openWindow() } else { fanOut.flush() }
         }
         while heldHead < held.count, held[heldHead].ticket <= committed {
@@ -118,28 +121,29 @@ final class ServiceWorker: @unchecked Sendable {
         settle()
     }
 
-    /// Events are held: the window that holds them ends `flushMilliseconds` after its first one.
-    /// A window that holds as many events as a log does is released at once (its watchers could
-    /// take no more from the log anyway).
+    /// Events are held: the window that holds them ends `flushMilliseconds` after its first one;
+    /// until then deliveries wait in the inbox without waking this thread. A window that holds as
+    /// many events as a log does is released at once (its watchers could take no more from the log).
     private func openWindow() {
         guard fanOut.isHolding else { return }
         if fanOut.heldCount >= fanOut.logCapacity {
-            windowFired()
+            if fanOut.releaseWindow() { fanOut.flush() }
         } else if !windowArmed {
             windowArmed = true
             windowTimer?.schedule(microseconds: windowMicroseconds)
+            state.holdDeliveries(for: index, true)
         }
     }
 
-    /// The window ends: every watcher is asked for one write, for the latest of each task changed
-    /// in it and every sticky event.
+    /// The window ends: what waits in the inbox joins it, and every watcher is asked for one
+    /// write, for the latest of each task changed in it and every sticky event.
     private func windowFired() {
         if windowArmed {
             windowArmed = false
             windowTimer?.cancel()
+            state.holdDeliveries(for: index, false)
         }
-        if fanOut.releaseWindow() { fanOut.flush() }
-        counters.update(from: fanOut)
+        settle(releasing: true)
     }
 
     private func arm(_ deadline: Double?) {
@@ -165,7 +169,7 @@ final class ServiceWorker: @unchecked Sendable {
 
     private func heartbeatFired() {
         // An open window goes first, so the heartbeat follows its events in the same frame.
-        if fanOut.isHolding { windowFired() }
+        if windowArmed || fanOut.isHolding { windowFired() }
         fanOut.broadcast(OutboundEvent.heartbeat(now: Clock.now()))
         fanOut.flush()
         heartbeatTimer?.schedule(seconds: config.heartbeatSeconds)
@@ -177,7 +181,7 @@ final class ServiceWorker: @unchecked Sendable {
     func closeWatchers(_ loop: ServiceLoop) {
         state.flush()
         settle()
-        if fanOut.isHolding { windowFired() }
+        if windowArmed || fanOut.isHolding { windowFired() }
         if fanOut.subscriberCount > 0 {
             fanOut.forEachSubscription { subscription in
                 guard let socket = subscription.writer as? SocketPeer else { return }
