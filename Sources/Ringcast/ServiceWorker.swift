@@ -44,6 +44,14 @@ final class ServiceWorker: @unchecked Sendable {
     private let windowMicroseconds: Int64
     private var windowTimer: LoopTimer?
     @exclusivity(unchecked) private var windowArmed = false
+    /// When each recent seq's change was applied, to time its frames (Operations.swift).
+    @exclusivity(unchecked) var publishTimes = PublishTimes()
+    /// Frame figures not yet added to `counters.metrics` (`noteFrameWritten`).
+    @exclusivity(unchecked) var unreportedFrames = TransportMetrics()
+    @exclusivity(unchecked) var isFrameReportDue = false
+    var frameReportTimer: LoopTimer?
+    /// How late `/metrics` may show a thread's frame figures.
+    static let frameReportSeconds = 0.25
 
     init(index: Int, server: RingcastServer, listener: ListeningSocket) {
         self.index = index
@@ -62,11 +70,13 @@ final class ServiceWorker: @unchecked Sendable {
     func prepare(_ loop: ServiceLoop) throws {
         try loop.adoptListener(listener)
         heartbeatTimer = try loop.makeTimer { [unowned self] in heartbeatFired() }
+        frameReportTimer = try loop.makeTimer { [unowned self] in reportFrames() }
         heartbeatTimer?.schedule(seconds: config.heartbeatSeconds)
         if windowMicroseconds > 0 { windowTimer = try loop.makeTimer { [unowned self] in windowFired() } }
         if index == 0 {
             deadlineTimer = try loop.makeTimer { [unowned self] in deadlineFired() }
             writeBehindTimer = try loop.makeTimer { [unowned self] in state.writeBehind() }
+            try server.operations.startAsking(on: loop)
         }
         settle()
     }
@@ -83,6 +93,7 @@ final class ServiceWorker: @unchecked Sendable {
         var delivered = false
         let coalescing = windowMicroseconds > 0
         while waitingHead < waiting.count, waiting[waitingHead].ticket <= committed {
+            notePublished(waiting[waitingHead])
             if coalescing { fanOut.hold(waiting[waitingHead].events) } else { fanOut.publish(waiting[waitingHead].events) }
             waitingHead += 1
             delivered = true
@@ -183,6 +194,7 @@ final class ServiceWorker: @unchecked Sendable {
         settle()
         if windowArmed || fanOut.isHolding { windowFired() }
         if fanOut.subscriberCount > 0 {
+            server.refusalCounts.withLock { $0[RefusalReason.shutdown.rawValue] += fanOut.subscriberCount }
             fanOut.forEachSubscription { subscription in
                 guard let socket = subscription.writer as? SocketPeer else { return }
                 if socket.closeReason == nil { socket.closeReason = (.goingAway, "server stopping") }
@@ -190,6 +202,7 @@ final class ServiceWorker: @unchecked Sendable {
             }
             loop.service(forAtMost: 300) { fanOut.subscriberCount == 0 }
         }
+        reportFrames()
     }
 }
 
@@ -202,6 +215,8 @@ final class WorkerCounters: Sendable {
     let eventsSent = Atomic<Int>(0)
     let socketsOpened = Atomic<Int>(0)
     let coalesced = Atomic<Int>(0)
+    /// The rest of what /metrics shows of this thread: written by it, read by a scrape on any thread.
+    let metrics = Mutex(TransportMetrics())
 
     func update(from fanOut: FanOut) {
         watchers.store(fanOut.subscriberCount, ordering: .relaxed)
