@@ -44,6 +44,7 @@ public func fuzzConfig(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     expect(config.abandonAfterSeconds >= 0 && config.abandonAfterSeconds <= 31_536_000, "abandonAfterSeconds \(config.abandonAfterSeconds)")
     expect(ServerConfig.logLinesRange.contains(Double(config.logLines)), "logLines \(config.logLines)")
     expect(LogFormat.allCases.contains(config.logFormat), "logFormat \(config.logFormat)")
+    expect((0...1000).contains(config.flushMilliseconds), "flushMilliseconds \(config.flushMilliseconds)")
     if let tls = config.tls { expect(!tls.cert.isEmpty && !tls.key.isEmpty, "tls with an empty file name") }
     for host in config.allowedHosts { expect(host == host.lowercased() && !host.isEmpty, "allowedHosts holds \(host)") }
     for origin in config.allowedOrigins {
