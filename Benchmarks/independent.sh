@@ -3,7 +3,9 @@
 # libwebsockets (Benchmarks/epoll-load: C, one epoll thread for the watchers, hand-written
 # WebSocket framing, 120-byte progress updates over HTTP, each to its own task), against Ringcast
 # with one and two service threads and the raw-libwebsockets reference, rounds alternating, the
-# server pinned to CPU 0 and the generator to CPU 1. Prints a Markdown section on stdout
+# server pinned to CPU 0 and the generator to CPU 1; and against Nchan (nginx with Debian's
+# libnginx-mod-nchan: apt-get install libnginx-mod-nchan) when it is installed, as the issue
+# measured it (Benchmarks/nchan/nginx.conf.in). Prints a Markdown section on stdout
 # (Benchmarks/run puts it in RESULTS.md); progress goes to stderr.
 #
 #   Benchmarks/independent.sh            # 2 rounds, 5 s of publishing a scenario (about 5 minutes)
@@ -51,15 +53,25 @@ scenarios=(
   "wide|5 000 watchers, 50 msg/s|--watchers 5000 --rate 50 --messages $(( 50 * seconds ))"
   "connect|$watchers_many watchers connecting: server CPU per connection|--watchers $watchers_many --hold 1"
 )
+servers=(ringcast ringcast2 reference)
+nchan_module=/usr/lib/nginx/modules/ngx_nchan_module.so
+if command -v nginx > /dev/null && [ -f "$nchan_module" ]; then servers+=(nchan); else echo "independent.sh: no Nchan (apt-get install libnginx-mod-nchan adds it)" >&2; fi
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 for round in $(seq "$rounds"); do
   for entry in "${scenarios[@]}"; do
     IFS='|' read -r name what arguments <<< "$entry"
-    for server in ringcast ringcast2 reference; do
+    for server in "${servers[@]}"; do
       : > "$work/out"
       case $server in
         ringcast) "${pin_server[@]}" "$ringcast" serve --config "$work/config1.json" > "$work/out" 2>> "$results/$server.stderr" & ;;
         ringcast2) "${pin_server[@]}" "$ringcast" serve --config "$work/config2.json" > "$work/out" 2>> "$results/$server.stderr" & ;;
         reference) "${pin_server[@]}" "$refserver" --host 127.0.0.1 --port 0 > "$work/out" 2>> "$results/$server.stderr" & ;;
+        nchan)
+          nchan_port=$(free_port); rm -rf "$work/nginx"; mkdir -p "$work/nginx"
+          sed "s|@PORT@|$nchan_port|; s|@DIR@|$work/nginx|g" Benchmarks/nchan/nginx.conf.in > "$work/nginx/nginx.conf"
+          "${pin_server[@]}" nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" 2>> "$results/$server.stderr" &
+          for _ in $(seq 100); do [ -s "$work/nginx/nginx.pid" ] && break; sleep 0.05; done
+          echo "listening on http://127.0.0.1:$nchan_port" > "$work/out" ;;
       esac
       pid=$!
       for _ in $(seq 100); do grep -q '^listening on' "$work/out" && break; sleep 0.05; done
@@ -90,16 +102,23 @@ def median(name, server, key):
     return statistics.median(values) if values else None
 show = lambda v: "–" if v is None else f"{v:.2f}"
 ratio = lambda a, b: "–" if a is None or not b else f"**{a / b:.2f}**"
+has_nchan = bool(glob.glob(f"{results}/*-nchan-*.json"))
 print(f"`Benchmarks/independent.sh{' --quick' if quick else ''}`: Benchmarks/epoll-load (C, one epoll thread, no libwebsockets), "
-      f"120-byte updates, each to its own task; median of {rounds} alternating round{'s' if rounds > 1 else ''}; "
-      "a run that lost an update is left out.\n")
-print("| scenario | reference | Ringcast, 1 thread | Ringcast, 2 threads | 1 thread / reference | 2 threads / reference | p99 ms: reference, 1 thread, 2 threads |")
-print("| --- | --- | --- | --- | --- | --- | --- |")
+      f"120-byte updates over HTTP, each to its own task; median of {rounds} alternating round{'s' if rounds > 1 else ''}; "
+      "a run that lost an update is left out." + (" Nchan: nginx 1.22 with Debian's libnginx-mod-nchan 1.3.6, one worker, one channel (Benchmarks/nchan/nginx.conf.in)." if has_nchan else "") + "\n")
+columns = ["reference", "ringcast", "ringcast2"] + (["nchan"] if has_nchan else [])
+names = {"reference": "reference", "ringcast": "Ringcast, 1 thread", "ringcast2": "Ringcast, 2 threads", "nchan": "Nchan"}
+header = ["scenario"] + [names[c] for c in columns] + ["1 thread / reference", "2 threads / reference"] + (["1 thread / Nchan"] if has_nchan else []) + ["p99 ms: " + ", ".join(names[c] for c in columns)]
+print("| " + " | ".join(header) + " |")
+print("|" + " --- |" * len(header))
 for entry in scenarios:
     name, what, _ = entry.split("|", 2)
     key = "connectCpuUsPerConnection" if name == "connect" else "cpuUsPerDelivery"
     unit = "µs per connection" if name == "connect" else "µs per delivery"
-    ref, one, two = (median(name, s, key) for s in ("reference", "ringcast", "ringcast2"))
-    p99 = "–" if name == "connect" else ", ".join(show(median(name, s, "latencyP99Ms")) for s in ("reference", "ringcast", "ringcast2"))
-    print(f"| {what} ({unit}) | {show(ref)} | {show(one)} | {show(two)} | {ratio(one, ref)} | {ratio(two, ref)} | {p99} |")
+    values = {c: median(name, c, key) for c in columns}
+    cells = [f"{what} ({unit})"] + [show(values[c]) for c in columns]
+    cells += [ratio(values["ringcast"], values["reference"]), ratio(values["ringcast2"], values["reference"])]
+    if has_nchan: cells.append(ratio(values["ringcast"], values["nchan"]))
+    cells.append("–" if name == "connect" else ", ".join(show(median(name, c, "latencyP99Ms")) for c in columns))
+    print("| " + " | ".join(cells) + " |")
 PY

@@ -208,7 +208,7 @@ static void *publish(void *unused)
 			if (have >= want)
 				break;
 		}
-		if (strncmp(answer, "HTTP/1.1 200", 12)) {
+		if (strncmp(answer, "HTTP/1.1 2", 10)) {
 			fprintf(stderr, "epoll-load: a publish was refused: %.40s\n", answer);
 			exit(1);
 		}
