@@ -1,10 +1,18 @@
 # The two commands that set up a fresh Debian machine with Swift:
 #   make run    installs what is missing, builds in release mode, serves config.json's address
 #   make test   installs what is missing and runs every test (Swift unit and integration, browser)
+# For a team: make install (PREFIX, DESTDIR, SYSCONFDIR, UNITDIR) and make deb; see the README.
 export PATH := /opt/swift/usr/bin:$(PATH)
 SWIFT_BUILD_FLAGS ?=
+PREFIX ?= /usr/local
+DESTDIR ?=
+SYSCONFDIR ?= /etc
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+# What is installed: a release build with the Swift runtime linked in (the machine needs no
+# toolchain), no $$ORIGIN rpath, bind-now; in a build folder of its own so `make run` keeps its own.
+DIST_BIN = .build/dist/release/ringcast
 
-.PHONY: run test build release example test-swift test-browser test-sanitize bench bench-publish clean
+.PHONY: run test build release example test-swift test-browser test-sanitize bench bench-publish clean dist install deb
 
 run: release
 	.build/release/ringcast serve --config config.json
@@ -19,7 +27,7 @@ build:
 
 test:
 	scripts/deps.sh test
-	$(MAKE) test-swift test-browser
+	$(MAKE) test-swift test-browser deb
 
 # Examples/etl is a user's package that depends on this one by path, built in its own .build;
 # ExampleTests runs its executables against a real server and fails when they were not built.
@@ -54,5 +62,20 @@ bench:
 	scripts/deps.sh build
 	Benchmarks/run
 
+dist:
+	scripts/deps.sh build
+	swift build -c release --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now \
+		--scratch-path .build/dist --product ringcast $(SWIFT_BUILD_FLAGS)
+
+# The binary, Public/, $(SYSCONFDIR)/ringcast/config.json (kept if there), the systemd unit, a man
+# page and the docs, where a systemd machine expects them; DESTDIR stages the tree elsewhere.
+install: dist
+	BIN=$(DIST_BIN) DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" SYSCONFDIR="$(SYSCONFDIR)" UNITDIR="$(UNITDIR)" packaging/install.sh
+
+# dist/ringcast_VERSION_ARCH.deb, built with dpkg-deb from the same tree (PREFIX=/usr), then lintian.
+deb: dist
+	scripts/deps.sh deb
+	package=$$(BIN=$(DIST_BIN) packaging/deb.sh) && lintian --fail-on error "$$package"
+
 clean:
-	rm -rf .build Examples/etl/.build
+	rm -rf .build dist Examples/etl/.build

@@ -78,6 +78,6 @@ let package = Package(
         .testTarget(name: "RingcastClientTests", dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastLWS", "RingcastTestSupport"]),
         .testTarget(name: "RingcastLoadTests", dependencies: ["RingcastLoad", "RingcastClient", "RingcastCore", "RingcastLWS", "RingcastTestSupport"]),
         .testTarget(name: "CommandLineTests", dependencies: ["ringcast", "RingcastClient"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastTestSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastLoad", "RingcastLWS", "RingcastTestSupport"]),
     ]
 )

@@ -23,7 +23,7 @@ def dig(record, path):
 
 # name, JSON path (or a function of the record), unit, decimals
 FIGURES = {
-    "cpu1000": ("server CPU per 1000 deliveries", "server/cpuMsPer1000Deliveries", "ms", 3),
+    "cpu1000": ("server CPU per delivery", "server/cpuMsPer1000Deliveries", "µs", 3),
     "perCpuSecond": ("deliveries per server CPU-second", "server/deliveriesPerCpuSecond", "", 0),
     "cpu": ("server CPU while publishing", "server/cpuSeconds", "s", 3),
     "rate": ("deliveries/s", "deliveriesPerSecond", "", 0),
@@ -47,6 +47,7 @@ FIGURES = {
     "rss": ("server RSS with the watchers", lambda r: (dig(r, "server/rssKiB") or 0) / 1024, "MiB", 1),
     "rssBefore": ("server RSS before the watchers", lambda r: (dig(r, "server/rssBeforeKiB") or 0) / 1024, "MiB", 1),
     "connectCpu": ("server CPU while connecting", "server/connectCpuSeconds", "s", 3),
+    "connectCpuPer": ("server CPU per connection (upgrade, hello, snapshot)", lambda r: (dig(r, "server/connectCpuSeconds") or 0) * 1e6 / r["connected"] if r.get("connected") else None, "µs", 1),
     "loadCpu": ("load generator CPU (share of one core)", lambda r: r["loadCpuSeconds"] / r["measuredSeconds"] * 100 if r.get("measuredSeconds") else None, "%", 0),
     "cpuPerPublished": ("server CPU per published update", lambda r: (dig(r, "server/cpuSeconds") or 0) * 1e6 / r["published"] if r.get("published") else None, "µs", 2),
 }
@@ -54,13 +55,14 @@ FIGURES = {
 SCENARIO_FIGURES = {
     "light": ["cpu1000", "perCpuSecond", "p50", "p90", "p99", "p999", "max", "rate", "perFrame", "loss", "connected", "failed", "loadCpu"],
     "fanout": ["cpu1000", "perCpuSecond", "rate", "p50", "p90", "p99", "p999", "max", "perFrame", "published", "loss", "failed", "loadCpu"],
+    "serial": ["cpu1000", "perCpuSecond", "rate", "p50", "p99", "max", "perFrame", "published", "loss", "failed", "loadCpu"],
     "burst": ["perCpuSecond", "cpu1000", "cpu", "rate", "p50", "p99", "max", "perFrame", "loss", "failed", "loadCpu"],
     "wide": ["cpu1000", "perCpuSecond", "rate", "p50", "p99", "p999", "max", "perFrame", "published", "loss", "connected", "failed", "loadCpu"],
-    "idle": ["rssPerWatcher", "rss", "rssBefore", "connected", "failed", "connectSeconds", "connectCpu"],
+    "idle": ["connectCpuPer", "rssPerWatcher", "rss", "rssBefore", "connected", "failed", "connectSeconds", "connectCpu"],
     "conflation": ["published", "dataFrames", "resyncs", "finalSeen", "delivered", "expected", "cpu", "cpuPerPublished", "p50", "p99", "connected", "loadCpu"],
 }
 
-NAMES = {"light": "Light", "fanout": "Fan-out latency", "burst": "Burst", "wide": "Wide", "idle": "Idle", "conflation": "Conflation"}
+NAMES = {"light": "Light", "fanout": "Fan-out latency", "serial": "One POST at a time", "burst": "Burst", "wide": "Wide", "idle": "Idle", "conflation": "Conflation"}
 
 
 def value_of(record, key):
@@ -126,6 +128,7 @@ def main():
 
     out = []
     out.append("# Benchmarks: Ringcast against the raw-libwebsockets reference")
+    servers = ["ringcast", "ringcast2", "reference"] if any(server == "ringcast2" for _, server in runs) else ["ringcast", "reference"]
     out.append("")
     out.append(f"Written by `{args.command}` on {args.date}, {args.elapsed} s of runs"
                + (" (**quick mode: one round, shorter scenarios — development numbers only**)" if args.quick == "1" else "") + ".")
@@ -142,7 +145,7 @@ def main():
     out.append(f"| load average (1, 5, 15 min) | {args.loadavg} |")
     out.append("")
     out.append("How: every scenario runs Ringcast (`ringcast serve`, release build, default config but an empty public "
-               "directory) and the reference (`Benchmarks/reference/refserver`, C on the same libwebsockets) one after "
+               "directory, once with `\"threads\": 1` and once with 2) and the reference (`Benchmarks/reference/refserver`, C on the same libwebsockets) one after "
                f"the other, {rounds} round{'s' if rounds != 1 else ''} alternating{' (some scenarios more: see their tables)' if any(c != rounds for *_, c in scenarios) else ''}, each server started fresh for each run, through the same "
                "`ringcast load` command on 127.0.0.1. Cells are the median over the rounds with min–max in parentheses; "
                "the ratio is Ringcast's median over the reference's. Server CPU time is read by the load tool from "
@@ -160,10 +163,21 @@ def main():
         return stats(runs.get((name, server), []), key)
 
     targets = []
+    # Issue 10: server CPU per delivery within 1.1 x of the reference in every fan-out scenario, and
+    # connection set-up within 1.2 x (one service thread, like the reference).
+    for name in ["light", "fanout", "serial", "wide"]:
+        a, b = s(name, "ringcast", "cpu1000"), s(name, "reference", "cpu1000")
+        if a and b:
+            r = ratio(a, b)
+            targets.append((f"{name}: server CPU per delivery", fmt(a[0], 3) + " µs", fmt(b[0], 3) + " µs", r, "≤ 1.1 ×", r <= 1.1))
+    a, b = s("idle", "ringcast", "connectCpuPer"), s("idle", "reference", "connectCpuPer")
+    if a and b:
+        r = ratio(a, b)
+        targets.append(("idle: server CPU per connection", fmt(a[0], 1) + " µs", fmt(b[0], 1) + " µs", r, "≤ 1.2 ×", r <= 1.2))
     light_frame = s("light", "ringcast", "perFrame")
     if light_frame:
         targets.append(("light: one update per frame", fmt(light_frame[0], 2), "1.00 (always)", None, "= 1", abs(light_frame[0] - 1) < 0.005))
-    for key, label in [("cpu1000", "light: server CPU per 1000 deliveries"), ("p99", "light: p99 latency")]:
+    for key, label in [("p99", "light: p99 latency")]:
         a, b = s("light", "ringcast", key), s("light", "reference", key)
         if a and b:
             r = ratio(a, b)
@@ -179,6 +193,8 @@ def main():
     if targets:
         out.append("## Targets")
         out.append("")
+        out.append("Ringcast here is the one-service-thread run (`\"threads\": 1`), like the reference's one thread.")
+        out.append("")
         out.append("| target | Ringcast | reference | ratio | wanted | |")
         out.append("| --- | --- | --- | --- | --- | --- |")
         for label, mine, theirs, r, wanted, met in targets:
@@ -192,14 +208,19 @@ def main():
         out.append("")
         out.append(f"`ringcast load --url http://127.0.0.1:PORT --server-pid PID {arguments} --json`")
         out.append("")
-        out.append("| figure | Ringcast | reference | Ringcast / reference |")
-        out.append("| --- | --- | --- | --- |")
+        if len(servers) == 3:
+            out.append("| figure | Ringcast, 1 thread | Ringcast, 2 threads | reference | 1 thread / reference | 2 threads / reference |")
+            out.append("| --- | --- | --- | --- | --- | --- |")
+        else:
+            out.append("| figure | Ringcast | reference | Ringcast / reference |")
+            out.append("| --- | --- | --- | --- |")
         for key in SCENARIO_FIGURES.get(name, []):
             label, _, unit, decimals = FIGURES[key]
-            a, b = s(name, "ringcast", key), s(name, "reference", key)
-            r = ratio(a, b)
-            out.append(f"| {label}{f' ({unit})' if unit else ''} | {cell(a, decimals, count)} | {cell(b, decimals, count)} | {'–' if r is None else f'{r:.2f}'} |")
-        missing = [server for server in ("ringcast", "reference") if len(runs.get((name, server), [])) < count]
+            cells = [s(name, server, key) for server in servers]
+            ratios = [ratio(c, cells[-1]) for c in cells[:-1]]
+            out.append(f"| {label}{f' ({unit})' if unit else ''} | " + " | ".join(cell(c, decimals, count) for c in cells) + " | "
+                       + " | ".join('–' if r is None else f'{r:.2f}' for r in ratios) + " |")
+        missing = [server for server in servers if len(runs.get((name, server), [])) < count]
         if missing:
             out.append("")
             out.append(f"Runs that failed or were missing: {', '.join(missing)} (see Benchmarks/results/{name}-*.log).")

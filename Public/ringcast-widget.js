@@ -459,8 +459,12 @@ class RingcastTask extends HTMLElement {
     this.write('state', state, (s) => { ui.card.dataset.state = s; });
     this.write('title', t.title || t.id, (s) => { ui.title.textContent = s; ui.ring.setAttribute('aria-label', s); });
     this.write('detail', t.detail || '', (s) => { ui.detail.textContent = s; ui.detail.hidden = !s; });
-    const eta = state === 'running' && t.eta != null && t.progress != null && t.progress < 1 ? `ETA ${fmtDuration(t.eta)}` : '';
-    this.write('meta', eta, (s) => { ui.meta.textContent = s; ui.meta.hidden = !s; });
+    const eta = state === 'running' && t.eta != null && (t.progress == null || t.progress < 1) ? `ETA ${fmtDuration(t.eta)}` : '';
+    // What its kind usually takes, from past runs (the dashboard's card says the same).
+    const usual = state !== 'running' ? '' : [t.slow ? 'slower than usual' : '', t.expectedSeconds > 0 ? `usually ${fmtDuration(t.expectedSeconds)}` : '']
+      .filter(Boolean).join(' · ');
+    const meta = [eta, usual].filter(Boolean).join(' · ');
+    this.write('meta', meta, (s) => { ui.meta.textContent = s; ui.meta.hidden = !s; });
     this.write('badge', state === 'running' ? '' : LABEL[state] || state, (s) => { ui.badge.textContent = s; ui.badge.hidden = !s; });
     this.write('mode', v.mode, (m) => {
       ui.ring.classList.toggle('spinner', m === 'spinner');

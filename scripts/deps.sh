@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Ringcast builds and tests with, only those missing.
-# Usage: scripts/deps.sh [build|test]   (test adds what the browser tests need: browser-deps.sh)
+# Usage: scripts/deps.sh [build|test|deb]   (test adds what the browser tests need: browser-deps.sh;
+# test and deb add what checks the installed tree and builds the package: systemd-analyze, dpkg-dev, lintian)
 set -euo pipefail
 mode=${1:-build}
 
 packages=(pkg-config libwebsockets-dev libsqlite3-dev libhiredis-dev)
 if [ "$mode" = test ]; then
   packages+=(procps iproute2 openssl curl redis-server)
+fi
+if [ "$mode" = test ] || [ "$mode" = deb ]; then
+  packages+=(systemd dpkg-dev binutils lintian)
 fi
 
 missing=()

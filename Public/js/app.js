@@ -60,13 +60,18 @@ dashboard.setQuery(search.value);
 
 bindBell($('bell'));
 const notifyIcon = new URL('logo.svg', location.href).href;
+// Read once: location.origin costs a trip into the browser, and this runs for every event.
+const origin = location.origin;
 store.subscribe((c) => {
   if (c.type === 'task') {
+    // Most events do not change a task's state, and only a change can be news.
+    const prevState = c.prev && (c.prev.state || 'running');
+    if (prevState === (c.task.state || 'running')) return;
     // States already there in the page's first snapshot are not news.
-    notifier.consider(location.origin, c.task, c.prev && (c.prev.state || 'running'), store.everSynced,
+    notifier.consider(origin, c.task, prevState, store.everSynced,
       { icon: notifyIcon, onClick: () => dashboard.reveal(c.id) });
   } else if (c.type === 'remove') {
-    notifier.forget(location.origin, c.id);
+    notifier.forget(origin, c.id);
   }
 });
 

@@ -43,7 +43,9 @@ export function createCard(task, no) {
   const units = el('span', 'units');
   const rate = el('span', 'rate');
   const eta = el('span', 'eta');
-  meta.append(units, rate, eta);
+  // What this kind of task usually takes, from its past runs ("usually 3 min", "slower than usual").
+  const usual = el('span', 'usual');
+  meta.append(units, rate, eta, usual);
   const kids = el('p', 'kids');
   kids.hidden = true;
   // Cancel / pause / resume (js/controls.js), and what a refused request was told.
@@ -67,7 +69,7 @@ export function createCard(task, no) {
   logBox.setAttribute('aria-label', `Output of ${task.title || task.id}`);
   root.append(main, more, logBox);
   return {
-    id: task.id, no, el: root, ring, head, title, badge, detail, meta, units, rate, eta, kids, more, moreUpdated,
+    id: task.id, no, el: root, ring, head, title, badge, detail, meta, units, rate, eta, usual, kids, more, moreUpdated,
     actions, actionNote, logBox, logView: null,
     childBox: null, section: null, key: 0, spark: null, sparkVersion: -1, sparkAt: 0, sparkDrawn: false,
     leaving: false, leaveTimer: 0, last: {},

@@ -29,6 +29,7 @@ const FOLD_AFTER_MS = 4000;
 const SPARK_EVERY_MS = 1000; // a sparkline is redrawn at most this often…
 const SPARK_EVERY_REDUCED_MS = 5000; // …and more rarely under prefers-reduced-motion
 const IDLE_SLICE_MS = 4; // off-screen catch-up work per idle callback when the page is busy
+const CATCH_UP_EVERY_MS = 1000; // a pass over the off-screen cards starts at most this often
 const MAX_DEPTH = 32; // parent chains are followed this far (guards against cycles)
 
 const stateOf = (task) => (task && task.state) || 'running';
@@ -69,7 +70,21 @@ export class Dashboard {
     this.children = new Map(); // parent id -> Set of child ids
     this.dirty = new Set();
     this.stale = new Set(); // ids whose card is off screen and behind the store
+    this.catching = new Set(); // the catch-up pass under way: what was stale when it began
     this.timers = new Set(); // ids whose countdown moves by itself
+    // Spinners whose ETA comes from their kind's past runs: it is time, so it counts down here
+    // between the server's updates, redrawn once a second while on screen.
+    this.etaClocks = new Set();
+    setInterval(() => {
+      for (const id of this.etaClocks) {
+        const card = this.cards.get(id);
+        if (card && this.store.tasks.has(id) && !card.leaving) {
+          if (isRendered(card.el)) this.mark(id);
+        } else {
+          this.etaClocks.delete(id);
+        }
+      }
+    }, 1000);
     this.hideTimers = new Map(); // id -> {at, handle}
     this.foldAt = new Map(); // id -> performance.now() when a task seen finishing may fold
     this.rates = new RateHistory();
@@ -81,6 +96,8 @@ export class Dashboard {
     this.last = {}; // what summarize() wrote last
     this.frame = 0;
     this.idleHandle = 0;
+    this.idleWait = 0; // a timer until the next catch-up pass may start
+    this.idleNotBefore = 0;
     this.restoreFocus = null;
     this.reducedMotion = matchMedia('(prefers-reduced-motion: reduce)');
     this.flush = this.flush.bind(this);
@@ -259,11 +276,12 @@ export class Dashboard {
     }
     this.place(card, task, fresh);
     if (!fresh && !isRendered(card.el)) {
-      this.stale.add(id);
+      if (!this.catching.has(id)) this.stale.add(id);
       this.scheduleIdle();
       return;
     }
     this.stale.delete(id);
+    this.catching.delete(id);
     this.updateCard(card, task, now);
   }
 
@@ -385,11 +403,20 @@ export class Dashboard {
     const running = state === 'running';
     const units = formatUnits(task);
     const rate = running ? formatRate(task) : '';
-    const eta = running && task.eta != null && task.progress != null && task.progress < 1 ? `ETA ${formatDuration(task.eta)}` : '';
+    // An indeterminate task has an ETA too when its kind's past runs give one: the time it
+    // usually takes less the time it has run, so it counts down from the server's last word.
+    const spinnerEta = running && task.progress == null && task.eta != null;
+    const left = spinnerEta ? task.eta - Math.max(0, now - (task.updatedAt || now)) / 1000 : task.eta;
+    const eta = running && left != null && (!spinnerEta || left > 0) && (task.progress == null || task.progress < 1) ? `ETA ${formatDuration(left)}` : '';
+    if (spinnerEta && !background) this.etaClocks.add(task.id);
+    else this.etaClocks.delete(task.id);
+    const usual = running ? usualText(task) : '';
     write(L, 'units', units, (v) => { card.units.textContent = v; });
     write(L, 'rate', rate, (v) => { card.rate.textContent = v; });
     write(L, 'eta', eta, (v) => { card.eta.textContent = v; });
-    write(L, 'meta', !(units || rate || eta), (v) => { card.meta.hidden = v; });
+    write(L, 'usual', usual, (v) => { card.usual.textContent = v; });
+    write(L, 'slow', running && task.slow === true, (v) => { card.usual.classList.toggle('slow', v); });
+    write(L, 'meta', !(units || rate || eta || usual), (v) => { card.meta.hidden = v; });
     // While a cancel or pause request waits for the publisher, the badge says so.
     const request = requestLabel(task);
     write(L, 'badge', request || (running ? '' : stateLabel(task.state)), (v) => {
@@ -452,9 +479,26 @@ export class Dashboard {
     }, Math.max(16, delay));
   }
 
-  /** Off-screen cards catch up in idle time (so assistive technology reads current values). */
+  /**
+   * Off-screen cards catch up in idle time (so assistive technology reads current values), in
+   * passes over what was stale when the pass began, started at most once per CATCH_UP_EVERY_MS:
+   * a card updated ten times a second is written about once a second while nobody sees it, not
+   * ten times (and at once when it is shown).
+   */
   scheduleIdle() {
-    if (this.idleHandle || !this.stale.size) return;
+    if (this.idleHandle || this.idleWait) return;
+    if (!this.catching.size) {
+      if (!this.stale.size) return;
+      const wait = this.idleNotBefore - performance.now();
+      if (wait > 0) {
+        this.idleWait = setTimeout(() => {
+          this.idleWait = 0;
+          this.scheduleIdle();
+        }, wait);
+        return;
+      }
+      [this.catching, this.stale] = [this.stale, this.catching];
+    }
     const ric = window.requestIdleCallback
       || ((cb) => setTimeout(() => cb({ didTimeout: true, timeRemaining: () => 0 }), 250));
     this.idleHandle = ric(this.idle, { timeout: 1000 });
@@ -464,13 +508,15 @@ export class Dashboard {
     this.idleHandle = 0;
     const start = performance.now();
     const now = this.store.serverNow();
-    for (const id of this.stale) {
+    for (const id of this.catching) {
       if (deadline.timeRemaining() < 1 && performance.now() - start > IDLE_SLICE_MS) break;
-      this.stale.delete(id);
+      this.catching.delete(id);
       const card = this.cards.get(id);
       const task = this.store.tasks.get(id);
       if (card && task && !card.leaving) this.updateCard(card, task, now, true);
     }
+    // A pass that finished waits before the next begins; one cut short goes on in the next idle time.
+    if (!this.catching.size) this.idleNotBefore = performance.now() + CATCH_UP_EVERY_MS;
     this.scheduleIdle();
   }
 
@@ -583,6 +629,7 @@ export class Dashboard {
       if (this.cards.get(id) === card) {
         this.cards.delete(id);
         this.stale.delete(id);
+        this.catching.delete(id);
         this.summaryDirty = true;
         this.schedule();
       }
@@ -724,4 +771,11 @@ export class Dashboard {
       filtered: this.terms.length > 0, matching, topLevel,
     });
   }
+}
+
+/** "usually 3 min" from the task's kind's past runs; "slower than usual · usually 3 min" once it is past their 90th percentile. */
+export function usualText(task) {
+  if (!(task.expectedSeconds > 0)) return task.slow ? 'slower than usual' : '';
+  const usual = `usually ${formatDuration(task.expectedSeconds)}`;
+  return task.slow ? `slower than usual · ${usual}` : usual;
 }

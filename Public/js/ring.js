@@ -2,6 +2,11 @@
 // `ringView` turns a task into what the ring shows; `setRing` writes only what changed.
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
+// How long a ring eases to a new value (style.css, `.ring .arc`). A ring moved again sooner is
+// moved without easing (class `quick`): each update then moves it by itself, and it is repainted
+// once per update instead of every frame (60 rings eased without end cost a third of the
+// browser's CPU with 5 000 tasks updated ten times a second).
+const EASE_MS = 450;
 
 const STATE_LABEL = {
   running: 'Running', paused: 'Paused', done: 'Done', failed: 'Failed',
@@ -84,6 +89,13 @@ export function setRing(ring, view) {
     const offset = Math.round((100 - clamp01(view.fraction) * 100) * 100) / 100;
     if (L.offset !== offset) {
       L.offset = offset;
+      const t = performance.now();
+      const quick = L.movedAt !== undefined && t - L.movedAt < EASE_MS;
+      L.movedAt = t;
+      if (L.quick !== quick) {
+        L.quick = quick;
+        ring.el.classList.toggle('quick', quick);
+      }
       ring.arc.style.strokeDashoffset = String(offset);
     }
   }

@@ -6,7 +6,8 @@
 const TASK_EVENTS = new Set(['progress', 'show', 'hide', 'state', 'tick', 'update', 'log']);
 // Optional task fields: absent from a full task event means unset.
 const OPTIONAL = ['detail', 'completed', 'total', 'hideAt', 'rate', 'eta', 'parent',
-  'controls', 'cancelRequested', 'pauseRequested', 'abandonAfter', 'logCount'];
+  'controls', 'cancelRequested', 'pauseRequested', 'abandonAfter', 'logCount',
+  'kind', 'expectedSeconds', 'slow'];
 // Event fields that are not task fields (a `log` event's lines are the log's, not the task's).
 const EVENT_ONLY = ['type', 'remaining', 'elapsed', 'now', 'from', 'lines'];
 
@@ -157,11 +158,16 @@ export class Store {
   }
 }
 
+/** Makes a snapshot's task object the store's task, in place: a page that falls behind is sent
+ *  snapshots of thousands of tasks, ten times a second, and a copy of each costs more than this. */
 function normalize(t) {
-  const task = { progress: null, state: 'running', visible: true, modal: false, ...t };
-  if (!task.title) task.title = task.id;
-  for (const key of EVENT_ONLY) delete task[key];
-  return task;
+  if (t.progress === undefined) t.progress = null;
+  if (t.state === undefined) t.state = 'running';
+  if (t.visible === undefined) t.visible = true;
+  if (t.modal === undefined) t.modal = false;
+  if (!t.title) t.title = t.id;
+  for (const key of EVENT_ONLY) if (key in t) delete t[key];
+  return t;
 }
 
 /** A task is on screen when visible and its hideAt (set by the show it belongs to) has not passed. */

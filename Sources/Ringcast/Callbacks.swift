@@ -13,10 +13,14 @@ extension ServiceWorker: ServiceHandler {
             if let peer = acceptedPeer {
                 peers[link.identifier] = peer
                 acceptedPeer = nil
+                count { $0.connectionsAccepted += 1 }
             }
             return true
         case .destroyed:
-            if let peer = peers.removeValue(forKey: link.identifier) { forget(peer) }
+            if let peer = peers.removeValue(forKey: link.identifier) {
+                forget(peer)
+                count { $0.connectionsClosed += 1 }
+            }
             return true
         case .httpFilter:
             return admitsHTTP(link)
@@ -27,8 +31,7 @@ extension ServiceWorker: ServiceHandler {
             receiveBody(piece, on: link)
             return true
         case .httpBodyComplete:
-            if let exchange = link.attachment(as: Connection.self)?.exchange { answer(exchange, on: link) }
-            return true
+            return completeBody(on: link)
         case .httpWriteable:
             return writeHTTP(on: link)
         case .httpClosed, .closed:
@@ -76,6 +79,11 @@ extension ServiceWorker: ServiceHandler {
         acceptedPeer = Peer(address: address, isLoopback: loopback, isCounted: counted,
                             allowance: TokenBucket(rate: config.maxPublishRate, now: Clock.now()))
         return true
+    }
+
+    /// Whether the link's peer is on this machine: known from its accept, else asked of the socket.
+    func isFromLoopback(_ link: LWSConnection) -> Bool {
+        peers[link.identifier]?.isLoopback ?? link.isLoopbackPeer
     }
 
     private func forget(_ peer: Peer) {

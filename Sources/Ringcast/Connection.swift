@@ -57,6 +57,8 @@ final class HTTPExchange {
     @exclusivity(unchecked) var response: APIResponse?
     /// False once lws has let go of the connection: an answer held for storage is then dropped.
     @exclusivity(unchecked) var isOpen = true
+    /// Set by lws's body completion, which comes once a request unless the client pipelines.
+    @exclusivity(unchecked) var isBodyComplete = false
 
     init(request: APIRequest, bodyLimit: Int) {
         self.request = request

@@ -6,7 +6,15 @@ import RingcastLWS
 extension ServiceWorker {
     /// Every request, static files included, must name one of our hosts (DNS rebinding gets 421).
     func admitsHTTP(_ link: LWSConnection) -> Bool {
-        do {
+        // lws 4.1.6 parses a pipelined request while the one before is still unanswered and then
+        // loses that answer (or, after a body, spins for good): a connection that pipelines is
+        // closed, and the client sends again one request at a time, as HTTP/1.1 lets a server ask.
+        if link.attachment(as: Connection.self)?.exchange != nil {
+            logger.debug("closed a connection from \(link.peerAddress) that pipelined HTTP requests")
+            return false
+        }
+        do throws(APIError) {
+            guard link.hasWholeRequestLine else { throw APIError.cutRequestLine }
             try gate.checkHost(link.header(.host))
             return true
         } catch {
@@ -14,7 +22,7 @@ extension ServiceWorker {
                 metrics.httpRequests += 1
                 metrics.httpErrors += 1
             }
-            server.logRefusal("host", offender: link.peerAddress, "refused \(link.requestLine()?.path ?? "a request") from \(link.peerAddress): \(error.message)")
+            server.logRefusal(error.code == .misdirected ? "host" : "request", offender: link.peerAddress, "refused \(link.requestLine()?.path ?? "a request") from \(link.peerAddress): \(error.message)")
             _ = link.writeHTTP(status: error.status, contentType: "application/json", body: error.encodedBody, headers: [("cache-control:", "no-store")])
             return false
         }
@@ -25,14 +33,16 @@ extension ServiceWorker {
         let request = APIRequest(
             method: method, path: path, query: link.queryArguments(),
             headers: RequestHeaders(host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization),
-                                    contentType: link.header(.contentType)),
-            fromLoopback: link.isLoopbackPeer)
+                                    contentType: link.header(.contentType), accept: link.header(.accept), ifNoneMatch: link.header(.ifNoneMatch)),
+            fromLoopback: isFromLoopback(link))
         let exchange = HTTPExchange(request: request, bodyLimit: config.maxMessageBytes)
         // lws hands the same session memory to the next request of a kept-alive connection.
         release(link.attach(Connection(.http(exchange))))
         let contentLength = Int(link.header(.contentLength) ?? "") ?? 0
         if contentLength > config.maxMessageBytes { exchange.body.refuse() }
-        if contentLength > 0 && (method == "POST" || method == "PUT" || method == "PATCH") {
+        // Whatever the method: a GET's body left unread wedges lws's parser on the next request of
+        // the connection (it spun for good in lws_service_do_ripe_rxflow). The API ignores it.
+        if contentLength > 0 {
             return true  // the body follows
         }
         answer(exchange, on: link)
@@ -41,6 +51,19 @@ extension ServiceWorker {
 
     func receiveBody(_ piece: UnsafeRawBufferPointer, on link: LWSConnection) {
         link.attachment(as: Connection.self)?.exchange?.body.append(piece)
+    }
+
+    /// The body is in. False closes the connection: lws reports a second completion of one body
+    /// only when it has a pipelined request buffered, and then loops on it without end.
+    func completeBody(on link: LWSConnection) -> Bool {
+        guard let exchange = link.attachment(as: Connection.self)?.exchange else { return true }
+        guard !exchange.isBodyComplete else {
+            logger.debug("closed a connection from \(link.peerAddress) that pipelined HTTP requests")
+            return false
+        }
+        exchange.isBodyComplete = true
+        answer(exchange, on: link)
+        return true
     }
 
     func answer(_ exchange: HTTPExchange, on link: LWSConnection) {
@@ -52,6 +75,7 @@ extension ServiceWorker {
         let now = Clock.now()
         let peer = peers[link.identifier]
         let publishes = request.method != "GET" && request.method != "HEAD"
+        if request.bodyTooLarge { server.logRefusal("oversize", offender: link.peerAddress, "refused \(request.method) \(request.path) from \(link.peerAddress): the body is larger than maxMessageBytes (\(config.maxMessageBytes))") }
         let response: APIResponse
         let ticket: UInt64
         if publishes, let peer, !peer.allowance.allows(now: now) {
@@ -105,8 +129,9 @@ extension ServiceWorker {
     func writeHTTP(on link: LWSConnection) -> Bool {
         guard let exchange = link.attachment(as: Connection.self)?.exchange, let response = exchange.response else { return true }
         exchange.response = nil
+        count { $0.httpBytes += response.body.count }
         let written = link.writeHTTP(status: response.status, contentType: response.contentType, body: response.body,
-                                     headers: [("cache-control:", "no-store")])
+                                     headers: [("cache-control:", response.cacheControl)] + response.headers)
         release(link.detach())
         guard written else { return false }
         return link.completeHTTPTransaction()

@@ -5,7 +5,7 @@ import RingcastCore
 /// outbox row is kept in the same commit as the state change that made it. Used where
 /// SQLitePersistence uses its own statements: by the caller of `init`/`load`, then the writer thread.
 struct LoopStatements {
-    /// The tables, created if missing. (The schema version is reconciled with the others' at merge.)
+    /// The tables, created if missing: schema version 2 (SQLiteSchema.swift).
     static let schema = """
         -- Issue 12 (closing the loop): log tails and the webhook outbox.
         CREATE TABLE IF NOT EXISTS task_logs (id TEXT PRIMARY KEY, lines BLOB NOT NULL);

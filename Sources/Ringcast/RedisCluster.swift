@@ -411,7 +411,9 @@ struct Backoff {
 }
 
 extension PersistedState {
-    /// A checkpoint: a first line of `{"epoch", "seq", "now"}`, then one stored task per line.
+    /// A checkpoint: a first line of `{"epoch", "seq", "now"}`, then one stored task per line, then
+    /// one line per kind of the history, `{"history": KIND, "seconds": […], "lastFinishedAt"}`
+    /// (a node that does not know such lines skips them: they are no task).
     func checkpointBody(appliedNow: Double) -> [UInt8] {
         var writer = JSONWriter(capacity: 64)
         writer.beginObject()
@@ -424,6 +426,7 @@ extension PersistedState {
             body.append(UInt8(ascii: "\n"))
             body += task.encodedForStorage()
         }
+        body += KindHistory.checkpointLines(history)
         return body
     }
 
@@ -433,6 +436,7 @@ extension PersistedState {
               case let .number(seq)? = meta["seq"] else { return nil }
         var now = 0.0
         if case let .number(value)? = meta["now"] { now = value }
-        self.init(epoch: epoch, seq: UInt64(seq), tasks: lines.dropFirst().compactMap { TaskRecord(stored: Array($0)) }, appliedNow: now)
+        self.init(epoch: epoch, seq: UInt64(seq), tasks: lines.dropFirst().compactMap { TaskRecord(stored: Array($0)) }, appliedNow: now,
+                  history: KindHistory.fromCheckpoint(lines.dropFirst().map(Array.init)))
     }
 }

@@ -11,9 +11,9 @@ import RingcastCore
 /// `writeBehindSeconds` later.
 ///
 /// `@unchecked Sendable`: the pending changes, `epoch`, `seq` and `issued` belong to the service
-/// thread; `queue`, `writerState` and `report` are guarded by `condition`; the database and its
-/// statements belong to the writer thread while it runs, and to the caller of `init`/`load` and
-/// `flush` when it does not.
+/// thread; `queue`, `writerState`, `report`, `probes` and `instruments` are guarded by `condition`;
+/// the database and its statements belong to the writer thread while it runs, and to the caller of
+/// `init`/`load`, `flush` and `checkReadiness` when it does not.
 public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
     public static let writeBehindSeconds = 0.25
     /// How often a failed transaction is tried again before its batch is reported lost.
@@ -26,6 +26,7 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
     private let deleteTask: SQLiteStatement
     private let setMeta: SQLiteStatement
     private let loop: LoopStatements
+    private let history: HistoryStatements
 
     // Service thread.
     private var pendingSaves: [String: TaskRecord] = [:]
@@ -34,6 +35,8 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
     /// Issue 12: log tails (nil: removed with their task) and webhook deliveries (nil: finished).
     private var pendingLogs: [String: [String]?] = [:]
     private var pendingDeliveries: [String: WebhookDelivery?] = [:]
+    /// Issue 13: each kind's runs (nil: the kind was forgotten).
+    private var pendingHistory: [String: KindRuns?] = [:]
     private var epoch: String?
     private var seq: UInt64 = 0
     private var issued: UInt64 = 0
@@ -45,6 +48,9 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
     private var writerState = WriterState.none
     private var writerBusy = false
     private var report: (@Sendable (UInt64, Bool) -> Void)?
+    /// Readiness questions waiting for the writer (`checkReadiness`), and what it counted of its commits.
+    private var probes: [@Sendable (String?) -> Void] = []
+    private var instruments = StorageMetrics()
 
     /// What one commit hands over: the changes pending at the time, and where the sequence stood.
     private struct Batch: Sendable {
@@ -52,6 +58,7 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
         var removals: [String]
         var logs: [String: [String]?] = [:]
         var deliveries: [String: WebhookDelivery?] = [:]
+        var history: [String: KindRuns?] = [:]
         var epoch: String
         var seq: UInt64
         var ticket: UInt64
@@ -67,15 +74,19 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
             try database.execute("""
                 PRAGMA journal_mode = WAL;
                 PRAGMA synchronous = NORMAL;
-                CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-                CREATE TABLE IF NOT EXISTS tasks (id TEXT PRIMARY KEY, seq INTEGER NOT NULL, body BLOB NOT NULL);
                 """)
-            try database.execute(LoopStatements.schema)
+            if let upgraded = try SQLiteSchema.migrate(database) {
+                logger.info("storage: \(path) upgraded from schema version \(upgraded) to \(SQLiteSchema.current)")
+            }
             loop = try LoopStatements(database)
+            try database.execute(HistoryStatements.schema)
+            history = try HistoryStatements(database)
             upsertTask = try database.prepare("INSERT INTO tasks (id, seq, body) VALUES (?1, ?2, ?3) ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, body = excluded.body")
             deleteTask = try database.prepare("DELETE FROM tasks WHERE id = ?1")
             setMeta = try database.prepare("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)")
-        } catch {
+        } catch let error as SQLiteSchema.TooNew {
+            throw ServerError("the storage file '\(path)' was written by a newer release of Ringcast (schema version \(error.found); Ringcast \(RingcastVersion.version) reads versions up to \(SQLiteSchema.current)): run that release or a later one, or point \"storage\" at another file")
+        } catch let error as SQLiteError {
             throw ServerError("cannot open the storage file '\(path)': \(error.message) (\(error.call)); point \"storage\" in config.json at a writable path, or set it to \"memory\"")
         }
     }
@@ -96,7 +107,7 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
             let (logs, deliveries) = try loop.load()
             logger.info("storage: \(tasks.count) tasks of epoch \(epoch) restored from \(path)"
                         + (deliveries.isEmpty ? "" : ", with \(deliveries.count) webhook deliveries still owed"))
-            return PersistedState(epoch: epoch, seq: seq, tasks: tasks, logs: logs, deliveries: deliveries)
+            return PersistedState(epoch: epoch, seq: seq, tasks: tasks, logs: logs, deliveries: deliveries, history: try history.load())
         } catch {
             logger.error("storage: reading \(path) failed, starting empty: \(error)")
             return nil
@@ -127,7 +138,9 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
 
     public func removeDelivery(id: String) { pendingDeliveries[id] = .some(nil) }
 
-    public var hasPendingWrites: Bool { !pendingSaves.isEmpty || !pendingRemovals.isEmpty || !pendingLogs.isEmpty || !pendingDeliveries.isEmpty }
+    public func saveHistory(kind: String, runs: KindRuns?) { pendingHistory[kind] = .some(runs) }
+
+    public var hasPendingWrites: Bool { !pendingSaves.isEmpty || !pendingRemovals.isEmpty || !pendingLogs.isEmpty || !pendingDeliveries.isEmpty || !pendingHistory.isEmpty }
     public var hasUrgentWrites: Bool { urgentPending }
 
     public func startWriting(report: @escaping @Sendable (UInt64, Bool) -> Void) {
@@ -148,11 +161,12 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
     public func commit() -> UInt64 {
         issued += 1
         let batch = Batch(saves: Array(pendingSaves.values), removals: Array(pendingRemovals), logs: pendingLogs, deliveries: pendingDeliveries,
-                          epoch: epoch ?? "", seq: seq, ticket: issued)
+                          history: pendingHistory, epoch: epoch ?? "", seq: seq, ticket: issued)
         pendingSaves.removeAll(keepingCapacity: true)
         pendingRemovals.removeAll(keepingCapacity: true)
         pendingLogs.removeAll(keepingCapacity: true)
         pendingDeliveries.removeAll(keepingCapacity: true)
+        pendingHistory.removeAll(keepingCapacity: true)
         urgentPending = false
         let (queued, report): (Bool, (@Sendable (UInt64, Bool) -> Void)?) = condition.withLock {
             guard writerState == .running else { return (false, self.report) }
@@ -162,7 +176,7 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
         }
         if !queued {
             // No writer (not started yet, or stopped at shutdown): written here, and reported as the writer would.
-            let kept = epoch == nil || write([batch])
+            let kept = epoch == nil || timedWrite([batch])
             report?(batch.ticket, kept)
         }
         return batch.ticket
@@ -188,20 +202,23 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
 
     private func writerLoop() {
         while true {
-            let (batches, report): ([Batch], (@Sendable (UInt64, Bool) -> Void)?) = condition.withLock {
-                while queue.isEmpty, writerState == .running { condition.wait() }
-                defer { queue.removeAll(keepingCapacity: true) }
-                return (queue, self.report)
+            let (batches, probes, report): ([Batch], [@Sendable (String?) -> Void], (@Sendable (UInt64, Bool) -> Void)?) = condition.withLock {
+                while queue.isEmpty, self.probes.isEmpty, writerState == .running { condition.wait() }
+                defer { queue.removeAll(keepingCapacity: true); self.probes.removeAll() }
+                return (queue, self.probes, self.report)
             }
-            if batches.isEmpty {
+            if batches.isEmpty, probes.isEmpty {
                 condition.withLock {
                     writerState = .stopped
                     condition.broadcast()
                 }
                 return
             }
-            let kept = write(batches)
-            for batch in batches { report?(batch.ticket, kept) }
+            if !batches.isEmpty {
+                let kept = timedWrite(batches)
+                for batch in batches { report?(batch.ticket, kept) }
+            }
+            if !probes.isEmpty { answer(probes) }
         }
     }
 
@@ -209,12 +226,13 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
     private func write(_ batches: [Batch]) -> Bool {
         // The newest word on each task wins: a save after a removal brings it back, and the reverse.
         var latest: [String: TaskRecord?] = [:]
-        var logs: [String: [String]?] = [:], deliveries: [String: WebhookDelivery?] = [:]
+        var logs: [String: [String]?] = [:], deliveries: [String: WebhookDelivery?] = [:], kinds: [String: KindRuns?] = [:]
         for batch in batches {
             for id in batch.removals { latest[id] = .some(nil) }
             for task in batch.saves { latest[task.id] = .some(task) }
             logs.merge(batch.logs) { $1 }
             deliveries.merge(batch.deliveries) { $1 }
+            kinds.merge(batch.history) { $1 }
         }
         guard let last = batches.last, !last.epoch.isEmpty else { return true }
         for attempt in 1...SQLitePersistence.attempts {
@@ -232,6 +250,7 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
                         }
                     }
                     try loop.write(logs: logs, deliveries: deliveries)
+                    try history.write(kinds)
                     for (key, value) in [("epoch", last.epoch), ("seq", String(last.seq))] {
                         try setMeta.bind(1, key)
                         try setMeta.bind(2, value)
@@ -254,5 +273,49 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
         var found: String?
         try select.forEachRow { row in found = row.text(0) }
         return found
+    }
+}
+
+// MARK: What operators see: readiness and commit times
+
+extension SQLitePersistence: ReadinessProbe, StorageMetricsSource {
+    public var readinessName: String { "storage" }
+
+    /// The writer takes a trivial commit (`BEGIN IMMEDIATE; COMMIT`: the write lock, nothing written)
+    /// after whatever it is writing; before the writer starts or after it stops, the caller does.
+    public func checkReadiness(_ answer: @escaping @Sendable (String?) -> Void) {
+        let queued: Bool = condition.withLock {
+            guard writerState == .running else { return false }
+            probes.append(answer)
+            condition.broadcast()
+            return true
+        }
+        if !queued { self.answer([answer]) }
+    }
+
+    public var storageMetrics: StorageMetrics { condition.withLock { instruments } }
+
+    private func answer(_ probes: [@Sendable (String?) -> Void]) {
+        var failure: String?
+        do {
+            try database.execute("BEGIN IMMEDIATE; COMMIT")
+        } catch {
+            try? database.execute("ROLLBACK")
+            failure = "a trivial commit to \(path) failed: \(error)"
+        }
+        for probe in probes { probe(failure) }
+    }
+
+    /// `write`, timed for `ringcast_storage_commit_seconds` when it reached the file.
+    private func timedWrite(_ batches: [Batch]) -> Bool {
+        let started = DispatchTime.now().uptimeNanoseconds
+        let kept = write(batches)
+        guard let last = batches.last, !last.epoch.isEmpty else { return kept }
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+        condition.withLock {
+            instruments.commitSeconds.observe(seconds)
+            if !kept { instruments.commitFailures += 1 }
+        }
+        return kept
     }
 }

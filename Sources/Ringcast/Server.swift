@@ -32,6 +32,9 @@ public final class RingcastServer: @unchecked Sendable {
     /// Open sockets per address, for `maxConnectionsPerAddress`, across every loop.
     let connectionsByAddress = Locked<[String: Int]>([:])
     private let refusals = Locked(RefusalLog())
+    /// Refusals by reason, for /metrics; and readiness and start time, for operators (Operations.swift).
+    let refusalCounts = Locked(LabeledCounts())
+    let operations: OperationsState
 
     /// - Parameter baseDirectory: where a relative `publicDir` is found (the config file's folder).
     public init(config: ServerConfig, baseDirectory: String, logger: Logger, persistence: TaskPersistence = MemoryOnlyPersistence()) {
@@ -40,6 +43,7 @@ public final class RingcastServer: @unchecked Sendable {
         self.persistence = persistence
         let store = TaskStore(persistence: persistence, retentionSeconds: config.retentionSeconds, maxTasks: config.maxTasks)
         state = SharedState(store: store, api: API(store: store, config: config), persistence: persistence)
+        operations = OperationsState(probes: RingcastServer.readinessProbes(for: persistence), logger: logger)
         func resolved(_ path: String) -> String {
             URL(fileURLWithPath: path.hasPrefix("/") ? path : baseDirectory + "/" + path).standardizedFileURL.path
         }
@@ -131,7 +135,7 @@ public final class RingcastServer: @unchecked Sendable {
         var settings = ContextSettings(name: "ringcast")
         settings.acceptsAdoptedSockets = true
         settings.certificate = certificate
-        settings.staticFiles = .init(directory: publicDirectory, maxAge: config.staticMaxAge, callbackPaths: ["/api", "/healthz", "/metrics"])
+        settings.staticFiles = .init(directory: publicDirectory, maxAge: config.staticMaxAge, callbackPaths: ["/api", "/healthz", "/readyz", "/metrics", "/badge"])
         settings.sessionBytes = LWSConnection.sessionBytes
         settings.headers = [("access-control-allow-origin:", "*")]
         settings.enforceSecurityHeaders = true
@@ -154,18 +158,22 @@ public final class RingcastServer: @unchecked Sendable {
         }
         status.threads = workers.count
         status.redis = state.cluster?.health
-        return status
+        return withOperations(status)
     }
+
+    /// Each service thread's counts of its sockets and frames, thread 0 first.
+    var workerMetrics: [TransportMetrics] { workers.map { $0.counters.metrics.withLock { $0 } } }
 
     /// Watchers open on each service thread now, thread 0 first.
     package var watchersByThread: [Int] { workers.map { $0.counters.watchers.load(ordering: .relaxed) } }
 
     /// A refused client, logged once per offender and reason (then at most once a minute, with a count).
     func logRefusal(_ reason: String, offender: String, _ message: @autoclosure () -> String) {
+        refusalCounts.withLock { $0[reason] += 1 }
         let verdict = refusals.withLock { $0.admit(reason: reason, offender: offender, now: Clock.now()) }
         guard verdict.log else { return }
         let suppressed = verdict.suppressed > 0 ? " (and \(verdict.suppressed) more like it since the last report)" : ""
-        logger.warning("\(message())\(suppressed)")
+        logger.warning("\(message())\(suppressed)", fields: [("reason", .string(reason)), ("peer", .string(offender)), ("suppressed", .number(Double(verdict.suppressed)))])
     }
 }
 

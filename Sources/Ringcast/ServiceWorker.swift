@@ -39,6 +39,14 @@ final class ServiceWorker: @unchecked Sendable {
     private var heartbeatTimer: LoopTimer?
     private var deadlineTimer: LoopTimer?
     private var writeBehindTimer: LoopTimer?
+    /// When each recent seq's change was applied, to time its frames (Operations.swift).
+    @exclusivity(unchecked) var publishTimes = PublishTimes()
+    /// Frame figures not yet added to `counters.metrics` (`noteFrameWritten`).
+    @exclusivity(unchecked) var unreportedFrames = TransportMetrics()
+    @exclusivity(unchecked) var isFrameReportDue = false
+    var frameReportTimer: LoopTimer?
+    /// How late `/metrics` may show a thread's frame figures.
+    static let frameReportSeconds = 0.25
 
     init(index: Int, server: RingcastServer, listener: ListeningSocket) {
         self.index = index
@@ -56,10 +64,12 @@ final class ServiceWorker: @unchecked Sendable {
     func prepare(_ loop: ServiceLoop) throws {
         try loop.adoptListener(listener)
         heartbeatTimer = try loop.makeTimer { [unowned self] in heartbeatFired() }
+        frameReportTimer = try loop.makeTimer { [unowned self] in reportFrames() }
         heartbeatTimer?.schedule(seconds: config.heartbeatSeconds)
         if index == 0 {
             deadlineTimer = try loop.makeTimer { [unowned self] in deadlineFired() }
             writeBehindTimer = try loop.makeTimer { [unowned self] in state.writeBehind() }
+            try server.operations.startAsking(on: loop)
         }
         settle()
     }
@@ -74,6 +84,7 @@ final class ServiceWorker: @unchecked Sendable {
         let committed = state.committedTicket
         var delivered = false
         while waitingHead < waiting.count, waiting[waitingHead].ticket <= committed {
+            notePublished(waiting[waitingHead])
             fanOut.publish(waiting[waitingHead].events)
             waitingHead += 1
             delivered = true
@@ -142,6 +153,7 @@ final class ServiceWorker: @unchecked Sendable {
         state.flush()
         settle()
         if fanOut.subscriberCount > 0 {
+            server.refusalCounts.withLock { $0[RefusalReason.shutdown.rawValue] += fanOut.subscriberCount }
             fanOut.forEachSubscription { subscription in
                 guard let socket = subscription.writer as? SocketPeer else { return }
                 if socket.closeReason == nil { socket.closeReason = (.goingAway, "server stopping") }
@@ -149,6 +161,7 @@ final class ServiceWorker: @unchecked Sendable {
             }
             loop.service(forAtMost: 300) { fanOut.subscriberCount == 0 }
         }
+        reportFrames()
     }
 }
 
@@ -160,6 +173,8 @@ final class WorkerCounters: Sendable {
     let framesSent = Atomic<Int>(0)
     let eventsSent = Atomic<Int>(0)
     let socketsOpened = Atomic<Int>(0)
+    /// The rest of what /metrics shows of this thread: written by it, read by a scrape on any thread.
+    let metrics = Mutex(TransportMetrics())
 
     func update(from fanOut: FanOut) {
         watchers.store(fanOut.subscriberCount, ordering: .relaxed)

@@ -20,6 +20,8 @@ final class SharedState: @unchecked Sendable {
     struct Delivery {
         let ticket: UInt64
         let events: [OutboundEvent]
+        /// When the change was applied (a monotonic clock), for the publish-to-write latency.
+        var appliedAt = Clock.monotonicSeconds()
     }
 
     /// How a change submitted to the cluster turned out, for the worker that asked.
@@ -241,6 +243,10 @@ final class SharedState: @unchecked Sendable {
 
     /// At shutdown: everything pending is written and counts as kept.
     func flush() {
+        // A cluster's reader thread may be waiting for the lock to apply entries it has read (a
+        // deadline's `due`, say): its threads are stopped first, outside the lock, or neither
+        // side would ever go on.
+        cluster?.flush()
         let last: UInt64 = lock.withLock {
             persistence.flush()
             return issued
@@ -322,7 +328,8 @@ final class SharedState: @unchecked Sendable {
     /// The whole state, for the cluster's checkpoint.
     func checkpointBody() -> (epoch: String, body: [UInt8]) {
         lock.withLock {
-            let state = PersistedState(epoch: store.epoch, seq: store.seq, tasks: store.tasks.values.sorted { $0.seq < $1.seq })
+            let state = PersistedState(epoch: store.epoch, seq: store.seq, tasks: store.tasks.values.sorted { $0.seq < $1.seq },
+                                       history: store.history.kinds)
             return (store.epoch, state.checkpointBody(appliedNow: appliedNow))
         }
     }

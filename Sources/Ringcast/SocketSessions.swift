@@ -9,11 +9,12 @@ extension ServiceWorker {
             logger.debug("refused a WebSocket upgrade outside /ws")
             return false
         }
-        do {
+        do throws(APIError) {
+            guard link.hasWholeRequestLine else { throw APIError.cutRequestLine }
             try gate.checkHost(link.header(.host))
             try gate.checkOrigin(RequestHeaders(host: link.header(.host), origin: link.header(.origin)))
         } catch {
-            server.logRefusal(error.code == .misdirected ? "host" : "origin", offender: link.peerAddress, "refused a WebSocket from \(link.peerAddress): \(error.message)")
+            server.logRefusal(error.code == .misdirected ? "host" : error.code == .invalidRequest ? "request" : "origin", offender: link.peerAddress, "refused a WebSocket from \(link.peerAddress): \(error.message)")
             return false
         }
         return true
@@ -31,7 +32,7 @@ extension ServiceWorker {
             subscription.sendDirect(frame)
         case let .success(request):
             let headers = RequestHeaders(host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization))
-            let fromLoopback = link.isLoopbackPeer
+            let fromLoopback = isFromLoopback(link)
             // The snapshot and the seq it was taken at, in one look: events up to that seq still in
             // this thread's inbox are skipped for this watcher (FanOut never sends one it has).
             let (opened, seq) = state.read { api, store in
@@ -40,6 +41,7 @@ extension ServiceWorker {
             socket.session = opened.0
             release(link.attach(Connection(request.mode == .publish ? .publisher(socket) : .watcher(socket))))
             counters.socketsOpened.add(1, ordering: .relaxed)
+            count { $0.webSocketsOpened[request.mode == .publish ? "publisher" : "watcher"] += 1 }
             let subscription = fanOut.subscribe(request.watch, lastSeq: seq, writer: socket)
             socket.subscription = subscription
             let channel = ControlChannel(worker: self, subscription: subscription)
@@ -60,30 +62,44 @@ extension ServiceWorker {
         } ?? true
     }
 
+    /// Frames one writeable callback may send while the socket takes them (the reference server's
+    /// batch): a new watcher's hello and snapshot leave in one pass of the service loop, not two.
+    static let framesPerWriteable = 8
+
     private func write(_ socket: SocketPeer, on link: LWSConnection) -> Bool {
         guard let subscription = socket.subscription else { return true }
         subscription.writeableCallbackBegan()
-        guard let plan = fanOut.nextFrame(for: subscription) else {
-            if let reason = socket.closeReason {
-                link.setCloseReason(reason.status, reason.text)
-                return false
+        var frames = 0
+        repeat {
+            let seenBefore = subscription.lastSeq
+            guard let plan = fanOut.nextFrame(for: subscription) else {
+                if frames == 0, let reason = socket.closeReason {
+                    link.setCloseReason(reason.status, reason.text)
+                    return false
+                }
+                break
             }
-            return true
-        }
-        let written: Bool
-        switch plan {
-        case let .frame(bytes, count):
-            counters.wrote(events: count)
-            written = link.writeText(bytes)
-        case let .resync(since):
-            let (snapshot, seq) = state.read { _, store in
-                (store.encodeSnapshot(matching: subscription.watch, since: since, now: Clock.now()), store.seq)
+            let written: Bool
+            let sent: (bytes: Int, events: Int)
+            switch plan {
+            case let .frame(bytes, count):
+                counters.wrote(events: count)
+                written = link.writeText(bytes)
+                sent = (bytes.count, count)
+            case let .resync(since):
+                let (snapshot, seq) = state.read { _, store in
+                    (store.encodeSnapshot(matching: subscription.watch, since: since, now: Clock.now()), store.seq)
+                }
+                fanOut.markResynced(subscription, seq: seq)
+                counters.wrote(events: 1)
+                written = link.writeText(snapshot)
+                sent = (snapshot.count, 1)
             }
-            fanOut.markResynced(subscription, seq: seq)
-            counters.wrote(events: 1)
-            written = link.writeText(snapshot)
-        }
-        guard written else { return false }
+            guard written else { return false }
+            noteFrameWritten(bytes: sent.bytes, events: sent.events, newestSeq: subscription.lastSeq > seenBefore ? subscription.lastSeq : nil)
+            frames += 1
+            // lws takes a second write in one callback only while nothing of the first is buffered.
+        } while frames < Self.framesPerWriteable && subscription.hasPending && !link.isChoked
         if subscription.hasPending || socket.closeReason != nil { subscription.requestWrite() }
         return true
     }
@@ -97,6 +113,7 @@ extension ServiceWorker {
         let (bytes, tooLarge) = socket.incoming.take()
         let now = Clock.now()
         let peer = peers[link.identifier]
+        if tooLarge { server.logRefusal("oversize", offender: link.peerAddress, "dropped a WebSocket message from \(link.peerAddress): larger than maxMessageBytes (\(config.maxMessageBytes))") }
         if let peer, !peer.allowance.allows(now: now) {
             state.record { $0.rateLimited += 1 }
             server.logRefusal("rate", offender: peer.address, "closed a WebSocket from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")
@@ -148,6 +165,7 @@ extension ServiceWorker {
         case let .http(exchange):
             exchange.isOpen = false
         case let .watcher(socket), let .publisher(socket):
+            if let session = socket.session { count { $0.webSocketsClosed[session.request.mode == .publish ? "publisher" : "watcher"] += 1 } }
             if let subscription = socket.subscription { fanOut.unsubscribe(subscription) }
             counters.update(from: fanOut)
             guard let session = socket.session else { return }

@@ -5,12 +5,19 @@ public struct RequestHeaders: Sendable, Equatable {
     public var authorization: String?
     /// *(v2)* `text/plain` makes `POST /api/tasks/{id}/log` read the body as lines.
     public var contentType: String?
+    /// *(v2)* `text/plain` makes `GET /api/tasks` answer a table for terminals (TextTable.swift).
+    public var accept: String?
+    /// *(v2)* A badge's ETag the client has: a 304 when it is still the badge (Badge.swift).
+    public var ifNoneMatch: String?
 
-    public init(host: String? = nil, origin: String? = nil, authorization: String? = nil, contentType: String? = nil) {
+    public init(host: String? = nil, origin: String? = nil, authorization: String? = nil, contentType: String? = nil,
+                accept: String? = nil, ifNoneMatch: String? = nil) {
         self.host = host
         self.origin = origin
         self.authorization = authorization
         self.contentType = contentType
+        self.accept = accept
+        self.ifNoneMatch = ifNoneMatch
     }
 }
 
@@ -47,6 +54,10 @@ public struct APIResponse: Sendable {
     public var events: [OutboundEvent]
     /// *(v2)* Control frames for the publishers of the task a request asked to cancel, pause or resume.
     public var controls: [ControlDelivery] = []
+    /// *(v2)* How long caches may keep the answer: a badge's is short, everything else's `no-store`.
+    public var cacheControl = "no-store"
+    /// *(v2)* Other headers, as lws writes them (`("etag:", "\"…\"")`).
+    public var headers: [(String, String)] = []
 
     init(status: Int = 200, body: [UInt8], contentType: String = "application/json", events: [OutboundEvent] = []) {
         self.status = status
@@ -114,6 +125,18 @@ public struct TransportStatus: Sendable {
     public var threads = 1
     /// In a cluster: whether Redis answers (`connected`, or since when it has not).
     public var redis: String?
+    /// Every service thread's counts of its sockets and frames, summed.
+    public var metrics = TransportMetrics()
+    /// Clients refused or closed, by reason (`RefusalReason`).
+    public var refusals = LabeledCounts()
+    /// Sockets open now (HTTP and WebSocket), when the transport counts them.
+    public var openSockets = 0
+    /// When the server started, in Unix seconds.
+    public var startTime = 0.0
+    /// The last answer of each readiness probe (storage, Redis), for /readyz.
+    public var readiness: [ReadinessStatus] = []
+    /// What storage reports about its commits, when it keeps count.
+    public var storage: StorageMetrics?
 
     public init(watchers: Int = 0, resyncs: Int = 0, patternSets: Int = 0) {
         self.watchers = watchers
@@ -165,14 +188,14 @@ public final class API {
         if let host = request.headers.host, !gate.hosts.allows(host) {
             response = APIResponse(gate.hosts.refusal(host))
         } else if request.path == "/metrics" {
-            let transport = status()
-            response = APIResponse(body: metrics.render(transport, tasks: store.tasks.count, seq: store.seq) + loopMetrics.render(),
-                                   contentType: "text/plain; version=0.0.4")
+            response = APIResponse(body: metricsSnapshot(transport: status()).render(), contentType: "text/plain; version=0.0.4")
         } else if request.bodyTooLarge {
             response = APIResponse(APIError(.bodyTooLarge, "the body is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); send less, or split a batch"))
         } else if request.path == "/healthz" {
             let transport = status()
             response = APIResponse(body: healthBody(watchers: transport.watchers, redis: transport.redis))
+        } else if request.path == "/readyz" {
+            response = readinessResponse(status().readiness)
         } else {
             do {
                 if request.method != "GET" { try checkOrigin(request.headers) }
@@ -228,17 +251,20 @@ public final class API {
             return .apply([command], .task)
         }
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
+        if parts.first == "badge" { return .answer(try badgeAnswer(request, parts)) }
         guard parts.first == "api", parts.count >= 2 else { throw routeNotFound(request.path) }
         switch (parts[1], parts.count) {
         case ("tasks", 2):
             try allow(request, "GET")
             let watch = try WatchSet.parse(request.query["watch"]).get()
+            if try TextTable.wanted(request) { return .answer(try textAnswer(request, watch: watch, now: now)) }
             return .answer(APIResponse(body: store.encodeTaskList(matching: watch, now: now)))
         case ("tasks", 3):
             let id = parts[2]
             try Command.validateID(id)
             switch request.method {
             case "GET":
+                if try TextTable.wanted(request) { return .answer(try textAnswer(request, under: id, now: now)) }
                 guard let task = store.task(id) else { throw APIError(.notFound, "no task '\(id)'", field: "id") }
                 return .answer(APIResponse(body: task.encodedObject(now: now)))
             case "POST", "PUT", "PATCH":
@@ -287,6 +313,9 @@ public final class API {
             case "cancel": return try apply(.cancelTimer(id: id), now: now)
             default: throw routeNotFound(request.path)
             }
+        case ("kinds", 2):
+            try allow(request, "GET")
+            return .answer(APIResponse(body: store.history.encoded()))
         case ("events", 2):
             try allow(request, "POST")
             // A malformed batch, or one with an event this credential may not send, changes nothing.
@@ -397,6 +426,7 @@ public final class API {
         writer.beginObject()
         writer.key("ok"); writer.bool(true)
         writer.key("protocol"); writer.number(ProtocolInfo.version)
+        writer.key("server"); writer.string(RingcastVersion.version)
         writer.key("epoch"); writer.string(store.epoch)
         writer.key("seq"); writer.number(Int(store.seq))
         writer.key("tasks"); writer.number(store.tasks.count)

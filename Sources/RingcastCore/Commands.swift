@@ -91,11 +91,13 @@ public struct TaskPatch: Equatable, Sendable {
     public var controls: [TaskControl]?
     /// *(v2)* Seconds a stalled task may stay stalled before it ends failed; null: the server's default.
     public var abandonAfter: Double??
+    /// *(v2)* The kind its runs are remembered under (History.swift); null: the id without its trailing number.
+    public var kind: String??
 
     public init() {}
 
     public static let fields = ["title", "detail", "progress", "completed", "total", "state", "visible", "hideAfter", "modal", "parent", "staleAfter",
-                                "controls", "abandonAfter"]
+                                "controls", "abandonAfter", "kind"]
 
     public static func parse(_ body: JSONValue) throws(APIError) -> TaskPatch {
         let object = try FieldReader(body, allowed: fields)
@@ -122,6 +124,7 @@ public struct TaskPatch: Equatable, Sendable {
         patch.staleAfter = try object.nullable("staleAfter") { () throws(APIError) in try object.number("staleAfter", in: 0.001...31_536_000, hint: "seconds, above 0") }
         patch.controls = try TaskControl.parseList(object.members["controls"])
         patch.abandonAfter = try object.nullable("abandonAfter") { () throws(APIError) in try object.number("abandonAfter", in: 0.001...31_536_000, hint: "seconds, above 0") }
+        patch.kind = try object.nullable("kind") { () throws(APIError) in try TaskKind.parse(object.string("kind", maxLength: 128)) }
         return patch
     }
 }
@@ -266,6 +269,7 @@ extension Command {
             add("staleAfter", patch.staleAfter, JSONValue.number)
             add("controls", patch.controls.map { JSONValue.array($0.map { .string($0.rawValue) }) })
             add("abandonAfter", patch.abandonAfter, JSONValue.number)
+            add("kind", patch.kind, JSONValue.string)
         case let .show(_, options):
             type = "show"
             add("hideAfter", options.hideAfter)

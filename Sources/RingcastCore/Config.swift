@@ -16,6 +16,8 @@ public struct ServerConfig: Equatable, Sendable {
     /// Seconds a static file may be cached by browsers.
     public var staticMaxAge = 60
     public var logLevel = LogLevel.info
+    /// `text` lines for people, or `json`: one object per line for collectors.
+    public var logFormat = LogFormat.text
     /// Who may publish, and whether loopback may publish without a token.
     public var publishing = PublishPolicy()
     /// `"memory"`, or the SQLite file that keeps tasks across restarts (relative to the config file).
@@ -54,14 +56,14 @@ public struct ServerConfig: Equatable, Sendable {
     public static let keys = ["host", "port", "publicDir", "allowedOrigins", "allowedHosts", "heartbeatSeconds", "maxMessageBytes",
                               "fanOutLogEvents", "maxEventsPerFrame", "staticMaxAge", "logLevel", "publishers", "anonymousLocalPublish",
                               "storage", "retentionSeconds", "maxTasks", "maxPublishRate", "maxConnectionsPerAddress", "limitLoopback", "tls",
-                              "handshakeTimeoutSeconds", "threads", "webhooks", "abandonAfterSeconds", "logLines"]
+                              "handshakeTimeoutSeconds", "threads", "webhooks", "abandonAfterSeconds", "logLines", "logFormat"]
 
     /// Parses a config file's contents; the error names the field and says what to write instead.
     /// `environment` supplies the variables that publishers' `tokenEnv` name.
     public static func parse(_ bytes: [UInt8], source: String = "config.json", environment: [String: String] = [:]) throws(ConfigError) -> ServerConfig {
         let json: JSONValue
         do {
-            json = try JSONParser.parse(bytes)
+            json = try JSONParser.parse(ConfigText.withoutComments(bytes))
         } catch {
             throw ConfigError("\(source): \(error)")
         }
@@ -107,6 +109,11 @@ public struct ServerConfig: Equatable, Sendable {
                     throw fail("one of \(LogLevel.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
                 config.logLevel = level
+            case "logFormat":
+                guard case let .string(name) = value, let format = LogFormat(rawValue: name) else {
+                    throw fail("one of \(LogFormat.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                config.logFormat = format
             case "storage":
                 guard case let .string(storage) = value, !storage.isEmpty else {
                     throw fail("\"memory\" or the path of an SQLite file, like \"data/ringcast.db\"")
@@ -165,6 +172,9 @@ public struct ServerConfig: Equatable, Sendable {
     private static func parsePublisher(_ item: JSONValue, at place: String, environment: [String: String]) throws(ConfigError) -> Publisher {
         guard case .object = item, case let .string(name)? = item["name"], !name.isEmpty else {
             throw ConfigError("\(place) needs a \"name\" (e.g. {\"name\": \"ci\", \"tokenEnv\": \"RINGCAST_CI_TOKEN\", \"patterns\": [\"ci.*\"]})")
+        }
+        if case let .object(members) = item, let extra = members.first(where: { !ServerConfig.nestedKeys["publishers[]", default: []].contains($0.0) }) {
+            throw ConfigError("\(place) has no setting \"\(extra.0)\"; a publisher takes \(ServerConfig.nestedKeys["publishers[]", default: []].map { "\"\($0)\"" }.joined(separator: ", "))")
         }
         let token = try parseSecret(item, "token", at: place, environment: environment, holding: "the token")
         guard token.utf8.count >= 16 else {
@@ -231,24 +241,31 @@ public enum LogLevel: String, CaseIterable, Comparable, Sendable {
 }
 
 /// Logs to a sink (stderr in the server) at or above a level; libraries take one, never make one.
+/// A record's fields reach only destinations that keep them (JSON lines, Logging.swift); the
+/// message says everything in words.
 public struct Logger: Sendable {
     public let level: LogLevel
-    private let sink: @Sendable (String) -> Void
+    private let destination: LogDestination
 
+    /// Text lines: `[level] message`.
     public init(level: LogLevel, sink: @escaping @Sendable (String) -> Void) {
+        self.init(level: level, destination: LogDestination { sink($0.text) })
+    }
+
+    public init(level: LogLevel, destination: LogDestination) {
         self.level = level
-        self.sink = sink
+        self.destination = destination
     }
 
     public static let silent = Logger(level: .error) { _ in }
 
-    public func log(_ messageLevel: LogLevel, _ message: @autoclosure () -> String) {
+    public func log(_ messageLevel: LogLevel, _ message: @autoclosure () -> String, fields: @autoclosure () -> [LogField] = []) {
         guard messageLevel >= level else { return }
-        sink("[\(messageLevel.rawValue)] \(message())")
+        destination.emit(LogRecord(level: messageLevel, message: message(), fields: fields()))
     }
 
-    public func debug(_ message: @autoclosure () -> String) { log(.debug, message()) }
-    public func info(_ message: @autoclosure () -> String) { log(.info, message()) }
-    public func warning(_ message: @autoclosure () -> String) { log(.warning, message()) }
-    public func error(_ message: @autoclosure () -> String) { log(.error, message()) }
+    public func debug(_ message: @autoclosure () -> String, fields: @autoclosure () -> [LogField] = []) { log(.debug, message(), fields: fields()) }
+    public func info(_ message: @autoclosure () -> String, fields: @autoclosure () -> [LogField] = []) { log(.info, message(), fields: fields()) }
+    public func warning(_ message: @autoclosure () -> String, fields: @autoclosure () -> [LogField] = []) { log(.warning, message(), fields: fields()) }
+    public func error(_ message: @autoclosure () -> String, fields: @autoclosure () -> [LogField] = []) { log(.error, message(), fields: fields()) }
 }

@@ -2,6 +2,7 @@
 public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
     public enum Code: String, Sendable {
         case invalidJSON = "invalid_json"
+        case invalidRequest = "invalid_request"
         case invalidField = "invalid_field"
         case unknownField = "unknown_field"
         case missingField = "missing_field"
@@ -22,7 +23,7 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
 
         public var status: Int {
             switch self {
-            case .invalidJSON, .invalidID, .invalidPattern, .invalidEvent: return 400
+            case .invalidJSON, .invalidRequest, .invalidID, .invalidPattern, .invalidEvent: return 400
             case .invalidField, .unknownField, .missingField: return 422
             case .notFound: return 404
             case .notATimer, .conflict: return 409
@@ -52,6 +53,8 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
 
     /// The answer to a change that storage could not keep.
     public static let storageFailed = APIError(.storageFailed, "the change was applied but storage could not keep it (see the server's log); send it again")
+    /// A request whose line the transport could not read whole: a CR, LF or NUL in its path or query.
+    public static let cutRequestLine = APIError(.invalidRequest, "the request line was cut short: a percent-encoded CR, LF or NUL (%0D, %0A, %00) is not allowed in a path or query; remove it")
     public var description: String { "\(code.rawValue): \(message)" }
 
     /// The same error, its field prefixed by where it sat in a batch (`events[2].progress`).

@@ -295,14 +295,14 @@ public struct JSONWriter {
         if !value.isFinite {
             appendASCII("null")
         } else if value == value.rounded(), abs(value) < 1e15 {
-            appendASCII(String(Int64(value)))
+            appendInteger(Int64(value))
         } else {
             appendASCII(String(value))
         }
         needsComma = true
     }
 
-    public mutating func number(_ value: Int) { separate(); appendASCII(String(value)); needsComma = true }
+    public mutating func number(_ value: Int) { separate(); appendInteger(Int64(value)); needsComma = true }
 
     /// Splices already-encoded JSON in as one value.
     public mutating func raw(_ encoded: [UInt8]) { separate(); bytes.append(contentsOf: encoded); needsComma = true }
@@ -336,11 +336,32 @@ public struct JSONWriter {
 
     private mutating func appendASCII(_ text: String) { bytes.append(contentsOf: text.utf8) }
 
+    /// Digits straight into the buffer: no String made for a number (seqs and times are in every frame).
+    private mutating func appendInteger(_ value: Int64) {
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // room for 20 digits without a heap buffer
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            var start = buffer.count
+            repeat {
+                start -= 1
+                buffer[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            bytes.append(contentsOf: buffer[start...])
+        }
+    }
+
     private mutating func appendQuoted(_ text: String) {
         bytes.append(UInt8(ascii: "\""))
-        // Ids, titles and keys rarely need escaping: copy them whole when they do not.
-        if !text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
-            bytes.append(contentsOf: text.utf8)
+        // Ids, titles and keys rarely need escaping: copy them whole when they do not, from the
+        // string's own storage when it has one.
+        let copied = text.utf8.withContiguousStorageIfAvailable { utf8 -> Bool in
+            guard !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else { return false }
+            bytes.append(contentsOf: utf8)
+            return true
+        }
+        if copied == true {
             bytes.append(UInt8(ascii: "\""))
             return
         }

@@ -143,6 +143,10 @@ public struct RateEstimator: Equatable, Sendable {
         return delta / seconds
     }
 
+    /// Five steps measured or more ((1 − α)⁵ ≈ 0.17): until then a kind's history says more of
+    /// the time left than this estimate does.
+    public var hasSettled: Bool { startWeight < 0.2 }
+
     /// Everything the estimator knows, for storage: a restart (or a cluster node loading a
     /// checkpoint) carries on with the same estimate.
     public var stored: [Double] {
@@ -198,6 +202,17 @@ public struct TaskRecord: Equatable, Sendable {
     public var stalledAt: Double?
     /// *(v2)* Log lines received so far; the store keeps the last `logLines` of them.
     public var logCount = 0
+    // ETA from history (issue 13, History.swift).
+    /// *(v2)* The kind its runs are remembered under, when the publisher named one; else `defaultKind`.
+    public var kind: String?
+    /// When the current run began (Unix ms): the task's creation, or its return from a finished state.
+    public var runStartedAt: Double
+    /// *(v2)* The median length of its kind's last finished runs, taken when the run began.
+    public var expectedSeconds: Double?
+    /// Past this many seconds of running the task is `slow` (its kind's 90th percentile); nil: never.
+    public var slowAfter: Double?
+    /// *(v2)* Running longer than 90 % of its kind's last runs took.
+    public var slow = false
     var rateEstimator = RateEstimator()
     /// Set once a publisher gives this task progress of its own; until then a parent's progress is
     /// rolled up from its children.
@@ -208,6 +223,7 @@ public struct TaskRecord: Equatable, Sendable {
         title = id
         updatedAt = now
         publishedAt = now
+        runStartedAt = now
     }
 
     /// Writes the task's fields (without braces) so events and snapshots share one encoding.
@@ -230,6 +246,7 @@ public struct TaskRecord: Equatable, Sendable {
         if let parent { writer.key("parent"); writer.string(parent) }
         if let staleAfter { writer.key("staleAfter"); writer.number(staleAfter) }
         writeLoopFields(into: &writer)
+        writeHistoryFields(into: &writer)
         if let timer {
             writer.key("timer")
             writer.beginObject()

@@ -30,6 +30,10 @@ public protocol TaskPersistence: AnyObject {
     func saveDelivery(_ delivery: WebhookDelivery, urgent: Bool)
     /// A delivery answered with a 2xx, or given up.
     func removeDelivery(id: String)
+
+    // Issue 13: ETA from history.
+    /// The runs kept of a kind (saved with the change that finished one); nil: the kind was forgotten.
+    func saveHistory(kind: String, runs: KindRuns?)
 }
 
 extension TaskPersistence {
@@ -43,6 +47,7 @@ extension TaskPersistence {
     public func saveLog(id: String, lines: [String]) {}
     public func saveDelivery(_ delivery: WebhookDelivery, urgent: Bool) {}
     public func removeDelivery(id: String) {}
+    public func saveHistory(kind: String, runs: KindRuns?) {}
 }
 
 public struct PersistedState: Sendable {
@@ -55,15 +60,18 @@ public struct PersistedState: Sendable {
     public var deliveries: [WebhookDelivery]
     /// In a cluster's checkpoint: the time of the last log entry applied.
     public var appliedNow: Double
+    /// Kind → the lengths of its last finished runs (ETA from history).
+    public var history: [String: KindRuns]
 
     public init(epoch: String, seq: UInt64, tasks: [TaskRecord], logs: [String: [String]] = [:], deliveries: [WebhookDelivery] = [],
-                appliedNow: Double = 0) {
+                appliedNow: Double = 0, history: [String: KindRuns] = [:]) {
         self.epoch = epoch
         self.seq = seq
         self.tasks = tasks
         self.logs = logs
         self.deliveries = deliveries
         self.appliedNow = appliedNow
+        self.history = history
     }
 }
 

@@ -81,7 +81,7 @@ public struct PublishPolicy: Equatable, Sendable {
 
 /// Loopback is 127.0.0.0/8 and ::1, also as IPv4-mapped IPv6.
 public func isLoopbackAddress(_ address: String) -> Bool {
-    var address = Substring(address)
-    if address.hasPrefix("::ffff:") { address = address.dropFirst(7) }
-    return address == "::1" || address.hasPrefix("127.")
+    var bytes = address.utf8[...]
+    if bytes.starts(with: "::ffff:".utf8) { bytes = bytes.dropFirst(7) }
+    return bytes.elementsEqual("::1".utf8) || bytes.starts(with: "127.".utf8)
 }

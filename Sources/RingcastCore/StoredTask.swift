@@ -17,6 +17,7 @@ extension TaskRecord {
             writer.endArray()
         }
         if let stalledAt { writer.key("stalledAt"); writer.number(stalledAt) }
+        writeHistoryStorage(into: &writer)
         if let hideAt { writer.key("hideAt"); writer.number(hideAt) }
         if let timer {
             writer.key("startedAt"); writer.number(timer.startedAt)
@@ -58,6 +59,7 @@ extension TaskRecord {
             if let estimator = RateEstimator(stored: numbers) { rateEstimator = estimator }
         }
         readLoopFields(json, stored: stored)
+        readHistoryFields(json, stored: stored)
         if let timerFields = json["timer"], let seconds = timerFields.number("seconds"), let interval = timerFields.number("interval"),
            let startedAt = stored.number("startedAt") {
             var timer = TimerSpec(seconds: seconds, interval: interval, startedAt: startedAt, pausedAt: stored.number("pausedAt"),

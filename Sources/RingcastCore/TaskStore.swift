@@ -42,6 +42,10 @@ public final class TaskStore {
     /// The webhook deliveries storage still held at start: due, or being retried, when the server stopped.
     public private(set) var restoredDeliveries: [WebhookDelivery] = []
 
+    // ETA from history (issue 13, History.swift).
+    /// Kind → the lengths of its last finished runs.
+    public internal(set) var history = KindHistory()
+
     public init(persistence: TaskPersistence = MemoryOnlyPersistence(), maxRemembered: Int = 10_000, epoch: String? = nil,
                 retentionSeconds: Double = ServerConfig().retentionSeconds, maxTasks: Int = ServerConfig().maxTasks) {
         self.persistence = persistence
@@ -55,6 +59,7 @@ public final class TaskStore {
             for task in saved.tasks { tasks[task.id] = task }
             for (id, lines) in saved.logs where tasks[id] != nil { logs[id] = LogTail(lines: lines) }
             restoredDeliveries = saved.deliveries
+            history = KindHistory(saved.history)
         } else {
             self.epoch = epoch ?? TaskStore.newEpoch()
             seq = 0
@@ -70,6 +75,7 @@ public final class TaskStore {
         removals = [:]
         tasks = [:]
         for task in saved.tasks { tasks[task.id] = task }
+        history = KindHistory(saved.history)
         deadlines = DeadlineQueue()
         children = [:]
         rebuildIndexes()
@@ -129,6 +135,7 @@ public final class TaskStore {
         if let staleAfter = patch.staleAfter { task.staleAfter = staleAfter }
         if let controls = patch.controls { task.controls = controls }
         if let abandonAfter = patch.abandonAfter { task.abandonAfter = abandonAfter }
+        if let kind = patch.kind { setKind(&task, kind) }
         // A state the publisher sets is its answer to whatever was asked of it.
         if patch.state != nil {
             task.cancelRequested = false
@@ -291,6 +298,7 @@ public final class TaskStore {
         task.seq = seq
         task.updatedAt = now
         settleLoopFields(&task, now: now)
+        settleHistoryFields(&task, from: oldState, now: now)
         tasks[task.id] = task
         removals.removeValue(forKey: task.id)
         persistence.save(task, epoch: epoch, seq: seq, urgent: urgent ?? (type.isSticky || (type == .tick && task.state.isTerminal)))
@@ -387,6 +395,10 @@ public final class TaskStore {
                 events += abandon(task, now: now).events
                 task = tasks[id]!
             }
+            if let slowAt = slowness(of: task), slowAt <= now {
+                events += commit(task, .progress, now: now).events  // settleHistoryFields flags it
+                task = tasks[id]!
+            }
             if let retireAt = retirement(of: task), retireAt <= now {
                 retiredCount += 1
                 events += (try? remove(id, now: now).events) ?? []
@@ -409,6 +421,7 @@ public final class TaskStore {
             if let staleAfter = task.staleAfter { consider(task.publishedAt + staleAfter * 1000) }
         }
         if task.state == .stalled { consider(abandonment(of: task)) }
+        consider(slowness(of: task))
         consider(retirement(of: task))
         // An earlier entry stays: when it fires, runDue finds nothing due yet and schedules again.
         // This keeps a lease renewed 50 000 times a second from pushing 50 000 heap entries.
@@ -492,6 +505,7 @@ public final class TaskStore {
         writer.key("seq"); writer.number(Int(seq))
         writer.key("now"); writer.number(now.rounded())
         writer.key("heartbeat"); writer.number(heartbeatSeconds)
+        writer.key("server"); writer.string(RingcastVersion.version)
         writer.endObject()
         return writer.bytes
     }

@@ -5,6 +5,8 @@ import RingcastCore
 /// The request headers the server and client read, named in Swift so that only this layer sees lws's tokens.
 package enum HTTPHeader: Sendable {
     case host, origin, authorization, contentLength, contentType, accept, upgrade, ifNoneMatch
+    /// The request line's `HTTP/1.1`.
+    case version
 
     var token: lws_token_indexes {
         switch self {
@@ -16,6 +18,7 @@ package enum HTTPHeader: Sendable {
         case .accept: return WSI_TOKEN_HTTP_ACCEPT
         case .upgrade: return WSI_TOKEN_UPGRADE
         case .ifNoneMatch: return WSI_TOKEN_HTTP_IF_NONE_MATCH
+        case .version: return WSI_TOKEN_HTTP
         }
     }
 }
@@ -126,23 +129,30 @@ package struct LWSConnection {
         ("OPTIONS", WSI_TOKEN_OPTIONS_URI), ("HEAD", WSI_TOKEN_HEAD_URI),
     ]
 
-    /// `?a=b&c=d`, as lws split (and URL-decoded) it; a repeated name keeps its last value.
+    /// `?a=b&c=d`, as lws split (and URL-decoded) it; a repeated name keeps its last value. Split
+    /// at the first `=` byte: as Characters, `=` and a combining mark after it are one.
     package func queryArguments() -> [String: String] {
         var arguments: [String: String] = [:]
         withUnsafeTemporaryAllocation(of: CChar.self, capacity: 2048) { buffer in
             var index: Int32 = 0
-            while lws_hdr_copy_fragment(wsi, buffer.baseAddress, Int32(buffer.count), WSI_TOKEN_HTTP_URI_ARGS, index) >= 0 {
-                let fragment = String(cString: buffer.baseAddress!)
-                if let equals = fragment.firstIndex(of: "=") {
-                    arguments[String(fragment[..<equals])] = String(fragment[fragment.index(after: equals)...])
+            while true {
+                let length = lws_hdr_copy_fragment(wsi, buffer.baseAddress, Int32(buffer.count), WSI_TOKEN_HTTP_URI_ARGS, index)
+                guard length >= 0 else { break }
+                let bytes = UnsafeRawBufferPointer(start: buffer.baseAddress, count: Int(length)).bindMemory(to: UInt8.self)
+                if let equals = bytes.firstIndex(of: UInt8(ascii: "=")) {
+                    arguments[String(decoding: bytes[..<equals], as: UTF8.self)] = String(decoding: bytes[(equals + 1)...], as: UTF8.self)
                 } else {
-                    arguments[fragment] = ""
+                    arguments[String(decoding: bytes, as: UTF8.self)] = ""
                 }
                 index += 1
             }
         }
         return arguments
     }
+
+    /// False when lws lost the request line's version: a percent-encoded CR or LF in the path or
+    /// query ends the line there for its parser, and what is left of the path is not what was sent.
+    package var hasWholeRequestLine: Bool { hasHeader(.version) }
 
     package var peerAddress: String {
         withUnsafeTemporaryAllocation(of: CChar.self, capacity: 64) { buffer in

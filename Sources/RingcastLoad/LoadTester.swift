@@ -17,6 +17,8 @@ package struct LoadTestOptions: Sendable {
 
     /// The server, e.g. `http://127.0.0.1:8080`: watchers open `/ws` there, updates go to `/api/`.
     package var url: ServerURL
+    /// Where updates go, when not to `url`: another node of a cluster, to time delivery across nodes.
+    package var publishURL: ServerURL?
     package var clients = 100
     /// Updates per second; 0 publishes as fast as the server takes them.
     package var rate: Double = 10
@@ -59,6 +61,11 @@ package struct LoadTestOptions: Sendable {
         guard !url.secure else { throw LoadError("https:// and wss:// are not supported by `ringcast load`; use http://HOST:PORT") }
         guard url.path == "/" || url.path == "/ws" || url.path.hasPrefix("/?") || url.path.hasPrefix("/ws?") else {
             throw LoadError("--server takes the server's address, like http://127.0.0.1:8080, not a path (\(url.path))")
+        }
+        if let publishURL {
+            guard !publishURL.secure, publishURL.path == "/" else {
+                throw LoadError("--publish-to takes another server's address, like http://127.0.0.1:8081, not \(publishURL.hostHeader)\(publishURL.path)")
+            }
         }
         guard clients >= 1, clients <= 1_000_000 else { throw LoadError("--clients must be from 1 to 1000000, not \(clients)") }
         guard rate >= 0, rate.isFinite else { throw LoadError("--rate must be updates per second (0 for as fast as possible), not \(rate)") }
@@ -317,6 +324,8 @@ package final class LoadTester: @unchecked Sendable {
         return url
     }
 
+    private var publisherURL: ServerURL { options.publishURL ?? options.url }
+
     private func seconds(_ nanoseconds: UInt64) -> Double { Double(nanoseconds) / 1e9 }
 
     // MARK: Before the run
@@ -470,18 +479,18 @@ package final class LoadTester: @unchecked Sendable {
     private func makePublisher(_ context: inout WebSocketClientContext?) throws(LoadError) -> LoadPublisher {
         switch options.publish {
         case .http, .batch:
-            return LoadPublisher(http: HTTPClient(host: options.url.host, port: options.url.port, timeoutSeconds: 30), headers: authorization)
+            return LoadPublisher(http: HTTPClient(host: publisherURL.host, port: publisherURL.port, timeoutSeconds: 30), headers: authorization)
         case .ws:
             let created: WebSocketClientContext
             do { created = try WebSocketClientContext(connectTimeoutSeconds: Int(options.connectTimeout.rounded(.up))) } catch { throw LoadError("\(error)") }
             context = created
             let listener = PublisherSocket(tester: self)
-            var url = wsURL
+            var url = publisherURL
             // A publish-only socket (older servers: one that watches an id nobody publishes to).
             url.path = "/ws?mode=publish&watch=rcload.publisher"
             let connection = created.connect(url, headers: authorization, delegate: listener)
             guard listener.opened.wait(timeout: .now() + options.connectTimeout) == .success, listener.isOpenNow else {
-                throw LoadError("the WebSocket publisher could not connect to \(wsURL.hostHeader): \(listener.closeError ?? "no answer within \(options.connectTimeout) s")")
+                throw LoadError("the WebSocket publisher could not connect to \(publisherURL.hostHeader): \(listener.closeError ?? "no answer within \(options.connectTimeout) s")")
             }
             return LoadPublisher(socket: connection, listener: listener)
         }

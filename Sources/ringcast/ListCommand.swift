@@ -2,35 +2,49 @@ import Foundation
 import RingcastClient
 import RingcastCore
 
-/// `ringcast ls`: the tasks as a table (or as the server's JSON).
+/// `ringcast ls`: the tasks as a table (or as the server's JSON); `--watch` redraws the server's
+/// table of bars live (LiveList.swift).
 struct ListCommand: ProducerCommand {
     static let name = "ls"
-    static let summary = "list the tasks as a table"
-    static let usage = ["ringcast ls [--watch PATTERNS] [--json]"]
+    static let summary = "list the tasks as a table; --watch redraws it live"
+    static let usage = ["ringcast ls [PATTERNS] [--watch] [--json]"]
     static let discussion = """
     Lists the server's tasks: id, state, progress, title and the server's estimate of the time left
     (a timer's time left). `-` marks an indeterminate task (a spinner) or an unknown estimate.
+    PATTERNS are globs over ids, comma-separated (e.g. 'ci.*,deploy.web'); all tasks by default.
+    With --watch, the server's table of bars (GET /api/tasks?format=text, as wide as the terminal)
+    is redrawn in place twice a second until Ctrl-C; when standard output is no terminal, the
+    table is printed again each time it changes.
     """
     static let ownOptions: [Option] = [
-        .value("watch", "PATTERNS", "only ids matching these globs, comma-separated (e.g. 'ci.*,deploy.web')"),
-        .flag("json", "print the server's answer (epoch, seq, tasks) as JSON instead"),
+        .flag("watch", "redraw the server's table of bars live until Ctrl-C"),
+        .flag("json", "print the server's answer (epoch, seq, tasks) as JSON instead (with --watch: a line each time it changes)"),
     ]
 
     let session: ProducerSession
     let watch: String?
     let json: Bool
+    let live: Bool
 
     init(validating options: ParsedOptions, session: ProducerSession) throws(UsageError) {
         self.session = session
-        try options.noPositional()
-        if let watch = options.value("watch"), case let .failure(error) = WatchSet.parse(watch) {
-            throw UsageError("--watch: \(error.message)")
+        guard options.positional.count <= 1 else {
+            throw UsageError("unexpected argument '\(options.positional[1])': give the patterns comma-separated, e.g. 'ci.*,deploy.web'")
         }
-        watch = options.value("watch")
+        let patterns = options.positional.first
+        if let patterns, case let .failure(error) = WatchSet.parse(patterns) {
+            throw UsageError(error.message)
+        }
+        watch = patterns
         json = options.flag("json")
+        live = options.flag("watch")
     }
 
     func run() throws(CommandFailure) -> Int32 {
+        if live {
+            var list = LiveList(session: session, watch: watch, json: json)
+            return try list.run()
+        }
         let path = "/api/tasks" + (watch.map { "?watch=\($0)" } ?? "")
         let answer = try session.send("GET", path)
         if json {

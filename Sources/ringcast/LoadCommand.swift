@@ -31,6 +31,7 @@ struct LoadCommand: Subcommand {
             .value("tasks", "K", "spread updates round-robin over task ids rcload.t0 … rcload.t(K-1)", default: "\(defaults.tasks)"),
             .value("publish", "MODE", "how updates go; http: one POST per update, batch: POST /api/events, ws: a WebSocket publisher",
                    default: defaults.publish.rawValue),
+            .value("publish-to", "URL", "publish to this server instead (another node of a cluster), watchers stay on --server"),
             .value("batch-size", "N", "updates per batch request or WebSocket frame (default 20 for batch, 1 for ws)"),
             .value("server-pid", "PID", "a local server's pid: report its CPU time (from /proc) and memory"),
             .value("ramp-per-second", "N", "start at most N watcher connections a second; 0: no limit",
@@ -76,6 +77,10 @@ struct LoadCommand: Subcommand {
         }
         load.publish = publish
         load.batchSize = try options.integer("batch-size") ?? (publish == .batch ? 20 : 1)
+        if let text = options.value("publish-to") {
+            guard let url = ServerURL(text) else { throw UsageError("--publish-to takes a server's address, like http://127.0.0.1:8081, not '\(text)'") }
+            load.publishURL = url
+        }
         if let text = options.value("server-pid") {
             guard let pid = Int32(text), pid > 0 else { throw UsageError("--server-pid takes a process id, not '\(text)'") }
             load.serverPID = pid

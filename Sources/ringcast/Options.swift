@@ -218,6 +218,13 @@ struct ParsedOptions {
         return id
     }
 
+    /// `--kind K`: a kind is spelled like a task id.
+    func kind() throws(UsageError) -> String? {
+        guard let kind = value("kind") else { return nil }
+        guard TaskID.isValid(kind) else { throw UsageError("\(source("kind")) '\(kind)' is not a kind: spell it like a task id, e.g. ci.build") }
+        return kind
+    }
+
     /// No positional argument at all.
     func noPositional() throws(UsageError) {
         if let extra = positional.first { throw UsageError("unexpected argument '\(extra)'") }

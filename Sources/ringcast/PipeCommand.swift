@@ -6,21 +6,35 @@ import RingcastCore
 struct PipeCommand: ProducerCommand {
     static let name = "pipe"
     static let summary = "progress read from another program's output: make 2>&1 | ringcast pipe build"
-    static let usage = ["some-program | ringcast pipe ID [--title T] [--hide-after SECONDS] [--no-log]"]
+    static let usage = ["some-program | ringcast pipe ID [--title T] [--hide-after SECONDS] [--no-log]",
+                        "some-program | ringcast pipe ID [--kind K] [--done-at-eof]"]
     static let discussion = """
     Copies standard input to standard output byte for byte, and reads progress out of each line
     (a line ends at \\n or \\r, as tqdm redraws with \\r): `42%`, `[42/100]`, a bare `42/100`, or
     tqdm's ` 42%|████      | 42/100 [00:01<00:02, 40.00it/s]`. Task ID is a spinner until the first
-    progress; it is updated at most once per 50 ms (the latest value always goes out) and marked done
-    at end of input. Its lines also go to the task's log (at most four requests a second; --no-log
-    sends none). If the server cannot be reached, the input still passes through, one line goes
-    to stderr and the exit status is 1.
+    progress; it is updated at most once per 50 ms (the latest value always goes out). At end of
+    input the task is done if the last progress read was 100 % (or none was read); otherwise it
+    ends failed with the detail "input ended at 21/50" (or "… at 42%"), as when the program before
+    the pipe crashed: the end of the input is not taken for success. Its lines also go to the
+    task's log (at most four requests a second; --no-log sends none). If the server cannot be
+    reached, the input still passes through, one line goes to stderr and the exit status is 1.
     """
     static let ownOptions: [Option] = [
         .value("title", "T", "the task's title"),
         .value("hide-after", "SECONDS", "hide the task that long after the input ends"),
         .flag("no-log", "send no log lines"),
+        .value("kind", "K", "the kind whose past runs give the ETA (default: the id without its trailing number, ci.build-42 → ci.build)"),
+        .flag("done-at-eof", "mark the task done at end of input, whatever progress was read last"),
     ]
+    static let epilogue = """
+    exit status:
+      0  the task is done
+      1  the server could not be reached (the input still passed through)
+      2  a wrong argument
+      3  the input ended before its progress did: the task is failed, "input ended at 21/50"
+    """
+    /// The exit status when the input ended before its progress did.
+    static let endedEarlyStatus: Int32 = 3
     /// Seconds between two updates, at least.
     static let minimumInterval = 0.05
     /// A stuck server must not hold the pass-through up for long.
@@ -31,6 +45,8 @@ struct PipeCommand: ProducerCommand {
     let title: String?
     let hideAfter: Double?
     let logs: Bool
+    let kind: String?
+    let doneAtEOF: Bool
 
     init(validating options: ParsedOptions, session: ProducerSession) throws(UsageError) {
         self.session = session
@@ -38,6 +54,8 @@ struct PipeCommand: ProducerCommand {
         title = try options.text("title", maxLength: 200)
         hideAfter = try options.seconds("hide-after")
         logs = !options.flag("no-log")
+        kind = try options.kind()
+        doneAtEOF = options.flag("done-at-eof")
     }
 
     func run() throws(CommandFailure) -> Int32 {
@@ -45,11 +63,14 @@ struct PipeCommand: ProducerCommand {
         var start: [(String, JSONValue)] = [("progress", .null), ("completed", .null), ("total", .null), ("detail", .null),
                                             ("state", .string("running")), ("visible", .bool(true)), ("hideAfter", .null)]
         if let title { start.append(("title", .string(title))) }
+        if let kind { start.append(("kind", .string(kind))) }
         updater.sendNow(start)
         let shipper = logs ? LogShipper(options: session.options, id: id, timeoutSeconds: PipeCommand.requestTimeout) : nil
         var logLines = LogLineSplitter()
 
         var lines = LineSplitter()
+        /// The last progress the input showed: where it stopped, if it stopped early.
+        var lastRead: ProgressValue?
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         reading: while true {
             var poller = pollfd(fd: STDIN_FILENO, events: Int16(POLLIN), revents: 0)
@@ -67,7 +88,10 @@ struct PipeCommand: ProducerCommand {
                     return 1
                 }
                 let scan = { (line: [UInt8]) in
-                    if let progress = ProgressText.scan(line: line) { updater.latest(progressFields(progress)) }
+                    if let progress = ProgressText.scan(line: line) {
+                        updater.latest(progressFields(progress))
+                        lastRead = progress
+                    }
                 }
                 lines.feed(chunk[..<count], scan)
                 if let shipper { logLines.feed(chunk[..<count]) { shipper.add($0) } }
@@ -78,18 +102,28 @@ struct PipeCommand: ProducerCommand {
             updater.sendIfDue()
         }
         lines.finish { line in
-            if let progress = ProgressText.scan(line: line) { updater.latest(progressFields(progress)) }
+            if let progress = ProgressText.scan(line: line) {
+                updater.latest(progressFields(progress))
+                lastRead = progress
+            }
         }
         updater.sendPendingWaiting()
         if let shipper {
             logLines.finish { shipper.add($0) }
             shipper.finish()
         }
-        var done: [(String, JSONValue)] = [("state", .string("done"))]
-        if let hideAfter { done.append(("hideAfter", .number(hideAfter))) }
-        updater.latest(done)
+        let ending = TaskEnding.input(lastRead: lastRead, doneAtEOF: doneAtEOF)
+        var end: [(String, JSONValue)] = [("state", .string(ending.state))]
+        if let detail = ending.detail { end.append(("detail", .string(detail))) }
+        if let hideAfter { end.append(("hideAfter", .number(hideAfter))) }
+        updater.latest(end)
         updater.sendPendingWaiting()
-        return updater.failed ? 1 : 0
+        if updater.failed { return 1 }
+        guard ending == .done else {
+            fail("pipe: \(ending.sentence(id: id)) (--done-at-eof takes any end for done)")
+            return PipeCommand.endedEarlyStatus
+        }
+        return 0
     }
 }
 

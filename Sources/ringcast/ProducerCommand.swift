@@ -52,25 +52,40 @@ final class ProducerSession {
     /// Sends one request; a 2xx answer's JSON comes back, anything else throws a one-line failure.
     @discardableResult
     func send(_ method: String, _ path: String, _ body: JSONValue? = nil) throws(CommandFailure) -> JSONValue {
-        var headers: [(String, String)] = []
+        let response = try exchange(method, path, body.map(JSONWriter.encode), headers: [])
+        let json = try? JSONParser.parse(response.body)
+        guard (200..<300).contains(response.status) else { throw refusal(response, json) }
+        guard let json else { throw CommandFailure("the server at \(options.serverText) answered \(response.status) without JSON; is it a Ringcast server?") }
+        return json
+    }
+
+    /// A GET of an answer that is not JSON (the text table, `Accept: text/plain`): its text when
+    /// 2xx; otherwise the failure `send` would say (error bodies are JSON).
+    func text(_ path: String) throws(CommandFailure) -> String {
+        let response = try exchange("GET", path, nil, headers: [("Accept", "text/plain")])
+        guard (200..<300).contains(response.status) else { throw refusal(response, try? JSONParser.parse(response.body)) }
+        return response.text
+    }
+
+    /// A refusal in one line: the error's code and message when the body says them.
+    private func refusal(_ response: HTTPResponse, _ json: JSONValue?) -> CommandFailure {
+        var message = "the server answered \(response.status)"
+        if case let .string(code)? = json?["error"], case let .string(text)? = json?["message"] {
+            message = "\(code): \(text)"
+        }
+        if response.status == 401 { message += " (pass --token TOKEN or set RINGCAST_TOKEN)" }
+        return CommandFailure(message)
+    }
+
+    /// One request with the token; only an unreachable server throws.
+    private func exchange(_ method: String, _ path: String, _ body: [UInt8]?, headers: [(String, String)]) throws(CommandFailure) -> HTTPResponse {
+        var headers = headers
         if let token = options.token { headers.append(("Authorization", "Bearer \(token)")) }
-        let response: HTTPResponse
         do {
-            response = try http.request(method, options.server.endpoint(path), body: body.map(JSONWriter.encode), headers: headers)
+            return try http.request(method, options.server.endpoint(path), body: body, headers: headers)
         } catch {
             throw CommandFailure("cannot reach the server at \(options.serverText): \(error)")
         }
-        let json = try? JSONParser.parse(response.body)
-        guard (200..<300).contains(response.status) else {
-            var message = "the server answered \(response.status)"
-            if case let .string(code)? = json?["error"], case let .string(text)? = json?["message"] {
-                message = "\(code): \(text)"
-            }
-            if response.status == 401 { message += " (pass --token TOKEN or set RINGCAST_TOKEN)" }
-            throw CommandFailure(message)
-        }
-        guard let json else { throw CommandFailure("the server at \(options.serverText) answered \(response.status) without JSON; is it a Ringcast server?") }
-        return json
     }
 
     /// Closes the kept-alive connection; the next request opens a new one.

@@ -7,10 +7,11 @@ struct RunCommand: ProducerCommand {
     static let name = "run"
     static let summary = "a spinner while a command runs, then done or failed: ringcast run build -- make"
     static let usage = ["ringcast run ID [--title T] [--hide-after SECONDS] [--stale-after SECONDS] -- CMD [ARGS…]",
-                        "ringcast run ID [--controls LIST] [--grace SECONDS] [--no-log] -- CMD [ARGS…]"]
+                        "ringcast run ID [--controls LIST] [--grace SECONDS] [--no-log] [--kind K] -- CMD [ARGS…]"]
     static let discussion = """
     Runs CMD with ARGS while task ID shows a spinner; then marks the task done (exit status 0) or
-    failed, and exits with CMD's status (128+N when a signal N ended it, 127 when CMD is not found).
+    failed with the detail that says where it stopped ("exit status 2", "killed by SIGTERM"), and
+    exits with CMD's status (128+N when a signal N ended it, 127 when CMD is not found).
     Its input is untouched; its output passes through byte for byte and its lines go to the task's
     log (--no-log leaves the output on the terminal itself and sends no lines).
     While CMD runs, ringcast holds a publishing WebSocket that keeps the task's lease alive: if
@@ -28,7 +29,15 @@ struct RunCommand: ProducerCommand {
                default: "cancel,pause,resume"),
         .value("grace", "SECONDS", "after a cancel request, how long CMD has between SIGTERM and SIGKILL", default: "10"),
         .flag("no-log", "leave CMD's output alone and send no log lines"),
+        .value("kind", "K", "the kind whose past runs give the ETA (default: the id without its trailing number, ci.build-42 → ci.build)"),
     ]
+    static let epilogue = """
+    exit status:
+      CMD's  the task is done (0), or failed: "exit status N", "killed by SIGNAL" (128+N)
+      1      the server could not be reached at the start (CMD did not run)
+      2      a wrong argument
+      130    cancelled on request: the task is cancelled, "cancelled on request"
+    """
     /// The exit status of a command cancelled on request (as a shell reports Ctrl-C).
     static let cancelledStatus: Int32 = 130
     static let takesPassthrough = true
@@ -42,6 +51,7 @@ struct RunCommand: ProducerCommand {
     let controls: [TaskControl]
     let grace: Double
     let logs: Bool
+    let kind: String?
 
     init(validating options: ParsedOptions, session: ProducerSession) throws(UsageError) {
         self.session = session
@@ -56,6 +66,7 @@ struct RunCommand: ProducerCommand {
         lease = try options.seconds("stale-after", minimum: 1)!
         grace = try options.seconds("grace", minimum: 0.01)!
         logs = !options.flag("no-log")
+        kind = try options.kind()
         let list = options.value("controls")!
         if list == "none" {
             controls = []
@@ -75,7 +86,7 @@ struct RunCommand: ProducerCommand {
             ("title", .string(title)), ("progress", .null), ("completed", .null), ("total", .null),
             ("detail", .null), ("state", .string("running")), ("visible", .bool(true)),
             ("hideAfter", .null), ("staleAfter", .number(lease)), ("controls", .array(controls.map { .string($0.rawValue) })),
-        ]))
+        ] + (kind.map { [("kind", JSONValue.string($0))] } ?? [])))
         // The child must not inherit the kept-alive socket; the next request opens a new one.
         session.disconnect()
 
@@ -129,13 +140,8 @@ struct RunCommand: ProducerCommand {
         publisher?.finish()
         let cancelled = publisher?.wasCancelled ?? false
 
-        let fields: [(String, JSONValue)]
-        switch status {
-        case _ where cancelled: fields = finalFields(state: "cancelled", detail: "cancelled on request")
-        case .exited(0): fields = finalFields(state: "done", detail: nil)
-        case let .exited(code): fields = finalFields(state: "failed", detail: "exit status \(code)")
-        case let .signalled(signal): fields = finalFields(state: "failed", detail: "killed by \(signalName(signal))")
-        }
+        let ending = TaskEnding.command(status, cancelled: cancelled)
+        let fields = finalFields(state: ending.state, detail: ending.detail)
         do {
             try session.send("POST", ProducerSession.taskPath(id), .object(fields))
         } catch {

@@ -6,45 +6,58 @@ import RingcastCore
 struct ServeCommand: Subcommand {
     static let name = "serve"
     static let summary = "run the server (the default)"
-    static let usage = ["ringcast serve [--config FILE] [--host HOST] [--port PORT]"]
+    static let usage = ["ringcast serve [--config FILE] [--host HOST] [--port PORT] [--log-format FORMAT]"]
     static let discussion = "Serves the dashboard, the WebSocket at /ws and the HTTP API under /api/ on one port."
     static let optionGroups = [OptionGroup("options", [
         .value("config", "FILE", "the configuration, relative to the current directory", default: "config.json"),
         .value("host", "HOST", "the address to listen on (overrides the config; default 127.0.0.1)"),
         .value("port", "PORT", "the port (overrides the config); 0 picks a free port"),
+        .value("log-format", "FORMAT", "text, or json: one object per line for log collectors (overrides logFormat in the config)"),
     ])]
+    static let epilogue = """
+        RINGCAST_HOST, RINGCAST_PORT, RINGCAST_STORAGE and RINGCAST_LOG_LEVEL override the config file;
+        --host and --port override them. The start-up log line says where each setting came from.
+        `ringcast config check FILE` checks a file without starting; docs/CONFIG.md lists every setting.
+        """
 
     let config: ServerConfig
+    /// The same settings, with where each came from.
+    let loaded: LoadedConfig
     /// Where relative paths in the config (publicDir, storage) start.
     let baseDirectory: String
 
     init(validating options: ParsedOptions) throws(UsageError) {
         try options.noPositional()
         let configPath = options.value("config")!
-        guard let data = FileManager.default.contents(atPath: configPath) else {
-            throw UsageError("cannot read the config file '\(configPath)': give one with --config FILE", pointsAtHelp: false)
+        var loaded = try ServeCommand.load(configPath, environment: options.environment)
+        if let host = options.value("host") {
+            loaded.config.host = host
+            loaded.note("host", from: .option("--host"))
         }
-        var config: ServerConfig
-        do {
-            config = try ServerConfig.parse(Array(data), source: configPath, environment: options.environment)
-        } catch {
-            throw UsageError("\(error)", pointsAtHelp: false)
-        }
-        if let host = options.value("host") { config.host = host }
         if let portText = options.value("port") {
             guard let port = Int(portText), (0...65535).contains(port) else {
                 throw UsageError("--port must be a number from 0 to 65535, not '\(portText)'")
             }
-            config.port = port
+            loaded.config.port = port
+            loaded.note("port", from: .option("--port"))
         }
+        if let formatName = options.value("log-format") {
+            guard let format = LogFormat(rawValue: formatName) else {
+                throw UsageError("--log-format must be \(LogFormat.allCases.map(\.rawValue).joined(separator: " or ")), not '\(formatName)'")
+            }
+            loaded.config.logFormat = format
+            loaded.note("logFormat", from: .option("--log-format"))
+        }
+        self.loaded = loaded
+        let config = loaded.config
         self.config = config
         baseDirectory = URL(fileURLWithPath: configPath).deletingLastPathComponent().path
     }
 
     func run() throws(CommandFailure) -> Int32 {
-        let logger = Logger(level: config.logLevel) { line in
+        let logger = Logger(level: config.logLevel, destination: .lines(config.logFormat, now: { Date().timeIntervalSince1970 * 1000 }) { line in
             FileHandle.standardError.write(Data((line + "\n").utf8))
-        }
+        })
         let server: RingcastServer
         do {
             let persistence = try RingcastServer.persistence(for: config, baseDirectory: baseDirectory, logger: logger)
@@ -54,9 +67,11 @@ struct ServeCommand: Subcommand {
             throw CommandFailure("\(error)")
         }
         print("listening on \(server.url)")
-        TerminationSignals.wait()
-        logger.info("stopping")
+        logStart(server, to: logger)
+        let signal = TerminationSignals.wait()
+        logger.info("stopping (\(signal == SIGTERM ? "SIGTERM" : "SIGINT")): closing connections, flushing storage", fields: [("event", .string("stop"))])
         server.stop()
+        logger.info("stopped", fields: [("event", .string("stopped"))])
         return 0
     }
 }

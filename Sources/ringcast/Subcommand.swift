@@ -77,7 +77,7 @@ enum CommandLineTool {
     /// Every command, in the order the root help lists them.
     static var commands: [any Subcommand.Type] {
         [ServeCommand.self, PushCommand.self, ShowCommand.self, HideCommand.self, TimerCommand.self, RemoveCommand.self,
-         ListCommand.self, RunCommand.self, PipeCommand.self, LoadCommand.self]
+         ListCommand.self, RunCommand.self, PipeCommand.self, LoadCommand.self, ConfigCommand.self, VersionCommand.self]
     }
 
     static var usage: String {
@@ -101,6 +101,7 @@ enum CommandLineTool {
     static func run(_ arguments: [String]) -> Int32 {
         guard let name = arguments.first, !name.hasPrefix("-") else {
             if arguments.contains("--help") || arguments.contains("-h") { print(usage); return 0 }
+            if arguments.first == "--version" { print(VersionCommand.line); return 0 }
             return ServeCommand.main(arguments)
         }
         let rest = Array(arguments.dropFirst())

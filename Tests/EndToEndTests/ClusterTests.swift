@@ -1,6 +1,8 @@
 import Foundation
 import RingcastClient
 import RingcastCore
+import RingcastLoad
+import RingcastLWS
 import RingcastTestSupport
 import XCTest
 
@@ -35,6 +37,25 @@ final class ClusterTests: XCTestCase {
 
     private func tasks(_ node: ServeProcess) throws -> String {
         String(decoding: try HTTPClient(host: "127.0.0.1", port: node.port).request("GET", "/api/tasks?watch=cl.*").body, as: UTF8.self)
+    }
+
+    /// `ringcast load --publish-to`: watchers on one node, updates posted to another, nothing lost
+    /// on the way through Redis (how Benchmarks/cluster.sh times delivery across nodes).
+    func testTheLoadToolMeasuresDeliveryAcrossNodes() throws {
+        let a = try node("a"), b = try node("b")
+        var options = LoadTestOptions(url: ServerURL("http://127.0.0.1:\(b.port)")!)
+        options.publishURL = ServerURL("http://127.0.0.1:\(a.port)")
+        options.clients = 20
+        options.messages = 50
+        options.rate = 100
+        options.tasks = 50
+        options.connectTimeout = 10
+        options.drainTimeout = 10
+        let result = try LoadTester(options: options).execute()
+        XCTAssertEqual(result.connected, 20)
+        XCTAssertEqual(result.published, 50)
+        XCTAssertEqual(result.delivered, 1_000, "every update posted to A reached every watcher on B")
+        XCTAssertEqual(result.loss, 0)
     }
 
     func testThreeNodesActAsOne() throws {
@@ -117,5 +138,37 @@ final class ClusterTests: XCTestCase {
         XCTAssertTrue(eventually(timeout: 20) { (try? http.request("POST", "/api/tasks/cl.kept", json: #"{"progress":0.6}"#))?.status == 200 })
         watcher.wait(timeout: 10) { $0.contains { $0.id == "cl.kept" && $0.number("progress") == 0.6 } }
         XCTAssertEqual(try JSONParser.parse(try http.request("GET", "/healthz").body)["redis"], .string("connected"))
+    }
+}
+
+/// ETA from history in a cluster (issue 13): every node applies the same runs, and a node that
+/// starts from the cluster's checkpoint has them too.
+extension ClusterTests {
+    private func kinds(_ node: ServeProcess) -> String? {
+        (try? HTTPClient(host: "127.0.0.1", port: node.port).request("GET", "/api/kinds")).map(\.text)
+    }
+
+    func testEveryNodeKeepsTheSameRunsAndANodeStartedFromTheCheckpointHasThem() throws {
+        let a = try node("a"), b = try node("b")
+        let onA = HTTPClient(host: "127.0.0.1", port: a.port)
+        for (run, seconds) in [0.1, 0.3, 0.2].enumerated() {
+            XCTAssertEqual(try onA.request("POST", "/api/tasks/cl.build-\(run)", json: #"{"progress":null}"#).status, 200)
+            Thread.sleep(forTimeInterval: seconds)
+            XCTAssertEqual(try onA.request("POST", "/api/tasks/cl.build-\(run)", json: #"{"state":"done"}"#).status, 200)
+        }
+        let history = try XCTUnwrap(kinds(a))
+        XCTAssertTrue(history.contains(#""kind":"cl.build","runs":3"#), history)
+        XCTAssertTrue(eventually(timeout: 5) { self.kinds(b) == history }, "B applied the same runs: \(kinds(b) ?? "")")
+
+        // Redis loses everything; A puts its state back as the cluster's checkpoint, and a node
+        // that starts now has nothing but that checkpoint to start from.
+        try redis.restart()
+        XCTAssertTrue(eventually(timeout: 20) { (try? onA.request("POST", "/api/tasks/cl.after", json: "{}"))?.status == 200 },
+                      "A never got back to Redis")
+        let c = try node("c")
+        XCTAssertEqual(kinds(c), history, "the checkpoint carries the history")
+        let fresh = try JSONParser.parse(try HTTPClient(host: "127.0.0.1", port: c.port).request("POST", "/api/tasks/cl.build-9", json: "{}").body)
+        guard case let .array(list)? = try JSONParser.parse(Array(history.utf8))["kinds"], let median = list.first?["median"] else { return XCTFail(history) }
+        XCTAssertEqual(fresh["task"]?["expectedSeconds"], median)
     }
 }

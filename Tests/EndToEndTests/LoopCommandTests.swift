@@ -150,7 +150,7 @@ final class LoopCommandTests: XCTestCase {
 
     func testPipeSendsItsLinesToTheLog() throws {
         let server = try producerServer()
-        let result = try RingcastProcess.run(["pipe", "train"], server: server, stdin: "epoch 1 42%\nloss 0.3\r\nepoch 2  \r 90%\nlast")
+        let result = try RingcastProcess.run(["pipe", "train", "--done-at-eof"], server: server, stdin: "epoch 1 42%\nloss 0.3\r\nepoch 2  \r 90%\nlast")
         XCTAssertEqual(result.status, 0, result.stderr)
         let tail = try JSONParser.parse(try server.http().request("GET", "/api/tasks/train/log").body)
         XCTAssertEqual(tail["lines"], .array(["epoch 1 42%", "loss 0.3", " 90%", "last"].map(JSONValue.string)))

@@ -259,6 +259,6 @@ final class APITests: XCTestCase {
 
     func testHealthBody() {
         call("POST", "/api/tasks/a")
-        XCTAssertEqual(text(api.healthBody(watchers: 3)), #"{"ok":true,"protocol":2,"epoch":"apiepoch","seq":1,"tasks":1,"watchers":3}"#)
+        XCTAssertEqual(text(api.healthBody(watchers: 3)), #"{"ok":true,"protocol":2,"server":"\#(RingcastVersion.version)","epoch":"apiepoch","seq":1,"tasks":1,"watchers":3}"#)
     }
 }

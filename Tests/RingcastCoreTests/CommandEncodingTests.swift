@@ -11,6 +11,7 @@ final class CommandEncodingTests: XCTestCase {
         "total": .number(20), "state": .string("paused"), "visible": .bool(false), "hideAfter": .number(3),
         "modal": .bool(true), "parent": .string("ci"), "staleAfter": .number(30),
         "controls": .array([.string("cancel"), .string("pause")]), "abandonAfter": .number(600),
+        "kind": .string("ci.build"),
     ]
 
     private func roundTrip(_ event: String, file: StaticString = #filePath, line: UInt = #line) throws {
@@ -32,6 +33,7 @@ final class CommandEncodingTests: XCTestCase {
 
     func testClearingAFieldIsNotLeavingItAlone() throws {
         try roundTrip(#"{"type":"update","id":"a","detail":null,"progress":null,"completed":null,"total":null,"hideAfter":null,"parent":null,"staleAfter":null}"#)
+        try roundTrip(#"{"type":"update","id":"a","kind":null}"#)
         let cleared = try Command.parse(event: JSONParser.parse(#"{"type":"update","id":"a","progress":null}"#))
         guard case let .update(_, patch) = try Command.parse(event: cleared.encodedEvent) else { return XCTFail("not an update") }
         XCTAssertEqual(patch.progress, .some(nil), "null makes a task indeterminate; absent leaves it")

@@ -472,7 +472,7 @@ final class TaskStoreTests: XCTestCase {
         XCTAssertEqual(list["tasks"]?.arrayValue?.map { $0["id"] }, [.string("b.y"), .string("a.z")])
 
         let hello = json(store.encodeHello(now: t0 + 0.4, heartbeatSeconds: 15))
-        XCTAssertEqual(text(JSONWriter.encode(hello)), #"{"type":"hello","protocol":2,"epoch":"testepoch","seq":4,"now":1700000000000,"heartbeat":15}"#)
+        XCTAssertEqual(text(JSONWriter.encode(hello)), #"{"type":"hello","protocol":2,"epoch":"testepoch","seq":4,"now":1700000000000,"heartbeat":15,"server":"\#(RingcastVersion.version)"}"#)
     }
 
     func testTimerFieldsInTheTaskObject() throws {

@@ -28,13 +28,20 @@ package final class ServeProcess {
     package let firstLine: String
     package let port: Int
 
-    package init(_ arguments: [String]) throws {
+    /// `environment` is added to this process's; `errorLog` receives what it writes to stderr.
+    package init(_ arguments: [String], environment: [String: String] = [:], errorLog: URL? = nil) throws {
         try MissingBinary.check()
         process.executableURL = URL(fileURLWithPath: ringcastBinary)
         process.arguments = ["serve"] + arguments
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         let output = Pipe()
         process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
+        if let errorLog {
+            _ = FileManager.default.createFile(atPath: errorLog.path, contents: nil)
+            process.standardError = try FileHandle(forWritingTo: errorLog)
+        } else {
+            process.standardError = FileHandle.nullDevice
+        }
         try process.run()
         firstLine = readLine(from: output.fileHandleForReading)
         port = Int(firstLine.split(separator: ":").last ?? "") ?? 0
@@ -51,6 +58,21 @@ package final class ServeProcess {
         process.waitUntilExit()
         return process.terminationStatus
     }
+}
+
+/// Runs a program to the end: its status and everything it wrote, stdout and stderr together.
+package func runToEnd(_ program: String, _ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: program)
+    process.arguments = arguments
+    if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = pipe
+    try process.run()
+    let output = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: output, as: UTF8.self))
 }
 
 /// One line (without its newline) read byte by byte, so nothing after it is consumed.

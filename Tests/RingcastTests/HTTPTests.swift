@@ -166,6 +166,43 @@ final class HTTPTests: XCTestCase {
     }
 }
 
+/// DNS rebinding against a real server: a page on another name that resolves to 127.0.0.1 sends
+/// its own name as Host, and gets 421 before anything is routed (issue 9's pair: POST and DELETE).
+final class HostCheckTests: XCTestCase {
+    private func send(_ request: String, to port: Int) throws -> String {
+        let socket = try RawSocket(port: port, timeoutSeconds: 5)
+        try socket.send(request)
+        return String(decoding: socket.receiveSome().bytes, as: UTF8.self)
+    }
+
+    func testARebindingPageCanNeitherPublishNorDeleteNorWatch() throws {
+        let server = try TestServer { $0.allowedHosts = ["progress.example.org"] }
+        try server.post("/api/tasks/x", #"{"progress":0.25}"#)
+        let evil = "Host: evil.example:\(server.port)\r\nOrigin: http://evil.example:\(server.port)"
+        let body = #"{"progress":0.5}"#
+        let publish = try send("POST /api/tasks/x HTTP/1.1\r\n\(evil)\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)", to: server.port)
+        XCTAssertTrue(publish.hasPrefix("HTTP/1.1 421"), publish)
+        XCTAssertTrue(publish.contains("misdirected_request") && publish.contains("allowedHosts"), publish)
+        let delete = try send("DELETE /api/tasks/x HTTP/1.1\r\n\(evil)\r\n\r\n", to: server.port)
+        XCTAssertTrue(delete.hasPrefix("HTTP/1.1 421"), delete)
+        let page = try send("GET / HTTP/1.1\r\n\(evil)\r\n\r\n", to: server.port)
+        XCTAssertTrue(page.hasPrefix("HTTP/1.1 421"), "static files too: \(page.prefix(40))")
+        XCTAssertEqual(try server.task("x")?["progress"], .number(0.25), "the task was neither changed nor deleted")
+
+        let upgrade = "GET /ws HTTP/1.1\r\nHost: %@\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+        let refused = try send(upgrade.replacingOccurrences(of: "%@", with: "evil.example:\(server.port)"), to: server.port)
+        XCTAssertFalse(refused.hasPrefix("HTTP/1.1 101"), refused)
+
+        // The names that pass: an allowedHosts entry, localhost, a loopback literal.
+        for host in ["progress.example.org:\(server.port)", "localhost:\(server.port)", "127.0.0.1:\(server.port)", "[::1]:\(server.port)"] {
+            let answer = try send("POST /api/tasks/x HTTP/1.1\r\nHost: \(host)\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)", to: server.port)
+            XCTAssertTrue(answer.hasPrefix("HTTP/1.1 200"), "\(host): \(answer.prefix(60))")
+            let accepted = try send(upgrade.replacingOccurrences(of: "%@", with: host), to: server.port)
+            XCTAssertTrue(accepted.hasPrefix("HTTP/1.1 101"), "\(host): \(accepted.prefix(60))")
+        }
+    }
+}
+
 /// The local addresses with a socket listening on `port`, from the kernel's own tables.
 func listeningSockets(port: Int) throws -> [String] {
     var addresses: [String] = []

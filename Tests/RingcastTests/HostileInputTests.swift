@@ -150,6 +150,53 @@ final class HostileInputTests: XCTestCase {
         try canary()
     }
 
+    /// lws 4.1.6 spun for good on a POST pipelined after a POST with a body (the raw reference
+    /// server does too), and lost the first answer of two pipelined GETs: such a connection is
+    /// closed, and the server goes on serving everyone else.
+    func testPipelinedRequestsCloseTheirConnectionAndFreezeNothing() throws {
+        let post = "POST /api/tasks/piped HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 16\r\n\r\n{\"progress\":0.5}"
+        let get = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        let getWithBody = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 16\r\n\r\n0123456789abcdef"
+        for pipeline in [post + post, get + get, getWithBody + get, getWithBody + getWithBody] {
+            let socket = try RawSocket(port: server.port, timeoutSeconds: 5)
+            try socket.send(pipeline)
+            XCTAssertTrue(socket.receive().closed, "a pipelining connection is closed: \(pipeline.prefix(30))")
+            try canary()
+        }
+        // One request at a time on a kept-alive connection still works, a GET with a body among them.
+        let keptAlive = try RawSocket(port: server.port, timeoutSeconds: 5)
+        for request in [getWithBody, get, post] {
+            try keptAlive.send(request)
+            let answer = String(decoding: keptAlive.receiveSome().bytes, as: UTF8.self)
+            XCTAssertTrue(answer.hasPrefix("HTTP/1.1 200"), answer)
+        }
+        try canary()
+    }
+
+    /// lws ends the request line at a percent-encoded CR or LF, so the path that reached the API
+    /// was a shorter one (`f%0Dx/hide` hid task `f`): refused whole instead.
+    func testAPercentEncodedLineBreakInThePathIsRefusedNotShortened() throws {
+        try server.post("/api/tasks/f", #"{"progress":0.25}"#)
+        for target in ["/api/tasks/f%0Dx/hide", "/api/tasks/f%0Ax", "/api/tasks?watch=f%0Ax"] {
+            let socket = try RawSocket(port: server.port, timeoutSeconds: 5)
+            try socket.send("POST \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n")
+            let answer = String(decoding: socket.receive().bytes, as: UTF8.self)
+            XCTAssertTrue(answer.contains(" 400 ") && answer.contains("invalid_request"), answer)
+        }
+        let task = try server.task("f")
+        XCTAssertEqual(task?["visible"], .bool(true), "task f was not hidden")
+        XCTAssertEqual(task?["progress"], .number(0.25), "task f was not changed")
+        try canary()
+    }
+
+    /// The query is split at the `=` byte: in `watch=🏻` the `=` and the modifier after it are one
+    /// Character, and the watcher used to get every task instead of an error.
+    func testAQueryValueStartingWithACombiningMarkKeepsItsName() throws {
+        let response = try server.http().request("GET", "/api/tasks?watch=%F0%9F%8F%BB")
+        assertError(response, 400, "invalid_pattern")
+        try canary()
+    }
+
     func testAHandshakeThatNeverFinishesIsTimedOut() throws {
         let stalled = try RawSocket(port: server.port, timeoutSeconds: 10)
         try stalled.send("GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n")

@@ -57,16 +57,5 @@ final class TLSTests: XCTestCase {
         try run("/usr/bin/curl", ["-sS", "--cacert", cert] + arguments)
     }
 
-    private func run(_ path: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
-    }
+    private func run(_ path: String, _ arguments: [String]) throws -> (status: Int32, output: String) { try runToEnd(path, arguments) }
 }

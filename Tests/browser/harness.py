@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -29,11 +30,42 @@ def server_binary():
     return path
 
 
-class Server:
-    """One `ringcast serve` process. `start(port)` reuses a port for restart tests."""
+def make_certificate(folder):
+    """A self-signed certificate for 127.0.0.1 and localhost, made with openssl in `folder`, valid
+    two days. Returns (cert path, key path)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    made = subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+        capture_output=True, text=True)
+    if made.returncode != 0:
+        raise RuntimeError(f"openssl could not make a certificate (scripts/deps.sh test installs it): {made.stderr}")
+    return cert, key
 
-    def __init__(self, allowed_origins=(), heartbeat=2, workdir=None):
+
+def spki_hash(cert):
+    """base64 of the SHA-256 of the certificate's public key (SubjectPublicKeyInfo, DER), the form
+    Chromium's --ignore-certificate-errors-spki-list takes."""
+    pub = subprocess.run(["openssl", "x509", "-in", str(cert), "-pubkey", "-noout"],
+                         capture_output=True, check=True).stdout
+    der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "der"],
+                         input=pub, capture_output=True, check=True).stdout
+    import base64
+    import hashlib
+    return base64.b64encode(hashlib.sha256(der).digest()).decode()
+
+
+class Server:
+    """One `ringcast serve` process. `start(port)` reuses a port for restart tests. With
+    `tls=True` it makes its own certificate (see `make_certificate`) and serves https:// and
+    wss://; `ssl_context` then trusts that certificate, and only it, for the API helpers."""
+
+    def __init__(self, allowed_origins=(), heartbeat=2, workdir=None, tls=False, storage=None):
         self.binary = server_binary()
+        # None: "memory"; a path: an SQLite file kept across start()s (its state comes back).
+        self.storage = storage
         self.allowed_origins = list(allowed_origins)
         self.heartbeat = heartbeat
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="ringcast-browser-"))
@@ -42,14 +74,26 @@ class Server:
         self.host = "127.0.0.1"
         self.generation = 0
         self.log_path = None
+        self.first_line = None
+        self.tls = tls
+        self.cert = self.key = None
+        self.ssl_context = None
+        if tls:
+            self.cert, self.key = make_certificate(self.workdir / "tls")
+            # Verification stays on (hostname included): the context trusts this one certificate.
+            self.ssl_context = ssl.create_default_context(cafile=str(self.cert))
+
+    @property
+    def scheme(self):
+        return "https" if self.tls else "http"
 
     @property
     def base(self):
-        return f"http://{self.host}:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
 
     @property
     def ws_base(self):
-        return f"ws://{self.host}:{self.port}"
+        return f"{'wss' if self.tls else 'ws'}://{self.host}:{self.port}"
 
     def start(self, port=0, timeout=20.0):
         if not self.binary.exists():
@@ -62,13 +106,17 @@ class Server:
         cwd = self.workdir / f"run{self.generation}"
         cwd.mkdir(parents=True, exist_ok=True)
         config = cwd / "config.json"
-        config.write_text(json.dumps({
+        settings = {
             "host": "127.0.0.1",
             "port": 0,
             "publicDir": str(PUBLIC),
             "allowedOrigins": self.allowed_origins,
             "heartbeatSeconds": self.heartbeat,
-        }))
+            **({"storage": str(self.storage)} if self.storage else {}),
+        }
+        if self.tls:
+            settings["tls"] = {"cert": str(self.cert), "key": str(self.key)}
+        config.write_text(json.dumps(settings))
         self.log_path = cwd / "server.log"
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
@@ -76,7 +124,8 @@ class Server:
             cwd=cwd, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
         log.close()
         line = self._first_line(timeout)
-        prefix = "listening on http://"
+        self.first_line = line
+        prefix = f"listening on {self.scheme}://"
         if not line.startswith(prefix):
             self.stop()
             raise RuntimeError(f"unexpected first line from ringcast: {line!r}; log: {self.log_tail()}")
@@ -111,7 +160,7 @@ class Server:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                with urllib.request.urlopen(self.base + "/api/tasks", timeout=2) as r:
+                with urllib.request.urlopen(self.base + "/api/tasks", timeout=2, context=self.ssl_context) as r:
                     if r.status == 200:
                         return
             except (urllib.error.URLError, OSError):
@@ -151,7 +200,7 @@ class Server:
         req = urllib.request.Request(self.base + path, data=data, method=method,
                                      headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=10) as r:
+            with urllib.request.urlopen(req, timeout=10, context=self.ssl_context) as r:
                 raw = r.read()
                 status = r.status
         except urllib.error.HTTPError as e:
@@ -206,7 +255,9 @@ class StaticSite:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def make_driver(width=1280, height=860, reduced_motion=False, dark=False):
+def make_driver(width=1280, height=860, reduced_motion=False, dark=False, trust_spki=()):
+    """Headless Chromium. `trust_spki`: base64 SHA-256 public-key hashes (see `spki_hash`) of
+    certificates to accept for this run only, though no authority signed them."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -219,6 +270,10 @@ def make_driver(width=1280, height=860, reduced_motion=False, dark=False):
                 "--disable-background-timer-throttling", "--disable-renderer-backgrounding",
                 "--disable-backgrounding-occluded-windows"):
         opts.add_argument(arg)
+    if trust_spki:
+        # Accepts a certificate error only on a chain holding one of these keys; Chromium honours
+        # the flag only with --user-data-dir, which chromedriver always passes (its own profile).
+        opts.add_argument("--ignore-certificate-errors-spki-list=" + ",".join(trust_spki))
     if reduced_motion:
         opts.add_argument("--force-prefers-reduced-motion")
     if dark:

@@ -1,0 +1,84 @@
+import XCTest
+@testable import RingcastCore
+
+/// The pieces of the text table and the badge that a terminal or an image viewer is strict about.
+final class TextTableTests: XCTestCase {
+    func testTextIsChosenByFormatOrByAnAcceptThatRanksItFirst() throws {
+        func wanted(_ accept: String?, format: String? = nil) throws -> Bool {
+            var request = APIRequest(method: "GET", path: "/api/tasks", headers: RequestHeaders(accept: accept))
+            if let format { request.query["format"] = format }
+            return try TextTable.wanted(request)
+        }
+        XCTAssertTrue(try wanted("text/plain"))
+        XCTAssertTrue(try wanted("text/*"))
+        XCTAssertTrue(try wanted("application/json;q=0.5, text/plain"))
+        XCTAssertTrue(try wanted("*/*", format: "text"))
+        XCTAssertFalse(try wanted("text/plain", format: "json"), "the query wins")
+        XCTAssertFalse(try wanted(nil))
+        XCTAssertFalse(try wanted("*/*"))
+        XCTAssertFalse(try wanted("application/json, text/plain"), "a tie stays JSON")
+        XCTAssertFalse(try wanted("text/plain;q=0"))
+        XCTAssertThrowsError(try wanted(nil, format: "csv"))
+    }
+
+    func testColumnsAreCountedAsATerminalDoesAndNothingMovesItsCursor() {
+        XCTAssertEqual(TextTable.columns(of: "Build 42"), 8)
+        XCTAssertEqual(TextTable.columns(of: "日本語"), 6)
+        XCTAssertEqual(TextTable.columns(of: "🎉"), 2)
+        XCTAssertEqual(TextTable.columns(of: "e\u{301}"), 1, "a combining accent takes no column")
+        XCTAssertEqual(TextTable.clean("red \u{1B}[31m\tend\u{202E}x"), "red  [31m end" + "x")
+        XCTAssertEqual(TextTable.fit("日本語のタイトル", 7), "日本語…", "a wide character is not split")
+        XCTAssertEqual(TextTable.columns(of: TextTable.fit("日本語のタイトル", 8)), 8, "padded to the column")
+    }
+
+    func testPercentagesBarsAndDurations() {
+        XCTAssertEqual(TextTable.percent(0.29), " 29%", "29, not 28.999…")
+        XCTAssertEqual(TextTable.percent(0.999), " 99%", "cut down: only done is 100 %")
+        XCTAssertEqual(TextTable.percent(nil), "  --")
+        XCTAssertEqual(TextTable.bar(0.999), "█████████░")
+        XCTAssertEqual(TextTable.bar(1), "██████████")
+        XCTAssertEqual(TextTable.duration(0.2), "1 s", "rounded up: never 0 s while there is time left")
+        XCTAssertEqual(TextTable.duration(125), "2 min 5 s")
+        XCTAssertEqual(TextTable.duration(3900), "1 h 5 min")
+        XCTAssertEqual(TextTable.duration(7200), "2 h")
+    }
+
+    func testEveryRowFitsItsWidthWhateverTheTitle() {
+        var tasks: [TaskRecord] = []
+        for (index, title) in ["x", String(repeating: "long title ", count: 30), String(repeating: "宽", count: 80)].enumerated() {
+            var task = TaskRecord(id: "t\(index)", now: t0)
+            task.title = title
+            task.detail = "detail"
+            task.eta = 3599
+            task.slow = true
+            tasks.append(task)
+        }
+        for width in [60, 80, 200] {
+            for line in TextTable.render(tasks, width: width).split(separator: "\n") {
+                XCTAssertLessThanOrEqual(TextTable.columns(of: String(line)), width, "\(width): \(line)")
+            }
+        }
+        XCTAssertTrue(TextTable.render(tasks).contains("running    59 min 59 s slow"))
+        var spinner = TaskRecord(id: "deploy-3", now: t0)
+        spinner.eta = 180
+        spinner.expectedSeconds = 180
+        XCTAssertEqual(TextTable.eta(spinner, now: t0 + 60_000), "2 min", "a spinner's ETA from its kind is time: it counts down")
+        XCTAssertEqual(TextTable.eta(spinner, now: t0 + 200_000), "")
+    }
+
+    func testABadgeSaysItsTextInValidXMLWhateverTheTitle() {
+        let svg = String(decoding: Badge.svg(Badge.Look(label: "a <b> & \"c\"\u{1}\u{FFFF}", message: "done", color: "#2a8a3e")), as: UTF8.self)
+        XCTAssertTrue(svg.contains(">a &lt;b&gt; &amp; &quot;c&quot;</text>"), svg)
+        XCTAssertFalse(svg.contains("\u{1}"))
+        XCTAssertFalse(svg.contains("<script"))
+        let long = Badge.look(for: nil, id: String(repeating: "a", count: 100), label: nil)
+        XCTAssertEqual(long.message, "unknown")
+        XCTAssertTrue(String(decoding: Badge.svg(long), as: UTF8.self).contains(String(repeating: "a", count: 59) + "…"), "a long label is cut")
+        let tag = Badge.etag(Array(svg.utf8))
+        XCTAssertTrue(Badge.matches(tag, tag))
+        XCTAssertTrue(Badge.matches("\"other\", W/\(tag)", tag))
+        XCTAssertTrue(Badge.matches("*", tag))
+        XCTAssertFalse(Badge.matches("\"other\"", tag))
+        XCTAssertFalse(Badge.matches(nil, tag))
+    }
+}
