@@ -3,7 +3,7 @@ import Foundation
 /// A value behind a lock: what the standard library's `Mutex` does, with the same `withLock`, in a
 /// form the thread sanitizer can check. On Linux `Mutex` waits in the kernel when it is contended
 /// (FUTEX_LOCK_PI): the sanitizer never sees that lock taken and given back, so it reports the
-/// guarded value as raced between any two threads that met at the lock (`make sanitize`), which
+/// guarded value as raced between any two threads that met at the lock (`make test-sanitize`), which
 /// would leave it blind to real races beside them. This one is an `NSLock`, a pthread mutex, which
 /// the sanitizer follows. Any thread.
 /// @unchecked Sendable: `value` is touched only inside `withLock`, under `lock`.
