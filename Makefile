@@ -48,8 +48,10 @@ test-browser: build
 # What they skip and suppress, and why: Tests/sanitizers/. About 4 + 4 minutes from clean on 2 cores.
 test-sanitize:
 	scripts/deps.sh test
-	SWIFT_BUILD_FLAGS="$(SWIFT_BUILD_FLAGS)" Tests/sanitizers/run address
-	SWIFT_BUILD_FLAGS="$(SWIFT_BUILD_FLAGS)" Tests/sanitizers/run thread
+	status=0; \
+	SWIFT_BUILD_FLAGS="$(SWIFT_BUILD_FLAGS)" Tests/sanitizers/run address || status=$$?; \
+	SWIFT_BUILD_FLAGS="$(SWIFT_BUILD_FLAGS)" Tests/sanitizers/run thread || status=$$?; \
+	exit $$status
 
 # Publish throughput beside the raw libwebsockets reference server (release builds; about 1.5 min).
 bench-publish:
