@@ -56,27 +56,28 @@ extension ServiceWorker: ServiceHandler {
 
     /// An address may hold at most `maxConnectionsPerAddress` sockets (loopback only with
     /// `limitLoopback`), counted across every service thread.
-    private func admitsConnection(from address: String) -> Bool {
+    private func admitsConnection(from address: PeerAddress) -> Bool {
         // A socket accepted before whose connection lws never made: its count goes back.
         if let stale = acceptedPeer { forget(stale) }
-        let loopback = isLoopbackAddress(address)
-        let counted = config.maxConnectionsPerAddress > 0 && (!loopback || config.limitLoopback)
-        if counted {
-            let limit = config.maxConnectionsPerAddress
+        let loopback = address.isLoopback
+        var countedAs: String?
+        if config.maxConnectionsPerAddress > 0 && (!loopback || config.limitLoopback) {
+            let limit = config.maxConnectionsPerAddress, text = address.text
             let open: Int? = server.connectionsByAddress.withLock { counts in
-                let open = counts[address, default: 0]
+                let open = counts[text, default: 0]
                 guard open < limit else { return open }
-                counts[address] = open + 1
+                counts[text] = open + 1
                 return nil
             }
             if let open {
                 state.record { $0.connectionsRefused += 1 }
-                server.logRefusal("connections", offender: address,
-                                  "refused a connection from \(address): it holds \(open) already (maxConnectionsPerAddress is \(limit))")
+                server.logRefusal("connections", offender: text,
+                                  "refused a connection from \(text): it holds \(open) already (maxConnectionsPerAddress is \(limit))")
                 return false
             }
+            countedAs = text
         }
-        acceptedPeer = Peer(address: address, isLoopback: loopback, isCounted: counted,
+        acceptedPeer = Peer(address: address, isLoopback: loopback, countedAs: countedAs,
                             allowance: TokenBucket(rate: config.maxPublishRate, now: Clock.now()))
         return true
     }
@@ -88,10 +89,10 @@ extension ServiceWorker: ServiceHandler {
 
     private func forget(_ peer: Peer) {
         if peer === acceptedPeer { acceptedPeer = nil }
-        guard peer.isCounted else { return }
+        guard let address = peer.countedAs else { return }
         server.connectionsByAddress.withLock { counts in
-            guard let open = counts[peer.address] else { return }
-            if open <= 1 { counts.removeValue(forKey: peer.address) } else { counts[peer.address] = open - 1 }
+            guard let open = counts[address] else { return }
+            if open <= 1 { counts.removeValue(forKey: address) } else { counts[address] = open - 1 }
         }
     }
 }

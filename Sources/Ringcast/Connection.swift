@@ -35,16 +35,16 @@ final class Connection {
 /// where it comes from and how much it may still publish. Held in `RingcastServer.peers` from the
 /// socket's `created` to its `destroyed` (lws's per-socket user pointer is its own). Service thread only.
 final class Peer {
-    let address: String
+    let address: PeerAddress
     let isLoopback: Bool
-    /// Whether it counts against `maxConnectionsPerAddress`.
-    let isCounted: Bool
+    /// The address as `connectionsByAddress` counts it, when it counts against `maxConnectionsPerAddress`.
+    let countedAs: String?
     var allowance: TokenBucket
 
-    init(address: String, isLoopback: Bool, isCounted: Bool, allowance: TokenBucket) {
+    init(address: PeerAddress, isLoopback: Bool, countedAs: String?, allowance: TokenBucket) {
         self.address = address
         self.isLoopback = isLoopback
-        self.isCounted = isCounted
+        self.countedAs = countedAs
         self.allowance = allowance
     }
 }

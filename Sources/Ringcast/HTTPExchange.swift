@@ -84,7 +84,7 @@ extension ServiceWorker {
                 metrics.httpErrors += 1
                 metrics.rateLimited += 1
             }
-            server.logRefusal("rate", offender: peer.address, "refused requests from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")
+            server.logRefusal("rate", offender: peer.address.text, "refused requests from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")
             response = APIResponse(APIError(.rateLimited, "this connection publishes more than \(config.maxPublishRate.plain) events a second (maxPublishRate): slow down, batch, or raise \"maxPublishRate\" in config.json"))
             ticket = 0
         } else if state.isClustered {

@@ -155,6 +155,7 @@ public final class RingcastServer: @unchecked Sendable {
             status.framesSent += counters.framesSent.load(ordering: .relaxed)
             status.eventsSent += counters.eventsSent.load(ordering: .relaxed)
             status.socketsOpened += counters.socketsOpened.load(ordering: .relaxed)
+            status.eventsCoalesced += counters.coalesced.load(ordering: .relaxed)
         }
         status.threads = workers.count
         status.redis = state.cluster?.health

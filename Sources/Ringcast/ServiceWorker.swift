@@ -39,6 +39,11 @@ final class ServiceWorker: @unchecked Sendable {
     private var heartbeatTimer: LoopTimer?
     private var deadlineTimer: LoopTimer?
     private var writeBehindTimer: LoopTimer?
+    /// The coalescing window (`flushMilliseconds`; 0: none, events are published as they come).
+    /// Its timer is armed by the first event of a window, so an idle server is never woken.
+    private let windowMicroseconds: Int64
+    private var windowTimer: LoopTimer?
+    @exclusivity(unchecked) private var windowArmed = false
     /// When each recent seq's change was applied, to time its frames (Operations.swift).
     @exclusivity(unchecked) var publishTimes = PublishTimes()
     /// Frame figures not yet added to `counters.metrics` (`noteFrameWritten`).
@@ -57,6 +62,7 @@ final class ServiceWorker: @unchecked Sendable {
         gate = RequestGate(config: server.config)
         self.listener = listener
         fanOut = FanOut(logCapacity: config.fanOutLogEvents, maxEventsPerFrame: config.maxEventsPerFrame)
+        windowMicroseconds = Int64(config.flushMilliseconds) * 1000
         loop = ServiceLoop(name: "ringcast-\(index)", logger: logger)
     }
 
@@ -66,6 +72,7 @@ final class ServiceWorker: @unchecked Sendable {
         heartbeatTimer = try loop.makeTimer { [unowned self] in heartbeatFired() }
         frameReportTimer = try loop.makeTimer { [unowned self] in reportFrames() }
         heartbeatTimer?.schedule(seconds: config.heartbeatSeconds)
+        if windowMicroseconds > 0 { windowTimer = try loop.makeTimer { [unowned self] in windowFired() } }
         if index == 0 {
             deadlineTimer = try loop.makeTimer { [unowned self] in deadlineFired() }
             writeBehindTimer = try loop.makeTimer { [unowned self] in state.writeBehind() }
@@ -77,15 +84,17 @@ final class ServiceWorker: @unchecked Sendable {
     // MARK: Delivering (service thread)
 
     /// Takes the inbox and delivers what storage has kept, in order; releases the answers that
-    /// waited for it; rearms worker 0's timers.
-    func settle() {
+    /// waited for it; rearms worker 0's timers. With a coalescing window, the events are held for
+    /// it (opening it if need be), or, when the window ends (`releasing`), go out with it.
+    func settle(releasing: Bool = false) {
         let mail = state.takeMail(index)
         waiting += mail.deliveries
         let committed = state.committedTicket
         var delivered = false
+        let coalescing = windowMicroseconds > 0
         while waitingHead < waiting.count, waiting[waitingHead].ticket <= committed {
             notePublished(waiting[waitingHead])
-            fanOut.publish(waiting[waitingHead].events)
+            if coalescing { fanOut.hold(waiting[waitingHead].events) } else { fanOut.publish(waiting[waitingHead].events) }
             waitingHead += 1
             delivered = true
         }
@@ -95,7 +104,11 @@ final class ServiceWorker: @unchecked Sendable {
         }
         // Every callback that publishes settles once, so asking for writes right away costs one pass
         // over the watchers per callback, however many events.
-        if delivered { fanOut.flush() }
+        if releasing {
+            if fanOut.releaseWindow() { fanOut.flush() }
+        } else if delivered {
+            if coalescing { openWindow() } else { fanOut.flush() }
+        }
         while heldHead < held.count, held[heldHead].ticket <= committed {
             let (ticket, release) = held[heldHead]
             heldHead += 1
@@ -117,6 +130,31 @@ final class ServiceWorker: @unchecked Sendable {
     func settle(ticket: UInt64, answer: ((_ kept: Bool) -> Void)?) {
         if let answer { held.append((ticket, answer)) }
         settle()
+    }
+
+    /// Events are held: the window that holds them ends `flushMilliseconds` after its first one;
+    /// until then deliveries wait in the inbox without waking this thread. A window that holds as
+    /// many events as a log does is released at once (its watchers could take no more from the log).
+    private func openWindow() {
+        guard fanOut.isHolding else { return }
+        if fanOut.heldCount >= fanOut.logCapacity {
+            if fanOut.releaseWindow() { fanOut.flush() }
+        } else if !windowArmed {
+            windowArmed = true
+            windowTimer?.schedule(microseconds: windowMicroseconds)
+            state.holdDeliveries(for: index, true)
+        }
+    }
+
+    /// The window ends: what waits in the inbox joins it, and every watcher is asked for one
+    /// write, for the latest of each task changed in it and every sticky event.
+    private func windowFired() {
+        if windowArmed {
+            windowArmed = false
+            windowTimer?.cancel()
+            state.holdDeliveries(for: index, false)
+        }
+        settle(releasing: true)
     }
 
     private func arm(_ deadline: Double?) {
@@ -141,6 +179,8 @@ final class ServiceWorker: @unchecked Sendable {
     }
 
     private func heartbeatFired() {
+        // An open window goes first, so the heartbeat follows its events in the same frame.
+        if windowArmed || fanOut.isHolding { windowFired() }
         fanOut.broadcast(OutboundEvent.heartbeat(now: Clock.now()))
         fanOut.flush()
         heartbeatTimer?.schedule(seconds: config.heartbeatSeconds)
@@ -152,6 +192,7 @@ final class ServiceWorker: @unchecked Sendable {
     func closeWatchers(_ loop: ServiceLoop) {
         state.flush()
         settle()
+        if windowArmed || fanOut.isHolding { windowFired() }
         if fanOut.subscriberCount > 0 {
             server.refusalCounts.withLock { $0[RefusalReason.shutdown.rawValue] += fanOut.subscriberCount }
             fanOut.forEachSubscription { subscription in
@@ -173,11 +214,13 @@ final class WorkerCounters: Sendable {
     let framesSent = Atomic<Int>(0)
     let eventsSent = Atomic<Int>(0)
     let socketsOpened = Atomic<Int>(0)
+    let coalesced = Atomic<Int>(0)
     /// The rest of what /metrics shows of this thread: written by it, read by a scrape on any thread.
     let metrics = Locked(TransportMetrics())
 
     func update(from fanOut: FanOut) {
         watchers.store(fanOut.subscriberCount, ordering: .relaxed)
+        coalesced.store(fanOut.coalescedCount, ordering: .relaxed)
         resyncs.store(fanOut.resyncCount, ordering: .relaxed)
         patternSets.store(fanOut.groupCount, ordering: .relaxed)
     }

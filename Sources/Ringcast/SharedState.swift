@@ -54,6 +54,9 @@ final class SharedState: @unchecked Sendable {
     /// be held by a flush that waits for that very report.
     private let workers = Locked<[ServiceWorker]>([])
     private var mail: [Mail] = []
+    /// Workers whose coalescing window is open: its timer takes the inbox when the window ends, so
+    /// a delivery need not wake them (a wake-up is a poll over every socket of the thread).
+    private var holding: [Bool] = []
     private var issued: UInt64 = 0
     /// The newest ticket storage reported kept (or lost): tickets come back in order.
     private let committed = Atomic<UInt64>(0)
@@ -87,6 +90,7 @@ final class SharedState: @unchecked Sendable {
         self.workers.withLock { $0 = workers }
         lock.withLock {
             mail = Array(repeating: Mail(), count: workers.count)
+            holding = Array(repeating: false, count: workers.count)
             armedDeadline = store.nextDeadline()
             deadlineChanged = true
         }
@@ -95,7 +99,10 @@ final class SharedState: @unchecked Sendable {
     /// Once every worker has stopped: lets go of them.
     func detachWorkers() {
         workers.withLock { $0 = [] }
-        lock.withLock { mail = [] }
+        lock.withLock {
+            mail = []
+            holding = []
+        }
     }
 
     var committedTicket: UInt64 { committed.load(ordering: .acquiring) }
@@ -153,7 +160,7 @@ final class SharedState: @unchecked Sendable {
         if !events.isEmpty {
             api.metrics.eventsPublished += events.count
             for index in mail.indices {
-                if mail[index].deliveries.isEmpty, index != worker { notify.insert(index) }
+                if mail[index].deliveries.isEmpty, index != worker, !holding[index] { notify.insert(index) }
                 mail[index].deliveries.append(Delivery(ticket: ticket, events: events))
             }
         }
@@ -188,6 +195,12 @@ final class SharedState: @unchecked Sendable {
     /// Reads the locked state (a new watcher's snapshot, a resync, a plan).
     func read<T>(_ body: (API, TaskStore) throws -> T) rethrows -> T {
         try lock.withLock { try body(api, store) }
+    }
+
+    /// Worker `index` opened (true) or closed its coalescing window: while it is open, deliveries
+    /// wait in its inbox without waking it (everything else still wakes it).
+    func holdDeliveries(for index: Int, _ open: Bool) {
+        lock.withLock { if index < holding.count { holding[index] = open } }
     }
 
     /// What worker `index` must deliver, answer or arm now.

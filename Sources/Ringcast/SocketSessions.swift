@@ -116,7 +116,7 @@ extension ServiceWorker {
         if tooLarge { server.logRefusal("oversize", offender: link.peerAddress, "dropped a WebSocket message from \(link.peerAddress): larger than maxMessageBytes (\(config.maxMessageBytes))") }
         if let peer, !peer.allowance.allows(now: now) {
             state.record { $0.rateLimited += 1 }
-            server.logRefusal("rate", offender: peer.address, "closed a WebSocket from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")
+            server.logRefusal("rate", offender: peer.address.text, "closed a WebSocket from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")
             link.setCloseReason(.policyViolation, "publish rate over maxPublishRate")
             return false
         }

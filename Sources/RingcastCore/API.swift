@@ -122,6 +122,8 @@ public struct TransportStatus: Sendable {
     public var framesSent = 0
     public var eventsSent = 0
     public var socketsOpened = 0
+    /// Events a later event of the same task replaced in a coalescing window (summed over service threads).
+    public var eventsCoalesced = 0
     public var threads = 1
     /// In a cluster: whether Redis answers (`connected`, or since when it has not).
     public var redis: String?

@@ -50,13 +50,17 @@ public struct ServerConfig: Equatable, Sendable {
     public var abandonAfterSeconds = 3600.0
     /// *(v2)* Lines of each task's log the server keeps.
     public var logLines = 100
+    /// *(v2)* The coalescing window, in milliseconds: each service thread holds the events of a
+    /// window this long (from its first event) and then sends each watcher one frame with the latest
+    /// event of each task changed in it and every sticky one. 0 writes every event at once.
+    public var flushMilliseconds = 0
 
     public init() {}
 
     public static let keys = ["host", "port", "publicDir", "allowedOrigins", "allowedHosts", "heartbeatSeconds", "maxMessageBytes",
                               "fanOutLogEvents", "maxEventsPerFrame", "staticMaxAge", "logLevel", "publishers", "anonymousLocalPublish",
                               "storage", "retentionSeconds", "maxTasks", "maxPublishRate", "maxConnectionsPerAddress", "limitLoopback", "tls",
-                              "handshakeTimeoutSeconds", "threads", "webhooks", "abandonAfterSeconds", "logLines", "logFormat"]
+                              "handshakeTimeoutSeconds", "threads", "webhooks", "abandonAfterSeconds", "logLines", "logFormat", "flushMilliseconds"]
 
     /// Parses a config file's contents; the error names the field and says what to write instead.
     /// `environment` supplies the variables that publishers' `tokenEnv` name.
@@ -152,6 +156,8 @@ public struct ServerConfig: Equatable, Sendable {
                 }
             case "abandonAfterSeconds": config.abandonAfterSeconds = try number(0...31_536_000, "seconds, 0 for never")
             case "logLines": config.logLines = try integer(1...10_000, "a count between 1 and 10000")
+            case "flushMilliseconds":
+                config.flushMilliseconds = try integer(0...1000, "whole milliseconds from 0 (write every event at once) to 1000, e.g. 16 for at most one frame per watcher per 60 Hz frame")
             case "redis":
                 throw ConfigError("\(source): \"\(key)\" is not supported by this version of Ringcast; remove it (a setting the server does not carry out is refused, never ignored)")
             case "anonymousLocalPublish":

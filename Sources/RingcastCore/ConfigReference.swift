@@ -41,6 +41,7 @@ extension ServerConfig {
         Reference("heartbeatSeconds", "15", "Seconds between heartbeats to every WebSocket; a page reconnects after two silent ones."),
         Reference("fanOutLogEvents", "4096", "Events kept per watch-pattern set for watchers that are behind; past that they resync by state."),
         Reference("maxEventsPerFrame", "256", "The most events a watcher that is behind receives in one frame."),
+        Reference("flushMilliseconds", "0", "A coalescing window: each watcher gets at most one frame per window with the latest of each task changed in it (sticky events always); 0: write every event at once."),
         Reference("anonymousLocalPublish", "true", "Whether loopback may publish without a token."),
         Reference("publishers", "[]", "Who may publish what: {\"name\": \"ci\", \"tokenEnv\": \"RINGCAST_CI_TOKEN\", \"patterns\": [\"ci.*\"]}, with \"token\" instead of \"tokenEnv\" to write the token here."),
         Reference("webhooks", "[]", "Signed POSTs when a task enters a state: {\"url\": \"http://127.0.0.1:9000/hook\", \"patterns\": [\"ci.*\"], \"states\": [\"done\", \"failed\", \"stalled\"], \"secretEnv\": \"RINGCAST_HOOK_SECRET\"}, with \"secret\" instead of \"secretEnv\" to write it here; \"maxAttempts\" (10) and \"timeoutSeconds\" (10) too."),

@@ -11,6 +11,11 @@ public enum EventType: String, Sendable {
         case .progress, .tick, .heartbeat, .log: return false
         }
     }
+
+    /// Events that carry nothing but their task's state, so a later event of the same task (which
+    /// carries the whole state too) may replace them inside a coalescing window (`flushMilliseconds`).
+    /// Sticky events never are, nor `log` (its lines are news of their own), nor heartbeats.
+    public var isReplaceable: Bool { self == .progress || self == .tick }
 }
 
 /// One event, encoded once: every watcher is handed these same bytes. Immutable, so any thread may read it.

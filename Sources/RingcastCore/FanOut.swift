@@ -38,11 +38,30 @@ final class FanOutGroup {
     @exclusivity(unchecked) var isDirty = false
     /// The stamp of the last event appended, so a group matching an event by several patterns takes it once.
     @exclusivity(unchecked) var lastStamp = 0
+    /// The last array frame a member was given, so the others at the same place get the same bytes
+    /// (a coalescing window's release reaches every member at one cursor).
+    @exclusivity(unchecked) var sharedFrame: SharedFrame?
 
     init(watch: WatchSet, capacity: Int) {
         self.watch = watch
         log = EventRing(capacity: capacity)
     }
+}
+
+/// An array frame built for one member of a group, for the others at the same place: valid while
+/// the log has not moved (`head`), for a member at `start` that has seen no event in it.
+struct SharedFrame {
+    let start: Int
+    let head: Int
+    /// The cursor after the frame's events.
+    let next: Int
+    /// The lowest task seq in the frame: a member whose lastSeq is below it skips none of them.
+    let lowestSeq: UInt64
+    let highestSeq: UInt64
+    let bytes: [UInt8]
+    let events: Int
+    /// Members that may still take it; at 0 it is let go.
+    var takers: Int
 }
 
 /// One watcher's place in the fan-out: a cursor into its group's log, never a queue of its own.
@@ -134,6 +153,8 @@ public final class FanOut {
     @exclusivity(unchecked) private var dirtyGroups: [FanOutGroup] = []
     @exclusivity(unchecked) public private(set) var subscriberCount = 0
     @exclusivity(unchecked) public private(set) var resyncCount = 0
+    /// Events held by the open coalescing window (`hold`), not yet in any log.
+    @exclusivity(unchecked) private var window = CoalescingWindow()
 
     public init(logCapacity: Int = 4096, maxEventsPerFrame: Int = 256, maxBytesPerFrame: Int = 64 * 1024) {
         precondition(logCapacity > 0 && maxEventsPerFrame > 0)
@@ -210,6 +231,34 @@ public final class FanOut {
         }
     }
 
+    // MARK: The coalescing window (flushMilliseconds)
+
+    /// Holds events for the open coalescing window instead of publishing them: a progress or tick
+    /// event is replaced by a later event of the same task held before the window is released;
+    /// sticky events are kept (`CoalescingWindow`). The owner arms a timer when the window opens
+    /// (`isHolding` turns true) and calls `releaseWindow` when it fires.
+    public func hold(_ events: [OutboundEvent]) {
+        for event in events { window.add(event) }
+    }
+
+    /// Whether a coalescing window holds events.
+    public var isHolding: Bool { !window.isEmpty }
+
+    /// How many events the open window holds.
+    public var heldCount: Int { window.count }
+
+    /// Events a later event of the same task replaced in a window, since the start.
+    public var coalescedCount: Int { window.replacedTotal }
+
+    /// Publishes what the window holds, in seq order, and closes it; `flush` then asks for writes.
+    /// Returns whether there was anything.
+    @discardableResult
+    public func releaseWindow() -> Bool {
+        guard !window.isEmpty else { return false }
+        publish(window.take())
+        return true
+    }
+
     /// An event for every watcher, whatever it watches (heartbeats).
     public func broadcast(_ event: OutboundEvent) {
         for group in groups.values { append(event, to: group) }
@@ -263,21 +312,46 @@ public final class FanOut {
             subscription.lastSeq = max(subscription.lastSeq, first.seq)
             return .frame(first.bytes, events: 1)
         }
+        let group = subscription.group
+        if let shared = group.sharedFrame {
+            if shared.start == subscription.cursor, shared.head == log.head, subscription.lastSeq < shared.lowestSeq {
+                subscription.cursor = shared.next
+                subscription.lastSeq = max(subscription.lastSeq, shared.highestSeq)
+                if shared.takers > 1 { group.sharedFrame!.takers -= 1 } else { group.sharedFrame = nil }
+                return .frame(shared.bytes, events: shared.events)
+            }
+            // The log moved on: no member can be handed it any more.
+            if shared.head != log.head { group.sharedFrame = nil }
+        }
+        let start = subscription.cursor
         var frame: [UInt8] = [UInt8(ascii: "[")]
         frame.reserveCapacity(min(maxBytesPerFrame, (log.head - subscription.cursor) * (first.bytes.count + 1)) + 2)
         var count = 0
+        var skipped = false
+        var lowestSeq = UInt64.max, highestSeq: UInt64 = 0
         while subscription.cursor < log.head, count < maxEventsPerFrame {
             let event = log[subscription.cursor]
-            if event.isAlreadySent(to: subscription) { subscription.cursor += 1; continue }
+            if event.isAlreadySent(to: subscription) { subscription.cursor += 1; skipped = true; continue }
             if count > 0, frame.count + event.bytes.count + 2 > maxBytesPerFrame { break }
             if count > 0 { frame.append(UInt8(ascii: ",")) }
             frame.append(contentsOf: event.bytes)
             subscription.cursor += 1
             subscription.lastSeq = max(subscription.lastSeq, event.seq)
+            if event.seq != 0 {
+                lowestSeq = min(lowestSeq, event.seq)
+                highestSeq = max(highestSeq, event.seq)
+            }
             count += 1
         }
         if count == 1 { return .frame(first.bytes, events: 1) }
         frame.append(UInt8(ascii: "]"))
+        // The same bytes for the group's other members at this place, if it has others; a frame
+        // that skipped events this member had seen is this member's alone.
+        if !skipped, group.members.count > 1 {
+            group.sharedFrame = SharedFrame(start: start, head: log.head, next: subscription.cursor, lowestSeq: lowestSeq,
+                                            highestSeq: highestSeq, bytes: frame, events: count,
+                                            takers: group.members.count - 1)
+        }
         return .frame(frame, events: count)
     }
 

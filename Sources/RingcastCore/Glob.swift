@@ -61,8 +61,11 @@ public struct WatchSet: Hashable, Sendable {
     public init(_ globs: [Glob]) { self.globs = globs }
 
     /// Parses `a.*,b.*` as sent in `?watch=`; empty means everything.
+    /// `*`: what a dashboard and most watchers ask for, made once rather than on every connection.
+    public static let everything = WatchSet([Glob("*")])
+
     public static func parse(_ list: String?) -> Result<WatchSet, APIError> {
-        guard let list, !list.isEmpty else { return .success(WatchSet([Glob("*")])) }
+        guard let list, !list.isEmpty, list != "*" else { return .success(everything) }
         var globs: [Glob] = []
         for part in list.split(separator: ",", omittingEmptySubsequences: true) {
             let text = String(part)
@@ -71,7 +74,7 @@ public struct WatchSet: Hashable, Sendable {
             }
             if !globs.contains(Glob(text)) { globs.append(Glob(text)) }
         }
-        return .success(WatchSet(globs.isEmpty ? [Glob("*")] : globs))
+        return .success(globs.isEmpty ? everything : WatchSet(globs))
     }
 
     public var key: String { globs.map(\.pattern).joined(separator: ",") }

@@ -274,6 +274,17 @@ public struct JSONWriter {
         bytes.reserveCapacity(capacity)
     }
 
+    /// Goes on from `encoded`, an object's opening and members made once and kept (`{"a":1`):
+    /// the next key gets its comma.
+    public init(continuingObject encoded: [UInt8], capacity: Int) {
+        bytes = encoded
+        bytes.reserveCapacity(capacity)
+        needsComma = true
+    }
+
+    /// Appends bytes already encoded in place, separators and all (the kept end of an object).
+    public mutating func appendEncoded(_ encoded: [UInt8]) { bytes.append(contentsOf: encoded) }
+
     public mutating func beginObject() { separate(); bytes.append(UInt8(ascii: "{")); needsComma = false }
     public mutating func endObject() { bytes.append(UInt8(ascii: "}")); needsComma = true }
     public mutating func beginArray() { separate(); bytes.append(UInt8(ascii: "[")); needsComma = false }

@@ -25,6 +25,9 @@ public struct ServerMetrics {
         text.counter("ringcast_events_published_total", "Events produced by changes to tasks.", eventsPublished)
         text.counter("ringcast_frames_sent_total", "WebSocket frames written to watchers.", transport.framesSent)
         text.counter("ringcast_events_sent_total", "Events written to watchers (a frame may hold several).", transport.eventsSent)
+        text.counter("ringcast_events_coalesced_total",
+                     "Progress and tick events that a later event of the same task replaced within a flushMilliseconds window (counted by each service thread).",
+                     transport.eventsCoalesced)
         text.counter("ringcast_resyncs_total", "Watchers that fell out of the fan-out log and were sent state instead.", transport.resyncs)
         text.counter("ringcast_watchers_opened_total", "WebSocket connections accepted.", transport.socketsOpened)
         text.counter("ringcast_client_messages_total", "Messages received from WebSocket clients.", clientMessages)

@@ -497,18 +497,29 @@ public final class TaskStore {
     }
 
     public func encodeHello(now: Double, heartbeatSeconds: Double) -> [UInt8] {
-        var writer = JSONWriter(capacity: 128)
-        writer.beginObject()
-        writer.key("type"); writer.string("hello")
-        writer.key("protocol"); writer.number(ProtocolInfo.version)
-        writer.key("epoch"); writer.string(epoch)
+        // Every connection gets one and only seq and now differ between them: the rest is kept.
+        if helloParts?.epoch != epoch || helloParts?.heartbeatSeconds != heartbeatSeconds {
+            var head = JSONWriter(capacity: 96)
+            head.beginObject()
+            head.key("type"); head.string("hello")
+            head.key("protocol"); head.number(ProtocolInfo.version)
+            head.key("epoch"); head.string(epoch)
+            var tail = JSONWriter(continuingObject: [], capacity: 64)
+            tail.key("heartbeat"); tail.number(heartbeatSeconds)
+            tail.key("server"); tail.string(RingcastVersion.version)
+            tail.endObject()
+            helloParts = (epoch, heartbeatSeconds, head.bytes, tail.bytes)
+        }
+        let parts = helloParts!
+        var writer = JSONWriter(continuingObject: parts.head, capacity: parts.head.count + parts.tail.count + 48)
         writer.key("seq"); writer.number(Int(seq))
         writer.key("now"); writer.number(now.rounded())
-        writer.key("heartbeat"); writer.number(heartbeatSeconds)
-        writer.key("server"); writer.string(RingcastVersion.version)
-        writer.endObject()
+        writer.appendEncoded(parts.tail)
         return writer.bytes
     }
+
+    /// What `encodeHello` keeps: every field but seq and now, for the epoch and heartbeat it was made for.
+    private var helloParts: (epoch: String, heartbeatSeconds: Double, head: [UInt8], tail: [UInt8])?
 }
 
 public enum ProtocolInfo {

@@ -58,7 +58,7 @@ package final class ListeningSocket: @unchecked Sendable {
 
     /// Accepts one waiting connection: its descriptor (non-blocking, TCP_NODELAY) and the peer's
     /// address, or nil when none waits.
-    func accept() -> (descriptor: Int32, address: String)? {
+    func accept() -> (descriptor: Int32, address: PeerAddress)? {
         var peer = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         while true {
@@ -71,25 +71,7 @@ package final class ListeningSocket: @unchecked Sendable {
             }
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            return (fd, ListeningSocket.text(of: &peer))
+            return (fd, PeerAddress(&peer))
         }
-    }
-
-    private static func text(of address: inout sockaddr_storage) -> String {
-        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
-        let family = Int32(address.ss_family)
-        let written: UnsafePointer<CChar>? = withUnsafePointer(to: &address) { pointer in
-            if family == AF_INET6 {
-                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { inet6 in
-                    var raw = inet6.pointee.sin6_addr
-                    return inet_ntop(AF_INET6, &raw, &buffer, socklen_t(buffer.count))
-                }
-            }
-            return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { inet in
-                var raw = inet.pointee.sin_addr
-                return inet_ntop(AF_INET, &raw, &buffer, socklen_t(buffer.count))
-            }
-        }
-        return written == nil ? "" : String(cString: buffer)
     }
 }

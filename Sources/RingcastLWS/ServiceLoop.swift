@@ -7,7 +7,7 @@ import RingcastCore
 package enum ServiceEvent {
     /// A socket was accepted from `address` (lws has not made a connection of it yet): answer false
     /// to close it at once. The `created` that follows is that socket's.
-    case accepted(address: String)
+    case accepted(address: PeerAddress)
     /// A connection object exists (accepted sockets, and lws's own listener).
     case created
     /// The connection object is going away: the last event it gets.
@@ -424,7 +424,7 @@ package final class ServiceLoop: @unchecked Sendable {
             // lws passes the accepted descriptor as `in` (the connection does not exist yet).
             let descriptor = Int32(truncatingIfNeeded: Int(bitPattern: input))
             let address = withUnsafeTemporaryAllocation(of: CChar.self, capacity: 64) { buffer in
-                lws_get_peer_simple_fd(descriptor, buffer.baseAddress, buffer.count) == nil ? "" : String(cString: buffer.baseAddress!)
+                PeerAddress(text: lws_get_peer_simple_fd(descriptor, buffer.baseAddress, buffer.count) == nil ? "" : String(cString: buffer.baseAddress!))
             }
             return handler.handle(.accepted(address: address), on: connection) ? 0 : 1
         case LWS_CALLBACK_RAW_RX_FILE:

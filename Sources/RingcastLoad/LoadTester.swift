@@ -49,6 +49,10 @@ package struct LoadTestOptions: Sendable {
     package var drainTimeout: Double = 60
     /// Drain ends early after this long without a new delivery.
     package var quietSeconds: Double = 2
+    /// Also measure, for every update, the time until each watcher held its value or a newer one of
+    /// the same task: the latency that counts when a server merges a task's updates (a coalescing
+    /// window, conflation), where an update replaced by a newer one is never delivered itself.
+    package var latestValue = false
 
     package init(url: ServerURL) { self.url = url }
 
@@ -83,7 +87,12 @@ package struct LoadTestOptions: Sendable {
         guard connectTimeout > 0 else { throw LoadError("--connect-timeout must be a positive number of seconds") }
         guard drainTimeout >= 0 else { throw LoadError("--drain-timeout must be 0 or more seconds") }
         if case let .failure(error) = WatchSet.parse(watch) { throw LoadError("--watch: \(error.message)") }
+        if latestValue, clients * tasks > LoadTestOptions.latestValueLimit {
+            throw LoadError("--latest-value keeps a number per watcher and task: --clients × --tasks can be at most \(LoadTestOptions.latestValueLimit)")
+        }
     }
+
+    package static let latestValueLimit = 20_000_000
 }
 
 package struct LoadError: Error, CustomStringConvertible {
@@ -148,7 +157,7 @@ package final class LoadTester: @unchecked Sendable {
         sendTimes = SendTimes(capacity: capacity)
         if case let .success(parsed) = WatchSet.parse(options.watch) { watchSet = parsed } else { watchSet = WatchSet([Glob("*")]) }
         states = Array(repeating: .pending, count: options.clients)
-        stats = WatcherStats(clients: options.clients, origin: MonotonicClock.nanoseconds())
+        stats = WatcherStats(clients: options.clients, origin: MonotonicClock.nanoseconds(), latestValueTasks: options.latestValue ? options.tasks : 0)
     }
 
     /// Asks a running test to stop publishing and finish (Ctrl-C). Any thread.
@@ -298,6 +307,22 @@ package final class LoadTester: @unchecked Sendable {
         result.errorFrames = stats.errorFrames
         result.firstErrorFrame = stats.firstErrorFrame
         result.finalValueSeenBy = finalSeen
+        if options.latestValue {
+            result.latestValue = stats.latestValue
+            // (watcher, task) pairs whose last update, or a newer one, never arrived.
+            let lastOfTask: [Int?] = (0..<options.tasks).map { task in
+                guard taskMatches[task], published > task else { return nil }
+                return (published - 1 - task) / options.tasks * options.tasks + task
+            }
+            let open: [Int] = lock.withLock { (0..<options.clients).filter { states[$0] != .failed && states[$0] != .pending } }
+            var stale = 0
+            for watcher in open {
+                for task in 0..<options.tasks {
+                    if let last = lastOfTask[task], stats.highest(watcher: watcher, task: task) < last { stale += 1 }
+                }
+            }
+            result.staleAtEnd = stale
+        }
         result.perWatcherMin = openCounts.min() ?? 0
         result.perWatcherMax = openCounts.max() ?? 0
         result.interrupted = stopping
@@ -549,11 +574,41 @@ struct WatcherStats {
     var foreign = 0
     var errorFrames = 0
     var firstErrorFrame: String?
+    /// With `latestValue`: per update, the time until a watcher held it or a newer value of its task.
+    var latestValue = LatencyHistogram()
+    /// With `latestValue`: the highest update number of each task each watcher holds (-1: none),
+    /// watcher-major; empty without it.
+    private var highestByTask: [Int32]
+    private let tasks: Int
 
-    init(clients: Int, origin: UInt64) {
+    init(clients: Int, origin: UInt64, latestValueTasks: Int = 0) {
         timeline = LatencyTimeline(origin: origin)
         maxSeen = Array(repeating: -1, count: clients)
         delivered = Array(repeating: 0, count: clients)
+        tasks = latestValueTasks
+        highestByTask = Array(repeating: -1, count: clients * latestValueTasks)
+    }
+
+    /// The highest update number of `task` that `watcher` holds, or -1.
+    func highest(watcher: Int, task: Int) -> Int { tasks > 0 ? Int(highestByTask[watcher * tasks + task]) : -1 }
+
+    /// `watcher` holds update `number` as of `now` (delivered, or in a snapshot): every earlier update
+    /// of the same task it did not hold yet is now superseded, and its latest-value latency ends.
+    @inline(__always)
+    mutating func holds(_ number: Int, watcher: Int, at now: UInt64, sendTimes: SendTimes) {
+        guard tasks > 0 else { return }
+        let task = number % tasks
+        let slot = watcher * tasks + task
+        let previous = Int(highestByTask[slot])
+        guard number > previous else { return }
+        highestByTask[slot] = Int32(truncatingIfNeeded: number)
+        var superseded = previous < 0 ? task : previous + tasks
+        while superseded <= number {
+            if let sentAt = sendTimes.get(superseded) {
+                latestValue.record(MonotonicClock.latencyMicroseconds(sentAt: sentAt, receivedAt: now))
+            }
+            superseded += tasks
+        }
     }
 
     /// Counts one frame received by `watcher` at `now` and returns how many updates of this run it
@@ -576,6 +631,7 @@ struct WatcherStats {
                 timeline.record(latency, receivedAt: now)
                 if number > highest { highest = number }
                 count += 1
+                holds(number, watcher: watcher, at: now, sendTimes: sendTimes)
             }
             foreign += skipped + unknown
             guard count > 0 else { return 0 }
@@ -590,7 +646,10 @@ struct WatcherStats {
             resyncs += 1
             var highest = maxSeen[watcher]
             _ = LoadMarker.scan(frame, run: run) { number in
-                if sendTimes.get(number) != nil { highest = max(highest, number) }
+                if sendTimes.get(number) != nil {
+                    highest = max(highest, number)
+                    holds(number, watcher: watcher, at: now, sendTimes: sendTimes)
+                }
             }
             maxSeen[watcher] = highest
             return 0

@@ -63,6 +63,11 @@ package struct LoadResult: Sendable {
     package var perWatcherMax = 0
     package var interrupted = false
     package var server: ServerFigures?
+    /// With `--latest-value`: per update and watcher, the time until the watcher held its value or
+    /// a newer one of its task.
+    package var latestValue: LatencyHistogram?
+    /// With `--latest-value`: (watcher, task) pairs that never held their task's last update.
+    package var staleAtEnd: Int?
 
     package init(options: LoadTestOptions, run: String) {
         self.options = options
@@ -99,6 +104,19 @@ package struct LoadResult: Sendable {
         return Double(server.residentKiB - server.residentBeforeKiB) / Double(connected)
     }
 
+    /// Latest-value latency percentiles in milliseconds, then max (with `--latest-value`).
+    package var latestValueMilliseconds: [(label: String, value: Double?)]? {
+        guard let latestValue else { return nil }
+        return Percentile.reported.map { p in ("p" + LoadResult.trim(p), latestValue.percentile(p).map { Double($0) / 1000 }) }
+            + [("max", latestValue.count > 0 ? Double(latestValue.max) / 1000 : nil)]
+    }
+
+    /// Server CPU microseconds per published update (what merging updates saves shows here).
+    package var cpuMicrosecondsPerPublished: Double? {
+        guard let server, published > 0 else { return nil }
+        return server.cpuSeconds * 1e6 / Double(published)
+    }
+
     static func trim(_ value: Double) -> String {
         value == value.rounded() ? String(Int(value)) : String(value)
     }
@@ -122,6 +140,11 @@ package struct LoadResult: Sendable {
         lines.append(("deliveries/s", deliveriesPerSecond.map { group(Int($0.rounded())) } ?? "–"))
         let latency = latencyMilliseconds.map { "\($0.label) \($0.value.map { milliseconds($0) } ?? "–")" }.joined(separator: "  ")
         lines.append(("latency (ms)", latency))
+        if let latest = latestValueMilliseconds, let latestValue {
+            lines.append(("latest value (ms)", latest.map { "\($0.label) \($0.value.map { milliseconds($0) } ?? "–")" }.joined(separator: "  ")
+                + " — until each watcher held each update or a newer one of its task (\(group(Int(latestValue.count))) updates × watchers)"
+                + (staleAtEnd.map { $0 > 0 ? "; \(group($0)) watcher × task pairs never held their task's last update" : "" } ?? "")))
+        }
         lines.append(("frames", "\(group(dataFrames)) with updates, \(eventsPerFrame.map { fixed($0, 2) } ?? "–") updates per frame; \(group(frames)) frames in all"))
         if published > 0 {
             lines.append(("final value", "the last update seen by \(group(finalValueSeenBy)) of \(group(openAtStart)) watchers"))
@@ -129,7 +152,8 @@ package struct LoadResult: Sendable {
         if let server {
             let perDelivery = cpuMillisecondsPer1000.map { "\(fixed($0, 3)) ms per 1000 deliveries" } ?? "no deliveries"
             let perSecond = deliveriesPerCPUSecond.map { ", \(group(Int($0.rounded()))) deliveries per CPU-second" } ?? ""
-            lines.append(("server CPU", "\(fixed(server.cpuSeconds, 3)) s while publishing = \(perDelivery)\(perSecond) (pid \(server.pid), \(server.cpuSource)); \(fixed(server.connectCPUSeconds, 3)) s while connecting"))
+            let perPublished = cpuMicrosecondsPerPublished.map { ", \(fixed($0, 1)) µs per published update" } ?? ""
+            lines.append(("server CPU", "\(fixed(server.cpuSeconds, 3)) s while publishing = \(perDelivery)\(perSecond)\(perPublished) (pid \(server.pid), \(server.cpuSource)); \(fixed(server.connectCPUSeconds, 3)) s while connecting"))
             lines.append(("server memory", "RSS \(mebibytes(server.residentKiB)) MiB (\(mebibytes(server.residentBeforeKiB)) MiB before the watchers)"
                 + (residentPerWatcherKiB.map { ", \(fixed($0, 2)) KiB per watcher" } ?? "")))
         }
@@ -195,6 +219,12 @@ package struct LoadResult: Sendable {
             ("loadCpuSeconds", number(loadCPUSeconds)),
             ("interrupted", .bool(interrupted)),
         ]
+        if let latest = latestValueMilliseconds, let latestValue {
+            members.append(("latestValueLatencyMs", .object(latest.map { ($0.label, number($0.value)) }
+                + [("mean", number(latestValue.mean.map { $0 / 1000 }))])))
+            members.append(("latestValueCount", count(Int(latestValue.count))))
+            members.append(("staleAtEnd", staleAtEnd.map(count) ?? .null))
+        }
         if !connectErrors.isEmpty {
             members.append(("connectErrors", .object(connectErrors.sorted { $0.value > $1.value }.map { ($0.key, count($0.value)) })))
         }
@@ -206,6 +236,7 @@ package struct LoadResult: Sendable {
                 ("connectCpuSeconds", .number((server.connectCPUSeconds * 1e6).rounded() / 1e6)),
                 ("cpuMsPer1000Deliveries", number(cpuMillisecondsPer1000)),
                 ("deliveriesPerCpuSecond", number(deliveriesPerCPUSecond)),
+                ("cpuUsPerPublished", number(cpuMicrosecondsPerPublished)),
                 ("rssKiB", count(server.residentKiB)),
                 ("rssBeforeKiB", count(server.residentBeforeKiB)),
                 ("rssPerWatcherKiB", number(residentPerWatcherKiB)),

@@ -40,6 +40,8 @@ struct LoadCommand: Subcommand {
             .value("connect-timeout", "S", "a watcher not open after S seconds has failed", default: defaults.connectTimeout.plain),
             .value("drain-timeout", "S", "after the last update, wait at most S seconds for deliveries still coming; "
                    + "it ends sooner after \(defaults.quietSeconds.plain) s without any", default: defaults.drainTimeout.plain),
+            .flag("latest-value", "also measure, for every update, the time until each watcher held it or a newer value of "
+                  + "its task (for a server that merges a task's updates: flushMilliseconds, conflation)"),
             .flag("json", "print the figures as one JSON object instead of the table"),
             .value("report", "FILE.html", "also write a page with a latency histogram and latency over time"),
             .flag("quiet", "no live progress line on stderr"),
@@ -89,6 +91,7 @@ struct LoadCommand: Subcommand {
         load.maxHandshakes = try options.integer("max-handshakes")!
         load.connectTimeout = try options.decimal("connect-timeout")!
         load.drainTimeout = try options.decimal("drain-timeout")!
+        load.latestValue = options.flag("latest-value")
         do {
             tester = try LoadTester(options: load)
         } catch {

@@ -55,6 +55,18 @@ final class ConfigTests: XCTestCase {
         assertFails(#"{"tls": {"cert": "c.pem", "key": "k.pem", "ciphers": "x"}}"#, naming: "tls", saying: "ciphers")
     }
 
+    func testTheCoalescingWindowIsOffByDefaultAndBounded() throws {
+        XCTAssertEqual(try parse("{}").flushMilliseconds, 0, "by default every event is written at once")
+        XCTAssertEqual(try parse(#"{"flushMilliseconds": 16}"#).flushMilliseconds, 16)
+        XCTAssertEqual(try parse(#"{"flushMilliseconds": 0}"#).flushMilliseconds, 0)
+        XCTAssertEqual(try parse(#"{"flushMilliseconds": 1000}"#).flushMilliseconds, 1000)
+        assertFails(#"{"flushMilliseconds": -16}"#, naming: "flushMilliseconds", saying: "from 0 (write every event at once) to 1000")
+        assertFails(#"{"flushMilliseconds": -16}"#, naming: "flushMilliseconds", saying: "not -16")
+        assertFails(#"{"flushMilliseconds": 60000}"#, naming: "flushMilliseconds", saying: "e.g. 16")
+        assertFails(#"{"flushMilliseconds": 16.5}"#, naming: "flushMilliseconds", saying: "a whole number")
+        assertFails(#"{"flushMilliseconds": "16ms"}"#, naming: "flushMilliseconds", saying: "not string")
+    }
+
     func testTrustSettings() throws {
         let config = try parse(#"""
         {"tls": {"cert": "cert.pem", "key": "key.pem"}, "allowedHosts": ["Ringcast.Example.com", ".corp.example", "*"],

@@ -135,6 +135,33 @@ final class LoadArithmeticTests: XCTestCase {
         XCTAssertEqual(stats.histogram.count, 0)
     }
 
+    func testLatestValueLatencyCountsEveryUpdateUntilItOrANewerOneOfItsTaskArrives() {
+        // Two tasks, round-robin: even numbers are rcload.t0, odd ones rcload.t1.
+        let run = "lv00lv"
+        let times = SendTimes(capacity: 100)
+        for number in 0..<8 { times.set(number, UInt64(100 + number) * 1_000_000) }   // update n sent at 100 + n ms
+        var stats = WatcherStats(clients: 1, origin: 0, latestValueTasks: 2)
+        var snapshots = 1    // past its first snapshot
+        func event(_ n: Int) -> String { #"{"type":"progress","id":"rcload.t\#(n % 2)","detail":"rcload:lv00lv:\#(n):"}"# }
+        // A window merged 0, 2 into 4 and 1 into 3: the frame at 110 ms holds 3 and 4.
+        XCTAssertEqual(receive("[\(event(3)),\(event(4))]", into: &stats, watcher: 0, at: 110_000_000, times: times, run: run, snapshots: &snapshots), 2)
+        XCTAssertEqual(stats.histogram.count, 2, "deliveries: only what arrived")
+        XCTAssertEqual(stats.latestValue.count, 5, "latest value: every update 0…4 is held by 110 ms")
+        XCTAssertEqual(stats.latestValue.max, 10_000, "update 0 waited 10 ms")
+        XCTAssertEqual(stats.latestValue.min, 6_000, "update 4 waited 6 ms")
+        XCTAssertEqual(stats.highest(watcher: 0, task: 0), 4)
+        XCTAssertEqual(stats.highest(watcher: 0, task: 1), 3)
+        // An older value arriving late changes nothing; a resync holding 7 settles 5 and 7.
+        XCTAssertEqual(receive(event(2), into: &stats, watcher: 0, at: 111_000_000, times: times, run: run, snapshots: &snapshots), 1)
+        XCTAssertEqual(stats.latestValue.count, 5)
+        let resync = #"{"type":"snapshot","full":false,"tasks":[{"id":"rcload.t1","detail":"rcload:lv00lv:7:"}]}"#
+        XCTAssertEqual(receive(resync, into: &stats, watcher: 0, at: 120_000_000, times: times, run: run, snapshots: &snapshots), 0)
+        XCTAssertEqual(stats.latestValue.count, 7)
+        XCTAssertEqual(stats.latestValue.max, 15_000, "update 5 waited from 105 to 120 ms")
+        XCTAssertEqual(stats.highest(watcher: 0, task: 1), 7)
+        XCTAssertEqual(WatcherStats(clients: 1, origin: 0).highest(watcher: 0, task: 0), -1, "off by default")
+    }
+
     func testMarkersOfOtherRunsAndNumbersNeverSentAreIgnored() {
         let times = SendTimes(capacity: 100)
         times.set(1, 1_000)

@@ -105,6 +105,37 @@ final class LoadToolTests: XCTestCase {
         }
     }
 
+    func testAgainstACoalescingWindowLatestValueCoversEveryUpdateAndNothingIsStale() throws {
+        let server = try TestServer { config in
+            config.publicDir = emptyPublicDirectory
+            config.flushMilliseconds = 50
+        }
+        let result = try run(options(server) {
+            $0.clients = 20
+            $0.messages = 400
+            $0.rate = 0
+            $0.publish = .ws
+            $0.tasks = 4
+            $0.latestValue = true
+            $0.serverPID = getpid()
+        })
+        XCTAssertEqual(result.connected, 20)
+        XCTAssertEqual(result.published, 400)
+        XCTAssertLessThan(result.delivered, result.expected, "the window merged a task's updates")
+        XCTAssertEqual(result.latestValue?.count, 8_000, "a latest-value latency for every update at every watcher")
+        XCTAssertEqual(result.staleAtEnd, 0, "every watcher ends with every task's last update")
+        XCTAssertEqual(result.finalValueSeenBy, 20)
+        XCTAssertNotNil(result.cpuMicrosecondsPerPublished)
+        guard case let .object(members) = result.json else { return XCTFail("not an object") }
+        XCTAssertNotNil(members.first { $0.0 == "latestValueLatencyMs" })
+        XCTAssertTrue(result.table.contains("latest value (ms)"))
+        XCTAssertThrowsError(try LoadTester(options: options(server) {
+            $0.latestValue = true
+            $0.clients = 1_000_000
+            $0.tasks = 1_000
+        }), "a number per watcher and task has a limit")
+    }
+
     func testOnlyWatchersWhosePatternMatchesAreExpectedToReceive() throws {
         let server = try self.server()
         // Tasks rcload.t0 … t3; the watchers watch only t1: a quarter of the updates.

@@ -4,10 +4,18 @@ import RingcastCore
 import RingcastLWS
 import XCTest
 
-/// One received event and when it arrived.
+/// One received event, when it arrived, and which of its watcher's frames (counted from 1) held it.
 package struct Received: Sendable {
     package let event: JSONValue
     package let at: Double
+    package var frame = 0
+
+    package init(event: JSONValue, at: Double, frame: Int = 0) {
+        self.event = event
+        self.at = at
+        self.frame = frame
+    }
+
     package var type: String? { if case let .string(type)? = event["type"] { return type }; return nil }
     package var id: String? { if case let .string(id)? = event["id"] { return id }; return nil }
     package func number(_ key: String) -> Double? { if case let .number(n)? = event[key] { return n }; return nil }
@@ -68,6 +76,8 @@ package final class Inbox<Element>: @unchecked Sendable {
 /// client context's thread, before the inbox closes; `connection` is set once, in init.
 package final class TestWatcher: WebSocketDelegate, @unchecked Sendable {
     private let inbox = Inbox<Received>()
+    /// Frames received so far; the client context's thread only.
+    private var frames = 0
     package private(set) var closeError: String?
     package var connection: WebSocketConnection!
 
@@ -89,7 +99,8 @@ package final class TestWatcher: WebSocketDelegate, @unchecked Sendable {
         }
         let batch: [JSONValue]
         if case let .array(items) = json { batch = items } else { batch = [json] }
-        inbox.append(contentsOf: batch.map { Received(event: $0, at: at) })
+        frames += 1
+        inbox.append(contentsOf: batch.map { [frames] in Received(event: $0, at: at, frame: frames) })
     }
 
     package func webSocketDidClose(_ connection: WebSocketConnection, error: String?) {

@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# The coalescing window (flushMilliseconds) against the raw-libwebsockets reference: 1 000 watchers,
+# a WebSocket publisher at 500 updates/s round-robin over 10 tasks, against Ringcast with
+# flushMilliseconds 16 and 0 and against Benchmarks/reference (which relays every update to every
+# watcher); and, for an unbatched latency, Ringcast without a window at 100 updates/s (one update
+# per frame). Rounds alternate, the server pinned to CPU 0 and `ringcast load` to CPU 1. Prints a
+# Markdown section on stdout (Benchmarks/run puts it in RESULTS.md); progress goes to stderr.
+#
+#   Benchmarks/coalesce.sh              # 3 rounds of 10 s runs (about 3 minutes)
+#   Benchmarks/coalesce.sh --quick      # 1 round of 3 s runs (about 1 minute)
+#   Benchmarks/coalesce.sh --rounds 5 --window 33
+# Per-run JSON and logs are kept in Benchmarks/results/coalesce/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/opt/swift/usr/bin:$PATH"
+
+quick=0
+rounds=3
+window=16
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1; rounds=1 ;;
+    --rounds) rounds="$2"; shift ;;
+    --window) window="$2"; shift ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "coalesce.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+duration=$([ "$quick" = 1 ] && echo 3 || echo 10)
+clients=1000
+rate=500
+tasks=10
+load_arguments="--clients $clients --rate RATE --tasks $tasks --duration $duration --publish ws --latest-value"
+
+swift build -c release --product ringcast >&2
+make -s -C Benchmarks/reference >&2
+ringcast=.build/release/ringcast
+refserver=Benchmarks/reference/refserver
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+if [ "$(nproc)" -ge 2 ]; then pin_server=(taskset -c 0); pin_load=(taskset -c 1); else pin_server=(); pin_load=(); fi
+
+results=Benchmarks/results/coalesce
+rm -rf "$results"
+mkdir -p "$results"
+work=$(mktemp -d)
+server_pid=""
+cleanup() {
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+mkdir -p "$work/public"
+echo '<!doctype html><title>bench</title>' > "$work/public/index.html"
+# A benchmark publishes faster than a publisher may by default (maxPublishRate).
+common='"host": "127.0.0.1", "port": 0, "publicDir": "public", "logLevel": "warning", "maxPublishRate": 0'
+printf '{%s, "flushMilliseconds": %s}\n' "$common" "$window" > "$work/window.json"
+printf '{%s}\n' "$common" > "$work/nowindow.json"
+
+start_server() { # $1 = window|nowindow|reference; sets server_pid and server_port
+  local out="$work/server.out"
+  : > "$out"
+  if [ "$1" = reference ]; then
+    "${pin_server[@]}" "$refserver" --host 127.0.0.1 --port 0 > "$out" 2>> "$results/$1.stderr" &
+  else
+    "${pin_server[@]}" "$ringcast" serve --config "$work/$1.json" > "$out" 2>> "$results/$1.stderr" &
+  fi
+  server_pid=$!
+  for _ in $(seq 100); do grep -q '^listening on' "$out" && break; sleep 0.05; done
+  server_port=$(sed -n 's/^listening on http:\/\/127.0.0.1:\([0-9]*\)$/\1/p' "$out")
+  if [ -z "$server_port" ]; then echo "coalesce.sh: $1 did not start" >&2; cat "$out" >&2; exit 1; fi
+}
+
+stop_server() {
+  kill -TERM "$server_pid" 2>/dev/null || true
+  for _ in $(seq 60); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.05; done
+  kill -KILL "$server_pid" 2>/dev/null || true
+  wait "$server_pid" 2>/dev/null || true
+  server_pid=""
+}
+
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+for round in $(seq "$rounds"); do
+  # name:server:rate (nowindow100 is the unbatched latency: one update per frame)
+  for run in window:window:$rate nowindow:nowindow:$rate reference:reference:$rate nowindow100:nowindow:100; do
+    IFS=: read -r name server run_rate <<< "$run"
+    start_server "$server"
+    echo "coalesce round $round: $name (pid $server_pid, port $server_port)" >&2
+    # shellcheck disable=SC2086
+    if ! "${pin_load[@]}" "$ringcast" load --url "http://127.0.0.1:$server_port" --server-pid "$server_pid" \
+        ${load_arguments/RATE/$run_rate} --json --quiet > "$results/$name-$round.json" 2> "$results/$name-$round.log"; then
+      echo "  failed: $(tail -1 "$results/$name-$round.log")" >&2
+      rm -f "$results/$name-$round.json"
+    fi
+    stop_server
+    sleep 0.5 # let the kernel retire the closed sockets before the next server starts
+  done
+done
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+python3 - "$results" "$rounds" "$window" "$quick" "$load_arguments" "$load_before" "$load_after" <<'PY'
+import glob, json, os, statistics, sys
+
+results, rounds, window, quick, arguments, load_before, load_after = sys.argv[1:]
+rounds, window = int(rounds), float(window)
+runs = {}
+for path in glob.glob(os.path.join(results, "*.json")):
+    server = os.path.basename(path).rsplit("-", 1)[0]
+    try:
+        with open(path) as handle:
+            runs.setdefault(server, []).append(json.load(handle))
+    except json.JSONDecodeError:
+        pass
+
+def dig(record, path):
+    value = record
+    for key in path.split("/"):
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+def per_watcher_second(record):
+    seconds, connected = record.get("publishSeconds"), record.get("connected")
+    return record["dataFrames"] / connected / seconds if seconds and connected else None
+
+def load_share(record):
+    return record["loadCpuSeconds"] / record["measuredSeconds"] * 100 if record.get("measuredSeconds") else None
+
+FIGURES = [
+    # label, value of a run, decimals
+    ("server CPU per published update (µs)", lambda r: dig(r, "server/cpuUsPerPublished"), 1),
+    ("server CPU per delivered update (µs)", lambda r: dig(r, "server/cpuMsPer1000Deliveries"), 2),
+    ("frames with updates, per watcher per second", per_watcher_second, 1),
+    ("updates per frame", lambda r: r.get("eventsPerFrame"), 2),
+    ("updates delivered (all watchers)", lambda r: r.get("delivered"), 0),
+    ("latency p50, of the updates delivered (ms)", lambda r: dig(r, "latencyMs/p50"), 1),
+    ("latency p99, of the updates delivered (ms)", lambda r: dig(r, "latencyMs/p99"), 1),
+    ("latest-value latency p50 (ms)", lambda r: dig(r, "latestValueLatencyMs/p50"), 1),
+    ("latest-value latency p99 (ms)", lambda r: dig(r, "latestValueLatencyMs/p99"), 1),
+    ("latest-value latency max (ms)", lambda r: dig(r, "latestValueLatencyMs/max"), 1),
+    ("watcher × task pairs without the task's last update at the end", lambda r: r.get("staleAtEnd"), 0),
+    ("watchers connected", lambda r: r.get("connected"), 0),
+    ("load generator CPU (% of one core)", load_share, 0),
+]
+
+def stats(server, figure):
+    values = [v for v in (figure(r) for r in runs.get(server, [])) if isinstance(v, (int, float))]
+    return (statistics.median(values), min(values), max(values), len(values)) if values else None
+
+def fmt(value, decimals):
+    if value is None:
+        return "–"
+    return (f"{value:,.0f}" if decimals == 0 else f"{value:,.{decimals}f}").replace(",", " ")
+
+def cell(summary, decimals):
+    if summary is None:
+        return "–"
+    median, low, high, count = summary
+    text = fmt(median, decimals)
+    if count > 1:
+        text += f" ({fmt(low, decimals)}–{fmt(high, decimals)})"
+    if count < rounds:
+        text += f" [{count} of {rounds} runs]"
+    return text
+
+SERVERS = [("window", f"Ringcast, flushMilliseconds {window:g}"), ("nowindow", "Ringcast, flushMilliseconds 0"),
+           ("reference", "reference (relays every update)"), ("nowindow100", "Ringcast, flushMilliseconds 0, at 100 updates/s")]
+out = []
+out.append(f"### The coalescing window: {fmt(1000, 0)} watchers, 500 updates/s over 10 tasks, flushMilliseconds {window:g}")
+out.append("")
+out.append(f"`Benchmarks/coalesce.sh{' --quick' if quick == '1' else ''}`: {rounds} round{'s' if rounds != 1 else ''} alternating, "
+           f"each server started fresh, the server on CPU 0 and the load generator on CPU 1; every run is "
+           f"`ringcast load --url http://127.0.0.1:PORT --server-pid PID {arguments.replace('RATE', '500')} --json` "
+           f"(the last column: `--rate 100`, the same load without a window at a rate sent one update per frame, for an "
+           f"unbatched latency). Load average (1, 5, 15 min): "
+           f"{load_before} before, {load_after} after. Cells: median (min–max). *Latest-value latency* is, for every update "
+           f"and watcher, the time until the watcher held that update or a newer one of its task: the latency of what a "
+           f"window merges away as well as of what it sends. Server CPU is summed over the server's threads from the start "
+           f"of publishing to the end of the drain.")
+out.append("")
+out.append("| figure | " + " | ".join(name for _, name in SERVERS) + " |")
+out.append("| --- |" + " --- |" * len(SERVERS))
+for label, figure, decimals in FIGURES:
+    out.append(f"| {label} | " + " | ".join(cell(stats(server, figure), decimals) for server, _ in SERVERS) + " |")
+out.append("")
+
+targets = []
+mine = stats("window", FIGURES[0][1])
+theirs = stats("reference", FIGURES[1][1])
+if mine and theirs:
+    budget = theirs[0] * 1000
+    targets.append(("server CPU per published update, with the window", f"{fmt(mine[0], 1)} µs",
+                    f"≥ 3 × below the reference's CPU per delivery × 1 000 = {fmt(budget, 0)} µs",
+                    f"{budget / mine[0]:.1f} × below", budget / mine[0] >= 3))
+with_window = stats("window", FIGURES[8][1])
+without = stats("nowindow", FIGURES[8][1])
+if with_window and without:
+    limit = window + without[0]
+    targets.append(("p99 latency (latest value), with the window, against none at the same load", f"{fmt(with_window[0], 1)} ms",
+                    f"≤ the window + p99 without it = {window:g} + {fmt(without[0], 1)} ms",
+                    f"{fmt(limit - with_window[0], 1)} ms to spare" if with_window[0] <= limit else f"{fmt(with_window[0] - limit, 1)} ms over",
+                    with_window[0] <= limit))
+unbatched = stats("nowindow100", FIGURES[8][1])
+if with_window and unbatched:
+    limit = window + unbatched[0]
+    targets.append(("p99 latency (latest value), with the window, against one update per frame at 100/s", f"{fmt(with_window[0], 1)} ms",
+                    f"≤ the window + that p99 = {window:g} + {fmt(unbatched[0], 1)} ms",
+                    f"{fmt(limit - with_window[0], 1)} ms to spare" if with_window[0] <= limit else f"{fmt(with_window[0] - limit, 1)} ms over",
+                    with_window[0] <= limit))
+frames = stats("window", FIGURES[2][1])
+if frames:
+    targets.append(("frames per watcher per second, with the window", fmt(frames[0], 1),
+                    f"≤ one per window: 1000 / {window:g} = {1000 / window:.1f}", "", frames[0] <= 1000 / window))
+stale = stats("window", FIGURES[10][1])
+if stale:
+    targets.append(("watchers missing a task's last update at the end, with the window", fmt(stale[2], 0) + " (worst run)", "0", "", stale[2] == 0))
+if targets:
+    out.append("| target | measured | wanted | | |")
+    out.append("| --- | --- | --- | --- | --- |")
+    for label, measured, wanted, margin, met in targets:
+        out.append(f"| {label} | {measured} | {wanted} | {margin} | {'**met**' if met else '**missed**'} |")
+    out.append("")
+missing = [name for server, name in SERVERS if len(runs.get(server, [])) < rounds]
+if missing:
+    out.append(f"Runs that failed or were missing: {', '.join(missing)} (see Benchmarks/results/coalesce/*.log).")
+    out.append("")
+print("\n".join(out))
+PY

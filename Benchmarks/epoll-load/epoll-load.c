@@ -1,0 +1,331 @@
+/*
+ * epoll-load: a load generator that shares no code with Ringcast or libwebsockets, to check that
+ * what `ringcast load` measures is the server and not the tool. One epoll thread holds the
+ * watchers (WebSocket handshakes written by hand, frames parsed by hand); one more thread
+ * publishes over one keep-alive HTTP connection, one request at a time, each update to its own
+ * task (so nothing may be conflated), padded to --payload bytes. The server's CPU is read from
+ * /proc/PID/task/ * /schedstat: per connection over the connect phase, per delivery from the
+ * first publish to the last delivery.
+ *
+ *   epoll-load --port P --pid PID [--watchers N] [--rate R] [--messages M] [--payload B] [--hold S]
+ *
+ * --rate 0 publishes as fast as one request at a time allows. Prints one line of JSON.
+ * Loopback only: it connects to 127.0.0.1.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MARK "epl:"
+
+struct watcher {
+	int fd;
+	int upgraded;
+	size_t have;		/* bytes in buf */
+	char *buf;
+	size_t cap;
+};
+
+static int port, watchers_n = 1000, rate = 100, messages = 1000, payload = 120;
+static double hold_seconds = 0;
+static long server_pid;
+static volatile int publishing_done;
+static volatile uint64_t published;
+static uint64_t delivered;
+static uint32_t *latencies;	/* microseconds, one per delivery */
+static uint64_t latency_cap;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Every thread's run time (ns) of the server, from the kernel's scheduler statistics. */
+static uint64_t server_cpu_ns(void)
+{
+	char path[64], line[128];
+	uint64_t total = 0;
+	snprintf(path, sizeof(path), "/proc/%ld/task", server_pid);
+	DIR *dir = opendir(path);
+	if (!dir)
+		return 0;
+	struct dirent *entry;
+	while ((entry = readdir(dir))) {
+		if (entry->d_name[0] == '.')
+			continue;
+		char file[384];
+		snprintf(file, sizeof(file), "%s/%s/schedstat", path, entry->d_name);
+		FILE *f = fopen(file, "r");
+		if (!f)
+			continue;
+		if (fgets(line, sizeof(line), f))
+			total += strtoull(line, NULL, 10);
+		fclose(f);
+	}
+	closedir(dir);
+	return total;
+}
+
+static int connect_loopback(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&to, sizeof(to)) < 0) {
+		perror("epoll-load: connect to 127.0.0.1");
+		exit(1);
+	}
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+static void write_all(int fd, const char *data, size_t length)
+{
+	while (length) {
+		ssize_t n = write(fd, data, length);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			perror("epoll-load: write");
+			exit(1);
+		}
+		data += n;
+		length -= (size_t)n;
+	}
+}
+
+/* Counts the marked updates in one frame's payload and times each from the send time it carries. */
+static void count_updates(const char *data, size_t length, uint64_t now)
+{
+	const char *end = data + length, *at = data;
+	while ((at = memmem(at, (size_t)(end - at), MARK, sizeof(MARK) - 1))) {
+		at += sizeof(MARK) - 1;
+		uint64_t sent = strtoull(at, NULL, 10);
+		if (delivered < latency_cap)
+			latencies[delivered] = (uint32_t)((now - sent) / 1000);
+		delivered++;
+	}
+}
+
+/* Takes whole frames off the front of the buffer; server frames are never masked. */
+static void consume(struct watcher *w, uint64_t now)
+{
+	size_t at = 0;
+	if (!w->upgraded) {
+		char *end = memmem(w->buf, w->have, "\r\n\r\n", 4);
+		if (!end)
+			return;
+		if (strncmp(w->buf, "HTTP/1.1 101", 12)) {
+			fprintf(stderr, "epoll-load: the upgrade was refused: %.*s\n", (int)(end - w->buf), w->buf);
+			exit(1);
+		}
+		w->upgraded = 1;
+		at = (size_t)(end - w->buf) + 4;
+	}
+	for (;;) {
+		if (w->have - at < 2)
+			break;
+		const unsigned char *h = (const unsigned char *)w->buf + at;
+		uint64_t length = h[1] & 0x7f;
+		size_t header = 2;
+		if (length == 126) {
+			if (w->have - at < 4)
+				break;
+			length = (uint64_t)h[2] << 8 | h[3];
+			header = 4;
+		} else if (length == 127) {
+			if (w->have - at < 10)
+				break;
+			length = 0;
+			for (int i = 0; i < 8; i++)
+				length = length << 8 | h[2 + i];
+			header = 10;
+		}
+		if (w->have - at < header + length)
+			break;
+		if ((h[0] & 0x0f) == 1 || (h[0] & 0x0f) == 0)
+			count_updates(w->buf + at + header, (size_t)length, now);
+		at += header + (size_t)length;
+	}
+	memmove(w->buf, w->buf + at, w->have - at);
+	w->have -= at;
+}
+
+static void *publish(void *unused)
+{
+	(void)unused;
+	int fd = connect_loopback();
+	char body[4096], request[8192], answer[8192];
+	uint64_t start = now_ns();
+	for (int i = 0; i < messages; i++) {
+		if (rate > 0) {
+			uint64_t due = start + (uint64_t)i * 1000000000ull / (uint64_t)rate;
+			uint64_t now = now_ns();
+			if (due > now) {
+				struct timespec pause = { .tv_sec = (time_t)((due - now) / 1000000000ull), .tv_nsec = (long)((due - now) % 1000000000ull) };
+				nanosleep(&pause, NULL);
+			}
+		}
+		int n = snprintf(body, sizeof(body), "{\"progress\":0.5,\"title\":\"bench\",\"detail\":\"" MARK "%llu ", (unsigned long long)now_ns());
+		while (n < payload - 2 && n < (int)sizeof(body) - 3)
+			body[n++] = 'x';
+		n += snprintf(body + n, sizeof(body) - (size_t)n, "\"}");
+		int r = snprintf(request, sizeof(request),
+				 "POST /api/tasks/epl-%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+				 "Content-Length: %d\r\n\r\n%s", i, port, n, body);
+		write_all(fd, request, (size_t)r);
+		/* one answer: headers, then Content-Length bytes of body */
+		size_t have = 0;
+		for (;;) {
+			ssize_t got = read(fd, answer + have, sizeof(answer) - 1 - have);
+			if (got <= 0) {
+				fprintf(stderr, "epoll-load: the server closed the publishing connection\n");
+				exit(1);
+			}
+			have += (size_t)got;
+			answer[have] = 0;
+			char *end = strstr(answer, "\r\n\r\n");
+			if (!end)
+				continue;
+			char *cl = strcasestr(answer, "content-length:");
+			size_t want = (size_t)(end - answer) + 4 + (cl && cl < end ? strtoul(cl + 15, NULL, 10) : 0);
+			if (have >= want)
+				break;
+		}
+		if (strncmp(answer, "HTTP/1.1 200", 12)) {
+			fprintf(stderr, "epoll-load: a publish was refused: %.40s\n", answer);
+			exit(1);
+		}
+		published++;
+	}
+	close(fd);
+	publishing_done = 1;
+	return NULL;
+}
+
+static int by_value(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--port")) port = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--pid")) server_pid = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--watchers")) watchers_n = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--rate")) rate = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--messages")) messages = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--payload")) payload = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--hold")) hold_seconds = atof(argv[i + 1]);
+		else { fprintf(stderr, "epoll-load: unknown option %s\n", argv[i]); return 2; }
+	}
+	if (!port || !server_pid) {
+		fprintf(stderr, "usage: epoll-load --port P --pid PID [--watchers N] [--rate R] [--messages M] [--payload B] [--hold S]\n");
+		return 2;
+	}
+	latency_cap = (uint64_t)watchers_n * (uint64_t)messages;
+	latencies = malloc(latency_cap * sizeof(uint32_t) + 1);
+	struct watcher *ws = calloc((size_t)watchers_n, sizeof(*ws));
+	int ep = epoll_create1(0);
+	char handshake[512];
+	int hl = snprintf(handshake, sizeof(handshake),
+			  "GET /ws HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+			  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", port);
+
+	uint64_t cpu_before_connect = server_cpu_ns();
+	int upgraded = 0;
+	struct epoll_event events[256];
+	for (int i = 0; i < watchers_n; i++) {
+		ws[i].fd = connect_loopback();
+		ws[i].cap = 1 << 16;
+		ws[i].buf = malloc(ws[i].cap);
+		write_all(ws[i].fd, handshake, (size_t)hl);
+		fcntl(ws[i].fd, F_SETFL, O_NONBLOCK);
+		struct epoll_event e = { .events = EPOLLIN, .data.ptr = &ws[i] };
+		epoll_ctl(ep, EPOLL_CTL_ADD, ws[i].fd, &e);
+	}
+	uint64_t phase_end = now_ns() + 30ull * 1000000000ull;
+#define SERVE(timeout_ms) do { \
+		int ready = epoll_wait(ep, events, 256, (timeout_ms)); \
+		uint64_t t = now_ns(); \
+		for (int k = 0; k < ready; k++) { \
+			struct watcher *w = events[k].data.ptr; \
+			for (;;) { \
+				if (w->cap - w->have < 4096) { w->cap *= 2; w->buf = realloc(w->buf, w->cap); } \
+				ssize_t got = read(w->fd, w->buf + w->have, w->cap - w->have); \
+				if (got <= 0) break; \
+				w->have += (size_t)got; \
+				int was = w->upgraded; \
+				consume(w, t); \
+				if (!was && w->upgraded) upgraded++; \
+			} \
+		} \
+	} while (0)
+	while (upgraded < watchers_n && now_ns() < phase_end)
+		SERVE(100);
+	/* let the server finish each new watcher's snapshot before the connect phase is read */
+	uint64_t settle = now_ns() + 300000000ull;
+	while (now_ns() < settle)
+		SERVE(50);
+	uint64_t cpu_connected = server_cpu_ns();
+	if (upgraded < watchers_n) {
+		fprintf(stderr, "epoll-load: only %d of %d watchers upgraded in 30 s\n", upgraded, watchers_n);
+		return 1;
+	}
+	if (hold_seconds > 0) {
+		uint64_t until = now_ns() + (uint64_t)(hold_seconds * 1e9);
+		uint64_t cpu_hold = server_cpu_ns();
+		while (now_ns() < until)
+			SERVE(100);
+		printf("{\"watchers\":%d,\"connectCpuUsPerConnection\":%.2f,\"idleCpuSeconds\":%.4f}\n", watchers_n,
+		       (double)(cpu_connected - cpu_before_connect) / 1000.0 / watchers_n,
+		       (double)(server_cpu_ns() - cpu_hold) / 1e9);
+		return 0;
+	}
+
+	delivered = 0;
+	uint64_t cpu_start = server_cpu_ns(), started = now_ns();
+	pthread_t publisher;
+	pthread_create(&publisher, NULL, publish, NULL);
+	uint64_t expected = (uint64_t)watchers_n * (uint64_t)messages, drain_until = 0;
+	for (;;) {
+		SERVE(20);
+		if (delivered >= expected)
+			break;
+		if (publishing_done && !drain_until)
+			drain_until = now_ns() + 10ull * 1000000000ull;
+		if (drain_until && now_ns() > drain_until)
+			break;
+	}
+	uint64_t cpu_end = server_cpu_ns(), ended = now_ns();
+	pthread_join(publisher, NULL);
+	uint64_t timed = delivered < latency_cap ? delivered : latency_cap;
+	qsort(latencies, timed, sizeof(uint32_t), by_value);
+	double p50 = timed ? latencies[(timed - 1) * 50 / 100] / 1000.0 : 0, p99 = timed ? latencies[(timed - 1) * 99 / 100] / 1000.0 : 0;
+	printf("{\"watchers\":%d,\"published\":%llu,\"expected\":%llu,\"delivered\":%llu,\"seconds\":%.3f,"
+	       "\"serverCpuSeconds\":%.4f,\"cpuUsPerDelivery\":%.3f,\"connectCpuUsPerConnection\":%.2f,"
+	       "\"latencyP50Ms\":%.2f,\"latencyP99Ms\":%.2f}\n",
+	       watchers_n, (unsigned long long)published, (unsigned long long)expected, (unsigned long long)delivered,
+	       (double)(ended - started) / 1e9, (double)(cpu_end - cpu_start) / 1e9,
+	       delivered ? (double)(cpu_end - cpu_start) / 1000.0 / (double)delivered : 0,
+	       (double)(cpu_connected - cpu_before_connect) / 1000.0 / watchers_n, p50, p99);
+	return delivered == expected ? 0 : 3;
+}

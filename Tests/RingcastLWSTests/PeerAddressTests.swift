@@ -1,0 +1,39 @@
+import Foundation
+@testable import RingcastLWS
+import RingcastCore
+import XCTest
+
+/// The accepted address answers "is it this machine?" from its bytes, as `isLoopbackAddress` does
+/// from text, and reads back as inet_ntop writes it.
+final class PeerAddressTests: XCTestCase {
+    private func accepted(_ text: String) throws -> PeerAddress {
+        var storage = sockaddr_storage()
+        let parsed: Int32 = withUnsafeMutablePointer(to: &storage) { pointer in
+            if text.contains(":") {
+                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { inet6 in
+                    inet6.pointee.sin6_family = sa_family_t(AF_INET6)
+                    return inet_pton(AF_INET6, text, &inet6.pointee.sin6_addr)
+                }
+            }
+            return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { inet in
+                inet.pointee.sin_family = sa_family_t(AF_INET)
+                return inet_pton(AF_INET, text, &inet.pointee.sin_addr)
+            }
+        }
+        XCTAssertEqual(parsed, 1, "inet_pton could not read \(text)")
+        return PeerAddress(&storage)
+    }
+
+    func testLoopbackIsKnownFromTheBytesAndAgreesWithTheText() throws {
+        let cases = ["127.0.0.1": true, "127.200.3.4": true, "10.0.0.2": false, "128.0.0.1": false, "0.0.0.0": false,
+                     "::1": true, "::2": false, "::": false, "::ffff:127.0.0.1": true, "::ffff:10.1.2.3": false,
+                     "2001:db8::1": false, "fe80::1": false]
+        for (text, loopback) in cases {
+            let address = try accepted(text)
+            XCTAssertEqual(address.isLoopback, loopback, text)
+            XCTAssertEqual(address.text, text)
+            XCTAssertEqual(isLoopbackAddress(address.text), loopback, text)
+            XCTAssertEqual(PeerAddress(text: text).isLoopback, loopback, text)
+        }
+    }
+}
