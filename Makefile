@@ -27,7 +27,7 @@ build:
 
 test:
 	scripts/deps.sh test
-	$(MAKE) test-swift test-browser deb
+	$(MAKE) test-swift test-browser test-schemathesis deb
 
 # Examples/etl is a user's package that depends on this one by path, built in its own .build;
 # ExampleTests runs its executables against a real server and fails when they were not built.
@@ -79,6 +79,18 @@ install: dist
 deb: dist
 	scripts/deps.sh deb
 	package=$$(BIN=$(DIST_BIN) packaging/deb.sh) && lintian --fail-on error "$$package"
+
+# The HTTP API against its own OpenAPI document: schemathesis (every check) against a live debug
+# server on 127.0.0.1 (about half a minute; SCHEMATHESIS_EXAMPLES per operation, default 100).
+.PHONY: test-schemathesis fuzz
+test-schemathesis: build
+	scripts/schemathesis-deps.sh
+	python3 Tests/schemathesis/run.py
+
+# libFuzzer over every parser of client input, FUZZ_SECONDS (default 60) a target; see docs/FUZZING.md.
+FUZZ_SECONDS ?= 60
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) Fuzz/run.sh
 
 clean:
 	rm -rf .build dist Examples/etl/.build

@@ -56,7 +56,7 @@ public struct APIResponse: Sendable {
     public var controls: [ControlDelivery] = []
     /// *(v2)* How long caches may keep the answer: a badge's is short, everything else's `no-store`.
     public var cacheControl = "no-store"
-    /// *(v2)* Other headers, as lws writes them (`("etag:", "\"…\"")`).
+    /// *(v2)* Other headers, as lws writes them (`("etag:", "\"…\"")`, `("allow:", "GET, POST")` on a 405).
     public var headers: [(String, String)] = []
 
     init(status: Int = 200, body: [UInt8], contentType: String = "application/json", events: [OutboundEvent] = []) {
@@ -186,9 +186,11 @@ public final class API {
     /// the request; an answer given here is counted whole.
     public func plan(_ request: APIRequest, now: Double, status: () -> TransportStatus = { TransportStatus() }) -> RequestPlan {
         metrics.httpRequests += 1
-        let response: APIResponse
+        var response: APIResponse
         if let host = request.headers.host, !gate.hosts.allows(host) {
             response = APIResponse(gate.hosts.refusal(host))
+        } else if request.path == "/metrics" || request.path == "/healthz" || request.path == "/readyz", request.method != "GET" {
+            response = APIResponse(methodNotAllowed(request, "GET"))
         } else if request.path == "/metrics" {
             response = APIResponse(body: metricsSnapshot(transport: status()).render(), contentType: "text/plain; version=0.0.4")
         } else if request.bodyTooLarge {
@@ -210,6 +212,9 @@ public final class API {
             }
         }
         if response.status >= 400 { metrics.httpErrors += 1 }
+        // The methods the endpoint takes, as the HTTP spec asks of a 405: the document's, which
+        // OpenAPITests holds to the router.
+        if response.status == 405, let allowed = OpenAPI.allowedMethods(path: request.path) { response.headers.append(("allow:", allowed)) }
         return .answer(response)
     }
 
@@ -253,6 +258,7 @@ public final class API {
             return .apply([command], .task)
         }
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
+        guard request.path.hasPrefix("/") else { throw routeNotFound(request.path) }
         if parts.first == "badge" { return .answer(try badgeAnswer(request, parts)) }
         guard parts.first == "api", parts.count >= 2 else { throw routeNotFound(request.path) }
         switch (parts[1], parts.count) {
@@ -274,9 +280,10 @@ public final class API {
             case "DELETE":
                 return try apply(.remove(id: id), now: now)
             default:
-                throw methodNotAllowed(request, "GET, POST, DELETE")
+                throw methodNotAllowed(request, "GET, POST, PUT, PATCH, DELETE")
             }
         case ("tasks", 4):
+            guard ["show", "hide", "log", "cancel", "pause", "resume"].contains(parts[3]) else { throw routeNotFound(request.path) }
             let id = parts[2]
             try Command.validateID(id)
             if parts[3] == "log" {
@@ -305,6 +312,7 @@ public final class API {
             try allow(request, "POST")
             return try apply(.startTimer(id: id, spec: TimerStart.parse(try body(request))), now: now)
         case ("timers", 4):
+            guard ["pause", "resume", "cancel"].contains(parts[3]) else { throw routeNotFound(request.path) }
             let id = parts[2]
             try Command.validateID(id)
             try allow(request, "POST")
@@ -318,6 +326,9 @@ public final class API {
         case ("kinds", 2):
             try allow(request, "GET")
             return .answer(APIResponse(body: store.history.encoded()))
+        case ("openapi.json", 2):
+            try allow(request, "GET")
+            return .answer(APIResponse(body: OpenAPI.encoded))
         case ("events", 2):
             try allow(request, "POST")
             // A malformed batch, or one with an event this credential may not send, changes nothing.

@@ -43,7 +43,9 @@ public enum Badge {
     /// `GET /badge/{id}.svg[?label=…]`, answered 200 with the badge, or 304 when `If-None-Match`
     /// names its ETag.
     static func answer(_ request: APIRequest, file: String, store: TaskStore) -> APIResponse {
-        let id = String(file.dropLast(".svg".count))
+        // By bytes: as Characters, a Prepend character (U+0600) at the end of the id and the dot of
+        // `.svg` are one, and neither the suffix nor the id would be found.
+        let id = String(decoding: file.utf8.dropLast(".svg".utf8.count), as: UTF8.self)
         let label = request.query["label"].map { String($0.prefix(maxLabel * 2)) }.flatMap { $0.isEmpty ? nil : $0 }
         let body = svg(look(for: TaskID.isValid(id) ? store.task(id) : nil, id: id, label: label))
         let tag = etag(body)
@@ -158,7 +160,7 @@ public enum Badge {
 extension API {
     /// `/badge/{id}.svg`: GET only; anything else under /badge is no endpoint.
     func badgeAnswer(_ request: APIRequest, _ parts: [String]) throws(APIError) -> APIResponse {
-        guard parts.count == 2, parts[1].hasSuffix(".svg"), parts[1].count > 4 else {
+        guard parts.count == 2, parts[1].utf8.count > 4, parts[1].utf8.reversed().starts(with: ".svg".utf8.reversed()) else {
             throw APIError(.notFound, "no endpoint \(request.path); a badge is /badge/{id}.svg")
         }
         guard request.method == "GET" else { throw APIError(.methodNotAllowed, "\(request.method) is not allowed on \(request.path); use GET") }

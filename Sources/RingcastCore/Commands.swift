@@ -68,7 +68,10 @@ public enum Command: Equatable, Sendable {
     }
 
     static func expectNoFields(_ fields: JSONValue, for type: String) throws(APIError) {
-        if case let .object(members) = fields, let first = members.first {
+        guard case let .object(members) = fields else {
+            throw APIError(.invalidJSON, "'\(type)' takes no fields: send no body or {}, not \(fields.typeName)")
+        }
+        if let first = members.first {
             throw APIError(.unknownField, "'\(type)' takes no field '\(first.0)'", field: first.0)
         }
     }
@@ -98,6 +101,9 @@ public struct TaskPatch: Equatable, Sendable {
 
     public static let fields = ["title", "detail", "progress", "completed", "total", "state", "visible", "hideAfter", "modal", "parent", "staleAfter",
                                 "controls", "abandonAfter", "kind"]
+    /// The largest `completed` or `total`: 2^53, the largest unit count a browser holds exactly, and
+    /// small enough that a parent's sum over its children stays finite.
+    public static let maxUnits = 9_007_199_254_740_992.0
 
     public static func parse(_ body: JSONValue) throws(APIError) -> TaskPatch {
         let object = try FieldReader(body, allowed: fields)
@@ -105,8 +111,8 @@ public struct TaskPatch: Equatable, Sendable {
         patch.title = try object.string("title", maxLength: 200)
         patch.detail = try object.nullable("detail") { () throws(APIError) in try object.string("detail", maxLength: 1000) }
         patch.progress = try object.nullable("progress") { () throws(APIError) in try object.number("progress", in: 0...1, hint: "send 0.42 for 42%") }
-        patch.completed = try object.nullable("completed") { () throws(APIError) in try object.number("completed", in: 0...Double.greatestFiniteMagnitude) }
-        patch.total = try object.nullable("total") { () throws(APIError) in try object.number("total", in: Double.leastNonzeroMagnitude...Double.greatestFiniteMagnitude, hint: "total must be above 0") }
+        patch.completed = try object.nullable("completed") { () throws(APIError) in try object.number("completed", in: 0...maxUnits, hint: "at most 2^53") }
+        patch.total = try object.nullable("total") { () throws(APIError) in try object.number("total", in: Double.leastNonzeroMagnitude...maxUnits, hint: "above 0, at most 2^53") }
         if let state = try object.string("state", maxLength: 20) {
             guard let parsed = TaskState(rawValue: state), TaskState.settable.contains(parsed) else {
                 throw APIError(.invalidField, "state '\(state)' is not one of \(TaskState.settable.map(\.rawValue).joined(separator: ", "))", field: "state")
@@ -213,7 +219,8 @@ struct FieldReader {
         guard case let .string(text) = value else {
             throw APIError(.invalidField, "\(key) must be a string, not \(value.typeName)", field: key)
         }
-        guard text.count <= maxLength else {
+        // Counted in Unicode scalars, as JSON Schema's maxLength counts (OpenAPI.swift documents it so).
+        guard text.unicodeScalars.count <= maxLength else {
             throw APIError(.invalidField, "\(key) is longer than \(maxLength) characters", field: key)
         }
         return text

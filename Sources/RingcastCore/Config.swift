@@ -50,6 +50,8 @@ public struct ServerConfig: Equatable, Sendable {
     public var abandonAfterSeconds = 3600.0
     /// *(v2)* Lines of each task's log the server keeps.
     public var logLines = 100
+    /// What `logLines` may be set to.
+    public static let logLinesRange: ClosedRange<Double> = 1...10_000
     /// *(v2)* The coalescing window, in milliseconds: each service thread holds the events of a
     /// window this long (from its first event) and then sends each watcher one frame with the latest
     /// event of each task changed in it and every sticky one. 0 writes every event at once.
@@ -155,7 +157,7 @@ public struct ServerConfig: Equatable, Sendable {
                     try WebhookRule.parse(item, at: "\(source): webhooks[\(index)]", environment: environment)
                 }
             case "abandonAfterSeconds": config.abandonAfterSeconds = try number(0...31_536_000, "seconds, 0 for never")
-            case "logLines": config.logLines = try integer(1...10_000, "a count between 1 and 10000")
+            case "logLines": config.logLines = try integer(logLinesRange, "a count between 1 and 10000")
             case "flushMilliseconds":
                 config.flushMilliseconds = try integer(0...1000, "whole milliseconds from 0 (write every event at once) to 1000, e.g. 16 for at most one frame per watcher per 60 Hz frame")
             case "redis":

@@ -33,8 +33,9 @@ struct LogTail {
             guard case let .string(line) = item else {
                 throw APIError(.invalidField, "lines[\(index)] must be a string, not \(item.typeName)", field: "lines")
             }
-            // One element is one line: a line break inside it starts another.
-            for part in line.split(separator: "\n", omittingEmptySubsequences: false) { lines.append(cut(part)) }
+            // One element is one line: a line break inside it starts another. Split as code points:
+            // as Characters, "\r\n" is one and no "\n" would be found in "a\r\nb".
+            for part in line.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false) { lines.append(cut(part)) }
         }
         return try checked(lines)
     }
@@ -52,15 +53,24 @@ struct LogTail {
         let lines = parts.map { part -> String in
             var bytes = part
             if bytes.last == 0x0D { bytes = bytes.dropLast() }
-            return cut(Substring(String(decoding: bytes, as: UTF8.self)))
+            return cut(String(decoding: bytes, as: UTF8.self).unicodeScalars[...])
         }
         return try checked(lines)
     }
 
-    private static func cut(_ line: Substring) -> String {
+    /// Cut to `maxLineCharacters` code points, as every length of the API is counted (and JSON
+    /// Schema's maxLength in the OpenAPI document): a line of 2 000 letters with accents is 4 000.
+    private static func cut(_ line: Substring.UnicodeScalarView) -> String {
         var text = line
-        if text.hasSuffix("\r") { text = text.dropLast() }
-        return text.count > maxLineCharacters ? String(text.prefix(maxLineCharacters - 1)) + "…" : String(text)
+        if text.last == "\r" { text = text.dropLast() }
+        var kept = String.UnicodeScalarView()
+        if text.count > maxLineCharacters {
+            kept.append(contentsOf: text.prefix(maxLineCharacters - 1))
+            kept.append("…")
+        } else {
+            kept.append(contentsOf: text)
+        }
+        return String(kept)
     }
 
     private static func checked(_ lines: [String]) throws(APIError) -> [String] {

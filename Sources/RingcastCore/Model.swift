@@ -70,8 +70,12 @@ public struct TimerSpec: Equatable, Sendable {
         guard pausedAt == nil, ticksEmitted < tickCount else { return nil }
         let next = ticksEmitted + 1
         guard tickTime(next) <= now else { return nil }
-        var k = next
-        while k < tickCount, tickTime(k + 1) <= now { k += 1 }
+        if tickTime(tickCount) <= now { return tickCount }
+        // Computed, not counted up to: a timer whose start lies far back (startAt, a restart) must not
+        // cost a step per tick it missed. The estimate is off by a step at most; the loops settle it.
+        var k = min(tickCount - 1, max(next, Int(((now - startedAt) / 1000 / interval).rounded(.down))))
+        while k > next, tickTime(k) > now { k -= 1 }
+        while k < tickCount - 1, tickTime(k + 1) <= now { k += 1 }
         return k
     }
 

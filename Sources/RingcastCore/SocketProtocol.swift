@@ -160,7 +160,7 @@ extension API {
                 plan.commands.append((index, command))
             } catch {
                 var taskID: String?
-                if case let .string(id)? = item["id"] { taskID = id }
+                if case let .string(id)? = item["id"], TaskID.isValid(id) { taskID = id }
                 refuse(plan.isBatch ? error.within("events[\(index)]") : error, at: index, id: taskID)
             }
         }

@@ -22,13 +22,15 @@ public enum TextTable {
     // MARK: Asking for text
 
     /// Whether a GET asks for text: `?format=text` (or `json`), else an Accept header that ranks
-    /// `text/plain` above `application/json` (`*/*` alone stays JSON).
+    /// `text/plain` above `application/json` (`*/*` alone stays JSON). A `width` out of range is
+    /// refused whichever is answered, as docs/PROTOCOL.md says: a JSON answer does not hide it.
     public static func wanted(_ request: APIRequest) throws(APIError) -> Bool {
         switch request.query["format"] {
         case "text"?: return true
         case "json"?, nil: break
         case let other?: throw APIError(.invalidField, "format '\(other.prefix(40))' is not one of text, json", field: "format")
         }
+        _ = try width(request)
         guard request.query["format"] == nil, let accept = request.headers.accept else { return false }
         let text = quality(of: "text", "plain", in: accept), json = quality(of: "application", "json", in: accept)
         return text.q > json.q || (text.q == json.q && text.q > 0 && text.specificity > json.specificity)

@@ -61,6 +61,26 @@ final class LogTailTests: XCTestCase {
         XCTAssertEqual(api.store.log(of: "t")?.lines.first?.count, LogTail.maxLineCharacters, "a long line is cut, not refused")
     }
 
+    /// Found writing the OpenAPI document's LogTail schema, whose lines are at most 2 000 long as JSON
+    /// Schema counts, in code points (as every length of the API is): a `\r\n` inside an element
+    /// started no line (split as Characters, `\r\n` is one Character, not a `\n`), and a line was cut
+    /// at 2 000 Characters, so 2 000 accented letters kept 4 000 code points.
+    func testLinesAreSplitAndCutByCodePoints() throws {
+        call("POST", "/api/tasks/t", "{}")
+        XCTAssertEqual(call("POST", "/api/tasks/t/log", #"{"lines": ["a\r\nb", "c\rd"]}"#).status, 200)
+        XCTAssertEqual(api.store.log(of: "t")?.lines, ["a", "b", "c\rd"], "\\r\\n ends a line; a lone \\r does not")
+        let accents = String(repeating: "e\u{301}", count: LogTail.maxLineCharacters)
+        for contentType in [nil, "text/plain"] {
+            let body = contentType == nil ? #"{"lines": [""# + accents + #""]}"# : accents
+            XCTAssertEqual(call("POST", "/api/tasks/t/log", body, contentType: contentType).status, 200)
+            let line = try XCTUnwrap(api.store.log(of: "t")?.lines.last)
+            XCTAssertEqual(line.unicodeScalars.count, LogTail.maxLineCharacters, "\(contentType ?? "json"): cut to 2 000 code points")
+            XCTAssertTrue(line.hasSuffix("…"))
+        }
+        let tail = json(call("GET", "/api/tasks/t/log").body)
+        XCTAssertNil(SchemaValidator().violation(of: tail, against: try XCTUnwrap(SchemaValidator().component("LogTail"))))
+    }
+
     func testALogLineRenewsTheLeaseAndBringsAStalledTaskBack() throws {
         call("POST", "/api/tasks/lease", #"{"staleAfter": 1}"#)
         _ = api.store.runDue(now: t0 + 1000)

@@ -21,6 +21,24 @@ final class TextTableTests: XCTestCase {
         XCTAssertThrowsError(try wanted(nil, format: "csv"))
     }
 
+    /// A width out of range is 422 whether the answer is text or JSON (docs/PROTOCOL.md; found
+    /// writing the OpenAPI document, whose width parameter schemathesis sends with format=json).
+    func testAWidthOutOfRangeIsRefusedForAJSONAnswerToo() {
+        let api = API(store: TaskStore())
+        XCTAssertEqual(api.handle(APIRequest(method: "POST", path: "/api/tasks/ci", body: Array(#"{"title": "CI"}"#.utf8)), now: t0).status, 200)
+        for path in ["/api/tasks", "/api/tasks/ci"] {
+            for query in [["width": "5"], ["width": "201"], ["width": "wide"], ["format": "json", "width": "59"], ["format": "text", "width": "5"]] {
+                let response = api.handle(APIRequest(method: "GET", path: path, query: query), now: t0)
+                XCTAssertEqual(response.status, 422, "\(path) \(query)")
+                XCTAssertEqual(try? JSONParser.parse(response.body)["field"], .string("width"), "\(path) \(query)")
+            }
+            XCTAssertEqual(api.handle(APIRequest(method: "GET", path: path, query: ["format": "csv", "width": "5"]), now: t0).status, 422)
+            for query in [["width": "60"], ["format": "json", "width": "200"], ["format": "text", "width": "120"]] {
+                XCTAssertEqual(api.handle(APIRequest(method: "GET", path: path, query: query), now: t0).status, 200, "\(path) \(query)")
+            }
+        }
+    }
+
     func testColumnsAreCountedAsATerminalDoesAndNothingMovesItsCursor() {
         XCTAssertEqual(TextTable.columns(of: "Build 42"), 8)
         XCTAssertEqual(TextTable.columns(of: "日本語"), 6)
@@ -80,5 +98,22 @@ final class TextTableTests: XCTestCase {
         XCTAssertTrue(Badge.matches("*", tag))
         XCTAssertFalse(Badge.matches("\"other\"", tag))
         XCTAssertFalse(Badge.matches(nil, tag))
+    }
+
+    /// The file name is read by bytes: an id that ends in a Prepend character (U+0600) forms one
+    /// Character with the dot of `.svg`, and the badge was a 404 (found writing the OpenAPI document).
+    func testABadgeOfAnyFileNameEndingInSVGIsABadge() {
+        let api = API(store: TaskStore())
+        XCTAssertEqual(api.handle(APIRequest(method: "POST", path: "/api/tasks/ci.build-42", body: Array(#"{"progress": 0.5}"#.utf8)), now: t0).status, 200)
+        for (file, id) in [("ci.build-42.svg", "ci.build-42"), ("\u{600}.svg", "\u{600}"), ("a\u{600}.svg", "a\u{600}"), ("e\u{301}.svg", "e\u{301}")] {
+            let response = api.handle(APIRequest(method: "GET", path: "/badge/" + file), now: t0)
+            XCTAssertEqual(response.status, 200, file.debugDescription)
+            XCTAssertEqual(response.contentType, Badge.contentType)
+            let svg = String(decoding: response.body, as: UTF8.self)
+            XCTAssertTrue(svg.contains(id == "ci.build-42" ? ">50%</text>" : ">unknown</text>"), svg)
+        }
+        for file in [".svg", "x.svg.png", "x", "svg"] {
+            XCTAssertEqual(api.handle(APIRequest(method: "GET", path: "/badge/" + file), now: t0).status, 404, file)
+        }
     }
 }

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets into .build/fuzz/: RingcastCore once, as a static library instrumented
+# for libFuzzer's coverage and AddressSanitizer, then one executable per Fuzz/Targets/*.swift with
+# Fuzz/Support linked in. Rebuilds only what its sources have changed. Needs nothing the Swift
+# toolchain does not ship (libFuzzer, ASan and lld are in it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/opt/swift/usr/bin:$PATH
+out=.build/fuzz
+mkdir -p "$out/lib"
+flags=(-O -g -sanitize=fuzzer,address -parse-as-library -swift-version 6)
+
+stale() {  # stale OUTPUT INPUT...: whether OUTPUT is missing or older than any INPUT
+  local output=$1; shift
+  [ ! -e "$output" ] && return 0
+  for input in "$@"; do [ "$input" -nt "$output" ] && return 0; done
+  return 1
+}
+
+core=(Sources/RingcastCore/*.swift)
+library=$out/lib/libRingcastCore.a
+if stale "$library" "${core[@]}" "$0"; then
+  echo "fuzz: building RingcastCore for libFuzzer"
+  swiftc "${flags[@]}" -emit-library -static -module-name RingcastCore \
+    -emit-module -emit-module-path "$out/lib/RingcastCore.swiftmodule" "${core[@]}" -o "$library"
+fi
+
+support=(Fuzz/Support/*.swift)
+for target in Fuzz/Targets/*.swift; do
+  name=$(basename "$target" .swift)
+  if stale "$out/$name" "$library" "$target" "${support[@]}"; then
+    echo "fuzz: building $name"
+    swiftc "${flags[@]}" -use-ld=lld -module-name "Fuzz_$name" -I "$out/lib" -L "$out/lib" -lRingcastCore \
+      "$target" "${support[@]}" -o "$out/$name"
+  fi
+done
