@@ -8,7 +8,7 @@ import Synchronization
 /// `readinessInterval`; answers come from whatever thread the probe answers on; /readyz and
 /// /metrics read them from any service thread.
 ///
-/// `@unchecked Sendable`: `answers` is behind its mutex, `readinessTimer` belongs to worker 0's
+/// `@unchecked Sendable`: `answers` is behind its lock, `readinessTimer` belongs to worker 0's
 /// thread, the rest is immutable (the probes' `checkReadiness` may be called from any thread).
 final class OperationsState: @unchecked Sendable {
     /// Seconds between readiness questions, and how long one may wait for its answer (longer than
@@ -22,13 +22,13 @@ final class OperationsState: @unchecked Sendable {
     let probes: [ReadinessProbe]
     private let logger: Logger
     /// Each probe's answers, and whether the log last said it was ready (nil: nothing said yet).
-    private let answers: Mutex<(trackers: [ReadinessTracker], reported: [Bool?])>
+    private let answers: Locked<(trackers: [ReadinessTracker], reported: [Bool?])>
     private var readinessTimer: LoopTimer?
 
     init(probes: [ReadinessProbe], logger: Logger) {
         self.probes = probes
         self.logger = logger
-        answers = Mutex((probes.map { ReadinessTracker(name: $0.readinessName, deadlineSeconds: OperationsState.readinessDeadline) },
+        answers = Locked((probes.map { ReadinessTracker(name: $0.readinessName, deadlineSeconds: OperationsState.readinessDeadline) },
                          probes.map { _ in nil }))
     }
 

@@ -1,7 +1,7 @@
 import Foundation
 import RingcastCore
+import RingcastLWS
 import RingcastRedis
-import Synchronization
 
 /// The cluster engine, `"storage": "redis://HOST:PORT"`: several `ringcast` nodes share state
 /// through one log in Redis. A node checks and authorizes what it is asked (`API.plan`), appends it
@@ -72,7 +72,7 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
     private var writerStopped = true
     private var readerStopped = true
     /// nil while Redis answers; otherwise since when it has not (Unix ms), for /healthz.
-    private let unavailableSince = Mutex<Double?>(nil)
+    private let unavailableSince = Locked<Double?>(nil)
 
     // Set up by `init` and `load`, then the reader thread's.
     private var epoch = ""

@@ -2,7 +2,6 @@ import Foundation
 import RingcastCore
 import RingcastLWS
 import RingcastRedis
-import Synchronization
 
 public struct ServerError: Error, CustomStringConvertible {
     public let description: String
@@ -28,13 +27,13 @@ public final class RingcastServer: @unchecked Sendable {
     private let publicDirectory: String
     /// The certificate and key, resolved against the config's folder, when `tls` is set.
     private let certificate: (cert: String, key: String)?
-    private let lifecycle = Mutex<(started: Bool, port: Int)>((false, 0))
+    private let lifecycle = Locked<(started: Bool, port: Int)>((false, 0))
     private var workers: [ServiceWorker] = []
     /// Open sockets per address, for `maxConnectionsPerAddress`, across every loop.
-    let connectionsByAddress = Mutex<[String: Int]>([:])
-    private let refusals = Mutex(RefusalLog())
+    let connectionsByAddress = Locked<[String: Int]>([:])
+    private let refusals = Locked(RefusalLog())
     /// Refusals by reason, for /metrics; and readiness and start time, for operators (Operations.swift).
-    let refusalCounts = Mutex(LabeledCounts())
+    let refusalCounts = Locked(LabeledCounts())
     let operations: OperationsState
 
     /// - Parameter baseDirectory: where a relative `publicDir` is found (the config file's folder).

@@ -216,7 +216,7 @@ final class WorkerCounters: Sendable {
     let socketsOpened = Atomic<Int>(0)
     let coalesced = Atomic<Int>(0)
     /// The rest of what /metrics shows of this thread: written by it, read by a scrape on any thread.
-    let metrics = Mutex(TransportMetrics())
+    let metrics = Locked(TransportMetrics())
 
     func update(from fanOut: FanOut) {
         watchers.store(fanOut.subscriberCount, ordering: .relaxed)

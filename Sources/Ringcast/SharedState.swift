@@ -1,5 +1,6 @@
 import Foundation
 import RingcastCore
+import RingcastLWS
 import Synchronization
 
 /// The single writer behind every service thread: the store, the API and storage, and one lock
@@ -51,7 +52,7 @@ final class SharedState: @unchecked Sendable {
     let cluster: RedisCluster?
     /// The workers to wake, behind a lock of its own: storage's report wakes them while `lock` may
     /// be held by a flush that waits for that very report.
-    private let workers = Mutex<[ServiceWorker]>([])
+    private let workers = Locked<[ServiceWorker]>([])
     private var mail: [Mail] = []
     /// Workers whose coalescing window is open: its timer takes the inbox when the window ends, so
     /// a delivery need not wake them (a wake-up is a poll over every socket of the thread).
@@ -60,14 +61,14 @@ final class SharedState: @unchecked Sendable {
     /// The newest ticket storage reported kept (or lost): tickets come back in order.
     private let committed = Atomic<UInt64>(0)
     /// Tickets storage could not keep, so their answers say so.
-    private let failed = Mutex<Set<UInt64>>([])
+    private let failed = Locked<Set<UInt64>>([])
     private var armedDeadline: Double?
     private var deadlineChanged = false
     private var writeBehindArmed = false
     private var writeBehindRequested = false
     /// The webhook senders, once started; deliveries a change made wait here for its ticket.
     var webhooks: WebhookSenders?
-    private let heldWebhooks = Mutex<[(ticket: UInt64, deliveries: [WebhookDelivery])]>([])
+    private let heldWebhooks = Locked<[(ticket: UInt64, deliveries: [WebhookDelivery])]>([])
     /// In a cluster: the time of the last entry applied. Entries apply at the later of their own
     /// time and this one, on every node alike, so time never runs back across nodes' clocks.
     private var appliedNow: Double = 0

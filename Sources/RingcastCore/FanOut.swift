@@ -163,6 +163,16 @@ public final class FanOut {
         self.maxBytesPerFrame = maxBytesPerFrame
     }
 
+    /// A group and its members hold each other (`members`, `Subscription.group`), and a member its
+    /// writer, until `unsubscribe`: a fan-out dropped with watchers still subscribed lets go of them
+    /// here, or they would outlive it for good.
+    deinit {
+        for group in groups.values {
+            for member in group.members { member.writer = nil }
+            group.members.removeAll()
+        }
+    }
+
     public var groupCount: Int { groups.count }
 
     public func forEachSubscription(_ body: (Subscription) -> Void) {

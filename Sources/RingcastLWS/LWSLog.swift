@@ -1,11 +1,10 @@
 import CLibWebSockets
 import RingcastCore
-import Synchronization
 
 /// libwebsockets' own log lines, routed through our logger. lws logs process-wide, so there is one
 /// route: the last logger given wins.
 package enum LWSLog {
-    private static let destination = Mutex<Logger?>(nil)
+    private static let destination = Locked<Logger?>(nil)
 
     /// Routes lws's lines to `logger` unless something routed them already: a client context in a
     /// process that also serves must not take the server's log over.

@@ -69,7 +69,10 @@ package final class WebSocketConnection: @unchecked Sendable {
     package let url: ServerURL
     let headers: [(String, String)]
     weak var context: WebSocketClientContext?
-    let delegate: WebSocketDelegate
+    /// Held from `connect` until the connection is finished (closed or failed), then let go: a
+    /// delegate that keeps its connection (most do) would otherwise keep both alive for good.
+    /// Service thread only once connecting.
+    @exclusivity(unchecked) fileprivate(set) var delegate: WebSocketDelegate?
     /// Guarded by the context's lock.
     var outbox: [[UInt8]] = []
     var closeRequested = false
@@ -211,7 +214,8 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
             // lws reports most failures through CLIENT_CONNECTION_ERROR; a nil here may already have.
             if liveConnections.remove(retained.toOpaque()) != nil {
                 retained.release()
-                connection.delegate.webSocketDidClose(connection, error: "could not start connecting to \(url.hostHeader)")
+                connection.delegate?.webSocketDidClose(connection, error: "could not start connecting to \(url.hostHeader)")
+                connection.delegate = nil
             }
         }
     }
@@ -226,20 +230,20 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
         case .opened:
             connection.link = link
             connection.opened()
-            connection.delegate.webSocketDidOpen(connection)
+            connection.delegate?.webSocketDidOpen(connection)
             if lock.withLock({ !connection.outbox.isEmpty || connection.closeRequested }) { link.requestWrite() }
             return true
         case let .received(piece, isLast, _):
             if isLast, connection.incoming.isEmpty {
                 // The usual case: the message came in one piece; lend it without copying.
-                connection.delegate.webSocket(connection, didReceiveBytes: piece)
+                connection.delegate?.webSocket(connection, didReceiveBytes: piece)
                 return true
             }
             connection.incoming.append(contentsOf: piece)
             if isLast {
                 let message = connection.incoming
                 connection.incoming.removeAll(keepingCapacity: true)
-                connection.delegate.webSocket(connection, didReceive: message)
+                connection.delegate?.webSocket(connection, didReceive: message)
             }
             return true
         case .writeable:
@@ -270,7 +274,7 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
             }
             var message = next
             pulled = false
-            if message == nil, !closing, let offered = connection.delegate.webSocketNextMessage(connection) {
+            if message == nil, !closing, let offered = connection.delegate?.webSocketNextMessage(connection) {
                 message = offered
                 pulled = true
             }
@@ -290,7 +294,8 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
         guard liveConnections.remove(user) != nil else { return }
         connection.link = nil
         connection.closed()
-        connection.delegate.webSocketDidClose(connection, error: error)
+        connection.delegate?.webSocketDidClose(connection, error: error)
+        connection.delegate = nil
         Unmanaged<WebSocketConnection>.fromOpaque(user).release()
     }
 }

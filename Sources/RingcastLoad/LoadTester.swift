@@ -146,7 +146,7 @@ package final class LoadTester: @unchecked Sendable {
     private let publishedCount = Atomic<Int>(0)
     private let lastDeliveryAt = Atomic<UInt64>(0)
     private let stopRequested = Atomic<Bool>(false)
-    private let publisherError = Mutex<String?>(nil)
+    private let publisherError = Locked<String?>(nil)
 
     package init(options: LoadTestOptions) throws(LoadError) {
         try options.validate()

@@ -94,6 +94,13 @@ final class ClusterTests: XCTestCase {
         XCTAssertTrue(onB.waitForClose(timeout: 5))
         try post(a, "/api/tasks/cl.two", #"{"progress":0.3}"#)
         try post(a, "/api/tasks/cl.one", #"{"completed":9,"total":10}"#)
+        // A's answer waits for A alone (PROTOCOL.md, Several nodes): C applies the entries when it
+        // reads them from Redis, later under load (a sanitizer's run), and a snapshot taken before
+        // then rightly leaves cl.one to the live event after it. The snapshot is checked once C has.
+        XCTAssertTrue(eventually(timeout: 5) {
+            let one = try? HTTPClient(host: "127.0.0.1", port: c.port).request("GET", "/api/tasks/cl.one")
+            return one.flatMap { try? JSONParser.parse($0.body) }?["completed"] == .number(9)
+        }, "C applies what A took")
         let resumed = TestWatcher("ws://127.0.0.1:\(c.port)/ws?watch=cl.*&since=\(epoch ?? ""):\(Int(lastSeen))")
         let snapshot = resumed.waitForSnapshot().snapshot
         XCTAssertEqual(snapshot.event["full"], .bool(false), "resumed within the epoch, on another node")

@@ -10,8 +10,12 @@ import RingcastTestSupport
 ///
 /// `@unchecked Sendable`: `links`, `outbox` and the answering switches are guarded by `lock`; the
 /// loop's callbacks run on its service thread, the tests' calls on theirs.
-final class FakeServer: ServiceHandler, @unchecked Sendable {
+final class FakeServer: @unchecked Sendable {
     private let loop = ServiceLoop(name: "fake-ringcast", logger: .silent)
+    /// What the loop holds as its handler while it runs (strongly), in place of this server: a test
+    /// that lets go of the server then stops its loop (deinit), instead of leaving the thread and its
+    /// port running until the process ends.
+    private let relay = Relay()
     private let lock = NSLock()
     private let inbox = Inbox<JSONValue>()
     private var links: [Int: LWSConnection] = [:]
@@ -40,7 +44,8 @@ final class FakeServer: ServiceHandler, @unchecked Sendable {
         self.greetsAtOnce = greetsAtOnce
         var settings = ContextSettings(name: "fake-ringcast")
         settings.listener = .init(host: "127.0.0.1", port: 0)
-        port = try loop.start(settings, handler: self)
+        relay.server = self
+        port = try loop.start(settings, handler: relay)
     }
 
     deinit { loop.stop() }
@@ -78,7 +83,8 @@ final class FakeServer: ServiceHandler, @unchecked Sendable {
     }
 
     private func wakeAll() {
-        loop.post { [self] in
+        // Unretained, as in `Relay`: a job runs only while the loop does, which ends in deinit.
+        loop.post { [unowned(unsafe) self] in
             for link in lock.withLock({ Array(links.values) }) { link.requestWrite() }
         }
     }
@@ -131,5 +137,18 @@ final class FakeServer: ServiceHandler, @unchecked Sendable {
             break
         }
         return true
+    }
+}
+
+/// The loop's handler for a `FakeServer` (see `FakeServer.relay`). It holds the server unretained:
+/// callbacks come only while the loop runs, and the server's deinit stops the loop before anything
+/// of the server goes; a retain here could drop the last reference on the service thread, whose
+/// deinit would then wait for its own thread to stop.
+/// @unchecked Sendable: `server` is set once, before the loop starts, and only read after.
+private final class Relay: ServiceHandler, @unchecked Sendable {
+    unowned(unsafe) var server: FakeServer?
+
+    func handle(_ event: ServiceEvent, on link: LWSConnection) -> Bool {
+        server?.handle(event, on: link) ?? false
     }
 }

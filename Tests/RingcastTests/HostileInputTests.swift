@@ -257,12 +257,17 @@ final class LimitTests: XCTestCase {
         }
         let http = server.http()
         var statuses: [Int] = []
-        for index in 0..<200 { statuses.append(try http.request("POST", "/api/tasks/flood", json: #"{"completed":\#(index),"total":200}"#).status) }
+        var refused: HTTPResponse?
+        for index in 0..<200 {
+            let answer = try http.request("POST", "/api/tasks/flood", json: #"{"completed":\#(index),"total":200}"#)
+            statuses.append(answer.status)
+            if answer.status == 429, refused == nil { refused = answer }
+        }
         XCTAssertEqual(statuses.prefix(50).filter { $0 == 200 }.count, 50, "a second's worth is allowed at once")
         XCTAssertTrue(statuses.contains(429), "past 50 events a second: 429")
-        let refused = try http.request("POST", "/api/tasks/flood", json: #"{"completed":1,"total":200}"#)
-        XCTAssertEqual(refused.status, 429)
-        XCTAssertTrue(refused.text.contains("maxPublishRate"), refused.text)
+        // The first refusal says why. (Not a request made after the loop: the allowance refills at
+        // 50 a second, one every 20 ms, and a slow request, as under a sanitizer, may find one.)
+        XCTAssertTrue(refused?.text.contains("maxPublishRate") == true, refused?.text ?? "no 429")
         XCTAssertEqual(log.all.filter { $0.contains("maxPublishRate") }.count, 1, "logged once, not per request: \(log.all)")
         // Another connection has an allowance of its own; reads are never limited.
         XCTAssertEqual(try server.http().request("POST", "/api/tasks/other", json: "{}").status, 200)
