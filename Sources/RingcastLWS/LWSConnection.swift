@@ -184,11 +184,37 @@ package struct LWSConnection {
     package var isChoked: Bool { lws_send_pipe_choked(wsi) != 0 }
 
     /// Writes one WebSocket text frame; false when the connection should close.
-    package func writeText(_ bytes: [UInt8]) -> Bool { writeBuffer.writeText(bytes, to: wsi) }
+    package func writeText(_ bytes: [UInt8]) -> Bool {
+        guard writeBuffer.writeText(bytes, to: wsi) else { return false }
+        stopReadingWhileOutputIsHeld()
+        return true
+    }
 
     /// Writes a whole small HTTP answer, headers and body in one send; false when the connection should close.
     package func writeHTTP(status: Int, contentType: String, body: [UInt8], headers: [(String, String)]) -> Bool {
         writeBuffer.writeHTTP(status: status, contentType: contentType, body: body, extraHeaders: headers, to: wsi)
+    }
+
+    // MARK: Not reading while lws holds WebSocket output
+    //
+    // libwebsockets 4.1.6 spins inside one lws_service call, never polling again, when a peer
+    // half-closes a WebSocket whose output lws still holds (what the socket did not take): the FIN
+    // makes recv return 0, the close waits for the held output, and the service loop retries the
+    // same descriptor at once, so the output never gets the POLLOUT it waits for and every other
+    // connection starves. (Its HTTP role stops polling for input on that read, so HTTP is immune;
+    // upstream fixed the retry in 4.2, commit 3ca8625.) Until the output has gone, then, the
+    // WebSocket does not read: the FIN waits in the kernel, and a reset still ends the connection.
+
+    /// After a frame is written: stop reading while lws holds output.
+    func stopReadingWhileOutputIsHeld() {
+        guard lws_partial_buffered(wsi) != 0, loop.readingStopped.insert(identifier).inserted else { return }
+        _ = lws_rx_flow_control(wsi, 0)
+    }
+
+    /// In a writeable callback: read again once lws holds no output.
+    func resumeReadingOnceNoOutputIsHeld() {
+        guard lws_partial_buffered(wsi) == 0, loop.readingStopped.remove(identifier) != nil else { return }
+        _ = lws_rx_flow_control(wsi, 1)
     }
 
     /// Ends an HTTP exchange so a kept-alive connection can take the next request; false: close it.

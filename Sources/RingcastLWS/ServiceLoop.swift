@@ -143,6 +143,8 @@ package final class ServiceLoop: @unchecked Sendable {
     private let finished = DispatchSemaphore(value: 0)
     /// Every write on this loop goes through one buffer with lws's headroom.
     let writeBuffer = WriteBuffer()
+    /// Connections that do not read while lws holds output of theirs (`LWSConnection.stopReadingWhileOutputIsHeld`).
+    @exclusivity(unchecked) var readingStopped: Set<Int> = []
 
     package init(name: String, logger: Logger) {
         self.name = name
@@ -436,6 +438,7 @@ package final class ServiceLoop: @unchecked Sendable {
             _ = handler.handle(.created, on: connection)
             return 0
         case LWS_CALLBACK_WSI_DESTROY:
+            if !readingStopped.isEmpty { readingStopped.remove(connection.identifier) }
             _ = handler.handle(.destroyed, on: connection)
             return 0
         case LWS_CALLBACK_FILTER_HTTP_CONNECTION:
@@ -460,6 +463,7 @@ package final class ServiceLoop: @unchecked Sendable {
             let isBinary = lws_frame_is_binary(wsi) != 0
             return handler.handle(.received(bytes(), isLast: isLast, isBinary: isBinary), on: connection) ? 0 : -1
         case LWS_CALLBACK_SERVER_WRITEABLE, LWS_CALLBACK_CLIENT_WRITEABLE:
+            if !readingStopped.isEmpty { connection.resumeReadingOnceNoOutputIsHeld() }
             return handler.handle(.writeable, on: connection) ? 0 : -1
         case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
             var code: Int?

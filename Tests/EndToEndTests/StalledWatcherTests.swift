@@ -1,6 +1,7 @@
 import Foundation
 import RingcastClient
 import RingcastCore
+import RingcastLoad
 import RingcastTestSupport
 import XCTest
 
@@ -72,6 +73,50 @@ final class StalledWatcherTests: XCTestCase {
             }
         }
         XCTAssertTrue(wrong.isEmpty, "\(wrong.count) tasks wrong after catching up, e.g. \(wrong.prefix(3))")
+    }
+
+    /// A watcher that half-closes (sends its FIN, goes on reading) while the server holds output for
+    /// it that its socket did not take. libwebsockets 4.1.6 spins on that socket inside one service
+    /// call for good, and answers nobody else; Ringcast does not read such a WebSocket until the
+    /// output has gone. The server keeps answering, idle, and the watcher gets what it was owed.
+    func testAWatcherThatHalfClosesWhileOutputIsHeldForItStopsNothing() throws {
+        let folder = try TemporaryFolder("ringcast-half-closed")
+        defer { folder.remove() }
+        let config = folder.file("config.json")
+        try Data(#"{"port":0,"publicDir":"\#(emptyPublicDirectory)","logLevel":"error","maxPublishRate":0}"#.utf8).write(to: config)
+        let served = try ServeProcess(["--config", config.path])
+        let http = HTTPClient(host: "127.0.0.1", port: served.port, timeoutSeconds: 5)
+
+        let watcher = try RawSocket(port: served.port, timeoutSeconds: 10, receiveBufferBytes: 4096)
+        XCTAssertTrue(try watcher.upgrade("/ws?watch=held.*").hasPrefix("HTTP/1.1 101"))
+        // Far more than a 4 KiB window and the server's send buffer take, so lws holds the rest.
+        for round in 0..<20 {
+            let events = (0..<500).map { #"{"type":"update","id":"held.\#($0)","completed":\#(round + 1),"total":20}"# }
+            XCTAssertEqual(try http.request("POST", "/api/events", json: "[" + events.joined(separator: ",") + "]").status, 200)
+        }
+        usleep(500_000) // for the server to write what the socket takes, and hold the rest
+        XCTAssertEqual(shutdown(watcher.descriptor, Int32(SHUT_WR)), 0)
+
+        let pid = served.process.processIdentifier
+        let before = try XCTUnwrap(ProcessSample.read(pid: pid))
+        usleep(1_000_000)
+        XCTAssertEqual(try http.request("GET", "/healthz").status, 200, "the server answers others while a watcher is half-closed")
+        let after = try XCTUnwrap(ProcessSample.read(pid: pid))
+        // The spin is a whole core; a server with nothing to do uses next to none (sanitized too).
+        let busy = Double(after.cpuNanoseconds - before.cpuNanoseconds) / 1e9
+        XCTAssertLessThan(busy, 0.5, "the server used \(busy) s of CPU in one second with nothing to do")
+
+        var wide: Int32 = 4 << 20
+        setsockopt(watcher.descriptor, SOL_SOCKET, SO_RCVBUF, &wide, socklen_t(MemoryLayout<Int32>.size))
+        var received = 0, closed = false
+        while !closed {
+            let (bytes, ended) = watcher.receiveSome()
+            received += bytes.count
+            closed = ended
+            if bytes.isEmpty { break }
+        }
+        XCTAssertTrue(closed, "the server closed the half-closed WebSocket once its output had gone (read \(received) bytes)")
+        XCTAssertGreaterThan(received, 64 * 1024, "the watcher got the output that was held for it")
     }
 }
 

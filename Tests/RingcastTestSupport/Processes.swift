@@ -48,13 +48,20 @@ package final class ServeProcess {
     }
 
     deinit {
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
+        if process.isRunning { _ = stop() }
     }
 
-    /// Sends `signal` and returns the exit status.
+    /// Sends `signal` and returns the exit status. A server that has not stopped 30 seconds later
+    /// (a sanitizer's build is slow, but not that slow) fails the test and is killed, so that a
+    /// server stuck in its service loop ends the test instead of hanging the whole run.
     package func stop(_ signal: Int32 = SIGTERM) -> Int32 {
         kill(process.processIdentifier, signal)
+        let deadline = Date().addingTimeInterval(30)
+        while process.isRunning, Date() < deadline { usleep(20_000) }
+        if process.isRunning {
+            XCTFail("ringcast serve (pid \(process.processIdentifier)) did not stop within 30 s of signal \(signal); killed it")
+            kill(process.processIdentifier, SIGKILL)
+        }
         process.waitUntilExit()
         return process.terminationStatus
     }

@@ -5,9 +5,14 @@ import Foundation
 package final class RawSocket {
     package let descriptor: Int32
 
-    package init(port: Int, timeoutSeconds: Double = 5) throws {
+    /// `receiveBufferBytes` is set before connecting, so the window the peer sees is that small
+    /// from the start (set later, the buffer shrinks but the window already agreed does not).
+    package init(port: Int, timeoutSeconds: Double = 5, receiveBufferBytes: Int32? = nil) throws {
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw RawSocketError("socket: \(String(cString: strerror(errno)))") }
+        if var bytes = receiveBufferBytes {
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &bytes, socklen_t(MemoryLayout<Int32>.size))
+        }
         var timeout = timeval(tv_sec: Int(timeoutSeconds), tv_usec: Int((timeoutSeconds.truncatingRemainder(dividingBy: 1)) * 1_000_000))
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
