@@ -15,14 +15,7 @@ swift build -c release --product ringcast-costs >&2
 bin=$(swift build -c release --show-bin-path)
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
-work=$(mktemp -d)
-pids=""
-cleanup() {
-    for pid in $pids; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
+. Benchmarks/scratch.sh
 
 # Starts `ringcast serve` with config $2 as NAME $1; leaves its URL in $url and its pid in $pid.
 start() {

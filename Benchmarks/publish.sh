@@ -15,14 +15,7 @@ swift build -c release --product ringcast-bench >&2
 make -s -C Benchmarks/reference refserver >&2
 bin=$(swift build -c release --show-bin-path)
 
-work=$(mktemp -d)
-pids=""
-cleanup() {
-    for pid in $pids; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
+. Benchmarks/scratch.sh
 
 # Starts server NAME (the command follows), which prints "listening on http://HOST:PORT" first;
 # leaves its URL in $url.

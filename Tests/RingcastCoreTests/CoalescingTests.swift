@@ -149,7 +149,7 @@ final class CoalescingTests: XCTestCase {
     /// sticky event, and ends with the latest event of every task; a window's events reach each
     /// watcher that keeps up in one frame.
     func testRandomWindowsLoseNoStickyEventAndEndWithTheLatestOfEveryTask() {
-        var random = SplitMix(seed: 10)
+        var random = SeededGenerator(seed: 10)
         let types: [EventType] = [.progress, .progress, .progress, .progress, .tick, .state, .show, .hide, .log, .remove]
         let fanOut = FanOut(logCapacity: 4096, maxEventsPerFrame: 256)
         let watchers = [watch("*"), watch("*"), watch("t1,t2"), watch("t3*")].map { fanOut.subscribe($0, lastSeq: 0, writer: CountingWriter()) }
@@ -191,18 +191,5 @@ final class CoalescingTests: XCTestCase {
             XCTAssertLessThan(got.count, mine.count, "something was coalesced")
         }
         XCTAssertGreaterThan(fanOut.coalescedCount, 0)
-    }
-}
-
-/// A small seeded generator, so a failure repeats.
-private struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
