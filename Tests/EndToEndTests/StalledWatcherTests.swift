@@ -55,15 +55,18 @@ final class StalledWatcherTests: XCTestCase {
         XCTAssertEqual(try http.request("POST", "/api/tasks/slow.zz-end", json: "{}").status, 200)
         var stream: [UInt8] = []
         var state = WatcherState()
+        var received = 0, textFrames = 0, ending = "the marker came"
         while state.tasks["slow.zz-end"] == nil {
             let (bytes, closed) = stalled.receiveSome()
             stream += bytes
+            received += bytes.count
             let (frames, consumed) = RawSocket.completeFrames(in: stream)
             stream.removeFirst(consumed)
-            for frame in frames where frame.opcode == 1 { try state.apply(frame.payload) }
-            if closed || bytes.isEmpty { break }
+            for frame in frames where frame.opcode == 1 { try state.apply(frame.payload); textFrames += 1 }
+            if closed { ending = "the server closed the connection"; break }
+            if bytes.isEmpty { ending = "nothing came for 10 s"; break }
         }
-        XCTAssertNotNil(state.tasks["slow.zz-end"], "the watcher caught up with the marker")
+        XCTAssertNotNil(state.tasks["slow.zz-end"], "the watcher caught up with the marker: \(ending) after \(received) bytes, \(textFrames) text frames")
         XCTAssertGreaterThan(state.resyncs, 0, "it fell out of the log and was resynced by state")
         var wrong: [String] = []
         for (id, want) in expected {
