@@ -29,6 +29,7 @@ final class ClusterTests: XCTestCase {
         return served
     }
 
+    @discardableResult
     private func post(_ node: ServeProcess, _ path: String, _ body: String = "{}", file: StaticString = #filePath, line: UInt = #line) throws -> JSONValue {
         let answer = try HTTPClient(host: "127.0.0.1", port: node.port).request("POST", path, json: body)
         XCTAssertEqual(answer.status, 200, "\(path): \(answer.text)", file: file, line: line)
