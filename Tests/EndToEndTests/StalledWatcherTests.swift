@@ -16,9 +16,10 @@ final class StalledWatcherTests: XCTestCase {
         let served = try ServeProcess(["--config", config.path])
         let http = HTTPClient(host: "127.0.0.1", port: served.port)
 
-        let stalled = try RawSocket(port: served.port, timeoutSeconds: 10)
-        var small: Int32 = 4096
-        setsockopt(stalled.descriptor, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+        // A 4 KiB buffer from before connecting: shrunk afterwards, it would be smaller than the window
+        // already offered, so the kernel drops what arrives past it, and the server's retransmissions back
+        // off until catching up takes longer than the reads below wait (seen under the thread sanitizer).
+        let stalled = try RawSocket(port: served.port, timeoutSeconds: 10, receiveBufferBytes: 4096)
         XCTAssertTrue(try stalled.upgrade("/ws?watch=slow.*").hasPrefix("HTTP/1.1 101"))
 
         let before = residentKiB(of: served.process.processIdentifier)
