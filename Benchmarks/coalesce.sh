@@ -100,6 +100,8 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 python3 - "$results" "$rounds" "$window" "$quick" "$load_arguments" "$load_before" "$load_after" <<'PY'
 import glob, json, os, statistics, sys
+sys.path.insert(0, "Benchmarks")
+from summarize import dig, fmt, cell as summary_cell  # formatted as Benchmarks/run's tables are
 
 results, rounds, window, quick, arguments, load_before, load_after = sys.argv[1:]
 rounds, window = int(rounds), float(window)
@@ -111,14 +113,6 @@ for path in glob.glob(os.path.join(results, "*.json")):
             runs.setdefault(server, []).append(json.load(handle))
     except json.JSONDecodeError:
         pass
-
-def dig(record, path):
-    value = record
-    for key in path.split("/"):
-        if not isinstance(value, dict) or key not in value:
-            return None
-        value = value[key]
-    return value
 
 def per_watcher_second(record):
     seconds, connected = record.get("publishSeconds"), record.get("connected")
@@ -148,21 +142,8 @@ def stats(server, figure):
     values = [v for v in (figure(r) for r in runs.get(server, [])) if isinstance(v, (int, float))]
     return (statistics.median(values), min(values), max(values), len(values)) if values else None
 
-def fmt(value, decimals):
-    if value is None:
-        return "–"
-    return (f"{value:,.0f}" if decimals == 0 else f"{value:,.{decimals}f}").replace(",", " ")
-
 def cell(summary, decimals):
-    if summary is None:
-        return "–"
-    median, low, high, count = summary
-    text = fmt(median, decimals)
-    if count > 1:
-        text += f" ({fmt(low, decimals)}–{fmt(high, decimals)})"
-    if count < rounds:
-        text += f" [{count} of {rounds} runs]"
-    return text
+    return summary_cell(summary, decimals, rounds)
 
 SERVERS = [("window", f"Ringcast, flushMilliseconds {window:g}"), ("nowindow", "Ringcast, flushMilliseconds 0"),
            ("reference", "reference (relays every update)"), ("nowindow100", "Ringcast, flushMilliseconds 0, at 100 updates/s")]
@@ -194,20 +175,21 @@ if mine and theirs:
                     f"≥ 3 × below the reference's CPU per delivery × 1 000 = {fmt(budget, 0)} µs",
                     f"{budget / mine[0]:.1f} × below", budget / mine[0] >= 3))
 with_window = stats("window", FIGURES[8][1])
-without = stats("nowindow", FIGURES[8][1])
-if with_window and without:
-    limit = window + without[0]
-    targets.append(("p99 latency (latest value), with the window, against none at the same load", f"{fmt(with_window[0], 1)} ms",
-                    f"≤ the window + p99 without it = {window:g} + {fmt(without[0], 1)} ms",
+
+def p99_within_the_window_of(label, baseline_name, baseline):
+    """The window's latest-value p99 against `baseline`'s p99 plus the window itself."""
+    if not (with_window and baseline):
+        return
+    limit = window + baseline[0]
+    targets.append((label, f"{fmt(with_window[0], 1)} ms",
+                    f"≤ the window + {baseline_name} = {window:g} + {fmt(baseline[0], 1)} ms",
                     f"{fmt(limit - with_window[0], 1)} ms to spare" if with_window[0] <= limit else f"{fmt(with_window[0] - limit, 1)} ms over",
                     with_window[0] <= limit))
-unbatched = stats("nowindow100", FIGURES[8][1])
-if with_window and unbatched:
-    limit = window + unbatched[0]
-    targets.append(("p99 latency (latest value), with the window, against one update per frame at 100/s", f"{fmt(with_window[0], 1)} ms",
-                    f"≤ the window + that p99 = {window:g} + {fmt(unbatched[0], 1)} ms",
-                    f"{fmt(limit - with_window[0], 1)} ms to spare" if with_window[0] <= limit else f"{fmt(with_window[0] - limit, 1)} ms over",
-                    with_window[0] <= limit))
+
+p99_within_the_window_of("p99 latency (latest value), with the window, against none at the same load",
+                         "p99 without it", stats("nowindow", FIGURES[8][1]))
+p99_within_the_window_of("p99 latency (latest value), with the window, against one update per frame at 100/s",
+                         "that p99", stats("nowindow100", FIGURES[8][1]))
 frames = stats("window", FIGURES[2][1])
 if frames:
     targets.append(("frames per watcher per second, with the window", fmt(frames[0], 1),
