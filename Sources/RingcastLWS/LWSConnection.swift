@@ -211,9 +211,9 @@ package struct LWSConnection {
         _ = lws_rx_flow_control(wsi, 0)
     }
 
-    /// In a writeable callback: read again once lws holds no output.
-    func resumeReadingOnceNoOutputIsHeld() {
-        guard lws_partial_buffered(wsi) == 0, loop.readingStopped.remove(identifier) != nil else { return }
+    /// In a writeable callback, which lws makes only once it holds no output: read again.
+    func resumeReading() {
+        guard loop.readingStopped.remove(identifier) != nil else { return }
         _ = lws_rx_flow_control(wsi, 1)
     }
 

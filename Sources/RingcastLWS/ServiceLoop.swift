@@ -463,7 +463,7 @@ package final class ServiceLoop: @unchecked Sendable {
             let isBinary = lws_frame_is_binary(wsi) != 0
             return handler.handle(.received(bytes(), isLast: isLast, isBinary: isBinary), on: connection) ? 0 : -1
         case LWS_CALLBACK_SERVER_WRITEABLE, LWS_CALLBACK_CLIENT_WRITEABLE:
-            if !readingStopped.isEmpty { connection.resumeReadingOnceNoOutputIsHeld() }
+            if !readingStopped.isEmpty { connection.resumeReading() }
             return handler.handle(.writeable, on: connection) ? 0 : -1
         case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
             var code: Int?

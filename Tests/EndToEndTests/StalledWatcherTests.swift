@@ -8,12 +8,17 @@ import XCTest
 /// A watcher whose socket stops reading costs the server nothing that grows, and when it reads
 /// again it has the latest state of every task, every terminal state and every hide.
 final class StalledWatcherTests: XCTestCase {
+    /// `ringcast serve` with its config in `folder`, publishing as fast as the test can.
+    private func serveWithoutRateLimit(in folder: TemporaryFolder) throws -> ServeProcess {
+        let config = folder.file("config.json")
+        try Data(#"{"port":0,"publicDir":"\#(emptyPublicDirectory)","logLevel":"error","maxPublishRate":0}"#.utf8).write(to: config)
+        return try ServeProcess(["--config", config.path])
+    }
+
     func testAWatcherThatStopsReadingWhile100000UpdatesArePublished() throws {
         let folder = try TemporaryFolder("ringcast-stalled")
         defer { folder.remove() }
-        let config = folder.file("config.json")
-        try Data(#"{"port":0,"publicDir":"\#(emptyPublicDirectory)","logLevel":"error","maxPublishRate":0}"#.utf8).write(to: config)
-        let served = try ServeProcess(["--config", config.path])
+        let served = try serveWithoutRateLimit(in: folder)
         let http = HTTPClient(host: "127.0.0.1", port: served.port)
 
         // A 4 KiB buffer from before connecting: shrunk afterwards, it would be smaller than the window
@@ -86,9 +91,7 @@ final class StalledWatcherTests: XCTestCase {
     func testAWatcherThatHalfClosesWhileOutputIsHeldForItStopsNothing() throws {
         let folder = try TemporaryFolder("ringcast-half-closed")
         defer { folder.remove() }
-        let config = folder.file("config.json")
-        try Data(#"{"port":0,"publicDir":"\#(emptyPublicDirectory)","logLevel":"error","maxPublishRate":0}"#.utf8).write(to: config)
-        let served = try ServeProcess(["--config", config.path])
+        let served = try serveWithoutRateLimit(in: folder)
         let http = HTTPClient(host: "127.0.0.1", port: served.port, timeoutSeconds: 5)
 
         let watcher = try RawSocket(port: served.port, timeoutSeconds: 10, receiveBufferBytes: 4096)
