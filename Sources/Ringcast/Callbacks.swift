@@ -45,7 +45,10 @@ extension ServiceWorker: ServiceHandler {
             return writeSocket(on: link)
         case let .received(piece, isLast, isBinary):
             return receive(piece, isLast: isLast, isBinary: isBinary, on: link)
-        case .peerClosing, .connectFailed, .appendHandshakeHeaders:
+        case .peerClosing:
+            link.withAttachment(as: Connection.self) { $0.socket?.peerIsClosing = true }
+            return true
+        case .connectFailed, .appendHandshakeHeaders:
             return true
         }
     }

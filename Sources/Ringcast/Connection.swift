@@ -70,16 +70,24 @@ final class HTTPExchange {
 /// Service thread only.
 final class SocketPeer: FanOutWriter {
     let link: LWSConnection
+    /// Unretained: a worker outlives the sockets of its loop.
+    unowned(unsafe) let worker: ServiceWorker
     @exclusivity(unchecked) var session: SocketSession?
     @exclusivity(unchecked) var subscription: Subscription?
     @exclusivity(unchecked) var incoming: MessageAssembler
     /// Set when the socket must close once what is queued has left (a refused query, shutdown).
     @exclusivity(unchecked) var closeReason: (status: CloseStatus, text: String)?
+    /// Set when the peer's close frame has come: lws answers it and makes no more writeable
+    /// callbacks, so nothing is written at once either.
+    @exclusivity(unchecked) var peerIsClosing = false
 
-    init(link: LWSConnection, messageLimit: Int) {
+    init(link: LWSConnection, worker: ServiceWorker, messageLimit: Int) {
         self.link = link
+        self.worker = worker
         incoming = MessageAssembler(limit: messageLimit)
     }
 
     func requestWrite() { link.requestWrite() }
+
+    func writeAtOnce() -> Bool { worker.writeAtOnce(self) }
 }

@@ -21,7 +21,7 @@ extension ServiceWorker {
     }
 
     func openSocket(_ link: LWSConnection) -> Bool {
-        let socket = SocketPeer(link: link, messageLimit: config.maxMessageBytes)
+        let socket = SocketPeer(link: link, worker: self, messageLimit: config.maxMessageBytes)
         switch SocketRequest.parse(link.queryArguments()) {
         case let .failure(error):
             release(link.attach(Connection(.watcher(socket))))
@@ -62,6 +62,17 @@ extension ServiceWorker {
         } ?? true
     }
 
+    /// The delivery path's short cut: a watcher with new events and no write on order is written
+    /// to now, from the callback or timer that published them, when lws allows it
+    /// (`mayWriteOutsideCallback`); false leaves it to a writeable callback. A frame that is to
+    /// close the socket always waits for the callback, since only a callback's answer closes it.
+    func writeAtOnce(_ socket: SocketPeer) -> Bool {
+        let link = socket.link
+        guard socket.closeReason == nil, !socket.peerIsClosing, link.mayWriteOutsideCallback else { return false }
+        if !write(socket, on: link) { link.closeSoon() }
+        return true
+    }
+
     /// Frames one writeable callback may send while the socket takes them (the reference server's
     /// batch): a new watcher's hello and snapshot leave in one pass of the service loop, not two.
     static let framesPerWriteable = 8
@@ -71,7 +82,7 @@ extension ServiceWorker {
         subscription.writeableCallbackBegan()
         var frames = 0
         repeat {
-            let seenBefore = subscription.lastSeq
+            let seenBefore = subscription.newestSeqSent
             guard let plan = fanOut.nextFrame(for: subscription) else {
                 if frames == 0, let reason = socket.closeReason {
                     link.setCloseReason(reason.status, reason.text)
@@ -96,7 +107,7 @@ extension ServiceWorker {
                 sent = (snapshot.count, 1)
             }
             guard written else { return false }
-            noteFrameWritten(bytes: sent.bytes, events: sent.events, newestSeq: subscription.lastSeq > seenBefore ? subscription.lastSeq : nil)
+            noteFrameWritten(bytes: sent.bytes, events: sent.events, newestSeq: subscription.newestSeqSent > seenBefore ? subscription.newestSeqSent : nil)
             frames += 1
             // lws takes a second write in one callback only while nothing of the first is buffered.
         } while frames < Self.framesPerWriteable && subscription.hasPending && !link.isChoked

@@ -1,6 +1,14 @@
 /// Who to wake when a subscription has something to send: the server's connection.
 public protocol FanOutWriter: AnyObject {
+    /// Orders a writeable callback.
     func requestWrite()
+    /// New events for a watcher with no write on order (`FanOut.flush`): sends what it can now and
+    /// orders a callback for any rest; false when it cannot write now (a callback is then ordered).
+    func writeAtOnce() -> Bool
+}
+
+extension FanOutWriter {
+    public func writeAtOnce() -> Bool { false }
 }
 
 /// A fixed ring of the latest events, indexed by an ever-growing position.
@@ -74,7 +82,10 @@ public final class Subscription {
     @exclusivity(unchecked) fileprivate var indexInGroup = 0
     @exclusivity(unchecked) fileprivate var cursor: Int
     /// The seq of the newest task event this watcher has been sent.
-    @exclusivity(unchecked) public internal(set) var lastSeq: UInt64
+    @exclusivity(unchecked) var lastSeq: UInt64
+    /// `lastSeq` for other modules: read directly there, it would pay a dynamic exclusivity check
+    /// on every delivery (`@exclusivity(unchecked)` holds only inside this module).
+    public var newestSeqSent: UInt64 { lastSeq }
     /// Frames for this watcher alone (hello, snapshot, errors), sent before shared events.
     @exclusivity(unchecked) private var direct: [[UInt8]] = []
     public static let maxDirectFrames = 64
@@ -274,7 +285,8 @@ public final class FanOut {
 
     public var needsFlush: Bool { !dirtyGroups.isEmpty }
 
-    /// Asks each watcher that has something new, and has not asked already, for a writeable callback.
+    /// Hands each watcher that has something new, and no write on order, to its writer, which
+    /// writes at once if it can and otherwise gets a writeable callback ordered.
     public func flush() {
         let dirty = dirtyGroups
         dirtyGroups.removeAll(keepingCapacity: true)
@@ -282,8 +294,13 @@ public final class FanOut {
             group.isDirty = false
             // A busy group (every watcher still writing) costs nothing however fast events come.
             guard group.writesRequested < group.members.count else { continue }
-            for member in group.members where !member.writeRequested {
-                member.requestWriteIfNeeded()
+            // By index: a write cannot change the members (a failed one closes its socket later).
+            var index = 0
+            while index < group.members.count {
+                let member = group.members[index]
+                index += 1
+                guard !member.writeRequested, member.hasPending, let writer = member.writer else { continue }
+                if !writer.writeAtOnce() { member.requestWrite() }
             }
         }
     }

@@ -145,6 +145,9 @@ package final class ServiceLoop: @unchecked Sendable {
     let writeBuffer = WriteBuffer()
     /// Connections that do not read while lws holds output of theirs (`LWSConnection.stopReadingWhileOutputIsHeld`).
     @exclusivity(unchecked) var readingStopped: Set<Int> = []
+    /// The connection whose callback is running (its identifier; 0 in a timer or between callbacks),
+    /// which `LWSConnection.mayWriteOutsideCallback` keeps from writing in the middle of its own.
+    @exclusivity(unchecked) var servicing = 0
 
     package init(name: String, logger: Logger) {
         self.name = name
@@ -417,6 +420,9 @@ package final class ServiceLoop: @unchecked Sendable {
                               _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
         guard let handler = borrowedHandler else { return lws_callback_http_dummy(wsi, reason, user, input, length) }
         let connection = LWSConnection(wsi: wsi, session: user, loop: self)
+        let outer = servicing
+        servicing = connection.identifier
+        defer { servicing = outer }
         func bytes() -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length) }
         switch reason {
         case LWS_CALLBACK_EVENT_WAIT_CANCELLED:

@@ -6,7 +6,56 @@ private final class CountingWriter: FanOutWriter {
     func requestWrite() { requests += 1 }
 }
 
+/// A writer that sends at once when `canWrite` says so, draining its subscription as the server's would.
+private final class EagerWriter: FanOutWriter {
+    var canWrite = true
+    var requests = 0
+    var frames: [String] = []
+    weak var fanOut: FanOut?
+    var subscription: Subscription?
+    func requestWrite() { requests += 1 }
+    func writeAtOnce() -> Bool {
+        guard canWrite, let fanOut, let subscription else { return false }
+        while let plan = fanOut.nextFrame(for: subscription) {
+            guard case let .frame(bytes, _) = plan else { break }
+            frames.append(String(decoding: bytes, as: UTF8.self))
+        }
+        return true
+    }
+}
+
 final class FanOutTests: XCTestCase {
+    func testAFlushWritesAtOnceToWatchersWhoseWritersCanAndOrdersCallbacksForTheRest() {
+        let fanOut = FanOut()
+        let eager = EagerWriter(), blocked = EagerWriter(), waiting = EagerWriter()
+        blocked.canWrite = false
+        for writer in [eager, blocked, waiting] {
+            writer.fanOut = fanOut
+            writer.subscription = fanOut.subscribe(watch("*"), lastSeq: 0, writer: writer)
+        }
+        // One already has a callback on order (its hello, say): its frames wait for that callback.
+        waiting.subscription!.requestWrite()
+        XCTAssertEqual(waiting.requests, 1)
+
+        fanOut.publish([event("a", seq: 1)])
+        fanOut.flush()
+        XCTAssertEqual(eager.frames, [#"{"type":"progress","seq":1,"id":"a"}"#])
+        XCTAssertEqual(eager.requests, 0, "a watcher written to at once needs no callback")
+        XCTAssertFalse(eager.subscription!.hasPending)
+        XCTAssertEqual(blocked.frames, [])
+        XCTAssertEqual(blocked.requests, 1, "a writer that cannot write now gets a callback ordered")
+        XCTAssertTrue(blocked.subscription!.writeRequested)
+        XCTAssertEqual(waiting.frames, [], "a watcher with a callback on order is not written to ahead of it")
+        XCTAssertEqual(waiting.requests, 1)
+
+        fanOut.publish([event("a", seq: 2)])
+        fanOut.flush()
+        XCTAssertEqual(eager.frames.count, 2)
+        XCTAssertEqual(blocked.requests, 1, "its callback is still on order")
+        XCTAssertEqual(drain(fanOut, blocked.subscription!).count, 1, "it gets both events in one frame when its callback comes")
+        XCTAssertEqual(blocked.subscription!.lastSeq, 2)
+    }
+
     private func event(_ id: String, seq: UInt64, type: EventType = .progress) -> OutboundEvent {
         OutboundEvent(type: type, seq: seq, id: id, bytes: Array(#"{"type":"\#(type.rawValue)","seq":\#(seq),"id":"\#(id)"}"#.utf8))
     }
