@@ -17,7 +17,8 @@ let package = Package(
             pkgConfig: "libwebsockets",
             providers: [.apt(["libwebsockets-dev"])]
         ),
-        .target(name: "CRingcastShims", dependencies: ["CLibWebSockets"]),
+        // libev (libev-dev, which libwebsockets-dev depends on) for the loop lws runs on.
+        .target(name: "CRingcastShims", dependencies: ["CLibWebSockets"], linkerSettings: [.linkedLibrary("ev")]),
         .systemLibrary(
             name: "CSQLite",
             pkgConfig: "sqlite3",

@@ -31,7 +31,8 @@ install -m 0644 "$root/packaging/debian/lintian-overrides" "$stage/usr/share/lin
 } | gzip -9n > "$doc/changelog.gz"
 chmod 0644 "$doc/changelog.gz"
 
-# Depends: what the binary links, as dpkg-shlibdeps finds it (it wants a debian/control to stand in).
+# Depends: what the binary links, as dpkg-shlibdeps finds it (it wants a debian/control to stand in),
+# and the libev plugin libwebsockets loads at run time (dlopen, so shlibdeps cannot see it).
 printf 'Source: ringcast\n\nPackage: ringcast\nArchitecture: any\n' > "$work/debian/control"
 depends=$(cd "$work" && dpkg-shlibdeps -O -e"debian/ringcast/usr/bin/ringcast" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
 
@@ -42,7 +43,7 @@ Version: $version
 Architecture: $arch
 Maintainer: $MAINTAINER
 Installed-Size: $(du -sk --exclude=DEBIAN "$stage" | cut -f1)
-Depends: $depends, init-system-helpers (>= 1.54~)
+Depends: $depends, libwebsockets-evlib-ev, init-system-helpers (>= 1.54~)
 Section: net
 Priority: optional
 Description: live-progress server: services push progress, browsers watch it

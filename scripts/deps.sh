@@ -5,7 +5,8 @@
 set -euo pipefail
 mode=${1:-build}
 
-packages=(pkg-config libwebsockets-dev libsqlite3-dev libhiredis-dev)
+# libev-dev and libwebsockets-evlib-ev come with libwebsockets-dev; named for the loop lws runs on.
+packages=(pkg-config libwebsockets-dev libev-dev libwebsockets-evlib-ev libsqlite3-dev libhiredis-dev)
 if [ "$mode" = test ]; then
   packages+=(procps iproute2 openssl curl redis-server)
 fi

@@ -2,6 +2,7 @@
 #include "rc_shims.h"
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <ev.h>
 
 _Static_assert(LWS_PRE >= 16, "LWS_PRE shrank: buffers sized from rc_lws_pre() are still right, but check the shim");
 
@@ -9,36 +10,128 @@ size_t rc_lws_pre(void) { return LWS_PRE; }
 
 void rc_log(int level, const char *message) { _lws_log(level, "%s\n", message); }
 
+/* Exported by libwebsockets 4.1.6 (its event-lib plugins call it) but declared only in its private
+ * headers: runs the scheduled events of a service thread that are due, and returns the
+ * microseconds until the next one. */
+lws_usec_t __lws_sul_service_ripe(lws_dll2_owner_t *own, int own_len, lws_usec_t usnow);
+
+struct rc_loop {
+    struct ev_loop *ev;
+    /* A scheduled event of lws's due in a year, kept so: its list's owner is the service thread's
+     * array of scheduled-event lists, which rc_loop_run_once services itself. */
+    lws_sorted_usec_list_t anchor;
+    ev_timer lws_due;
+};
+
+static const lws_usec_t rc_anchor_us = (lws_usec_t)365 * 24 * 3600 * LWS_US_PER_SEC;
+
+static void rc_anchor_fired(lws_sorted_usec_list_t *sul) { (void)sul; }
+
+static void rc_lws_due(struct ev_loop *ev, ev_timer *watcher, int revents)
+{
+    (void)ev;
+    (void)watcher;
+    (void)revents;
+    /* Nothing here: waking the loop is the point, rc_loop_run_once does the rest. */
+}
+
+rc_loop *rc_loop_new(void)
+{
+    rc_loop *loop = calloc(1, sizeof(*loop));
+    if (!loop)
+        return NULL;
+    /* No signal handling of libev's: the process's own handlers stay in charge. */
+    loop->ev = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOENV | EVFLAG_NOSIGMASK);
+    if (!loop->ev) {
+        free(loop);
+        return NULL;
+    }
+    ev_timer_init(&loop->lws_due, rc_lws_due, 0., 0.);
+    return loop;
+}
+
+void **rc_loop_foreign(rc_loop *loop) { return (void **)&loop->ev; }
+
+void rc_loop_attach(rc_loop *loop, struct lws_context *context)
+{
+    lws_sul_schedule(context, 0, &loop->anchor, rc_anchor_fired, rc_anchor_us);
+}
+
+void rc_loop_detach(rc_loop *loop)
+{
+    lws_sul_cancel(&loop->anchor);
+    ev_timer_stop(loop->ev, &loop->lws_due);
+}
+
+/* lws 4.1.6 on libev runs its scheduled events (handshake and idle timeouts, its own timers) from
+ * a libev timer it re-arms with ev_timer_set on a timer that may still be running, which libev
+ * ignores: an event scheduled earlier than the one it waits for is late by up to the difference
+ * (a 1 s handshake timeout came after 10 s). So each round runs what is due and arms a timer of
+ * its own for the next one. */
+void rc_loop_run_once(rc_loop *loop)
+{
+    lws_dll2_owner_t *owners = loop->anchor.list.owner;
+    if (owners) {
+        lws_usec_t next = __lws_sul_service_ripe(owners, LWS_COUNT_PT_SUL_OWNERS, lws_now_usecs());
+        ev_timer_stop(loop->ev, &loop->lws_due);
+        if (next > 0) {
+            ev_now_update(loop->ev);
+            ev_timer_set(&loop->lws_due, (double)next / 1e6, 0.);
+            ev_timer_start(loop->ev, &loop->lws_due);
+        }
+    }
+    ev_run(loop->ev, EVRUN_ONCE);
+}
+
+void rc_loop_free(rc_loop *loop)
+{
+    ev_loop_destroy(loop->ev);
+    free(loop);
+}
+
 struct rc_timer {
-    lws_sorted_usec_list_t sul; /* first, but found through container_of anyway */
+    ev_timer watcher; /* first: the callback finds the timer from it */
+    rc_loop *loop;
     void *user;
     void (*fire)(void *user);
 };
 
-static void rc_timer_fired(lws_sorted_usec_list_t *sul)
+static void rc_timer_fired(struct ev_loop *ev, ev_timer *watcher, int revents)
 {
-    rc_timer *timer = lws_container_of(sul, rc_timer, sul);
+    (void)ev;
+    (void)revents;
+    rc_timer *timer = (rc_timer *)watcher;
     timer->fire(timer->user);
 }
 
-rc_timer *rc_timer_new(void *user, void (*fire)(void *user))
+rc_timer *rc_timer_new(rc_loop *loop, void *user, void (*fire)(void *user))
 {
     rc_timer *timer = calloc(1, sizeof(*timer));
     if (!timer)
         return NULL;
+    ev_timer_init(&timer->watcher, rc_timer_fired, 0., 0.);
+    timer->loop = loop;
     timer->user = user;
     timer->fire = fire;
     return timer;
 }
 
-void rc_timer_schedule(struct lws_context *context, rc_timer *timer, int64_t delay_us)
+void rc_timer_schedule(rc_timer *timer, int64_t delay_us)
 {
-    lws_sul_schedule(context, 0, &timer->sul, rc_timer_fired, delay_us < 0 ? 0 : delay_us);
+    ev_timer_stop(timer->loop->ev, &timer->watcher);
+    /* From now, not from when this round of the loop began. */
+    ev_now_update(timer->loop->ev);
+    ev_timer_set(&timer->watcher, delay_us < 0 ? 0. : (double)delay_us / 1e6, 0.);
+    ev_timer_start(timer->loop->ev, &timer->watcher);
 }
 
-void rc_timer_cancel(rc_timer *timer) { lws_sul_cancel(&timer->sul); }
+void rc_timer_cancel(rc_timer *timer) { ev_timer_stop(timer->loop->ev, &timer->watcher); }
 
-void rc_timer_free(rc_timer *timer) { free(timer); }
+void rc_timer_free(rc_timer *timer)
+{
+    ev_timer_stop(timer->loop->ev, &timer->watcher);
+    free(timer);
+}
 
 int rc_accept_nonblocking(int listener, struct sockaddr *address, socklen_t *length)
 {

@@ -218,8 +218,10 @@ package struct LWSConnection {
     // makes recv return 0, the close waits for the held output, and the service loop retries the
     // same descriptor at once, so the output never gets the POLLOUT it waits for and every other
     // connection starves. (Its HTTP role stops polling for input on that read, so HTTP is immune;
-    // upstream fixed the retry in 4.2, commit 3ca8625.) Until the output has gone, then, the
-    // WebSocket does not read: the FIN waits in the kernel, and a reset still ends the connection.
+    // upstream fixed the retry in 4.2, commit 3ca8625.) On the libev loop the context now runs on,
+    // the same read comes back every round instead, level-triggered, and the loop spins a core for
+    // as long as the peer leaves the output unread. Until the output has gone, then, the WebSocket
+    // does not read: the FIN waits in the kernel, and a reset still ends the connection.
 
     /// After a frame is written: stop reading while lws holds output.
     func stopReadingWhileOutputIsHeld() {

@@ -137,6 +137,8 @@ package final class ServiceLoop: @unchecked Sendable {
     @exclusivity(unchecked) private var listeners: [Int: ListeningSocket] = [:]
     private var resources = CResources()
     private var timers: [LoopTimer] = []
+    /// The epoll loop under the context, from `run`'s start to its end (service thread).
+    private var eventLoop: OpaquePointer?
     private var wakeTimer: LoopTimer?
     private var startError: Error?
     private let started = DispatchSemaphore(value: 0)
@@ -252,9 +254,10 @@ package final class ServiceLoop: @unchecked Sendable {
 
     /// A one-shot timer on this loop; it fires on the service thread. Service thread only.
     package func makeTimer(_ fire: @escaping () -> Void) throws(LWSError) -> LoopTimer {
+        guard let eventLoop else { throw LWSError("rc_timer_new", "the loop is not running, so it can have no timer") }
         let timer = LoopTimer(loop: self, fire: fire)
         let user = Unmanaged.passUnretained(timer).toOpaque()
-        timer.pointer = try checked(rc_timer_new(user) { Unmanaged<LoopTimer>.fromOpaque($0!).takeUnretainedValue().fire() },
+        timer.pointer = try checked(rc_timer_new(eventLoop, user) { Unmanaged<LoopTimer>.fromOpaque($0!).takeUnretainedValue().fire() },
                                     "rc_timer_new", "out of memory for a timer")
         timers.append(timer)
         return timer
@@ -262,12 +265,12 @@ package final class ServiceLoop: @unchecked Sendable {
 
     /// Services connections for at most `milliseconds`, or until `done()` holds; for `loopWillStop`.
     package func service(forAtMost milliseconds: Int, until done: () -> Bool) {
-        guard let context = serviceContext else { return }
+        guard serviceContext != nil, let eventLoop else { return }
         let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(milliseconds) * 1_000_000
         while !done(), DispatchTime.now().uptimeNanoseconds < deadline {
             // A timer wakes the loop even when no socket does.
             wakeTimer?.schedule(microseconds: 20_000)
-            if lws_service(context, 0) < 0 { break }
+            rc_loop_run_once(eventLoop)
         }
     }
 
@@ -297,8 +300,18 @@ package final class ServiceLoop: @unchecked Sendable {
     private func run(_ settings: ContextSettings, prepare: (ServiceLoop) throws -> Void) {
         ServiceLoop.reserveThreadHeap()
         let created: OpaquePointer
+        guard let eventLoop = rc_loop_new() else {
+            startError = LWSError("rc_loop_new", "could not make an epoll event loop (out of memory or file descriptors)")
+            handler = nil
+            lock.withLock { lifecycle = .stopped }
+            started.signal()
+            finished.signal()
+            return
+        }
+        self.eventLoop = eventLoop
         do {
-            created = try makeContext(settings)
+            created = try makeContext(settings, on: eventLoop)
+            rc_loop_attach(eventLoop, created)
             lock.withLock { context = created }
             wakeTimer = try makeTimer {}
             try prepare(self)
@@ -306,10 +319,13 @@ package final class ServiceLoop: @unchecked Sendable {
             startError = error
             if let context = lock.withLock({ () -> OpaquePointer? in defer { context = nil }; return context }) {
                 releaseTimers()
+                rc_loop_detach(eventLoop)
                 lws_context_destroy(context)
             }
             resources.release()
             handler = nil
+            self.eventLoop = nil
+            rc_loop_free(eventLoop)
             lock.withLock { lifecycle = .stopped }
             started.signal()
             finished.signal()
@@ -319,7 +335,7 @@ package final class ServiceLoop: @unchecked Sendable {
         started.signal()
         logger.debug("\(name): service loop running")
         while lock.withLock({ lifecycle == .running }) {
-            if lws_service(created, 0) < 0 { break }
+            rc_loop_run_once(eventLoop)
         }
         handler?.loopWillStop(self)
         releaseTimers()
@@ -328,8 +344,11 @@ package final class ServiceLoop: @unchecked Sendable {
             jobs = []
         }
         listeners = [:]
+        rc_loop_detach(eventLoop)
         // Connections still open are closed in here, with callbacks: the handler must still be set.
         lws_context_destroy(created)
+        self.eventLoop = nil
+        rc_loop_free(eventLoop)
         resources.release()
         handler = nil
         lock.withLock { lifecycle = .stopped }
@@ -343,7 +362,7 @@ package final class ServiceLoop: @unchecked Sendable {
         wakeTimer = nil
     }
 
-    private func makeContext(_ settings: ContextSettings) throws -> OpaquePointer {
+    private func makeContext(_ settings: ContextSettings, on eventLoop: OpaquePointer) throws -> OpaquePointer {
         protocolName = settings.name
         var info = lws_context_creation_info()
         info.protocols = resources.protocols(name: settings.name, callback: serviceCallback,
@@ -380,6 +399,9 @@ package final class ServiceLoop: @unchecked Sendable {
         if settings.initializeTLS || settings.certificate != nil { options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT) }
         // With IPv6 on, lws binds [::] whatever iface says: an IPv4 address must turn it off.
         if let listener = settings.listener, !listener.host.contains(":") { options |= UInt64(LWS_SERVER_OPTION_DISABLE_IPV6) }
+        // lws services its sockets from libev's epoll loop, which we turn (`rc_loop_run_once`).
+        options |= UInt64(LWS_SERVER_OPTION_LIBEV)
+        info.foreign_loops = rc_loop_foreign(eventLoop)
         info.options = options
         LWS.raiseOpenFileLimit()
         // A context lws fails to make (a port in use, a certificate it cannot load) is not all given
@@ -522,8 +544,8 @@ package final class LoopTimer {
 
     /// (Re)arms the timer; an earlier schedule is replaced.
     package func schedule(microseconds: Int64) {
-        guard let pointer, let context = loop.serviceContext else { return }
-        rc_timer_schedule(context, pointer, microseconds)
+        guard let pointer else { return }
+        rc_timer_schedule(pointer, microseconds)
     }
 
     package func schedule(seconds: Double) { schedule(microseconds: Int64((seconds * 1_000_000).rounded(.up))) }

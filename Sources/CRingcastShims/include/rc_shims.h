@@ -14,11 +14,28 @@ size_t rc_lws_pre(void);
 /// One fixed-argument entry to lws's variadic logger (level is an LLL_* bit).
 void rc_log(int level, const char *message);
 
-/// A one-shot timer on a context's service thread. Owned by whoever called rc_timer_new;
-/// fire(user) runs on the service thread. Free only after cancelling, on that thread.
+/// The event loop a context runs on: libev's, on epoll, which wakes for the connections that are
+/// ready instead of scanning all of them (lws's own loop calls poll(2) over every connection).
+/// lws is given it as a foreign loop (LWS_SERVER_OPTION_LIBEV); the service thread turns it.
+typedef struct rc_loop rc_loop;
+rc_loop *rc_loop_new(void);
+/// What lws_context_creation_info.foreign_loops points at.
+void **rc_loop_foreign(rc_loop *loop);
+/// Once the context is made on it, and before it is destroyed.
+void rc_loop_attach(rc_loop *loop, struct lws_context *context);
+void rc_loop_detach(rc_loop *loop);
+/// Runs lws's scheduled events that are due, then waits for and handles one round of events
+/// (sockets, lws's wake-up pipe, timers).
+void rc_loop_run_once(rc_loop *loop);
+/// After lws_context_destroy.
+void rc_loop_free(rc_loop *loop);
+
+/// A one-shot timer on a loop; fire(user) runs on the service thread. Owned by whoever called
+/// rc_timer_new; every call on the service thread. (A libev timer, not one of lws's sorted-usec
+/// lists: lws 4.1.6 on libev re-arms its own timer only after socket events.)
 typedef struct rc_timer rc_timer;
-rc_timer *rc_timer_new(void *user, void (*fire)(void *user));
-void rc_timer_schedule(struct lws_context *context, rc_timer *timer, int64_t delay_us);
+rc_timer *rc_timer_new(rc_loop *loop, void *user, void (*fire)(void *user));
+void rc_timer_schedule(rc_timer *timer, int64_t delay_us);
 void rc_timer_cancel(rc_timer *timer);
 void rc_timer_free(rc_timer *timer);
 
