@@ -57,6 +57,8 @@ extension ServiceWorker: ServiceHandler {
 
     func loopWasNotified(_ loop: ServiceLoop) { settle() }
 
+    func loopRoundEnded(_ loop: ServiceLoop) { writeQueuedSockets() }
+
     /// An address may hold at most `maxConnectionsPerAddress` sockets (loopback only with
     /// `limitLoopback`), counted across every service thread.
     private func admitsConnection(from address: PeerAddress) -> Bool {

@@ -80,6 +80,8 @@ final class SocketPeer: FanOutWriter {
     /// Set when the peer's close frame has come: lws answers it and makes no more writeable
     /// callbacks, so nothing is written at once either.
     @exclusivity(unchecked) var peerIsClosing = false
+    /// In `ServiceWorker.writeAtRoundEnd`, to be written to when this round of the loop ends.
+    @exclusivity(unchecked) var isQueuedToWrite = false
 
     init(link: LWSConnection, worker: ServiceWorker, messageLimit: Int) {
         self.link = link

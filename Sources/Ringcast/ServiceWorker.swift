@@ -44,6 +44,8 @@ final class ServiceWorker: @unchecked Sendable {
     private let windowMicroseconds: Int64
     private var windowTimer: LoopTimer?
     @exclusivity(unchecked) private var windowArmed = false
+    /// Watchers to write to when this round of the loop ends (`writeAtOnce`).
+    @exclusivity(unchecked) var writeAtRoundEnd: [SocketPeer] = []
     /// When each recent seq's change was applied, to time its frames (Operations.swift).
     @exclusivity(unchecked) var publishTimes = PublishTimes()
     /// Frame figures not yet added to `counters.metrics` (`noteFrameWritten`).

@@ -63,14 +63,40 @@ extension ServiceWorker {
     }
 
     /// The delivery path's short cut: a watcher with new events and no write on order is written
-    /// to now, from the callback or timer that published them, when lws allows it
-    /// (`mayWriteOutsideCallback`); false leaves it to a writeable callback. A frame that is to
-    /// close the socket always waits for the callback, since only a callback's answer closes it.
+    /// to when this round of the loop ends, not in a writeable callback of its own, when lws allows
+    /// it then (`mayWriteOutsideCallback`). Waiting for the round's end keeps what batching a
+    /// writeable callback gave: whatever a round brings (a publisher's whole read, a window)
+    /// leaves in one frame per watcher, and the busier the server the more a round brings. A
+    /// frame that is to close the socket always waits for the callback, since only a callback's
+    /// answer closes it. False leaves the watcher to a writeable callback.
     func writeAtOnce(_ socket: SocketPeer) -> Bool {
-        let link = socket.link
-        guard socket.closeReason == nil, !socket.peerIsClosing, link.mayWriteOutsideCallback else { return false }
-        if !write(socket, on: link) { link.closeSoon() }
+        guard socket.closeReason == nil, !socket.peerIsClosing else { return false }
+        if !socket.isQueuedToWrite {
+            socket.isQueuedToWrite = true
+            writeAtRoundEnd.append(socket)
+        }
         return true
+    }
+
+    /// The round is over: the watchers `writeAtOnce` took are written to, or, where lws holds
+    /// their output now, get a writeable callback ordered.
+    func writeQueuedSockets() {
+        guard !writeAtRoundEnd.isEmpty else { return }
+        var index = 0
+        while index < writeAtRoundEnd.count {
+            let socket = writeAtRoundEnd[index]
+            index += 1
+            socket.isQueuedToWrite = false
+            // A socket released in the round has no subscription, and its connection is gone.
+            guard let subscription = socket.subscription else { continue }
+            let link = socket.link
+            if socket.closeReason == nil, !socket.peerIsClosing, link.mayWriteOutsideCallback {
+                if !write(socket, on: link) { link.closeSoon() }
+            } else if subscription.hasPending || socket.closeReason != nil {
+                subscription.requestWrite()
+            }
+        }
+        writeAtRoundEnd.removeAll(keepingCapacity: true)
     }
 
     /// Frames one writeable callback may send while the socket takes them (the reference server's
@@ -178,6 +204,7 @@ extension ServiceWorker {
         case let .watcher(socket), let .publisher(socket):
             if let session = socket.session { count { $0.webSocketsClosed[session.request.mode == .publish ? "publisher" : "watcher"] += 1 } }
             if let subscription = socket.subscription { fanOut.unsubscribe(subscription) }
+            socket.subscription = nil
             counters.update(from: fanOut)
             guard let session = socket.session else { return }
             // A publisher gone: its leased tasks stall at once (not while the server stops; in a

@@ -180,18 +180,15 @@ package struct LWSConnection {
     /// Asks lws for a writeable callback on this connection.
     package func requestWrite() { lws_callback_on_writable(wsi) }
 
-    /// Whether a WebSocket frame may be written now, on the service thread but outside this
-    /// connection's writeable callback: lws holds none of its output and none of its own callbacks
-    /// is running (a frame written inside its receive callback would overtake the replies queued there).
+    /// Whether a WebSocket frame may be written now, on the service thread between two rounds of
+    /// the loop rather than in this connection's writeable callback: lws holds none of its output.
     ///
     /// lws's rule is to write only when writeable; what the rule protects is kept anyway in 4.1.6
     /// for a WebSocket over HTTP/1: a write the socket does not take whole is kept by lws and sent
     /// before anything else on its POLLOUT (and its back-to-back write check is compiled out). Writing
-    /// at once saves each delivery the POLLOUT round: a change of the poll set, a `poll()` that scans
-    /// every connection, and the callback's dispatch (a sixth of the server's time per delivery).
-    package var mayWriteOutsideCallback: Bool {
-        loop.servicing != identifier && lws_partial_buffered(wsi) == 0
-    }
+    /// this way saves each delivery the POLLOUT round: asking for POLLOUT and dropping it again (an
+    /// epoll_ctl each), a wake-up, and the callback's dispatch.
+    package var mayWriteOutsideCallback: Bool { lws_partial_buffered(wsi) == 0 }
 
     /// Closes the connection from outside its callbacks, at the loop's next turn (its `closed` follows then).
     package func closeSoon() { lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC) }

@@ -48,11 +48,15 @@ package protocol ServiceHandler: AnyObject {
     func loopWillStop(_ loop: ServiceLoop)
     /// Another thread called `notify()` (once per wake-up, however many calls).
     func loopWasNotified(_ loop: ServiceLoop)
+    /// A round of the loop is over: every socket that was ready and every timer that was due has
+    /// been handled, and the loop is about to wait again.
+    func loopRoundEnded(_ loop: ServiceLoop)
 }
 
 extension ServiceHandler {
     package func loopWillStop(_ loop: ServiceLoop) {}
     package func loopWasNotified(_ loop: ServiceLoop) {}
+    package func loopRoundEnded(_ loop: ServiceLoop) {}
 }
 
 /// How a context is made: what it listens on, what it serves, and its limits.
@@ -147,9 +151,6 @@ package final class ServiceLoop: @unchecked Sendable {
     let writeBuffer = WriteBuffer()
     /// Connections that do not read while lws holds output of theirs (`LWSConnection.stopReadingWhileOutputIsHeld`).
     @exclusivity(unchecked) var readingStopped: Set<Int> = []
-    /// The connection whose callback is running (its identifier; 0 in a timer or between callbacks),
-    /// which `LWSConnection.mayWriteOutsideCallback` keeps from writing in the middle of its own.
-    @exclusivity(unchecked) var servicing = 0
 
     package init(name: String, logger: Logger) {
         self.name = name
@@ -271,6 +272,7 @@ package final class ServiceLoop: @unchecked Sendable {
             // A timer wakes the loop even when no socket does.
             wakeTimer?.schedule(microseconds: 20_000)
             rc_loop_run_once(eventLoop)
+            borrowedHandler?.loopRoundEnded(self)
         }
     }
 
@@ -336,6 +338,7 @@ package final class ServiceLoop: @unchecked Sendable {
         logger.debug("\(name): service loop running")
         while lock.withLock({ lifecycle == .running }) {
             rc_loop_run_once(eventLoop)
+            borrowedHandler?.loopRoundEnded(self)
         }
         handler?.loopWillStop(self)
         releaseTimers()
@@ -442,9 +445,6 @@ package final class ServiceLoop: @unchecked Sendable {
                               _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
         guard let handler = borrowedHandler else { return lws_callback_http_dummy(wsi, reason, user, input, length) }
         let connection = LWSConnection(wsi: wsi, session: user, loop: self)
-        let outer = servicing
-        servicing = connection.identifier
-        defer { servicing = outer }
         func bytes() -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length) }
         switch reason {
         case LWS_CALLBACK_EVENT_WAIT_CANCELLED:

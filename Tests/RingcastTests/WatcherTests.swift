@@ -229,6 +229,44 @@ final class WatcherTests: XCTestCase {
         XCTAssertEqual(watcher.connection.peerCloseCode, 1001, "a close frame saying going away, not a dropped connection")
     }
 
+    /// Twenty messages in one read of the publisher's socket reach a watcher as fewer frames than
+    /// twenty: the server writes when the loop's round ends, not once per message. One service
+    /// thread, so that publisher and watcher share the loop whose rounds are counted.
+    func testWhatOneRoundOfTheLoopBringsLeavesInOneFramePerWatcher() throws {
+        let server = try TestServer { $0.threads = 1 }
+        let watcher = try RawSocket(port: server.port)
+        XCTAssertTrue(try watcher.upgrade("/ws?watch=round.*").hasPrefix("HTTP/1.1 101"))
+        var pending: [UInt8] = []
+        /// The watcher's text frames, read until `done` holds of them all (or 10 s pass).
+        func frames(until done: ([String]) -> Bool) -> [String] {
+            var texts: [String] = []
+            let deadline = Date().addingTimeInterval(10)
+            while !done(texts), Date() < deadline {
+                let (bytes, closed) = watcher.receiveSome()
+                pending += bytes
+                let (complete, consumed) = RawSocket.completeFrames(in: pending)
+                pending.removeFirst(consumed)
+                texts += complete.filter { $0.opcode == 1 }.map { String(decoding: $0.payload, as: UTF8.self) }
+                if closed { break }
+            }
+            return texts
+        }
+        XCTAssertTrue(frames { $0.contains { $0.contains(#""type":"snapshot""#) } }.contains { $0.contains(#""type":"snapshot""#) })
+        let publisher = try RawSocket(port: server.port)
+        XCTAssertTrue(try publisher.upgrade("/ws?mode=publish").hasPrefix("HTTP/1.1 101"))
+        _ = publisher.receive(until: Array(#""type":"hello""#.utf8))
+
+        let ids = (1...20).map { "round.\($0)" }
+        try publisher.send(ids.flatMap { RawSocket.frame(Array(#"{"type":"update","id":"\#($0)","progress":0.5}"#.utf8)) })
+        func missing(_ texts: [String]) -> [String] {
+            let all = texts.joined()
+            return ids.filter { !all.contains(#""id":"\#($0)""#) }
+        }
+        let updates = frames { missing($0).isEmpty }
+        XCTAssertEqual(missing(updates), [], "every update reached the watcher")
+        XCTAssertLessThan(updates.count, ids.count / 2, "the updates one read brought left in a few frames, not one each: \(updates)")
+    }
+
     func testPublishOnlySocketsHearOnlyTheirOwnRepliesAndErrorsNameTheTask() throws {
         let server = try TestServer()
         let watcher = TestWatcher(server.wsURL)
