@@ -2,8 +2,9 @@
 public protocol FanOutWriter: AnyObject {
     /// Orders a writeable callback.
     func requestWrite()
-    /// New events for a watcher with no write on order (`FanOut.flush`): sends what it can now and
-    /// orders a callback for any rest; false when it cannot write now (a callback is then ordered).
+    /// New events for a watcher with no write on order (`FanOut.flush`): the writer takes it to
+    /// write to without a writeable callback (the server: when the loop's round ends); false when
+    /// it cannot, and a callback is ordered instead.
     func writeAtOnce() -> Bool
 }
 
@@ -286,7 +287,7 @@ public final class FanOut {
     public var needsFlush: Bool { !dirtyGroups.isEmpty }
 
     /// Hands each watcher that has something new, and no write on order, to its writer, which
-    /// writes at once if it can and otherwise gets a writeable callback ordered.
+    /// takes it to write to without a callback if it can; the others get a writeable callback ordered.
     public func flush() {
         let dirty = dirtyGroups
         dirtyGroups.removeAll(keepingCapacity: true)
@@ -294,12 +295,8 @@ public final class FanOut {
             group.isDirty = false
             // A busy group (every watcher still writing) costs nothing however fast events come.
             guard group.writesRequested < group.members.count else { continue }
-            // By index: a write cannot change the members (a failed one closes its socket later).
-            var index = 0
-            while index < group.members.count {
-                let member = group.members[index]
-                index += 1
-                guard !member.writeRequested, member.hasPending, let writer = member.writer else { continue }
+            for member in group.members where !member.writeRequested && member.hasPending {
+                guard let writer = member.writer else { continue }
                 if !writer.writeAtOnce() { member.requestWrite() }
             }
         }
