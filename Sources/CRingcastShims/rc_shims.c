@@ -14,9 +14,12 @@ void rc_log(int level, const char *message) { _lws_log(level, "%s\n", message); 
  * headers: runs the scheduled events of a service thread that are due, and returns the
  * microseconds until the next one. */
 lws_usec_t __lws_sul_service_ripe(lws_dll2_owner_t *own, int own_len, lws_usec_t usnow);
+/* The same: services what lws holds already read (a pipelined request, buffered rx). */
+int _lws_plat_service_forced_tsi(struct lws_context *context, int tsi);
 
 struct rc_loop {
     struct ev_loop *ev;
+    struct lws_context *context;
     /* A scheduled event of lws's due in a year, kept so: its list's owner is the service thread's
      * array of scheduled-event lists, which rc_loop_run_once services itself. */
     lws_sorted_usec_list_t anchor;
@@ -54,6 +57,7 @@ void **rc_loop_foreign(rc_loop *loop) { return (void **)&loop->ev; }
 
 void rc_loop_attach(rc_loop *loop, struct lws_context *context)
 {
+    loop->context = context;
     lws_sul_schedule(context, 0, &loop->anchor, rc_anchor_fired, rc_anchor_us);
 }
 
@@ -61,6 +65,7 @@ void rc_loop_detach(rc_loop *loop)
 {
     lws_sul_cancel(&loop->anchor);
     ev_timer_stop(loop->ev, &loop->lws_due);
+    loop->context = NULL;
 }
 
 /* lws 4.1.6 on libev runs its scheduled events (handshake and idle timeouts, its own timers) from
@@ -80,7 +85,16 @@ void rc_loop_run_once(rc_loop *loop)
             ev_timer_start(loop->ev, &loop->lws_due);
         }
     }
-    ev_run(loop->ev, EVRUN_ONCE);
+    /* As lws's own loop does before it waits: what lws holds already read (the second of two
+     * pipelined requests) is serviced now, and while some is left the loop does not wait. lws's
+     * libev glue does this only from an idle watcher it starts after socket events, and a
+     * pipelined request could wait there for the next event. */
+    int pending = 0;
+    if (loop->context && !lws_service_adjust_timeout(loop->context, 1, 0)) {
+        _lws_plat_service_forced_tsi(loop->context, 0);
+        pending = !lws_service_adjust_timeout(loop->context, 1, 0);
+    }
+    ev_run(loop->ev, pending ? EVRUN_NOWAIT : EVRUN_ONCE);
 }
 
 void rc_loop_free(rc_loop *loop)
