@@ -24,8 +24,9 @@ void **rc_loop_foreign(rc_loop *loop);
 /// Once the context is made on it, and before it is destroyed.
 void rc_loop_attach(rc_loop *loop, struct lws_context *context);
 void rc_loop_detach(rc_loop *loop);
-/// Runs lws's scheduled events that are due, then waits for and handles one round of events
-/// (sockets, lws's wake-up pipe, timers).
+/// Runs lws's scheduled events that are due and services what lws holds already read, then
+/// waits (unless some of that is left) for and handles one round of events (sockets, lws's
+/// wake-up pipe, timers).
 void rc_loop_run_once(rc_loop *loop);
 /// After lws_context_destroy.
 void rc_loop_free(rc_loop *loop);
