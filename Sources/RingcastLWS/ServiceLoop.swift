@@ -256,7 +256,7 @@ package final class ServiceLoop: @unchecked Sendable {
     /// A one-shot timer on this loop; it fires on the service thread. Service thread only.
     package func makeTimer(_ fire: @escaping () -> Void) throws(LWSError) -> LoopTimer {
         guard let eventLoop else { throw LWSError("rc_timer_new", "the loop is not running, so it can have no timer") }
-        let timer = LoopTimer(loop: self, fire: fire)
+        let timer = LoopTimer(fire: fire)
         let user = Unmanaged.passUnretained(timer).toOpaque()
         timer.pointer = try checked(rc_timer_new(eventLoop, user) { Unmanaged<LoopTimer>.fromOpaque($0!).takeUnretainedValue().fire() },
                                     "rc_timer_new", "out of memory for a timer")
@@ -271,9 +271,14 @@ package final class ServiceLoop: @unchecked Sendable {
         while !done(), DispatchTime.now().uptimeNanoseconds < deadline {
             // A timer wakes the loop even when no socket does.
             wakeTimer?.schedule(microseconds: 20_000)
-            rc_loop_run_once(eventLoop)
-            borrowedHandler?.loopRoundEnded(self)
+            turn(eventLoop)
         }
+    }
+
+    /// One round of the loop, and the handler told it has ended.
+    private func turn(_ eventLoop: OpaquePointer) {
+        rc_loop_run_once(eventLoop)
+        borrowedHandler?.loopRoundEnded(self)
     }
 
     /// The context, read on the service thread, which alone creates and destroys it.
@@ -337,8 +342,7 @@ package final class ServiceLoop: @unchecked Sendable {
         started.signal()
         logger.debug("\(name): service loop running")
         while lock.withLock({ lifecycle == .running }) {
-            rc_loop_run_once(eventLoop)
-            borrowedHandler?.loopRoundEnded(self)
+            turn(eventLoop)
         }
         handler?.loopWillStop(self)
         releaseTimers()
@@ -535,10 +539,8 @@ private func serviceCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reaso
 package final class LoopTimer {
     fileprivate var pointer: OpaquePointer?
     fileprivate let fire: () -> Void
-    private unowned let loop: ServiceLoop
 
-    fileprivate init(loop: ServiceLoop, fire: @escaping () -> Void) {
-        self.loop = loop
+    fileprivate init(fire: @escaping () -> Void) {
         self.fire = fire
     }
 
