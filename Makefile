@@ -38,7 +38,7 @@ test-swift: build example
 	swift build --build-tests $(SWIFT_BUILD_FLAGS)
 	swift test --skip-build
 	# The server's tests again on one service thread (the run above used one per core).
-	RINGCAST_TEST_THREADS=1 swift test --skip-build --filter 'RingcastTests|RingcastClientTests'
+	RINGCAST_TEST_THREADS=1 swift test --skip-build --filter 'RingcastServerTests|RingcastClientTests'
 
 test-browser: build
 	RINGCAST_BIN=.build/debug/ringcast SE_OFFLINE=true python3 -m pytest -q Tests/browser

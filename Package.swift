@@ -8,7 +8,7 @@ let package = Package(
     products: [
         .executable(name: "ringcast", targets: ["ringcast"]),
         .library(name: "RingcastCore", targets: ["RingcastCore"]),
-        .library(name: "Ringcast", targets: ["Ringcast"]),
+        .library(name: "RingcastServer", targets: ["RingcastServer"]),
         .library(name: "RingcastClient", targets: ["RingcastClient"]),
     ],
     targets: [
@@ -30,55 +30,59 @@ let package = Package(
             providers: [.apt(["libhiredis-dev"])]
         ),
         .target(name: "RingcastCore"),
+        // What the server, the client and the tools share of the operating system: a lock, the
+        // clocks, server URLs, a small blocking HTTP client.
+        .target(name: "RingcastPlatform"),
         // The one Swift layer over hiredis: blocking connections for the Redis engine's own threads.
-        .target(name: "RingcastRedis", dependencies: ["CHiredis"]),
+        .target(name: "RingcastRedis", dependencies: ["CHiredis", "RingcastPlatform"]),
         // The one Swift layer over libwebsockets that the server and the client share.
         .target(
             name: "RingcastLWS",
-            dependencies: ["CLibWebSockets", "CRingcastShims", "RingcastCore"]
+            dependencies: ["CLibWebSockets", "CRingcastShims", "RingcastCore", "RingcastPlatform"]
         ),
         .target(
-            name: "Ringcast",
-            // RingcastClient for its small HTTP client, which the webhook senders POST with.
-            dependencies: ["RingcastCore", "RingcastLWS", "RingcastRedis", "CSQLite", "RingcastClient"]
+            name: "RingcastServer",
+            dependencies: ["RingcastCore", "RingcastPlatform", "RingcastLWS", "RingcastRedis", "CSQLite"]
         ),
         // What a Swift service imports to push progress; its transport types are `package`.
         .target(
             name: "RingcastClient",
-            dependencies: ["RingcastCore", "RingcastLWS"]
+            dependencies: ["RingcastCore", "RingcastPlatform", "RingcastLWS"]
         ),
         // The load tester behind `ringcast load`: many watchers, latency measured at each.
-        .target(name: "RingcastLoad", dependencies: ["RingcastClient", "RingcastCore", "RingcastLWS"]),
+        .target(name: "RingcastLoad", dependencies: ["RingcastClient", "RingcastCore", "RingcastPlatform", "RingcastLWS"]),
         .executableTarget(
             name: "ringcast",
-            dependencies: ["Ringcast", "RingcastClient", "RingcastLoad", "RingcastCore", "RingcastLWS"]
+            dependencies: ["RingcastServer", "RingcastClient", "RingcastLoad", "RingcastCore", "RingcastPlatform", "RingcastLWS"]
         ),
         // Publish throughput against Ringcast and the raw lws reference: Benchmarks/publish.sh runs it.
         .executableTarget(
             name: "ringcast-bench",
-            dependencies: ["RingcastClient", "RingcastLoad", "RingcastCore", "RingcastLWS"],
+            dependencies: ["RingcastClient", "RingcastLoad", "RingcastCore", "RingcastPlatform", "RingcastLWS"],
             path: "Benchmarks/ringcast-bench"
         ),
         // What one event costs where it must not grow (pattern sets, a task's age), and SQLite against
         // memory: Benchmarks/costs.sh runs it.
         .executableTarget(
             name: "ringcast-costs",
-            dependencies: ["RingcastClient", "RingcastLoad", "RingcastCore", "RingcastLWS"],
+            dependencies: ["RingcastClient", "RingcastLoad", "RingcastCore", "RingcastPlatform", "RingcastLWS"],
             path: "Benchmarks/ringcast-costs"
         ),
         // Tests: one target per library target, the command line's own, and end-to-end ones that
         // run the built executable; what they share is a library of its own, never a copy.
         .target(
             name: "RingcastTestSupport",
-            dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastLWS"],
+            dependencies: ["RingcastServer", "RingcastClient", "RingcastCore", "RingcastPlatform", "RingcastLWS"],
             path: "Tests/RingcastTestSupport"
         ),
-        .testTarget(name: "RingcastCoreTests", dependencies: ["RingcastCore"]),
+        // Checks JSON against the OpenAPI document's schemas: the core's tests and the fuzz targets use it.
+        .target(name: "SchemaValidation", dependencies: ["RingcastCore"], path: "Tests/SchemaValidation"),
+        .testTarget(name: "RingcastCoreTests", dependencies: ["RingcastCore", "SchemaValidation"]),
         .testTarget(name: "RingcastLWSTests", dependencies: ["RingcastLWS", "RingcastCore"]),
-        .testTarget(name: "RingcastTests", dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastTestSupport"]),
-        .testTarget(name: "RingcastClientTests", dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastLWS", "RingcastTestSupport"]),
-        .testTarget(name: "RingcastLoadTests", dependencies: ["RingcastLoad", "RingcastClient", "RingcastCore", "RingcastLWS", "RingcastTestSupport"]),
-        .testTarget(name: "CommandLineTests", dependencies: ["ringcast", "RingcastClient"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["Ringcast", "RingcastClient", "RingcastCore", "RingcastLoad", "RingcastLWS", "RingcastTestSupport"]),
+        .testTarget(name: "RingcastServerTests", dependencies: ["RingcastServer", "RingcastClient", "RingcastCore", "RingcastTestSupport", "RingcastPlatform"]),
+        .testTarget(name: "RingcastClientTests", dependencies: ["RingcastServer", "RingcastClient", "RingcastCore", "RingcastLWS", "RingcastTestSupport", "RingcastPlatform"]),
+        .testTarget(name: "RingcastLoadTests", dependencies: ["RingcastLoad", "RingcastClient", "RingcastCore", "RingcastLWS", "RingcastTestSupport", "RingcastPlatform"]),
+        .testTarget(name: "CommandLineTests", dependencies: ["ringcast", "RingcastClient", "RingcastPlatform"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["RingcastServer", "RingcastClient", "RingcastCore", "RingcastLoad", "RingcastLWS", "RingcastTestSupport", "RingcastPlatform"]),
     ]
 )

@@ -17,7 +17,7 @@ stale() {  # stale OUTPUT INPUT...: whether OUTPUT is missing or older than any 
   return 1
 }
 
-core=(Sources/RingcastCore/*.swift)
+mapfile -t core < <(find Sources/RingcastCore -name "*.swift" | sort)
 library=$out/lib/libRingcastCore.a
 if stale "$library" "${core[@]}" "$0"; then
   echo "fuzz: building RingcastCore for libFuzzer"
@@ -25,7 +25,7 @@ if stale "$library" "${core[@]}" "$0"; then
     -emit-module -emit-module-path "$out/lib/RingcastCore.swiftmodule" "${core[@]}" -o "$library"
 fi
 
-support=(Fuzz/Support/*.swift)
+support=(Fuzz/Support/*.swift Tests/SchemaValidation/*.swift)
 for target in Fuzz/Targets/*.swift; do
   name=$(basename "$target" .swift)
   if stale "$out/$name" "$library" "$target" "${support[@]}"; then

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the Debian package with dpkg-deb from the tree packaging/install.sh makes (PREFIX=/usr):
-# OUT/ringcast_VERSION_ARCH.deb, the version read from Sources/RingcastCore/Version.swift.
+# OUT/ringcast_VERSION_ARCH.deb, the version read from Sources/RingcastCore/Protocol/Version.swift.
 # Environment: BIN (the executable: a release build with the Swift runtime linked in, as `make deb`
 # builds it), OUT (default dist), MAINTAINER.
 set -euo pipefail
@@ -8,9 +8,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$root/.build/dist/release/ringcast}
 OUT=${OUT:-$root/dist}
 MAINTAINER=${MAINTAINER:-Ringcast Developers <dev@ringcast.invalid>}
-version=$(sed -n 's/.*static let version = "\(.*\)".*/\1/p' "$root/Sources/RingcastCore/Version.swift")
+version=$(sed -n 's/.*static let version = "\(.*\)".*/\1/p' "$root/Sources/RingcastCore/Protocol/Version.swift")
 arch=$(dpkg --print-architecture)
-[ -n "$version" ] || { echo "deb: no version in Sources/RingcastCore/Version.swift" >&2; exit 1; }
+[ -n "$version" ] || { echo "deb: no version in Sources/RingcastCore/Protocol/Version.swift" >&2; exit 1; }
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -17,7 +17,7 @@ UNITDIR=${UNITDIR:-$PREFIX/lib/systemd/system}
 [ -x "$BIN" ] || { echo "install: no executable at $BIN: build it first (make install builds it)" >&2; exit 1; }
 
 # Templates name the installed paths, never the staging root: the tree works once copied to /.
-version=$(sed -n 's/.*static let version = "\(.*\)".*/\1/p' "$root/Sources/RingcastCore/Version.swift")
+version=$(sed -n 's/.*static let version = "\(.*\)".*/\1/p' "$root/Sources/RingcastCore/Protocol/Version.swift")
 fill() {
   sed -e "s|@BINDIR@|$BINDIR|g" -e "s|@DATADIR@|$DATADIR|g" -e "s|@DOCDIR@|$DOCDIR|g" \
       -e "s|@SYSCONFDIR@|$SYSCONFDIR|g" -e "s|@VERSION@|$version|g" "$1"

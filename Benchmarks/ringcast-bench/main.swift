@@ -9,6 +9,7 @@ import RingcastClient
 import RingcastCore
 import RingcastLWS
 import RingcastLoad
+import RingcastPlatform
 
 setvbuf(stdout, nil, _IOLBF, 0)
 signal(SIGPIPE, SIG_IGN)

@@ -8,8 +8,6 @@ _Static_assert(LWS_PRE >= 16, "LWS_PRE shrank: buffers sized from rc_lws_pre() a
 
 size_t rc_lws_pre(void) { return LWS_PRE; }
 
-void rc_log(int level, const char *message) { _lws_log(level, "%s\n", message); }
-
 /* Exported by libwebsockets 4.1.6 (its event-lib plugins call it) but declared only in its private
  * headers: runs the scheduled events of a service thread that are due, and returns the
  * microseconds until the next one. */

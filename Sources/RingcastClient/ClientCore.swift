@@ -1,6 +1,7 @@
 import Foundation
 import RingcastCore
 import RingcastLWS
+import RingcastPlatform
 
 /// One event waiting to be sent, or a flush marker (`type` "flush": everything before it is to be
 /// acknowledged by the server). An `update` slot may still take later updates of its task.

@@ -1,6 +1,7 @@
 import Foundation
 import RingcastCore
 import RingcastLWS
+import RingcastPlatform
 
 /// Pushes progress to a Ringcast server from a Swift service, over one WebSocket.
 ///

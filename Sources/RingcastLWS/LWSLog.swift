@@ -1,5 +1,6 @@
 import CLibWebSockets
 import RingcastCore
+import RingcastPlatform
 
 /// libwebsockets' own log lines, routed through our logger. lws logs process-wide, so there is one
 /// route: the last logger given wins.

@@ -3,6 +3,7 @@ import RingcastClient
 import RingcastCore
 import RingcastLWS
 import Synchronization
+import RingcastPlatform
 
 /// What one load run does: how many watchers, what is published how fast and how, and what to measure.
 package struct LoadTestOptions: Sendable {

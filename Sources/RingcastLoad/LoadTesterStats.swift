@@ -3,24 +3,6 @@ import Foundation
 // The load tester's arithmetic: one clock, latency histograms, percentiles, the marker it finds in
 // frames, and what /proc says about the server. Pure values, no threads; unit-tested on known inputs.
 
-/// The one clock of a load run: CLOCK_MONOTONIC in nanoseconds. Publisher and watchers live in the
-/// same process, so a delivery time minus a send time on this clock has no skew.
-package enum MonotonicClock {
-    @inline(__always)
-    package static func nanoseconds() -> UInt64 {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
-    }
-
-    /// Latency in whole microseconds from a send time to a receive time (0 if the clock were to go
-    /// backwards, which a monotonic clock does not).
-    @inline(__always)
-    package static func latencyMicroseconds(sentAt: UInt64, receivedAt: UInt64) -> UInt64 {
-        receivedAt > sentAt ? (receivedAt - sentAt) / 1000 : 0
-    }
-}
-
 /// Percentiles by the nearest-rank method: the p-th percentile of N sorted values is the value at
 /// rank ⌈p/100 · N⌉ (1-based), so it is always one of the values seen, never an interpolation.
 /// For 1…1000: p50 = 500, p90 = 900, p99 = 990, p99.9 = 999, p100 = max = 1000.

@@ -3,6 +3,7 @@ import RingcastClient
 import RingcastCore
 import RingcastLWS
 import RingcastLoad
+import RingcastPlatform
 
 /// `ringcast load`: many watchers, one publisher, latency measured at every watcher.
 struct LoadCommand: Subcommand {

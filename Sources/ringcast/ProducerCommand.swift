@@ -2,6 +2,7 @@ import Foundation
 import RingcastClient
 import RingcastCore
 import RingcastLWS
+import RingcastPlatform
 
 /// The options every command that talks to a server shares: which server, and who we are to it.
 struct ConnectionOptions {

@@ -1,5 +1,5 @@
 import Foundation
-import Ringcast
+import RingcastServer
 import RingcastCore
 
 /// `ringcast serve`: the server, on the address in the config file, until SIGINT or SIGTERM.
@@ -58,10 +58,10 @@ struct ServeCommand: Subcommand {
         let logger = Logger(level: config.logLevel, destination: .lines(config.logFormat, now: { Date().timeIntervalSince1970 * 1000 }) { line in
             FileHandle.standardError.write(Data((line + "\n").utf8))
         })
-        let server: RingcastServer
+        let server: Server
         do {
-            let persistence = try RingcastServer.persistence(for: config, baseDirectory: baseDirectory, logger: logger)
-            server = RingcastServer(config: config, baseDirectory: baseDirectory, logger: logger, persistence: persistence)
+            let persistence = try Server.persistence(for: config, baseDirectory: baseDirectory, logger: logger)
+            server = Server(config: config, baseDirectory: baseDirectory, logger: logger, persistence: persistence)
             try server.start()
         } catch {
             throw CommandFailure("\(error)")

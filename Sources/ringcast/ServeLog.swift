@@ -1,5 +1,5 @@
 import Foundation
-import Ringcast
+import RingcastServer
 import RingcastCore
 
 /// What `serve` says of itself: the configuration it loads (shared with `config check`, so both say
@@ -18,7 +18,7 @@ extension ServeCommand {
     }
 
     /// One line: version, address, storage, threads, the config file and where each setting came from.
-    func logStart(_ server: RingcastServer, to logger: Logger) {
+    func logStart(_ server: Server, to logger: Logger) {
         let storage = storageDescription
         let threads = server.threads
         let file = URL(fileURLWithPath: loaded.source).standardizedFileURL.path
@@ -29,7 +29,7 @@ extension ServeCommand {
                              ("settings", loaded.originsJSON)])
     }
 
-    /// `memory`, or `sqlite PATH` with the path resolved as `RingcastServer.persistence(for:)` resolves it.
+    /// `memory`, or `sqlite PATH` with the path resolved as `Server.persistence(for:)` resolves it.
     private var storageDescription: String {
         guard config.storage != "memory" else { return "memory" }
         let path = config.storage.hasPrefix("/") ? config.storage : baseDirectory + "/" + config.storage

@@ -1,4 +1,4 @@
-import Ringcast
+import RingcastServer
 import RingcastCore
 import RingcastLWS
 

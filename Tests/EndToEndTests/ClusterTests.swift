@@ -5,6 +5,7 @@ import RingcastLoad
 import RingcastLWS
 import RingcastTestSupport
 import XCTest
+import RingcastPlatform
 
 /// Three `ringcast serve` processes on one redis-server of the test's own: one cluster.
 final class ClusterTests: XCTestCase {
@@ -149,7 +150,7 @@ final class ClusterTests: XCTestCase {
     }
 }
 
-/// ETA from history in a cluster (issue 13): every node applies the same runs, and a node that
+/// ETA from history in a cluster: every node applies the same runs, and a node that
 /// starts from the cluster's checkpoint has them too.
 extension ClusterTests {
     private func kinds(_ node: ServeProcess) -> String? {

@@ -3,6 +3,7 @@ import RingcastClient
 import RingcastCore
 import RingcastTestSupport
 import XCTest
+import RingcastPlatform
 
 /// The built executable as an operator meets it: its version, checking a config without starting,
 /// the environment over the file, and the start-up and stop lines in text and JSON.

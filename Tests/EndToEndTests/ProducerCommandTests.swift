@@ -1,5 +1,5 @@
 import Foundation
-import Ringcast
+import RingcastServer
 import RingcastClient
 import RingcastCore
 import RingcastTestSupport

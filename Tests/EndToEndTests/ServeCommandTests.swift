@@ -1,9 +1,10 @@
 import Foundation
-import Ringcast
+import RingcastServer
 import RingcastClient
 import RingcastCore
 import RingcastTestSupport
 import XCTest
+import RingcastPlatform
 
 /// `ringcast serve` as a process: what it prints first, how it stops, what survives kill -9.
 final class ServeCommandTests: XCTestCase {

@@ -4,6 +4,7 @@ import RingcastCore
 import RingcastLoad
 import RingcastTestSupport
 import XCTest
+import RingcastPlatform
 
 /// A watcher whose socket stops reading costs the server nothing that grows, and when it reads
 /// again it has the latest state of every task, every terminal state and every hide.

@@ -4,7 +4,7 @@ import RingcastCore
 import RingcastTestSupport
 import XCTest
 
-/// Issue 13 through the built executable: `pipe` ends honestly when its input stops short,
+/// The surfaces through the built executable: `pipe` ends honestly when its input stops short,
 /// `run` says its ends in the same words, `ls --watch` redraws the server's table until Ctrl-C,
 /// and past runs of a kind give the next one its expected length.
 final class SurfaceCommandTests: XCTestCase {

@@ -1,9 +1,10 @@
 import Foundation
-import Ringcast
+import RingcastServer
 import RingcastClient
 import RingcastCore
 import RingcastTestSupport
 import XCTest
+import RingcastPlatform
 
 /// The webhook outbox survives kill -9: a delivery owed when the server dies is sent after the
 /// restart, with the same delivery id, and verifies with Python's hmac.

@@ -4,8 +4,8 @@ import RingcastCore
 import RingcastTestSupport
 import XCTest
 
-/// Cancel, pause and resume requests, as the server will send them once issue 12 lands there: fed
-/// here by a fake server on a real socket.
+/// Cancel, pause and resume requests, as the server sends them: fed here by a fake server on a
+/// real socket, so the client is held to the protocol and not to one server's timing.
 final class ControlRequestTests: XCTestCase {
     func testControlsTravelAloneAndRequestsArriveOnTheStream() async throws {
         let fake = try FakeServer()
@@ -58,7 +58,7 @@ final class ControlRequestTests: XCTestCase {
     }
 
     func testTheRealServerKeepsTheProgressOfAnUpdateThatOffersControls() async throws {
-        // Before issue 12 the server refuses the field (one error); after it, it takes it (none).
+        // A server that did not know `controls` would refuse the field (one error); ours takes it (none).
         let server = try producerServer()
         let rc = try RingcastClient(url: server.httpURL)
         let errors = Collector(rc.errors)

@@ -6,7 +6,7 @@ import RingcastTestSupport
 /// A stand-in for the server on a loopback port, for what the real one does not do (yet): it greets
 /// each WebSocket with a `hello` of the protocol version it is told, records every message a client
 /// sends, answers `flush` only when told to, and sends any frame a test hands it (a `control`
-/// request before issue 12 lands on the server, a `flushed` that never comes, a close).
+/// request at a moment of the test's choosing, a `flushed` that never comes, a close).
 ///
 /// `@unchecked Sendable`: `links`, `outbox` and the answering switches are guarded by `lock`; the
 /// loop's callbacks run on its service thread, the tests' calls on theirs.

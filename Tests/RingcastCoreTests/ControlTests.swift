@@ -71,7 +71,7 @@ final class ControlTests: XCTestCase {
         let seq = try XCTUnwrap(body["seq"]?.numberValue)
         XCTAssertEqual(frames(fanOut, subscription), [json(#"{"type":"control","id":"etl.copy","action":"cancel","seq":\#(Int(seq))}"#)])
         XCTAssertEqual(frames(fanOut, bystander), [])
-        XCTAssertEqual(api.loopMetrics.controlRequests, 1)
+        XCTAssertEqual(api.followUpMetrics.controlRequests, 1)
 
         // The publisher answers with a state: the request is cleared.
         _ = api.receive(.text(Array(#"{"type":"update","id":"etl.copy","state":"cancelled"}"#.utf8)), on: &session, now: t0 + 20)

@@ -1,5 +1,6 @@
 import XCTest
 @testable import RingcastCore
+import SchemaValidation
 
 /// Log tails in the core: bodies in JSON or text/plain, the last `logLines` kept, `log` events with
 /// `from`, `logCount` in the task (never the lines), the tail read back, storage's share.

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import RingcastCore
+import SchemaValidation
 
 /// Holds `GET /api/openapi.json` to the API: every operation it names is routed and answers as it
 /// says, nothing else is routed, its bounds are the parsers' bounds, and docs/PROTOCOL.md agrees.

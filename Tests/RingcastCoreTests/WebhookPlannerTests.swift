@@ -117,8 +117,8 @@ final class WebhookPlannerTests: XCTestCase {
         XCTAssertEqual(pending.map(\.hook), [0, 2], "a hook is found again by its URL")
         XCTAssertEqual(pending[0].attempts, 2, "its attempts so far come back with it")
         XCTAssertEqual(outbox.removed, ["old-8-3"], "no hook has its URL any more")
-        XCTAssertEqual(api.loopMetrics.webhookOutbox, 2)
-        XCTAssertTrue(String(decoding: api.loopMetrics.render(), as: UTF8.self).contains("ringcast_webhook_outbox 2\n"))
+        XCTAssertEqual(api.followUpMetrics.webhookOutbox, 2)
+        XCTAssertTrue(String(decoding: api.followUpMetrics.render(), as: UTF8.self).contains("ringcast_webhook_outbox 2\n"))
     }
 
     func testRetriesBackOffExponentiallyWithJitterUpToTheCap() {
@@ -133,10 +133,10 @@ final class WebhookPlannerTests: XCTestCase {
         api.webhookAttempted(delivered: false, willRetry: true)
         api.webhookAttempted(delivered: true, willRetry: false)
         api.webhookAttempted(delivered: false, willRetry: false)
-        XCTAssertEqual(api.loopMetrics.webhookRetries, 1)
-        XCTAssertEqual(api.loopMetrics.webhookDeliveries, 1)
-        XCTAssertEqual(api.loopMetrics.webhookFailures, 1)
-        XCTAssertEqual(api.loopMetrics.webhookOutbox, 1)
+        XCTAssertEqual(api.followUpMetrics.webhookRetries, 1)
+        XCTAssertEqual(api.followUpMetrics.webhookDeliveries, 1)
+        XCTAssertEqual(api.followUpMetrics.webhookFailures, 1)
+        XCTAssertEqual(api.followUpMetrics.webhookOutbox, 1)
         api = API(store: TaskStore(epoch: "n"))
         let metrics = text(api.handle(APIRequest(method: "GET", path: "/metrics"), now: t0).body)
         for name in ["webhook_deliveries_total", "webhook_retries_total", "webhook_failures_total", "webhook_outbox", "control_requests_total"] {

@@ -4,6 +4,7 @@ import RingcastClient
 import RingcastCore
 import RingcastLWS
 import XCTest
+import RingcastPlatform
 
 /// The load tester's arithmetic on known inputs: percentiles, latency, marker parsing, /proc.
 final class LoadArithmeticTests: XCTestCase {

@@ -5,6 +5,7 @@ import RingcastCore
 import RingcastLWS
 import RingcastTestSupport
 import XCTest
+import RingcastPlatform
 
 /// Short real runs of the load tester against an in-process server (real lws on loopback).
 final class LoadToolTests: XCTestCase {

@@ -1,12 +1,13 @@
 import Foundation
-import Ringcast
+import RingcastServer
 import RingcastClient
 import RingcastCore
 import XCTest
+import RingcastPlatform
 
 /// A real server on an ephemeral loopback port, serving the repository's Public/.
 package final class TestServer {
-    package let server: RingcastServer
+    package let server: Server
     package let port: Int
 
     package init(persistence: TaskPersistence = MemoryOnlyPersistence(), logger: Logger = .silent, configure: (inout ServerConfig) -> Void = { _ in }) throws {
@@ -16,7 +17,7 @@ package final class TestServer {
         // The suite runs once with the default (a thread per core) and once with RINGCAST_TEST_THREADS=1.
         if let threads = ProcessInfo.processInfo.environment["RINGCAST_TEST_THREADS"].flatMap(Int.init) { config.threads = threads }
         configure(&config)
-        server = RingcastServer(config: config, baseDirectory: repositoryRoot, logger: logger, persistence: persistence)
+        server = Server(config: config, baseDirectory: repositoryRoot, logger: logger, persistence: persistence)
         port = try server.start()
     }
 

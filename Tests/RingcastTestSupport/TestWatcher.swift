@@ -3,6 +3,7 @@ import RingcastClient
 import RingcastCore
 import RingcastLWS
 import XCTest
+import RingcastPlatform
 
 /// One received event, when it arrived, and which of its watcher's frames (counted from 1) held it.
 package struct Received: Sendable {

@@ -11,9 +11,6 @@
 /// LWS_PRE: the headroom lws needs in front of every buffer passed to lws_write.
 size_t rc_lws_pre(void);
 
-/// One fixed-argument entry to lws's variadic logger (level is an LLL_* bit).
-void rc_log(int level, const char *message);
-
 /// The event loop a context runs on: libev's, on epoll, which wakes for the connections that are
 /// ready instead of scanning all of them (lws's own loop calls poll(2) over every connection).
 /// lws is given it as a foreign loop (LWS_SERVER_OPTION_LIBEV); the service thread turns it.

@@ -1,0 +1,242 @@
+/// Every setting of `ringcast serve`, read from config.json and validated at start.
+public struct ServerConfig: Equatable, Sendable {
+    public var host = "127.0.0.1"
+    public var port = 8080
+    /// The only directory served over HTTP; relative paths are taken from the config file's folder.
+    public var publicDir = "Public"
+    /// Other sites whose pages may open `/ws`; the server's own origin is always allowed.
+    public var allowedOrigins: [String] = []
+    /// Seconds between heartbeats on every WebSocket; a page reconnects after two silent ones.
+    public var heartbeatSeconds = 15.0
+    /// Largest HTTP body or WebSocket message accepted, in bytes.
+    public var maxMessageBytes = 1 << 20
+    /// Events each watcher pattern set keeps for watchers that are behind; beyond it they resync.
+    public var fanOutLogEvents = 4096
+    public var maxEventsPerFrame = 256
+    /// Seconds a static file may be cached by browsers.
+    public var staticMaxAge = 60
+    public var logLevel = LogLevel.info
+    /// `text` lines for people, or `json`: one object per line for collectors.
+    public var logFormat = LogFormat.text
+    /// Who may publish, and whether loopback may publish without a token.
+    public var publishing = PublishPolicy()
+    /// `"memory"`, or the SQLite file that keeps tasks across restarts (relative to the config file).
+    public var storage = "memory"
+    /// Names besides the configured host, `localhost` and IP literals that the `Host` header may carry
+    /// (`.example.com` allows every subdomain; `*` turns the check off).
+    public var allowedHosts: [String] = []
+    /// Seconds after which a finished task (done, failed, cancelled) or a hidden, untouched one is removed.
+    public var retentionSeconds = 86_400.0
+    /// The most tasks held at once; past it a new task is refused (nothing held is dropped).
+    public var maxTasks = 10_000
+    /// Events a second one connection may publish (a token bucket holding one second's worth); 0: no limit.
+    public var maxPublishRate = 100_000.0
+    /// Connections one address may hold open at once; 0: no limit.
+    public var maxConnectionsPerAddress = 1024
+    /// Whether the per-address limit applies to loopback peers too (they are on this machine).
+    public var limitLoopback = false
+    /// Serve https:// and wss:// with this certificate and key (PEM files, relative to the config file).
+    public var tls: TLSFiles?
+    /// Service threads, each with its own libwebsockets context sharing the port; 0 (the default)
+    /// means one per online core.
+    public var threads = 0
+    /// Seconds a connection may take to send its request headers (or finish a WebSocket handshake)
+    /// before it is closed; also how long an HTTP body may take to arrive.
+    public var handshakeTimeoutSeconds = 10
+    /// Hooks POSTed, signed, when a task enters a state (Webhooks.swift).
+    public var webhooks: [WebhookRule] = []
+    /// Seconds a stalled task stays stalled before it ends failed, "abandoned" (a task's
+    /// `abandonAfter` overrides it); 0: never.
+    public var abandonAfterSeconds = 3600.0
+    /// Lines of each task's log the server keeps.
+    public var logLines = 100
+    /// What `logLines` may be set to.
+    public static let logLinesRange: ClosedRange<Double> = 1...10_000
+    /// The coalescing window, in milliseconds: each service thread holds the events of a
+    /// window this long (from its first event) and then sends each watcher one frame with the latest
+    /// event of each task changed in it and every sticky one. 0 writes every event at once.
+    public var flushMilliseconds = 0
+
+    public init() {}
+
+    public static let keys = ["host", "port", "publicDir", "allowedOrigins", "allowedHosts", "heartbeatSeconds", "maxMessageBytes",
+                              "fanOutLogEvents", "maxEventsPerFrame", "staticMaxAge", "logLevel", "publishers", "anonymousLocalPublish",
+                              "storage", "retentionSeconds", "maxTasks", "maxPublishRate", "maxConnectionsPerAddress", "limitLoopback", "tls",
+                              "handshakeTimeoutSeconds", "threads", "webhooks", "abandonAfterSeconds", "logLines", "logFormat", "flushMilliseconds"]
+
+    /// Parses a config file's contents; the error names the field and says what to write instead.
+    /// `environment` supplies the variables that publishers' `tokenEnv` name.
+    public static func parse(_ bytes: [UInt8], source: String = "config.json", environment: [String: String] = [:]) throws(ConfigError) -> ServerConfig {
+        let json: JSONValue
+        do {
+            json = try JSONParser.parse(ConfigText.withoutComments(bytes))
+        } catch {
+            throw ConfigError("\(source): \(error)")
+        }
+        guard case let .object(members) = json else { throw ConfigError("\(source): the top level must be a JSON object") }
+        var config = ServerConfig()
+        for (key, value) in members {
+            func fail(_ expected: String) -> ConfigError {
+                let found = value.typeName == "number" ? String(decoding: JSONWriter.encode(value), as: UTF8.self) : value.typeName
+                return ConfigError("\(source): \"\(key)\" must be \(expected), not \(found)")
+            }
+            func number(_ range: ClosedRange<Double>, _ expected: String) throws(ConfigError) -> Double {
+                guard case let .number(n) = value, range.contains(n) else { throw fail(expected) }
+                return n
+            }
+            func integer(_ range: ClosedRange<Double>, _ expected: String) throws(ConfigError) -> Int {
+                let n = try number(range, expected)
+                guard n == n.rounded() else { throw fail("a whole number") }
+                return Int(n)
+            }
+            func string() throws(ConfigError) -> String {
+                guard case let .string(s) = value, !s.isEmpty else { throw fail("a non-empty string") }
+                return s
+            }
+            switch key {
+            case "host": config.host = try string()
+            case "port": config.port = try integer(0...65535, "a port number from 0 to 65535 (0 picks a free port)")
+            case "publicDir": config.publicDir = try string()
+            case "allowedOrigins":
+                guard case let .array(items) = value else { throw fail("a list of origins like [\"https://example.com\"]") }
+                config.allowedOrigins = try items.map { item throws(ConfigError) in
+                    guard case let .string(origin) = item, origin.hasPrefix("http://") || origin.hasPrefix("https://") else {
+                        throw ConfigError("\(source): \"allowedOrigins\" entries must be origins like \"https://example.com\"")
+                    }
+                    return origin.hasSuffix("/") ? String(origin.dropLast()) : origin
+                }
+            case "heartbeatSeconds": config.heartbeatSeconds = try number(0.1...3600, "seconds between 0.1 and 3600")
+            case "maxMessageBytes": config.maxMessageBytes = try integer(1024...(64 * 1024 * 1024), "bytes between 1024 and 67108864")
+            case "fanOutLogEvents": config.fanOutLogEvents = try integer(16...1_000_000, "a count between 16 and 1000000")
+            case "maxEventsPerFrame": config.maxEventsPerFrame = try integer(1...10_000, "a count between 1 and 10000")
+            case "staticMaxAge": config.staticMaxAge = try integer(0...31_536_000, "seconds, 0 or more")
+            case "logLevel":
+                guard case let .string(name) = value, let level = LogLevel(rawValue: name) else {
+                    throw fail("one of \(LogLevel.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                config.logLevel = level
+            case "logFormat":
+                guard case let .string(name) = value, let format = LogFormat(rawValue: name) else {
+                    throw fail("one of \(LogFormat.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                config.logFormat = format
+            case "storage":
+                guard case let .string(storage) = value, !storage.isEmpty else {
+                    throw fail("\"memory\" or the path of an SQLite file, like \"data/ringcast.db\"")
+                }
+                config.storage = storage
+            case "allowedHosts":
+                guard case let .array(items) = value else { throw fail("a list of host names like [\"ringcast.example.com\"]") }
+                config.allowedHosts = try items.map { item throws(ConfigError) in
+                    guard case let .string(name) = item, HostPolicy.isValidEntry(name) else {
+                        throw ConfigError("\(source): \"allowedHosts\" entries must be host names like \"ringcast.example.com\" or \".example.com\" (no port, no scheme), or \"*\"")
+                    }
+                    return name.lowercased()
+                }
+            case "retentionSeconds": config.retentionSeconds = try number(1...31_536_000, "seconds between 1 and 31536000")
+            case "maxTasks": config.maxTasks = try integer(1...10_000_000, "a count between 1 and 10000000")
+            case "maxPublishRate": config.maxPublishRate = try number(0...100_000_000, "events per second, 0 for no limit")
+            case "maxConnectionsPerAddress": config.maxConnectionsPerAddress = try integer(0...10_000_000, "a count, 0 for no limit")
+            case "handshakeTimeoutSeconds": config.handshakeTimeoutSeconds = try integer(1...3600, "whole seconds between 1 and 3600")
+            case "limitLoopback":
+                guard case let .bool(flag) = value else { throw fail("true or false") }
+                config.limitLoopback = flag
+            case "tls":
+                guard case .object = value, case let .string(cert)? = value["cert"], !cert.isEmpty,
+                      case let .string(key)? = value["key"], !key.isEmpty else {
+                    throw fail("{\"cert\": \"cert.pem\", \"key\": \"key.pem\"} (PEM files)")
+                }
+                if case let .object(members) = value, let extra = members.first(where: { $0.0 != "cert" && $0.0 != "key" }) {
+                    throw ConfigError("\(source): \"tls\" has no setting \"\(extra.0)\"; it takes \"cert\" and \"key\"")
+                }
+                config.tls = TLSFiles(cert: cert, key: key)
+            case "threads": config.threads = try integer(0...256, "a count of service threads from 1 to 256, or 0 for one per core")
+            case "webhooks":
+                guard case let .array(items) = value else { throw fail("a list of {\"url\", \"patterns\", \"states\", \"secretEnv\"}") }
+                config.webhooks = try items.enumerated().map { index, item throws(ConfigError) in
+                    try WebhookRule.parse(item, at: "\(source): webhooks[\(index)]", environment: environment)
+                }
+            case "abandonAfterSeconds": config.abandonAfterSeconds = try number(0...31_536_000, "seconds, 0 for never")
+            case "logLines": config.logLines = try integer(logLinesRange, "a count between 1 and 10000")
+            case "flushMilliseconds":
+                config.flushMilliseconds = try integer(0...1000, "whole milliseconds from 0 (write every event at once) to 1000, e.g. 16 for at most one frame per watcher per 60 Hz frame")
+            case "redis":
+                throw ConfigError("\(source): \"\(key)\" is not supported by this version of Ringcast; remove it (a setting the server does not carry out is refused, never ignored)")
+            case "anonymousLocalPublish":
+                guard case let .bool(flag) = value else { throw fail("true or false") }
+                config.publishing.anonymousLocalPublish = flag
+            case "publishers":
+                guard case let .array(items) = value else { throw fail("a list of {\"name\", \"token\" or \"tokenEnv\", \"patterns\"}") }
+                config.publishing.publishers = try items.enumerated().map { index, item throws(ConfigError) in
+                    try parsePublisher(item, at: "\(source): publishers[\(index)]", environment: environment)
+                }
+            default:
+                throw ConfigError("\(source): unknown setting \"\(key)\"; the settings are \(ServerConfig.keys.joined(separator: ", "))")
+            }
+        }
+        return config
+    }
+
+    private static func parsePublisher(_ item: JSONValue, at place: String, environment: [String: String]) throws(ConfigError) -> Publisher {
+        guard case .object = item, case let .string(name)? = item["name"], !name.isEmpty else {
+            throw ConfigError("\(place) needs a \"name\" (e.g. {\"name\": \"ci\", \"tokenEnv\": \"RINGCAST_CI_TOKEN\", \"patterns\": [\"ci.*\"]})")
+        }
+        if case let .object(members) = item, let extra = members.first(where: { !ServerConfig.nestedKeys["publishers[]", default: []].contains($0.0) }) {
+            throw ConfigError("\(place) has no setting \"\(extra.0)\"; a publisher takes \(ServerConfig.nestedKeys["publishers[]", default: []].map { "\"\($0)\"" }.joined(separator: ", "))")
+        }
+        let token = try parseSecret(item, "token", at: place, environment: environment, holding: "the token")
+        guard token.utf8.count >= 16 else {
+            throw ConfigError("\(place): the token of '\(name)' is shorter than 16 characters; use a long random one (openssl rand -hex 24)")
+        }
+        return Publisher(name: name, token: token, patterns: try parsePatterns(item["patterns"], at: place))
+    }
+
+    /// `"KEY": "literal"` or `"KEYEnv": "VARIABLE"` (exactly one): a secret kept in the file or,
+    /// better, in the environment (publishers' tokens, webhooks' signing secrets).
+    static func parseSecret(_ item: JSONValue, _ key: String, at place: String, environment: [String: String],
+                            holding what: String) throws(ConfigError) -> String {
+        switch (item[key], item[key + "Env"]) {
+        case let (.string(literal)?, nil):
+            return literal
+        case let (nil, .string(variable)?):
+            guard let value = environment[variable], !value.isEmpty else {
+                throw ConfigError("\(place).\(key)Env: the environment variable \(variable) is not set; export it before starting the server")
+            }
+            return value
+        default:
+            throw ConfigError("\(place) needs exactly one of \"\(key)\" or \"\(key)Env\" (the name of an environment variable holding \(what))")
+        }
+    }
+
+    /// `"patterns": ["ci.*", …]`, a non-empty list of valid id patterns (publishers' and webhooks').
+    static func parsePatterns(_ value: JSONValue?, at place: String) throws(ConfigError) -> WatchSet {
+        guard case let .array(patternValues)? = value, !patternValues.isEmpty else {
+            throw ConfigError("\(place).patterns must be a non-empty list of id patterns, like [\"ci.*\"]")
+        }
+        var patterns: [Glob] = []
+        for value in patternValues {
+            guard case let .string(pattern) = value, Glob.isValid(pattern) else {
+                throw ConfigError("\(place).patterns: \(value) is not a valid id pattern (letters, digits, '.', '_', '-', '*', '?')")
+            }
+            patterns.append(Glob(pattern))
+        }
+        return WatchSet(patterns)
+    }
+
+}
+
+/// The certificate and private key `tls` names, as written in the config (relative to its folder).
+public struct TLSFiles: Equatable, Sendable {
+    public var cert: String
+    public var key: String
+
+    public init(cert: String, key: String) {
+        self.cert = cert
+        self.key = key
+    }
+}
+
+public struct ConfigError: Error, CustomStringConvertible, Equatable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,235 @@
+/// One entry of config.json's `webhooks`: when a task matching `patterns` enters one of
+/// `states`, the server POSTs it to `url`, signed with the secret.
+public struct WebhookRule: Equatable, Sendable {
+    public var url: String
+    public var patterns: WatchSet
+    public var states: [TaskState]
+    /// The HMAC-SHA256 key; from `secret`, or the environment variable `secretEnv` names.
+    public var secret: [UInt8]
+    /// Attempts in all (the first included) before a delivery is given up.
+    public var maxAttempts: Int
+    /// Seconds one attempt may take (connecting, sending, the answer).
+    public var timeoutSeconds: Double
+
+    public static let defaultStates: [TaskState] = [.done, .failed, .stalled]
+    public static let defaultMaxAttempts = 10
+    public static let keys = ["url", "patterns", "states", "secret", "secretEnv", "maxAttempts", "timeoutSeconds"]
+
+    public init(url: String, patterns: WatchSet = WatchSet([Glob("*")]), states: [TaskState] = WebhookRule.defaultStates,
+                secret: String, maxAttempts: Int = WebhookRule.defaultMaxAttempts, timeoutSeconds: Double = 10) {
+        self.url = url
+        self.patterns = patterns
+        self.states = states
+        self.secret = Array(secret.utf8)
+        self.maxAttempts = maxAttempts
+        self.timeoutSeconds = timeoutSeconds
+    }
+
+    /// Whether a task entering `state` fires this hook.
+    public func fires(for id: String, entering state: TaskState) -> Bool {
+        states.contains(state) && patterns.matches(id)
+    }
+
+    static func parse(_ item: JSONValue, at place: String, environment: [String: String]) throws(ConfigError) -> WebhookRule {
+        guard case let .object(members) = item else {
+            throw ConfigError("\(place) must be an object like {\"url\": \"http://127.0.0.1:9000/hook\", \"secretEnv\": \"HOOK_SECRET\"}")
+        }
+        if let unknown = members.first(where: { !keys.contains($0.0) }) {
+            throw ConfigError("\(place) has no setting \"\(unknown.0)\"; it takes \(keys.joined(separator: ", "))")
+        }
+        guard case let .string(url)? = item["url"], !url.isEmpty else {
+            throw ConfigError("\(place).url is missing: the http:// address to POST to, like \"http://127.0.0.1:9000/hook\"")
+        }
+        if url.lowercased().hasPrefix("https://") {
+            throw ConfigError("\(place).url: https:// is not supported for webhooks by this version of Ringcast; use http:// (to a TLS proxy on this machine if the receiver needs TLS)")
+        }
+        guard url.lowercased().hasPrefix("http://"), url.dropFirst(7).prefix(while: { $0 != "/" && $0 != "?" }).count > 0 else {
+            throw ConfigError("\(place).url '\(url)' is not an http:// URL like \"http://127.0.0.1:9000/hook\"")
+        }
+        let patterns = try item["patterns"].map { value throws(ConfigError) in try ServerConfig.parsePatterns(value, at: place) }
+            ?? WatchSet([Glob("*")])
+        var states = defaultStates
+        if let value = item["states"] {
+            let names = TaskState.allCases.map(\.rawValue).joined(separator: ", ")
+            guard case let .array(values) = value, !values.isEmpty else {
+                throw ConfigError("\(place).states must be a non-empty list of states (\(names))")
+            }
+            states = []
+            for value in values {
+                guard case let .string(name) = value, let state = TaskState(rawValue: name) else {
+                    throw ConfigError("\(place).states: \(value) is not a state; use \(names)")
+                }
+                if !states.contains(state) { states.append(state) }
+            }
+        }
+        let secret = try ServerConfig.parseSecret(item, "secret", at: place, environment: environment, holding: "the signing secret")
+        guard !secret.isEmpty else { throw ConfigError("\(place).secret is empty: give the receiver's signing secret") }
+        var rule = WebhookRule(url: url, patterns: patterns, states: states, secret: secret)
+        if let value = item["maxAttempts"] {
+            guard case let .number(n) = value, n == n.rounded(), (1...100).contains(n) else {
+                throw ConfigError("\(place).maxAttempts must be a whole number from 1 to 100")
+            }
+            rule.maxAttempts = Int(n)
+        }
+        if let value = item["timeoutSeconds"] {
+            guard case let .number(n) = value, (1...300).contains(n) else {
+                throw ConfigError("\(place).timeoutSeconds must be seconds from 1 to 300")
+            }
+            rule.timeoutSeconds = n
+        }
+        return rule
+    }
+}
+
+/// One POST a webhook owes: its body, fixed when the state changed (so every attempt, after a
+/// restart too, sends the same bytes with the same delivery id), and where its retries stand.
+public struct WebhookDelivery: Equatable, Sendable {
+    /// `EPOCH-SEQ-HOOK`: unique for the server's state, the same in every attempt (for de-duplication).
+    public let id: String
+    /// The index of its hook in config.json's `webhooks` when it was made, and the hook's URL.
+    public let hook: Int
+    public let url: String
+    public let body: [UInt8]
+    /// Attempts made so far.
+    public var attempts: Int
+    /// When the next attempt is due (Unix ms).
+    public var due: Double
+
+    public init(id: String, hook: Int, url: String, body: [UInt8], attempts: Int = 0, due: Double) {
+        (self.id, self.hook, self.url, self.body, self.attempts, self.due) = (id, hook, url, body, attempts, due)
+    }
+}
+
+/// When a failed attempt is tried again: with d = min(cap, base·2^(attempts−1)), a random point of
+/// [d/2, d] (capped exponential back-off, jittered but never instant).
+public enum WebhookRetry {
+    public static let baseSeconds = 1.0
+    public static let capSeconds = 300.0
+
+    public static func delaySeconds(afterAttempt attempts: Int, random: Double) -> Double {
+        let ceiling = min(capSeconds, baseSeconds * Double(1 << min(max(attempts - 1, 0), 20)))
+        return ceiling / 2 + min(1, max(0, random)) * ceiling / 2
+    }
+}
+
+/// Turns state changes into deliveries. The store asks it at each commit that changes a state;
+/// the deliveries it makes are saved with that change and wait in `pending` until the transport
+/// hands them to its senders (after storage kept them). Service thread only (the store's).
+public final class WebhookPlanner {
+    public let rules: [WebhookRule]
+    private var pending: [WebhookDelivery] = []
+
+    public init(rules: [WebhookRule]) { self.rules = rules }
+
+    func plan(_ task: TaskRecord, from previous: TaskState?, epoch: String, now: Double) -> [WebhookDelivery] {
+        var made: [WebhookDelivery] = []
+        for (index, rule) in rules.enumerated() where rule.fires(for: task.id, entering: task.state) {
+            let id = "\(epoch)-\(task.seq)-\(index)"
+            var writer = JSONWriter(capacity: 512)
+            writer.beginObject()
+            writer.key("delivery"); writer.string(id)
+            writer.key("event"); writer.string("state")
+            writer.key("state"); writer.string(task.state.rawValue)
+            if let previous { writer.key("previousState"); writer.string(previous.rawValue) }
+            writer.key("at"); writer.number(now.rounded())
+            writer.key("task")
+            writer.beginObject()
+            task.writeFields(into: &writer, now: now)
+            writer.endObject()
+            writer.endObject()
+            made.append(WebhookDelivery(id: id, hook: index, url: rule.url, body: writer.bytes, due: now))
+        }
+        pending += made
+        return made
+    }
+
+    /// Deliveries storage held at start, to send again (their hook is found by URL, in case the
+    /// list in config.json changed); those whose URL no hook has any more are returned apart.
+    public func restore(_ deliveries: [WebhookDelivery]) -> (kept: [WebhookDelivery], orphaned: [WebhookDelivery]) {
+        var kept: [WebhookDelivery] = [], orphaned: [WebhookDelivery] = []
+        for delivery in deliveries {
+            if rules.indices.contains(delivery.hook), rules[delivery.hook].url == delivery.url {
+                kept.append(delivery)
+            } else if let index = rules.firstIndex(where: { $0.url == delivery.url }) {
+                kept.append(WebhookDelivery(id: delivery.id, hook: index, url: delivery.url, body: delivery.body,
+                                            attempts: delivery.attempts, due: delivery.due))
+            } else {
+                orphaned.append(delivery)
+            }
+        }
+        pending += kept
+        return (kept, orphaned)
+    }
+
+    /// What waits to be handed to the senders, and no longer waits.
+    public func takePending() -> [WebhookDelivery] {
+        defer { pending = [] }
+        return pending
+    }
+}
+
+extension TaskStore {
+    /// A commit changed a task's state: the webhooks it fires are saved with the change, in the
+    /// same transaction, so a restart finds them in the outbox if they were not delivered.
+    func stateDidChange(_ task: TaskRecord, from previous: TaskState?, now: Double) {
+        guard let webhooks else { return }
+        for delivery in webhooks.plan(task, from: previous, epoch: epoch, now: now) {
+            persistence.saveDelivery(delivery, urgent: true)
+        }
+    }
+}
+
+/// Counters of the follow-up features (webhooks, control requests), rendered after `ServerMetrics` at /metrics. Service thread only.
+public struct FollowUpMetrics: Sendable {
+    /// Deliveries a receiver answered with a 2xx.
+    public var webhookDeliveries = 0
+    /// Attempts that failed and were scheduled again.
+    public var webhookRetries = 0
+    /// Deliveries given up after their last attempt.
+    public var webhookFailures = 0
+    /// Deliveries not yet answered with a 2xx nor given up.
+    public var webhookOutbox = 0
+    public var controlRequests = 0
+
+    public init() {}
+
+    public func render() -> [UInt8] {
+        let counters: [(name: String, help: String, value: Int)] = [
+            ("webhook_deliveries_total", "Webhook deliveries answered with a 2xx.", webhookDeliveries),
+            ("webhook_retries_total", "Webhook attempts that failed and were scheduled again.", webhookRetries),
+            ("webhook_failures_total", "Webhook deliveries given up after their last attempt.", webhookFailures),
+            ("control_requests_total", "Cancel, pause and resume requests accepted.", controlRequests),
+        ]
+        let text = counters.map { prometheusMetric($0.name, "counter", $0.help, $0.value) }.joined()
+            + prometheusMetric("webhook_outbox", "gauge", "Webhook deliveries waiting for a 2xx (persisted with the state).", webhookOutbox)
+        return Array(text.utf8)
+    }
+}
+
+extension API {
+    /// The store's share of the config for the follow-up features: log tails, abandonment, webhooks.
+    func configureLoop() {
+        store.logLines = config.logLines
+        store.abandonAfterSeconds = config.abandonAfterSeconds
+        if !config.webhooks.isEmpty { store.webhooks = WebhookPlanner(rules: config.webhooks) }
+        // Deliveries owed when the server stopped go out again; those no hook has any more are dropped.
+        let (kept, orphaned) = (store.webhooks ?? WebhookPlanner(rules: [])).restore(store.restoredDeliveries)
+        webhookQueued(kept.count)
+        for delivery in orphaned { store.persistence.removeDelivery(id: delivery.id) }
+    }
+
+    /// A webhook delivery was planned (or restored at start): it counts in the outbox until its end.
+    public func webhookQueued(_ count: Int) { followUpMetrics.webhookOutbox += count }
+
+    /// An attempt's outcome, for /metrics: `delivered`, or failed and `willRetry`, or given up.
+    public func webhookAttempted(delivered: Bool, willRetry: Bool) {
+        if delivered {
+            followUpMetrics.webhookDeliveries += 1
+        } else if willRetry {
+            followUpMetrics.webhookRetries += 1
+        } else {
+            followUpMetrics.webhookFailures += 1
+        }
+        if delivered || !willRetry { followUpMetrics.webhookOutbox -= 1 }
+    }
+}

@@ -1,0 +1,479 @@
+/// The request headers the API reads; the transport copies them out of its connection.
+public struct RequestHeaders: Sendable, Equatable {
+    public var host: String?
+    public var origin: String?
+    public var authorization: String?
+    /// `text/plain` makes `POST /api/tasks/{id}/log` read the body as lines.
+    public var contentType: String?
+    /// `text/plain` makes `GET /api/tasks` answer a table for terminals (TextTable.swift).
+    public var accept: String?
+    /// A badge's ETag the client has: a 304 when it is still the badge (Badge.swift).
+    public var ifNoneMatch: String?
+
+    public init(host: String? = nil, origin: String? = nil, authorization: String? = nil, contentType: String? = nil,
+                accept: String? = nil, ifNoneMatch: String? = nil) {
+        self.host = host
+        self.origin = origin
+        self.authorization = authorization
+        self.contentType = contentType
+        self.accept = accept
+        self.ifNoneMatch = ifNoneMatch
+    }
+}
+
+/// An HTTP request as the API sees it: transport details already stripped.
+public struct APIRequest: Sendable {
+    public var method: String
+    /// The full path, e.g. `/api/tasks/ci.build-42/show`, without the query.
+    public var path: String
+    public var query: [String: String]
+    public var body: [UInt8]
+    public var headers: RequestHeaders
+    /// Whether the peer is on this machine: loopback may publish without a token when allowed.
+    public var fromLoopback: Bool
+    /// The transport stopped collecting the body at `maxMessageBytes`.
+    public var bodyTooLarge: Bool
+
+    public init(method: String, path: String, query: [String: String] = [:], body: [UInt8] = [],
+                headers: RequestHeaders = RequestHeaders(), fromLoopback: Bool = true, bodyTooLarge: Bool = false) {
+        self.method = method
+        self.path = path
+        self.query = query
+        self.body = body
+        self.headers = headers
+        self.fromLoopback = fromLoopback
+        self.bodyTooLarge = bodyTooLarge
+    }
+}
+
+public struct APIResponse: Sendable {
+    public var status: Int
+    public var body: [UInt8]
+    public var contentType: String
+    /// What the request changed, for the fan-out.
+    public var events: [OutboundEvent]
+    /// Control frames for the publishers of the task a request asked to cancel, pause or resume.
+    public var controls: [ControlDelivery] = []
+    /// How long caches may keep the answer: a badge's is short, everything else's `no-store`.
+    public var cacheControl = "no-store"
+    /// Other headers, as lws writes them (`("etag:", "\"…\"")`, `("allow:", "GET, POST")` on a 405).
+    public var headers: [(String, String)] = []
+
+    init(status: Int = 200, body: [UInt8], contentType: String = "application/json", events: [OutboundEvent] = []) {
+        self.status = status
+        self.body = body
+        self.contentType = contentType
+        self.events = events
+    }
+
+    public init(_ error: APIError) { self.init(status: error.status, body: error.encodedBody) }
+}
+
+/// What a request must pass before anything else, whatever it asks: our own host names (421), and
+/// for a change or a WebSocket, an origin we allow (403). Needs no state.
+public struct RequestGate: Sendable {
+    public let hosts: HostPolicy
+    public let allowedOrigins: [String]
+
+    public init(config: ServerConfig) {
+        hosts = HostPolicy(config: config)
+        allowedOrigins = config.allowedOrigins
+    }
+
+    /// Only our own names reach us: anything else is refused (421) before any routing.
+    public func checkHost(_ header: String?) throws(APIError) {
+        guard let header, !hosts.allows(header) else { return }
+        throw hosts.refusal(header)
+    }
+
+    /// A browser page from a site not in `allowedOrigins` may not change or watch anything. A page
+    /// of the server's own origin (the Origin names the Host it was sent to) always may.
+    public func checkOrigin(_ headers: RequestHeaders) throws(APIError) {
+        guard let origin = headers.origin else { return }
+        let host = headers.host ?? ""
+        if origin == "http://\(host)" || origin == "https://\(host)" { return }
+        if allowedOrigins.contains(origin) { return }
+        throw APIError(.forbidden, "origin \(origin) is not allowed: add it to \"allowedOrigins\" in config.json", field: "Origin")
+    }
+}
+
+/// What a request asks for (`API.plan`): an answer now, or commands to apply — here, or through a
+/// cluster's shared log — and the shape of the answer once they are (`API.execute`).
+public enum RequestPlan: Sendable {
+    /// One task's `{"seq", "task"}`; a batch's `{"seq", "applied", "errors"}`; a control request's
+    /// `{"seq", "task", "delivered"}` with a frame for each publisher socket of the task.
+    public enum Answer: Sendable { case task, batch, control }
+    case answer(APIResponse)
+    case apply([Command], Answer)
+}
+
+/// The outcome of a batch of events: how many were applied, and why each of the others was not.
+public struct BatchResult {
+    public var applied = 0
+    public var errors: [(index: Int, error: APIError)] = []
+    public var events: [OutboundEvent] = []
+}
+
+/// What the transport knows that `/healthz` and `/metrics` report (summed over service threads).
+public struct TransportStatus: Sendable {
+    public var watchers = 0
+    public var resyncs = 0
+    public var patternSets = 0
+    public var framesSent = 0
+    public var eventsSent = 0
+    public var socketsOpened = 0
+    /// Events a later event of the same task replaced in a coalescing window (summed over service threads).
+    public var eventsCoalesced = 0
+    public var threads = 1
+    /// In a cluster: whether Redis answers (`connected`, or since when it has not).
+    public var redis: String?
+    /// Every service thread's counts of its sockets and frames, summed.
+    public var metrics = TransportMetrics()
+    /// Clients refused or closed, by reason (`RefusalReason`).
+    public var refusals = LabeledCounts()
+    /// Sockets open now (HTTP and WebSocket), when the transport counts them.
+    public var openSockets = 0
+    /// When the server started, in Unix seconds.
+    public var startTime = 0.0
+    /// The last answer of each readiness probe (storage, Redis), for /readyz.
+    public var readiness: [ReadinessStatus] = []
+    /// What storage reports about its commits, when it keeps count.
+    public var storage: StorageMetrics?
+
+    public init(watchers: Int = 0, resyncs: Int = 0, patternSets: Int = 0) {
+        self.watchers = watchers
+        self.resyncs = resyncs
+        self.patternSets = patternSets
+    }
+}
+
+/// Both halves of the protocol over one TaskStore: the HTTP API (with `/healthz` and `/metrics`) and
+/// the WebSocket's messages (SocketProtocol.swift). Whatever carries a published event, it takes one
+/// path: a plan (parsed, checked against the publisher's patterns) of commands, which `execute`
+/// applies to the store with its merge rules — at once, or, in a cluster, when the shared log says.
+/// Not thread-safe: the service thread owns it, as it owns the store.
+public final class API {
+    public let store: TaskStore
+    public let config: ServerConfig
+    /// The checks that need no state: they also run outside the state's lock, on any service thread.
+    public let gate: RequestGate
+    public var policy: PublishPolicy { config.publishing }
+    public var metrics = ServerMetrics()
+    public static let maxBatchEvents = 10_000
+    /// Which sockets of this node published which tasks (Controls.swift).
+    public let publisherSockets = PublisherSockets()
+    /// Counters of webhooks and control requests, after the others at /metrics.
+    public var followUpMetrics = FollowUpMetrics()
+
+    public init(store: TaskStore, config: ServerConfig = ServerConfig()) {
+        self.store = store
+        self.config = config
+        gate = RequestGate(config: config)
+        configureLoop()
+    }
+
+    /// Answers one request. Reads are open to all; each change is checked against the request's credential.
+    /// `status` is asked only by `/healthz` and `/metrics`.
+    public func handle(_ request: APIRequest, now: Double, status: () -> TransportStatus = { TransportStatus() }) -> APIResponse {
+        switch plan(request, now: now, status: status) {
+        case let .answer(response): return response
+        case let .apply(commands, answer): return execute(commands, answer: answer, now: now)
+        }
+    }
+
+    /// What a request asks for, decided before anything changes: the answer, or the commands to
+    /// apply (checked and authorized already) and the shape of the answer once they are. Counts
+    /// the request; an answer given here is counted whole.
+    public func plan(_ request: APIRequest, now: Double, status: () -> TransportStatus = { TransportStatus() }) -> RequestPlan {
+        metrics.httpRequests += 1
+        var response: APIResponse
+        if let host = request.headers.host, !gate.hosts.allows(host) {
+            response = APIResponse(gate.hosts.refusal(host))
+        } else if request.path == "/metrics" || request.path == "/healthz" || request.path == "/readyz", request.method != "GET" {
+            response = APIResponse(methodNotAllowed(request, "GET"))
+        } else if request.path == "/metrics" {
+            response = APIResponse(body: metricsSnapshot(transport: status()).render(), contentType: "text/plain; version=0.0.4")
+        } else if request.bodyTooLarge {
+            response = APIResponse(APIError(.bodyTooLarge, "the body is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); send less, or split a batch"))
+        } else if request.path == "/healthz" {
+            let transport = status()
+            response = APIResponse(body: healthBody(watchers: transport.watchers, redis: transport.redis))
+        } else if request.path == "/readyz" {
+            response = readinessResponse(status().readiness)
+        } else {
+            do {
+                if request.method != "GET" { try checkOrigin(request.headers) }
+                let credential = policy.identify(authorization: request.headers.authorization, fromLoopback: request.fromLoopback)
+                let plan = try route(request, now: now, credential: credential)
+                guard case let .answer(answer) = plan else { return plan }
+                response = answer
+            } catch {
+                response = APIResponse(error)
+            }
+        }
+        if response.status >= 400 { metrics.httpErrors += 1 }
+        // The methods the endpoint takes, as the HTTP spec asks of a 405: the document's, which
+        // OpenAPITests holds to the router.
+        if response.status == 405, let allowed = OpenAPI.allowedMethods(path: request.path) { response.headers.append(("allow:", allowed)) }
+        return .answer(response)
+    }
+
+    /// Applies what `plan` decided (authorized already) and answers: one task's
+    /// `{"seq", "task"}` (or `{"seq", "removed"}`), or a batch's `{"seq", "applied", "errors"}`.
+    public func execute(_ commands: [Command], answer: RequestPlan.Answer, now: Double) -> APIResponse {
+        let response: APIResponse
+        switch answer {
+        case .task:
+            do throws(APIError) {
+                guard let command = commands.first else { throw APIError(.invalidEvent, "nothing to apply") }
+                response = try self.answer(command, now: now)
+            } catch {
+                response = APIResponse(error)
+            }
+        case .batch:
+            let result = applyBatch(commands, now: now)
+            response = APIResponse(body: encodeBatchAnswer(result), events: result.events)
+        case .control:
+            do throws(APIError) {
+                guard case let .requestControl(id, action)? = commands.first else { throw APIError(.invalidEvent, "nothing to apply") }
+                response = try answerControl(id, action, now: now)
+            } catch {
+                response = APIResponse(error)
+            }
+        }
+        if response.status >= 400 { metrics.httpErrors += 1 }
+        return response
+    }
+
+    public func checkHost(_ header: String?) throws(APIError) { try gate.checkHost(header) }
+    public func checkOrigin(_ headers: RequestHeaders) throws(APIError) { try gate.checkOrigin(headers) }
+
+    private func route(_ request: APIRequest, now: Double, credential: Credential) throws(APIError) -> RequestPlan {
+        // Who may not publish at all hears so before anything about their request's body.
+        if request.method != "GET", credential == .missing || credential == .invalid {
+            try policy.authorize(credential, id: "")
+        }
+        func apply(_ command: Command, now: Double) throws(APIError) -> RequestPlan {
+            try policy.authorize(credential, id: command.id)
+            return .apply([command], .task)
+        }
+        let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
+        guard request.path.hasPrefix("/") else { throw routeNotFound(request.path) }
+        if parts.first == "badge" { return .answer(try badgeAnswer(request, parts)) }
+        guard parts.first == "api", parts.count >= 2 else { throw routeNotFound(request.path) }
+        switch (parts[1], parts.count) {
+        case ("tasks", 2):
+            try allow(request, "GET")
+            let watch = try WatchSet.parse(request.query["watch"]).get()
+            if try TextTable.wanted(request) { return .answer(try textAnswer(request, watch: watch, now: now)) }
+            return .answer(APIResponse(body: store.encodeTaskList(matching: watch, now: now)))
+        case ("tasks", 3):
+            let id = parts[2]
+            try Command.validateID(id)
+            switch request.method {
+            case "GET":
+                if try TextTable.wanted(request) { return .answer(try textAnswer(request, under: id, now: now)) }
+                guard let task = store.task(id) else { throw APIError(.notFound, "no task '\(id)'", field: "id") }
+                return .answer(APIResponse(body: task.encodedObject(now: now)))
+            case "POST", "PUT", "PATCH":
+                return try apply(.update(id: id, patch: TaskPatch.parse(try body(request))), now: now)
+            case "DELETE":
+                return try apply(.remove(id: id), now: now)
+            default:
+                throw methodNotAllowed(request, "GET, POST, PUT, PATCH, DELETE")
+            }
+        case ("tasks", 4):
+            guard ["show", "hide", "log", "cancel", "pause", "resume"].contains(parts[3]) else { throw routeNotFound(request.path) }
+            let id = parts[2]
+            try Command.validateID(id)
+            if parts[3] == "log" {
+                switch request.method {
+                case "GET": return .answer(APIResponse(body: try store.encodeLog(of: id)))
+                case "POST": return try apply(.appendLog(id: id, lines: LogTail.parseBody(request.body, contentType: request.headers.contentType)), now: now)
+                default: throw methodNotAllowed(request, "GET, POST")
+                }
+            }
+            try allow(request, "POST")
+            switch parts[3] {
+            case "show": return try apply(.show(id: id, options: ShowOptions.parse(try body(request))), now: now)
+            case "hide":
+                try Command.expectNoFields(try body(request), for: "hide")
+                return try apply(.hide(id: id), now: now)
+            case "cancel", "pause", "resume":
+                try Command.expectNoFields(try body(request), for: parts[3])
+                let control = Command.requestControl(id: id, action: TaskControl(rawValue: parts[3])!)
+                try policy.authorize(credential, id: id)
+                return .apply([control], .control)
+            default: throw routeNotFound(request.path)
+            }
+        case ("timers", 3):
+            let id = parts[2]
+            try Command.validateID(id)
+            try allow(request, "POST")
+            return try apply(.startTimer(id: id, spec: TimerStart.parse(try body(request))), now: now)
+        case ("timers", 4):
+            guard ["pause", "resume", "cancel"].contains(parts[3]) else { throw routeNotFound(request.path) }
+            let id = parts[2]
+            try Command.validateID(id)
+            try allow(request, "POST")
+            try Command.expectNoFields(try body(request), for: parts[3])
+            switch parts[3] {
+            case "pause": return try apply(.pauseTimer(id: id), now: now)
+            case "resume": return try apply(.resumeTimer(id: id), now: now)
+            case "cancel": return try apply(.cancelTimer(id: id), now: now)
+            default: throw routeNotFound(request.path)
+            }
+        case ("kinds", 2):
+            try allow(request, "GET")
+            return .answer(APIResponse(body: store.history.encoded()))
+        case ("openapi.json", 2):
+            try allow(request, "GET")
+            return .answer(APIResponse(body: OpenAPI.encoded))
+        case ("events", 2):
+            try allow(request, "POST")
+            // A malformed batch, or one with an event this credential may not send, changes nothing.
+            let commands = try parseBatch(try JSONParser.parseForAPI(request.body))
+            for (index, command) in commands.enumerated() {
+                do {
+                    try policy.authorize(credential, id: command.id)
+                } catch {
+                    throw error.within("events[\(index)]")
+                }
+            }
+            return .apply(commands, .batch)
+        default:
+            throw routeNotFound(request.path)
+        }
+    }
+
+
+    private func answer(_ command: Command, now: Double) throws(APIError) -> APIResponse {
+        let change = try apply(command, now: now)
+        var writer = JSONWriter(capacity: 384)
+        writer.beginObject()
+        writeAnswerFields(change, id: command.id, into: &writer, now: now)
+        writer.endObject()
+        return APIResponse(body: writer.bytes, events: change.events)
+    }
+
+    /// Every command, whatever carried it, is applied here: the store's merge rules, and what this
+    /// node remembers of who published a task forgotten with the task.
+    func apply(_ command: Command, now: Double) throws(APIError) -> Change {
+        let change = try store.apply(command, now: now)
+        if case .remove = command { publisherSockets.forget(command.id) }
+        return change
+    }
+
+    /// `"seq"`, then `"task"` (or `"removed"` when the change removed task `id`): an answer's fields.
+    func writeAnswerFields(_ change: Change, id: String, into writer: inout JSONWriter, now: Double) {
+        writer.key("seq"); writer.number(Int(store.seq))
+        if let task = change.task {
+            writer.key("task")
+            writer.beginObject()
+            task.writeFields(into: &writer, now: now)
+            writer.endObject()
+        } else {
+            writer.key("removed"); writer.string(id)
+        }
+    }
+
+    /// Parses a batch (an array of events, or one event object) in full before anything is applied:
+    /// a malformed batch changes nothing.
+    public func parseBatch(_ json: JSONValue) throws(APIError) -> [Command] {
+        let items: [JSONValue]
+        switch json {
+        case let .array(elements): items = elements
+        case .object: items = [json]
+        default: throw APIError(.invalidJSON, "expected an array of events or one event object, not \(json.typeName)")
+        }
+        guard items.count <= API.maxBatchEvents else {
+            throw APIError(.bodyTooLarge, "a batch holds at most \(API.maxBatchEvents) events; send \(items.count) in several")
+        }
+        var commands: [Command] = []
+        commands.reserveCapacity(items.count)
+        for (index, item) in items.enumerated() {
+            do {
+                commands.append(try Command.parse(event: item))
+            } catch {
+                throw error.within("events[\(index)]")
+            }
+        }
+        return commands
+    }
+
+    /// Applies commands (authorized already) in order; one that fails (an unknown task, a finished
+    /// timer) does not stop the rest.
+    public func applyBatch(_ commands: [Command], now: Double) -> BatchResult {
+        var result = BatchResult()
+        for (index, command) in commands.enumerated() {
+            do {
+                result.events += try apply(command, now: now).events
+                result.applied += 1
+            } catch {
+                result.errors.append((index, error))
+            }
+        }
+        return result
+    }
+
+    private func encodeBatchAnswer(_ result: BatchResult) -> [UInt8] {
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("seq"); writer.number(Int(store.seq))
+        writer.key("applied"); writer.number(result.applied)
+        writer.key("errors")
+        writer.beginArray()
+        for (index, error) in result.errors {
+            writer.beginObject()
+            writer.key("index"); writer.number(index)
+            error.writeFields(into: &writer)
+            writer.endObject()
+        }
+        writer.endArray()
+        writer.endObject()
+        return writer.bytes
+    }
+
+    func healthBody(watchers: Int, redis: String? = nil) -> [UInt8] {
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("ok"); writer.bool(true)
+        writer.key("protocol"); writer.number(ProtocolInfo.version)
+        writer.key("server"); writer.string(RingcastVersion.version)
+        writer.key("epoch"); writer.string(store.epoch)
+        writer.key("seq"); writer.number(Int(store.seq))
+        writer.key("tasks"); writer.number(store.tasks.count)
+        writer.key("watchers"); writer.number(watchers)
+        if let redis { writer.key("redis"); writer.string(redis) }
+        writer.endObject()
+        return writer.bytes
+    }
+
+    private func body(_ request: APIRequest) throws(APIError) -> JSONValue {
+        if request.body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return .object([]) }
+        return try JSONParser.parseForAPI(request.body)
+    }
+
+    private func allow(_ request: APIRequest, _ method: String) throws(APIError) {
+        guard request.method == method else { throw methodNotAllowed(request, method) }
+    }
+
+    private func methodNotAllowed(_ request: APIRequest, _ allowed: String) -> APIError {
+        APIError(.methodNotAllowed, "\(request.method) is not allowed on \(request.path); use \(allowed)")
+    }
+
+    private func routeNotFound(_ path: String) -> APIError {
+        APIError(.notFound, "no endpoint \(path); see docs/PROTOCOL.md for the API")
+    }
+}
+
+extension JSONParser {
+    /// Parses a request body, reporting a syntax error as the API's `invalid_json`.
+    public static func parseForAPI(_ bytes: [UInt8]) throws(APIError) -> JSONValue {
+        do {
+            return try parse(bytes)
+        } catch {
+            throw APIError(.invalidJSON, "the body is not valid JSON: \(error.reason) at byte \(error.offset)")
+        }
+    }
+}

@@ -1,0 +1,34 @@
+/// What operators ask the API: `/readyz`, and the snapshot `/metrics` renders. Service thread only,
+/// as all of `API`.
+extension API {
+    /// 200 `{"ready": true, …}` while every dependency answers; else 503 with the reasons.
+    public func readinessResponse(_ checks: [ReadinessStatus]) -> APIResponse {
+        let failures = checks.compactMap(\.failure)
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("ready"); writer.bool(failures.isEmpty)
+        if !failures.isEmpty { writer.key("reason"); writer.string(failures.joined(separator: "; ")) }
+        writer.key("server"); writer.string(RingcastVersion.version)
+        writer.key("checks")
+        writer.beginObject()
+        for check in checks {
+            writer.key(check.name)
+            writer.beginObject()
+            writer.key("ready"); writer.bool(check.ready)
+            if let failure = check.failure { writer.key("reason"); writer.string(failure) }
+            writer.endObject()
+        }
+        writer.endObject()
+        writer.endObject()
+        return APIResponse(status: failures.isEmpty ? 200 : 503, body: writer.bytes)
+    }
+
+    /// This thread's counters with the store's gauges. With several service threads, sum their
+    /// counters and transports into `counters` and `transport` before rendering.
+    public func metricsSnapshot(transport: TransportStatus) -> MetricsSnapshot {
+        var byState: [TaskState: Int] = [:]
+        for task in store.tasks.values { byState[task.state, default: 0] += 1 }
+        return MetricsSnapshot(counters: metrics, transport: transport, tasks: store.tasks.count, tasksByState: byState,
+                               seq: store.seq, retired: store.retiredCount, followUp: followUpMetrics)
+    }
+}

@@ -1,0 +1,180 @@
+import Foundation
+import RingcastCore
+import RingcastLWS
+import RingcastRedis
+import RingcastPlatform
+
+public struct ServerError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The Ringcast server: `threads` service loops (each a libwebsockets context on its own thread,
+/// with its own SO_REUSEPORT listener on the one port) serving the static files of the public
+/// directory, the HTTP API under /api/ (with /healthz and /metrics) and the WebSocket at /ws. State
+/// has one owner, `SharedState`; each loop fans out to its own watchers.
+///
+/// `start` opens the listeners and starts every loop; `stop` flushes storage, closes every
+/// connection (watchers hear 1001) and returns once every context is gone.
+///
+/// `@unchecked Sendable`: `start`, `stop`, `port`, `url` and `epoch` may be called from any thread;
+/// the shared parts (`state`, the per-address counts, the refusal log) synchronise themselves, and
+/// each worker's state belongs to its thread.
+public final class Server: @unchecked Sendable {
+    public let config: ServerConfig
+    let logger: Logger
+    let state: SharedState
+    let persistence: TaskPersistence
+    private let publicDirectory: String
+    /// The certificate and key, resolved against the config's folder, when `tls` is set.
+    private let certificate: (cert: String, key: String)?
+    private let lifecycle = Locked<(started: Bool, port: Int)>((false, 0))
+    private var workers: [ServiceWorker] = []
+    /// Open sockets per address, for `maxConnectionsPerAddress`, across every loop.
+    let connectionsByAddress = Locked<[String: Int]>([:])
+    private let refusals = Locked(RefusalLog())
+    /// Refusals by reason, for /metrics; and readiness and start time, for operators (Operations.swift).
+    let refusalCounts = Locked(LabeledCounts())
+    let operations: OperationsState
+
+    /// - Parameter baseDirectory: where a relative `publicDir` is found (the config file's folder).
+    public init(config: ServerConfig, baseDirectory: String, logger: Logger, persistence: TaskPersistence = MemoryOnlyPersistence()) {
+        self.config = config
+        self.logger = logger
+        self.persistence = persistence
+        let store = TaskStore(persistence: persistence, retentionSeconds: config.retentionSeconds, maxTasks: config.maxTasks)
+        state = SharedState(store: store, api: API(store: store, config: config), persistence: persistence)
+        operations = OperationsState(probes: Server.readinessProbes(for: persistence), logger: logger)
+        func resolved(_ path: String) -> String {
+            URL(fileURLWithPath: path.hasPrefix("/") ? path : baseDirectory + "/" + path).standardizedFileURL.path
+        }
+        publicDirectory = resolved(config.publicDir)
+        certificate = config.tls.map { (resolved($0.cert), resolved($0.key)) }
+    }
+
+    /// The storage `config.storage` names: memory, a Redis cluster (`redis://…`), or an SQLite file
+    /// relative to `baseDirectory`.
+    public static func persistence(for config: ServerConfig, baseDirectory: String, logger: Logger) throws -> TaskPersistence {
+        guard config.storage != "memory" else { return MemoryOnlyPersistence() }
+        if config.storage.hasPrefix("redis://") {
+            guard let url = RedisURL(config.storage) else {
+                throw ServerError("storage '\(config.storage)' is not a Redis URL: write redis://HOST[:PORT][/DB], like redis://127.0.0.1:6379")
+            }
+            return try RedisCluster(url: url, logger: logger)
+        }
+        let path = config.storage.hasPrefix("/") ? config.storage : baseDirectory + "/" + config.storage
+        return try SQLitePersistence(path: path, logger: logger)
+    }
+
+    /// How many service threads `threads` asks for: 0 means one per online core.
+    public static func threadCount(for config: ServerConfig) -> Int {
+        config.threads > 0 ? config.threads : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+    }
+
+    public var port: Int { lifecycle.withLock { $0.port } }
+    public var epoch: String { state.epoch }
+    public var threads: Int { workers.count }
+    /// Where the server answers, `http://` or (with `tls`) `https://`, for the first line `serve` prints.
+    public var url: String {
+        let host = config.host.contains(":") ? "[\(config.host)]" : config.host
+        return "\(certificate == nil ? "http" : "https")://\(host):\(port)"
+    }
+
+    /// Opens the listeners and starts every service loop; returns the port once all of them serve.
+    @discardableResult
+    public func start() throws -> Int {
+        try lifecycle.withLock { current throws(ServerError) in
+            guard !current.started else { throw ServerError("a Server starts once") }
+            current.started = true
+        }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: publicDirectory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw ServerError("publicDir '\(publicDirectory)' is not a directory: point \"publicDir\" in the config at the folder holding index.html")
+        }
+        if let certificate {
+            for (field, path) in [("tls.cert", certificate.cert), ("tls.key", certificate.key)] where !FileManager.default.isReadableFile(atPath: path) {
+                let reason = FileManager.default.fileExists(atPath: path) ? "is not readable by this user" : "does not exist"
+                throw ServerError("\(field): the file '\(path)' \(reason); point \"tls\" in the config at a PEM certificate and its key")
+            }
+        }
+        LWSLog.route(to: logger)
+        do {
+            // The first listener takes the port (a free one for port 0); the others share it.
+            let first = try ListeningSocket(host: config.host, port: config.port)
+            var listeners = [first]
+            for _ in 1..<Server.threadCount(for: config) { listeners.append(try ListeningSocket(host: config.host, port: first.port)) }
+            workers = listeners.enumerated().map { ServiceWorker(index: $0.offset, server: self, listener: $0.element) }
+            state.attach(workers)
+            state.webhooks = try state.startWebhooks(logger: logger)
+            // Weak: storage outlives the server's state only while its last report is on its way.
+            persistence.startWriting { [weak state] ticket, kept in state?.storageKept(ticket, kept: kept) }
+            for worker in workers {
+                try worker.loop.start(settings, handler: worker) { [worker] loop in try worker.prepare(loop) }
+            }
+            lifecycle.withLock { $0.port = first.port }
+            logger.debug("serving on port \(first.port) with \(workers.count) service threads")
+            return first.port
+        } catch let error as LWSError {
+            stop()
+            throw ServerError(error.detail)
+        } catch {
+            stop()
+            throw error
+        }
+    }
+
+    /// Stops every loop (last first), closes every connection and returns when every context is gone. Any thread.
+    public func stop() {
+        state.webhooks?.stop()
+        for worker in workers.reversed() { worker.loop.stop() }
+        // The state and its workers point at each other while they run.
+        state.detachWorkers()
+    }
+
+    /// How every context is made.
+    private var settings: ContextSettings {
+        var settings = ContextSettings(name: "ringcast")
+        settings.acceptsAdoptedSockets = true
+        settings.certificate = certificate
+        settings.staticFiles = .init(directory: publicDirectory, maxAge: config.staticMaxAge, callbackPaths: ["/api", "/healthz", "/readyz", "/metrics", "/badge"])
+        settings.sessionBytes = LWSConnection.sessionBytes
+        settings.headers = [("access-control-allow-origin:", "*")]
+        settings.enforceSecurityHeaders = true
+        settings.validateUTF8 = true
+        settings.timeoutSeconds = config.handshakeTimeoutSeconds
+        return settings
+    }
+
+    /// What `/healthz` and `/metrics` report of the transport: every worker's figures, summed.
+    var transportStatus: TransportStatus {
+        var status = TransportStatus()
+        for worker in workers {
+            let counters = worker.counters
+            status.watchers += counters.watchers.load(ordering: .relaxed)
+            status.resyncs += counters.resyncs.load(ordering: .relaxed)
+            status.patternSets += counters.patternSets.load(ordering: .relaxed)
+            status.framesSent += counters.framesSent.load(ordering: .relaxed)
+            status.eventsSent += counters.eventsSent.load(ordering: .relaxed)
+            status.socketsOpened += counters.socketsOpened.load(ordering: .relaxed)
+            status.eventsCoalesced += counters.coalesced.load(ordering: .relaxed)
+        }
+        status.threads = workers.count
+        status.redis = state.cluster?.health
+        return withOperations(status)
+    }
+
+    /// Each service thread's counts of its sockets and frames, thread 0 first.
+    var workerMetrics: [TransportMetrics] { workers.map { $0.counters.metrics.withLock { $0 } } }
+
+    /// Watchers open on each service thread now, thread 0 first.
+    package var watchersByThread: [Int] { workers.map { $0.counters.watchers.load(ordering: .relaxed) } }
+
+    /// A refused client, logged once per offender and reason (then at most once a minute, with a count).
+    func logRefusal(_ reason: String, offender: String, _ message: @autoclosure () -> String) {
+        refusalCounts.withLock { $0[reason] += 1 }
+        let verdict = refusals.withLock { $0.admit(reason: reason, offender: offender, now: Clock.now()) }
+        guard verdict.log else { return }
+        let suppressed = verdict.suppressed > 0 ? " (and \(verdict.suppressed) more like it since the last report)" : ""
+        logger.warning("\(message())\(suppressed)", fields: [("reason", .string(reason)), ("peer", .string(offender)), ("suppressed", .number(Double(verdict.suppressed)))])
+    }
+}

@@ -1,0 +1,353 @@
+import Foundation
+import RingcastCore
+import RingcastLWS
+import Synchronization
+import RingcastPlatform
+
+/// The single writer behind every service thread: the store, the API and storage, and one lock
+/// that every worker takes to change or read them, so seq stays one ordered space. A change's
+/// events go, still under the lock, into every worker's inbox in seq order, each with the storage
+/// ticket it must wait for; each worker then delivers them on its own thread, so nothing on the
+/// per-delivery path takes this lock.
+///
+/// With a cluster engine (`RedisCluster`), changes are not applied where they are asked for: the
+/// worker submits them to the cluster's log, and the engine's reader thread applies every entry
+/// here, in log order (`applyLog`), and hands the asking worker its answer.
+///
+/// `@unchecked Sendable`: `store`, `api`, `persistence`, the inboxes and the timer bookkeeping are
+/// touched only while `lock` is held; `committed` and `failed` are their own synchronisation.
+final class SharedState: @unchecked Sendable {
+    /// Events for one worker, and the storage ticket that must be kept before they leave.
+    struct Delivery {
+        let ticket: UInt64
+        let events: [OutboundEvent]
+        /// When the change was applied (a monotonic clock), for the publish-to-write latency.
+        var appliedAt = Clock.monotonicSeconds()
+    }
+
+    /// How a change submitted to the cluster turned out, for the worker that asked.
+    enum Completion {
+        case request(APIResponse)
+        case message(SocketReply)
+        case refused(APIError)
+    }
+
+    /// What a worker takes from its inbox when it wakes.
+    struct Mail {
+        var deliveries: [Delivery] = []
+        var completions: [(token: UInt64, outcome: Completion)] = []
+        /// The state was replaced: every watcher of the worker needs a full snapshot.
+        var resyncEveryone = false
+        /// Worker 0 keeps the deadline timer: where to arm it, when that changed.
+        var deadline: Double??
+        /// Worker 0 keeps the write-behind timer: arm it.
+        var armWriteBehind = false
+    }
+
+    private let lock = NSLock()
+    private let store: TaskStore
+    private let api: API
+    /// Touched only under `lock`, like the store.
+    let persistence: TaskPersistence
+    /// Set when state is shared through a cluster's log rather than owned here.
+    let cluster: RedisCluster?
+    /// The workers to wake, behind a lock of its own: storage's report wakes them while `lock` may
+    /// be held by a flush that waits for that very report.
+    private let workers = Locked<[ServiceWorker]>([])
+    private var mail: [Mail] = []
+    /// Workers whose coalescing window is open: its timer takes the inbox when the window ends, so
+    /// a delivery need not wake them (a wake-up is a poll over every socket of the thread).
+    private var holding: [Bool] = []
+    private var issued: UInt64 = 0
+    /// The newest ticket storage reported kept (or lost): tickets come back in order.
+    private let committed = Atomic<UInt64>(0)
+    /// Tickets storage could not keep, so their answers say so.
+    private let failed = Locked<Set<UInt64>>([])
+    private var armedDeadline: Double?
+    private var deadlineChanged = false
+    private var writeBehindArmed = false
+    private var writeBehindRequested = false
+    /// The webhook senders, once started; deliveries a change made wait here for its ticket.
+    var webhooks: WebhookSenders?
+    private let heldWebhooks = Locked<[(ticket: UInt64, deliveries: [WebhookDelivery])]>([])
+    /// In a cluster: the time of the last entry applied. Entries apply at the later of their own
+    /// time and this one, on every node alike, so time never runs back across nodes' clocks.
+    private var appliedNow: Double = 0
+
+    init(store: TaskStore, api: API, persistence: TaskPersistence) {
+        self.store = store
+        self.api = api
+        self.persistence = persistence
+        cluster = persistence as? RedisCluster
+        appliedNow = cluster?.startingNow ?? 0
+        cluster?.attach(self)
+    }
+
+    var epoch: String { store.epoch }
+    var isClustered: Bool { cluster != nil }
+
+    /// The workers whose inboxes events go to; once, before any of them starts.
+    func attach(_ workers: [ServiceWorker]) {
+        self.workers.withLock { $0 = workers }
+        lock.withLock {
+            mail = Array(repeating: Mail(), count: workers.count)
+            holding = Array(repeating: false, count: workers.count)
+            armedDeadline = store.nextDeadline()
+            deadlineChanged = true
+        }
+    }
+
+    /// Once every worker has stopped: lets go of them.
+    func detachWorkers() {
+        workers.withLock { $0 = [] }
+        lock.withLock {
+            mail = []
+            holding = []
+        }
+    }
+
+    var committedTicket: UInt64 { committed.load(ordering: .acquiring) }
+
+    func wasKept(_ ticket: UInt64) -> Bool { !failed.withLock { $0.contains(ticket) } }
+
+    /// Runs `body` on the locked state; the events it returns go to every worker once storage has
+    /// kept what must be kept. Returns its result and the ticket the caller's answer waits for (0:
+    /// nothing to wait for). A body that sets its `durable` argument commits even plain progress
+    /// (a publisher's `flush`).
+    func change<T>(from worker: Int, _ body: (API, TaskStore, _ durable: inout Bool) -> (T, [OutboundEvent])) -> (T, ticket: UInt64) {
+        var notify: Set<Int> = []
+        let (result, ticket): (T, UInt64) = lock.withLock {
+            var durable = false
+            let (result, events) = body(api, store, &durable)
+            var ticket: UInt64 = 0
+            if persistence.hasUrgentWrites || (durable && persistence.hasPendingWrites) {
+                issued = persistence.commit()
+                ticket = issued
+            } else if !events.isEmpty || durable {
+                // Plain progress waits behind whatever is still being committed: seq order holds.
+                ticket = issued > committed.load(ordering: .acquiring) ? issued : 0
+            }
+            deliverLocked(events, ticket: ticket, from: worker, notify: &notify)
+            takeWebhooksLocked(ticket: ticket)
+            return (result, ticket)
+        }
+        wake(notify)
+        releaseWebhooks()
+        return (result, ticket)
+    }
+
+    /// Under the lock: the deliveries the change made, held until storage keeps the change (their
+    /// outbox rows are in the same commit).
+    private func takeWebhooksLocked(ticket: UInt64) {
+        guard let made = store.webhooks?.takePending(), !made.isEmpty else { return }
+        api.webhookQueued(made.count)
+        heldWebhooks.withLock { $0.append((ticket, made)) }
+    }
+
+    /// Hands the senders every held delivery whose ticket storage has kept.
+    private func releaseWebhooks() {
+        let committed = committedTicket
+        let due: [WebhookDelivery] = heldWebhooks.withLock { held in
+            let ready = held.prefix { $0.ticket <= committed }
+            held.removeFirst(ready.count)
+            return ready.flatMap(\.deliveries)
+        }
+        if !due.isEmpty { webhooks?.send(due) }
+    }
+
+    /// Under the lock: the events to every inbox in seq order; worker 0 told of a new deadline or
+    /// of writes waiting behind.
+    private func deliverLocked(_ events: [OutboundEvent], ticket: UInt64, from worker: Int, notify: inout Set<Int>) {
+        if !events.isEmpty {
+            api.metrics.eventsPublished += events.count
+            for index in mail.indices {
+                if mail[index].deliveries.isEmpty, index != worker, !holding[index] { notify.insert(index) }
+                mail[index].deliveries.append(Delivery(ticket: ticket, events: events))
+            }
+        }
+        let next = store.nextDeadline()
+        if next != armedDeadline {
+            armedDeadline = next
+            deadlineChanged = true
+            if worker != 0 { notify.insert(0) }
+        }
+        if persistence.hasPendingWrites, !writeBehindArmed {
+            writeBehindArmed = true
+            writeBehindRequested = true
+            if worker != 0 { notify.insert(0) }
+        }
+    }
+
+    private func wake(_ indices: Set<Int>) {
+        guard !indices.isEmpty else { return }
+        let targets = workers.withLock { all in indices.compactMap { $0 < all.count ? all[$0] : nil } }
+        for worker in targets { worker.loop.notify() }
+    }
+
+    private func wakeEveryone() {
+        for worker in workers.withLock({ $0 }) { worker.loop.notify() }
+    }
+
+    /// Counts something the API did not see (a refusal before routing) in its metrics.
+    func record(_ body: (inout ServerMetrics) -> Void) {
+        lock.withLock { body(&api.metrics) }
+    }
+
+    /// Reads the locked state (a new watcher's snapshot, a resync, a plan).
+    func read<T>(_ body: (API, TaskStore) throws -> T) rethrows -> T {
+        try lock.withLock { try body(api, store) }
+    }
+
+    /// Worker `index` opened (true) or closed its coalescing window: while it is open, deliveries
+    /// wait in its inbox without waking it (everything else still wakes it).
+    func holdDeliveries(for index: Int, _ open: Bool) {
+        lock.withLock { if index < holding.count { holding[index] = open } }
+    }
+
+    /// What worker `index` must deliver, answer or arm now.
+    func takeMail(_ index: Int) -> Mail {
+        lock.withLock {
+            guard index < mail.count else { return Mail() }
+            var taken = mail[index]
+            mail[index] = Mail()
+            if index == 0 {
+                if deadlineChanged {
+                    taken.deadline = .some(armedDeadline)
+                    deadlineChanged = false
+                }
+                taken.armWriteBehind = writeBehindRequested
+                writeBehindRequested = false
+            }
+            return taken
+        }
+    }
+
+    /// Storage reports a commit (from its writer thread, or the caller's when it writes in place).
+    func storageKept(_ ticket: UInt64, kept: Bool) {
+        if !kept { failed.withLock { _ = $0.insert(ticket) } }
+        var current = committed.load(ordering: .relaxed)
+        while current < ticket {
+            let (exchanged, original) = committed.compareExchange(expected: current, desired: ticket, ordering: .acquiringAndReleasing)
+            if exchanged { break }
+            current = original
+        }
+        releaseWebhooks()
+        wakeEveryone()
+    }
+
+    /// Worker 0's write-behind timer: hands what is pending to storage.
+    func writeBehind() {
+        lock.withLock {
+            writeBehindArmed = false
+            if persistence.hasPendingWrites { issued = persistence.commit() }
+        }
+    }
+
+    /// Worker 0's deadline timer: fires what is due here, or, in a cluster, claims the deadline
+    /// (`armed`, the same on every node) so that one node's `due` entry fires it for all.
+    func deadlineFell(from worker: Int, now: Double) -> UInt64 {
+        if let cluster {
+            let deadline = lock.withLock { armedDeadline }
+            guard let deadline else { return 0 }
+            cluster.claim(deadline: deadline, entry: LogEntry(node: cluster.node, token: 0, worker: worker, now: deadline, kind: .due))
+            return 0
+        }
+        return change(from: worker) { _, store, _ in ((), store.runDue(now: now)) }.ticket
+    }
+
+    /// At shutdown: everything pending is written and counts as kept.
+    func flush() {
+        // A cluster's reader thread may be waiting for the lock to apply entries it has read (a
+        // deadline's `due`, say): its threads are stopped first, outside the lock, or neither
+        // side would ever go on.
+        cluster?.flush()
+        let last: UInt64 = lock.withLock {
+            persistence.flush()
+            return issued
+        }
+        storageKept(last, kept: true)
+    }
+
+    // MARK: The cluster's log
+
+    /// Hands a change to the cluster's log; its outcome comes back through the worker's mail.
+    func submit(_ entry: LogEntry) {
+        cluster?.append(entry)
+    }
+
+    /// Applies log entries in order (the engine's reader thread); the asking node's worker gets its answer.
+    func applyLog(_ entries: [LogEntry], node: String) {
+        var notify: Set<Int> = []
+        lock.withLock {
+            for entry in entries {
+                appliedNow = max(appliedNow, entry.now)
+                let now = appliedNow
+                let events: [OutboundEvent]
+                let outcome: Completion?
+                switch entry.kind {
+                case let .request(commands, answer):
+                    let response = api.execute(commands, answer: answer, now: now)
+                    (events, outcome) = (response.events, .request(response))
+                case let .message(plan):
+                    let reply = api.execute(plan, now: now)
+                    (events, outcome) = (reply.events, .message(reply))
+                case .due:
+                    (events, outcome) = (store.runDue(now: now), nil)
+                }
+                deliverLocked(events, ticket: 0, from: -1, notify: &notify)
+                // Every node made the same deliveries; the node that asked sends them, once.
+                if entry.node == node {
+                    takeWebhooksLocked(ticket: 0)
+                } else {
+                    _ = store.webhooks?.takePending()
+                }
+                if case let .request(response)? = outcome { for control in response.controls { control.send() } }
+                if let outcome, entry.node == node, entry.worker < mail.count {
+                    mail[entry.worker].completions.append((entry.token, outcome))
+                    notify.insert(entry.worker)
+                }
+            }
+            for index in mail.indices where !mail[index].deliveries.isEmpty { notify.insert(index) }
+        }
+        wake(notify)
+        releaseWebhooks()
+    }
+
+    /// Redis did not take a change: its worker answers with the error.
+    func unavailable(_ entry: LogEntry, _ error: APIError) {
+        let known: Bool = lock.withLock {
+            guard entry.worker < mail.count, entry.token != 0 else { return false }
+            mail[entry.worker].completions.append((entry.token, .refused(error)))
+            return true
+        }
+        if known { wake([entry.worker]) }
+    }
+
+    /// Replaces the state with the cluster's (after Redis lost it, or this node fell behind the
+    /// log's trimmed start): every watcher on every thread gets a full snapshot.
+    func reload(_ saved: PersistedState) {
+        lock.withLock {
+            store.replace(with: saved)
+            appliedNow = saved.appliedNow
+            for index in mail.indices {
+                mail[index].deliveries = []
+                mail[index].resyncEveryone = true
+            }
+            armedDeadline = store.nextDeadline()
+            deadlineChanged = true
+        }
+        wakeEveryone()
+    }
+
+    /// The whole state, for the cluster's checkpoint.
+    func checkpointBody() -> (epoch: String, body: [UInt8]) {
+        lock.withLock {
+            let state = PersistedState(epoch: store.epoch, seq: store.seq, tasks: store.tasks.values.sorted { $0.seq < $1.seq },
+                                       history: store.history.kinds)
+            return (store.epoch, state.checkpointBody(appliedNow: appliedNow))
+        }
+    }
+
+    /// Redis came or went: /healthz reads it fresh; nothing waits.
+    func redisChanged() {}
+}

@@ -1,0 +1,443 @@
+import Foundation
+import RingcastCore
+import RingcastLWS
+import RingcastRedis
+import RingcastPlatform
+
+/// The cluster engine, `"storage": "redis://HOST:PORT"`: several `ringcast` nodes share state
+/// through one log in Redis. A node checks and authorizes what it is asked (`API.plan`), appends it
+/// to the log — a Lua script gives the entry the cluster's next log index and checks the epoch, in
+/// one step — and every node, itself included, reads the log in order and applies each entry to its
+/// own copy of the state with the entry's time. Applying is deterministic, so every node holds the
+/// same tasks and the same `epoch:seq`: a watcher resumes with `since` on any node. Deadlines (timer
+/// ticks, `hideAfter`, leases, retention) are part of that state, known alike on every node; when
+/// the next one falls due, every node tries to claim it with a compare-and-set script, and the one
+/// that wins appends a `due` entry, so each fires once for the cluster. A checkpoint of the whole
+/// state (written now and then by any node, the newest kept) lets a new node start without
+/// replaying the whole log, which is trimmed behind it.
+///
+/// Threads: a writer thread (appends, claims, checkpoints) and a reader thread (a blocking XREAD)
+/// of its own, each with its own connection; neither ever runs on a service thread. When Redis is
+/// gone the node keeps serving its watchers what it has, answers publishes with 503, says so in its
+/// log (once) and /healthz, reconnects with capped, jittered back-off, and resyncs by state when back.
+///
+/// `@unchecked Sendable`: the queue and the connection state are guarded by `condition`; `state`,
+/// the reader's cursor and its connection belong to the reader thread after `startWriting`.
+final class RedisCluster: TaskPersistence, @unchecked Sendable {
+    private enum Key {
+        static let epoch = "ringcast:epoch"
+        static let index = "ringcast:index"
+        static let log = "ringcast:log"
+        static let due = "ringcast:due"
+        static let checkpoint = "ringcast:checkpoint"
+    }
+
+    /// Appends an entry with the next index, unless the cluster's epoch is not the one the node has
+    /// (Redis restarted empty, or the cluster was reset): then `EPOCH`.
+    private static let appendScript = """
+        if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('EPOCH the cluster state in Redis is not the one this node holds') end
+        local i = redis.call('INCR', KEYS[2])
+        redis.call('XADD', KEYS[3], '*', 'i', i, 'e', ARGV[2])
+        return i
+        """
+    /// Appends a `due` entry for deadline ARGV[2] only if no node has claimed it (or a later one).
+    private static let claimScript = """
+        if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('EPOCH the cluster state in Redis is not the one this node holds') end
+        local last = tonumber(redis.call('GET', KEYS[2]) or '-1')
+        if tonumber(ARGV[2]) <= last then return 0 end
+        redis.call('SET', KEYS[2], ARGV[2])
+        local i = redis.call('INCR', KEYS[3])
+        redis.call('XADD', KEYS[4], '*', 'i', i, 'e', ARGV[3])
+        return i
+        """
+    /// Keeps the newest checkpoint, and trims the log entries it makes unnecessary.
+    private static let checkpointScript = """
+        local current = redis.call('HGET', KEYS[1], 'i')
+        if current and tonumber(current) >= tonumber(ARGV[1]) then return 0 end
+        redis.call('HSET', KEYS[1], 'i', ARGV[1], 'id', ARGV[2], 'body', ARGV[3])
+        redis.call('XTRIM', KEYS[2], 'MINID', ARGV[2])
+        return 1
+        """
+
+    let url: RedisURL
+    let node: String
+    private let logger: Logger
+    private let condition = NSCondition()
+    private enum Request {
+        case append(LogEntry)
+        case claim(deadline: Double, entry: LogEntry)
+        case checkpoint(index: Int64, id: String, body: [UInt8])
+    }
+    private var queue: [Request] = []
+    private var running = false
+    private var writerStopped = true
+    private var readerStopped = true
+    /// nil while Redis answers; otherwise since when it has not (Unix ms), for /healthz.
+    private let unavailableSince = Locked<Double?>(nil)
+
+    // Set up by `init` and `load`, then the reader thread's.
+    private var epoch = ""
+    private var lastIndex: Int64 = 0
+    private var lastID = "0-0"
+    private var loaded: PersistedState?
+    private weak var state: SharedState?
+    private var lastCheckpointIndex: Int64 = 0
+    private var lastCheckpointAt = Date()
+
+    /// Connects and reads the cluster's epoch and checkpoint; a new cluster gets a new epoch.
+    init(url: RedisURL, logger: Logger) throws {
+        self.url = url
+        self.logger = logger
+        node = TaskStore.newEpoch()
+        do {
+            let redis = try RedisConnection(url)
+            _ = try redis.command(["SET", Key.epoch, TaskStore.newEpoch(), "NX"])
+            guard let epoch = try redis.command(["GET", Key.epoch]).text else { throw RedisError.reply("no epoch") }
+            self.epoch = epoch
+            loaded = try RedisCluster.readCheckpoint(redis, epoch: epoch, cursor: &lastIndex, id: &lastID)
+            lastCheckpointIndex = lastIndex
+        } catch {
+            throw ServerError("storage \(url): \(error); start redis-server there, or set \"storage\" to \"memory\" or an SQLite file")
+        }
+    }
+
+    var isAvailable: Bool { unavailableSince.withLock { $0 == nil } }
+
+    /// The time of the last entry the checkpoint it started from had applied.
+    var startingNow: Double { loaded?.appliedNow ?? 0 }
+
+    /// What /healthz says of Redis.
+    var health: String {
+        unavailableSince.withLock { since in since.map { "unavailable since \(Int($0))" } ?? "connected" }
+    }
+
+    // MARK: TaskPersistence: state lives in the log, so a change has nothing to save here
+
+    func load() -> PersistedState? { loaded ?? PersistedState(epoch: epoch, seq: 0, tasks: []) }
+    func save(_ task: TaskRecord, epoch: String, seq: UInt64, urgent: Bool) {}
+    func remove(id: String, epoch: String, seq: UInt64) {}
+    var hasPendingWrites: Bool { false }
+
+    /// Replays the log after the checkpoint (so this node starts with the cluster's state), then
+    /// starts the reader and writer threads. The report is not needed: nothing waits for a commit.
+    func startWriting(report: @escaping @Sendable (UInt64, Bool) -> Void) {
+        guard let state else { return }
+        do {
+            let redis = try RedisConnection(url)
+            while true {
+                let entries = try read(redis, block: nil)
+                if entries.isEmpty { break }
+                apply(entries, to: state)
+            }
+        } catch {
+            logger.error("storage \(url): could not read the cluster's log at start: \(error); this node catches up when Redis answers")
+        }
+        condition.withLock {
+            running = true
+            writerStopped = false
+            readerStopped = false
+        }
+        let writer = Thread { [self] in
+            Thread.current.name = "ringcast-redis-w"
+            writerLoop()
+        }
+        let reader = Thread { [self] in
+            Thread.current.name = "ringcast-redis-r"
+            readerLoop()
+        }
+        writer.start()
+        reader.start()
+    }
+
+    func attach(_ state: SharedState) { self.state = state }
+
+    /// Stops both threads (the reader within its blocking read's timeout).
+    func flush() {
+        condition.withLock {
+            running = false
+            condition.broadcast()
+            while !writerStopped || !readerStopped { condition.wait() }
+        }
+    }
+
+    // MARK: Appending (any thread)
+
+    /// Appends `entry`; its node hears the outcome when it reads the entry back (or, if Redis does
+    /// not take it, through `SharedState.unavailable`).
+    func append(_ entry: LogEntry) { enqueue(.append(entry)) }
+
+    /// Asks the cluster to fire the deadline `deadline`, unless another node did.
+    func claim(deadline: Double, entry: LogEntry) { enqueue(.claim(deadline: deadline, entry: entry)) }
+
+    private func enqueue(_ request: Request) {
+        condition.withLock {
+            queue.append(request)
+            condition.broadcast()
+        }
+    }
+
+    // MARK: The writer thread
+
+    private func writerLoop() {
+        var redis: RedisConnection?
+        var backoff = Backoff()
+        while true {
+            let batch: [Request] = condition.withLock {
+                while queue.isEmpty, running { condition.wait() }
+                defer { queue.removeAll(keepingCapacity: true) }
+                return queue
+            }
+            if batch.isEmpty {
+                condition.withLock { writerStopped = true; condition.broadcast() }
+                return
+            }
+            do {
+                if redis == nil { redis = try RedisConnection(url) }
+                let replies = try redis!.pipeline(batch.map(command(for:)))
+                markAvailable()
+                backoff.reset()
+                for (request, reply) in zip(batch, replies) {
+                    if case let .error(message) = reply { refuse(request, because: "Redis refused it: \(message)") }
+                }
+            } catch {
+                redis = nil
+                markUnavailable(error)
+                for request in batch { refuse(request, because: "Redis at \(url) cannot be reached (\(error)); try again") }
+                backoff.wait(until: { condition.withLock { !running } })
+            }
+        }
+    }
+
+    private func command(for request: Request) -> [[UInt8]] {
+        func strings(_ values: [String]) -> [[UInt8]] { values.map { Array($0.utf8) } }
+        switch request {
+        case let .append(entry):
+            return strings(["EVAL", RedisCluster.appendScript, "3", Key.epoch, Key.index, Key.log, epochNow]) + [entry.encoded()]
+        case let .claim(deadline, entry):
+            return strings(["EVAL", RedisCluster.claimScript, "4", Key.epoch, Key.due, Key.index, Key.log, epochNow, String(deadline)]) + [entry.encoded()]
+        case let .checkpoint(index, id, body):
+            return strings(["EVAL", RedisCluster.checkpointScript, "2", Key.checkpoint, Key.log, String(index), id]) + [body]
+        }
+    }
+
+    /// The epoch this node holds (the reader updates it after a reload).
+    private var epochNow: String { condition.withLock { epoch } }
+
+    private func refuse(_ request: Request, because reason: String) {
+        guard case let .append(entry) = request, let state else { return }
+        state.unavailable(entry, APIError(.storageFailed, "the change was not applied: \(reason)"))
+    }
+
+    // MARK: The reader thread
+
+    private func readerLoop() {
+        var redis: RedisConnection?
+        var backoff = Backoff()
+        while condition.withLock({ running }) {
+            guard let state else { break }
+            do {
+                if redis == nil {
+                    let connection = try RedisConnection(url)
+                    try rejoin(connection, state: state)
+                    redis = connection
+                }
+                let entries = try read(redis!, block: 1000)
+                markAvailable()
+                backoff.reset()
+                if !entries.isEmpty {
+                    apply(entries, to: state)
+                    checkpointIfDue(state)
+                }
+            } catch let gap as LogGap {
+                logger.warning("storage \(url): \(gap.reason); reloading the cluster's state from its checkpoint")
+                redis = nil
+            } catch {
+                redis = nil
+                markUnavailable(error)
+                backoff.wait(until: { condition.withLock { !running } })
+            }
+        }
+        condition.withLock { readerStopped = true; condition.broadcast() }
+    }
+
+    private struct LogGap: Error { let reason: String }
+
+    /// On (re)connecting: if Redis lost the cluster's state, put this node's back (the first node
+    /// to get there wins); if the log moved on past what this node can read, reload the checkpoint.
+    private func rejoin(_ redis: RedisConnection, state: SharedState) throws {
+        let current = try redis.command(["GET", Key.epoch]).text
+        if current == nil {
+            let seeded = state.checkpointBody()
+            let won = try redis.command(["SET", Key.epoch, seeded.epoch, "NX"])
+            if won.text == "OK" {
+                _ = try redis.pipeline([
+                    ["SET", Key.index, String(lastIndex)].map { Array($0.utf8) },
+                    ["HSET", Key.checkpoint, "i", String(lastIndex), "id", "0-0"].map { Array($0.utf8) } + [Array("body".utf8), seeded.body],
+                ])
+                lastID = "0-0"
+                logger.warning("storage \(url): Redis had lost the cluster's state; this node put its own back (epoch \(seeded.epoch), \(lastIndex) entries)")
+                return
+            }
+        }
+        let epochNow = try redis.command(["GET", Key.epoch]).text ?? ""
+        let first = try redis.command(["XRANGE", Key.log, "-", "+", "COUNT", "1"]).array?.first
+        let firstIndex = first.flatMap(RedisCluster.entryFields)?.index
+        let indexNow = try redis.command(["GET", Key.index]).integer ?? 0
+        // Reading on from here works if the entries after this node's last one are all still there.
+        let canContinue = epochNow == epoch && indexNow >= lastIndex
+            && (indexNow == lastIndex || (firstIndex.map { $0 <= lastIndex + 1 } ?? false))
+        if !canContinue {
+            var index: Int64 = 0, id = "0-0"
+            let reloaded = try RedisCluster.readCheckpoint(redis, epoch: epochNow, cursor: &index, id: &id)
+                ?? PersistedState(epoch: epochNow, seq: 0, tasks: [])
+            condition.withLock { epoch = epochNow }
+            lastIndex = index
+            lastID = id
+            state.reload(reloaded)
+            logger.info("storage \(url): reloaded the cluster's state (epoch \(epochNow), \(reloaded.tasks.count) tasks); every watcher gets a snapshot")
+        }
+    }
+
+    /// The next entries after `lastID` (waiting up to `block` ms when given); checks none is missing.
+    private func read(_ redis: RedisConnection, block: Int?) throws -> [LogEntry] {
+        var arguments = ["XREAD", "COUNT", "1000"]
+        if let block { arguments += ["BLOCK", String(block)] }
+        redis.setTimeout(seconds: Double(block ?? 0) / 1000 + 5)
+        let reply = try redis.command(arguments + ["STREAMS", Key.log, lastID])
+        if case let .error(message) = reply { throw RedisError.reply(message) }
+        guard let streams = reply.array, let stream = streams.first?.array, stream.count == 2, let items = stream[1].array else { return [] }
+        var entries: [LogEntry] = []
+        for item in items {
+            guard let (id, index, bytes) = RedisCluster.entryFields(item) else { continue }
+            guard index == lastIndex + 1 else { throw LogGap(reason: "the log went from entry \(lastIndex) to \(index)") }
+            lastIndex = index
+            lastID = id
+            if let entry = LogEntry(decoding: bytes) {
+                entries.append(entry)
+            } else {
+                logger.error("storage \(url): log entry \(index) is not one this version reads; skipped")
+            }
+        }
+        return entries
+    }
+
+    private func apply(_ entries: [LogEntry], to state: SharedState) {
+        state.applyLog(entries, node: node)
+    }
+
+    private func checkpointIfDue(_ state: SharedState) {
+        let since = lastIndex - lastCheckpointIndex
+        guard since >= 20_000 || (since > 0 && Date().timeIntervalSince(lastCheckpointAt) > 60) else { return }
+        lastCheckpointIndex = lastIndex
+        lastCheckpointAt = Date()
+        enqueue(.checkpoint(index: lastIndex, id: lastID, body: state.checkpointBody().body))
+    }
+
+    /// An XREAD/XRANGE item `[id, [field, value, …]]` as (id, index, entry bytes).
+    private static func entryFields(_ item: RedisValue) -> (id: String, index: Int64, bytes: [UInt8])? {
+        guard let pair = item.array, pair.count == 2, let id = pair[0].text, let fields = pair[1].array else { return nil }
+        var index: Int64?, bytes: [UInt8]?
+        var position = 0
+        while position + 1 < fields.count {
+            switch fields[position].text {
+            case "i": index = fields[position + 1].integer
+            case "e": if case let .string(value) = fields[position + 1] { bytes = value }
+            default: break
+            }
+            position += 2
+        }
+        guard let index, let bytes else { return nil }
+        return (id, index, bytes)
+    }
+
+    /// The checkpoint in Redis, if it belongs to `epoch`: its state, and where in the log it stands.
+    private static func readCheckpoint(_ redis: RedisConnection, epoch: String, cursor: inout Int64, id: inout String) throws -> PersistedState? {
+        guard let fields = try redis.command(["HGETALL", Key.checkpoint]).array, !fields.isEmpty else { return nil }
+        var values: [String: RedisValue] = [:]
+        var position = 0
+        while position + 1 < fields.count {
+            if let name = fields[position].text { values[name] = fields[position + 1] }
+            position += 2
+        }
+        guard let index = values["i"]?.integer, let streamID = values["id"]?.text, case let .string(body)? = values["body"],
+              let state = PersistedState(checkpoint: body), state.epoch == epoch else { return nil }
+        cursor = index
+        id = streamID
+        return state
+    }
+
+    private func markAvailable() {
+        let wasDown = unavailableSince.withLock { since -> Bool in
+            defer { since = nil }
+            return since != nil
+        }
+        if wasDown {
+            logger.info("storage \(url): Redis answers again")
+            state?.redisChanged()
+        }
+    }
+
+    private func markUnavailable(_ error: Error) {
+        let first = unavailableSince.withLock { since -> Bool in
+            guard since == nil else { return false }
+            since = Date().timeIntervalSince1970 * 1000
+            return true
+        }
+        if first {
+            logger.error("storage \(url): Redis cannot be reached (\(error)); serving what this node has, refusing publishes with 503, reconnecting")
+            state?.redisChanged()
+        }
+    }
+}
+
+/// Capped full-jitter back-off: a random wait between 0 and min(cap, base · 2^attempt).
+struct Backoff {
+    var base = 0.1
+    var cap = 5.0
+    private var attempt = 0
+
+    mutating func reset() { attempt = 0 }
+
+    /// Waits (in short steps, so `stopping` is noticed) and counts the attempt.
+    mutating func wait(until stopping: () -> Bool) {
+        let limit = min(cap, base * Double(1 << min(attempt, 16)))
+        attempt += 1
+        var left = Double.random(in: 0...limit)
+        while left > 0, !stopping() {
+            let step = min(left, 0.05)
+            usleep(UInt32(step * 1_000_000))
+            left -= step
+        }
+    }
+}
+
+extension PersistedState {
+    /// A checkpoint: a first line of `{"epoch", "seq", "now"}`, then one stored task per line, then
+    /// one line per kind of the history, `{"history": KIND, "seconds": […], "lastFinishedAt"}`
+    /// (a node that does not know such lines skips them: they are no task).
+    func checkpointBody(appliedNow: Double) -> [UInt8] {
+        var writer = JSONWriter(capacity: 64)
+        writer.beginObject()
+        writer.key("epoch"); writer.string(epoch)
+        writer.key("seq"); writer.number(Int(seq))
+        writer.key("now"); writer.number(appliedNow)
+        writer.endObject()
+        var body = writer.bytes
+        for task in tasks {
+            body.append(UInt8(ascii: "\n"))
+            body += task.encodedForStorage()
+        }
+        body += KindHistory.checkpointLines(history)
+        return body
+    }
+
+    init?(checkpoint body: [UInt8]) {
+        let lines = body.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true)
+        guard let head = lines.first, let meta = try? JSONParser.parse(Array(head)), case let .string(epoch)? = meta["epoch"],
+              case let .number(seq)? = meta["seq"] else { return nil }
+        var now = 0.0
+        if case let .number(value)? = meta["now"] { now = value }
+        self.init(epoch: epoch, seq: UInt64(seq), tasks: lines.dropFirst().compactMap { TaskRecord(stored: Array($0)) }, appliedNow: now,
+                  history: KindHistory.fromCheckpoint(lines.dropFirst().map(Array.init)))
+    }
+}

@@ -1,0 +1,95 @@
+import RingcastCore
+import RingcastLWS
+
+/// The Swift side of one lws connection, kept (retained) in its session memory: what the connection
+/// is for now. lws reuses the same memory for the next request of a kept-alive connection and for
+/// its WebSocket upgrade, so a connection changes role by being replaced. Service thread only.
+final class Connection {
+    enum Role {
+        /// One HTTP request being read and answered.
+        case http(HTTPExchange)
+        /// A WebSocket receiving the events of the tasks it watches.
+        case watcher(SocketPeer)
+        /// A WebSocket that publishes (`?mode=publish`): it hears only its own replies and heartbeats.
+        case publisher(SocketPeer)
+    }
+
+    let role: Role
+
+    init(_ role: Role) { self.role = role }
+
+    var exchange: HTTPExchange? {
+        if case let .http(exchange) = role { return exchange }
+        return nil
+    }
+
+    var socket: SocketPeer? {
+        switch role {
+        case let .watcher(socket), let .publisher(socket): return socket
+        case .http: return nil
+        }
+    }
+}
+
+/// What the server knows of one socket for its whole life — its kept-alive requests and its upgrade:
+/// where it comes from and how much it may still publish. Held in `Server.peers` from the
+/// socket's `created` to its `destroyed` (lws's per-socket user pointer is its own). Service thread only.
+final class Peer {
+    let address: PeerAddress
+    let isLoopback: Bool
+    /// The address as `connectionsByAddress` counts it, when it counts against `maxConnectionsPerAddress`.
+    let countedAs: String?
+    var allowance: TokenBucket
+
+    init(address: PeerAddress, isLoopback: Bool, countedAs: String?, allowance: TokenBucket) {
+        self.address = address
+        self.isLoopback = isLoopback
+        self.countedAs = countedAs
+        self.allowance = allowance
+    }
+}
+
+/// One HTTP request: collected (headers, then the body up to `maxMessageBytes`), answered by the
+/// API, written in one send. Service thread only.
+final class HTTPExchange {
+    @exclusivity(unchecked) var request: APIRequest?
+    @exclusivity(unchecked) var body: MessageAssembler
+    @exclusivity(unchecked) var response: APIResponse?
+    /// False once lws has let go of the connection: an answer held for storage is then dropped.
+    @exclusivity(unchecked) var isOpen = true
+    /// Set by lws's body completion, which comes once a request unless the client pipelines.
+    @exclusivity(unchecked) var isBodyComplete = false
+
+    init(request: APIRequest, bodyLimit: Int) {
+        self.request = request
+        body = MessageAssembler(limit: bodyLimit)
+    }
+}
+
+/// One WebSocket: its protocol session, its place in the fan-out, and the message being received.
+/// Service thread only.
+final class SocketPeer: FanOutWriter {
+    let link: LWSConnection
+    /// Unretained: a worker outlives the sockets of its loop.
+    unowned(unsafe) let worker: ServiceWorker
+    @exclusivity(unchecked) var session: SocketSession?
+    @exclusivity(unchecked) var subscription: Subscription?
+    @exclusivity(unchecked) var incoming: MessageAssembler
+    /// Set when the socket must close once what is queued has left (a refused query, shutdown).
+    @exclusivity(unchecked) var closeReason: (status: CloseStatus, text: String)?
+    /// Set when the peer's close frame has come: lws answers it and makes no more writeable
+    /// callbacks, so nothing is written at once either.
+    @exclusivity(unchecked) var peerIsClosing = false
+    /// In `ServiceWorker.writeAtRoundEnd`, to be written to when this round of the loop ends.
+    @exclusivity(unchecked) var isQueuedToWrite = false
+
+    init(link: LWSConnection, worker: ServiceWorker, messageLimit: Int) {
+        self.link = link
+        self.worker = worker
+        incoming = MessageAssembler(limit: messageLimit)
+    }
+
+    func requestWrite() { link.requestWrite() }
+
+    func writeAtOnce() -> Bool { worker.writeAtOnce(self) }
+}

@@ -1,0 +1,140 @@
+import RingcastCore
+import RingcastLWS
+import RingcastPlatform
+
+/// The HTTP role of a service thread: read a request, let the API answer it under the state's
+/// lock, write the answer in one send once storage has kept what it changed. Service thread only.
+extension ServiceWorker {
+    /// Every request, static files included, must name one of our hosts (DNS rebinding gets 421).
+    func admitsHTTP(_ link: LWSConnection) -> Bool {
+        // lws 4.1.6 parses a pipelined request while the one before is still unanswered and then
+        // loses that answer (or, after a body, spins for good): a connection that pipelines is
+        // closed, and the client sends again one request at a time, as HTTP/1.1 lets a server ask.
+        if link.attachment(as: Connection.self)?.exchange != nil {
+            logger.debug("closed a connection from \(link.peerAddress) that pipelined HTTP requests")
+            return false
+        }
+        do throws(APIError) {
+            guard link.hasWholeRequestLine else { throw APIError.cutRequestLine }
+            try gate.checkHost(link.header(.host))
+            return true
+        } catch {
+            state.record { metrics in
+                metrics.httpRequests += 1
+                metrics.httpErrors += 1
+            }
+            server.logRefusal(error.code == .misdirected ? "host" : "request", offender: link.peerAddress, "refused \(link.requestLine()?.path ?? "a request") from \(link.peerAddress): \(error.message)")
+            _ = link.writeHTTP(status: error.status, contentType: "application/json", body: error.encodedBody, headers: [("cache-control:", "no-store")])
+            return false
+        }
+    }
+
+    func beginHTTP(_ link: LWSConnection) -> Bool {
+        guard let (method, path) = link.requestLine() else { return false }
+        let request = APIRequest(
+            method: method, path: path, query: link.queryArguments(),
+            headers: RequestHeaders(host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization),
+                                    contentType: link.header(.contentType), accept: link.header(.accept), ifNoneMatch: link.header(.ifNoneMatch)),
+            fromLoopback: isFromLoopback(link))
+        let exchange = HTTPExchange(request: request, bodyLimit: config.maxMessageBytes)
+        // lws hands the same session memory to the next request of a kept-alive connection.
+        release(link.attach(Connection(.http(exchange))))
+        let contentLength = Int(link.header(.contentLength) ?? "") ?? 0
+        if contentLength > config.maxMessageBytes { exchange.body.refuse() }
+        // Whatever the method: a GET's body left unread wedges lws's parser on the next request of
+        // the connection (it spun for good in lws_service_do_ripe_rxflow). The API ignores it.
+        if contentLength > 0 {
+            return true  // the body follows
+        }
+        answer(exchange, on: link)
+        return true
+    }
+
+    func receiveBody(_ piece: UnsafeRawBufferPointer, on link: LWSConnection) {
+        link.attachment(as: Connection.self)?.exchange?.body.append(piece)
+    }
+
+    /// The body is in. False closes the connection: lws reports a second completion of one body
+    /// only when it has a pipelined request buffered, and then loops on it without end.
+    func completeBody(on link: LWSConnection) -> Bool {
+        guard let exchange = link.attachment(as: Connection.self)?.exchange else { return true }
+        guard !exchange.isBodyComplete else {
+            logger.debug("closed a connection from \(link.peerAddress) that pipelined HTTP requests")
+            return false
+        }
+        exchange.isBodyComplete = true
+        answer(exchange, on: link)
+        return true
+    }
+
+    func answer(_ exchange: HTTPExchange, on link: LWSConnection) {
+        // Once per request: lws also reports BODY_COMPLETION for a POST with Content-Length: 0,
+        // which beginHTTP has already answered.
+        guard var request = exchange.request else { return }
+        exchange.request = nil
+        (request.body, request.bodyTooLarge) = exchange.body.take()
+        let now = Clock.now()
+        let peer = peers[link.identifier]
+        let publishes = request.method != "GET" && request.method != "HEAD"
+        if request.bodyTooLarge { server.logRefusal("oversize", offender: link.peerAddress, "refused \(request.method) \(request.path) from \(link.peerAddress): the body is larger than maxMessageBytes (\(config.maxMessageBytes))") }
+        let response: APIResponse
+        let ticket: UInt64
+        if publishes, let peer, !peer.allowance.allows(now: now) {
+            state.record { metrics in
+                metrics.httpRequests += 1
+                metrics.httpErrors += 1
+                metrics.rateLimited += 1
+            }
+            server.logRefusal("rate", offender: peer.address.text, "refused requests from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")
+            response = APIResponse(APIError(.rateLimited, "this connection publishes more than \(config.maxPublishRate.plain) events a second (maxPublishRate): slow down, batch, or raise \"maxPublishRate\" in config.json"))
+            ticket = 0
+        } else if state.isClustered {
+            let server = self.server
+            switch state.read({ api, _ in api.plan(request, now: now) { server.transportStatus } }) {
+            case let .answer(answer):
+                (response, ticket) = (answer, 0)
+            case let .apply(commands, shape):
+                peer?.allowance.spend(max(1, commands.count), now: now)
+                submit(.request(commands, shape), now: now) { outcome in
+                    guard exchange.isOpen else { return }
+                    switch outcome {
+                    case let .request(applied): exchange.response = applied
+                    case let .refused(error): exchange.response = APIResponse(error)
+                    case .message: return
+                    }
+                    link.requestWrite()
+                }
+                return
+            }
+        } else {
+            let server = self.server
+            (response, ticket) = state.change(from: index) { api, _, _ in
+                let response = api.handle(request, now: now) { server.transportStatus }
+                return (response, response.events)
+            }
+            if publishes { peer?.allowance.spend(max(1, response.events.count), now: now) }
+        }
+        // The answer leaves once storage has kept what it changed; the connection may be gone by then.
+        settle(ticket: ticket) { kept in
+            // A control request reaches its publishers once it is kept (in a cluster, every node's
+            // own publishers hear it when that node applies it).
+            for control in response.controls { control.send() }
+            guard exchange.isOpen else { return }
+            exchange.response = kept ? response : APIResponse(APIError.storageFailed)
+            link.requestWrite()
+        }
+    }
+
+    /// Writes the answer, lets go of the exchange, then completes the transaction: lws may free the
+    /// session memory inside it, so nothing may touch it afterwards.
+    func writeHTTP(on link: LWSConnection) -> Bool {
+        guard let exchange = link.attachment(as: Connection.self)?.exchange, let response = exchange.response else { return true }
+        exchange.response = nil
+        count { $0.httpBytes += response.body.count }
+        let written = link.writeHTTP(status: response.status, contentType: response.contentType, body: response.body,
+                                     headers: [("cache-control:", response.cacheControl)] + response.headers)
+        release(link.detach())
+        guard written else { return false }
+        return link.completeHTTPTransaction()
+    }
+}

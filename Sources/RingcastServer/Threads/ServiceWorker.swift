@@ -1,0 +1,236 @@
+import Foundation
+import RingcastCore
+import RingcastLWS
+import Synchronization
+import RingcastPlatform
+
+/// One service thread of the server: its libwebsockets context (serving the sockets its own
+/// SO_REUSEPORT listener accepts), its connections, its watchers' fan-out and heartbeat. What is
+/// published on any thread reaches it through its inbox in `SharedState`; it delivers on its own
+/// thread. Worker 0 also keeps the state's deadline and write-behind timers.
+///
+/// `@unchecked Sendable`: everything but `counters` (atomics) and the immutable lets belongs to
+/// the loop's service thread; other threads only call `loop.notify()` and read `counters`.
+final class ServiceWorker: @unchecked Sendable {
+    let index: Int
+    let loop: ServiceLoop
+    unowned let server: Server
+    let state: SharedState
+    let config: ServerConfig
+    let logger: Logger
+    let gate: RequestGate
+    let fanOut: FanOut
+    let counters = WorkerCounters()
+    private let listener: ListeningSocket
+
+    // Service thread only.
+    /// Deliveries waiting for their storage ticket, in seq order.
+    @exclusivity(unchecked) private var waiting: [SharedState.Delivery] = []
+    @exclusivity(unchecked) private var waitingHead = 0
+    /// Answers waiting for their ticket, in the order they were made.
+    @exclusivity(unchecked) private var held: [(ticket: UInt64, release: (Bool) -> Void)] = []
+    @exclusivity(unchecked) private var heldHead = 0
+    /// What is known of each open socket, by its connection's identity, from `created` to `destroyed`.
+    @exclusivity(unchecked) var peers: [Int: Peer] = [:]
+    /// The socket just accepted, for the `created` that follows.
+    @exclusivity(unchecked) var acceptedPeer: Peer?
+    /// In a cluster: changes this thread submitted to the log, by token, waiting for their outcome.
+    @exclusivity(unchecked) var submitted: [UInt64: (SharedState.Completion) -> Void] = [:]
+    private var lastToken: UInt64 = 0
+    private var heartbeatTimer: LoopTimer?
+    private var deadlineTimer: LoopTimer?
+    private var writeBehindTimer: LoopTimer?
+    /// The coalescing window (`flushMilliseconds`; 0: none, events are published as they come).
+    /// Its timer is armed by the first event of a window, so an idle server is never woken.
+    private let windowMicroseconds: Int64
+    private var windowTimer: LoopTimer?
+    @exclusivity(unchecked) private var windowArmed = false
+    /// Watchers to write to when this round of the loop ends (`writeAtOnce`).
+    @exclusivity(unchecked) var writeAtRoundEnd: [SocketPeer] = []
+    /// When each recent seq's change was applied, to time its frames (Operations.swift).
+    @exclusivity(unchecked) var publishTimes = PublishTimes()
+    /// Frame figures not yet added to `counters.metrics` (`noteFrameWritten`).
+    @exclusivity(unchecked) var unreportedFrames = TransportMetrics()
+    @exclusivity(unchecked) var isFrameReportDue = false
+    var frameReportTimer: LoopTimer?
+    /// How late `/metrics` may show a thread's frame figures.
+    static let frameReportSeconds = 0.25
+
+    init(index: Int, server: Server, listener: ListeningSocket) {
+        self.index = index
+        self.server = server
+        state = server.state
+        config = server.config
+        logger = server.logger
+        gate = RequestGate(config: server.config)
+        self.listener = listener
+        fanOut = FanOut(logCapacity: config.fanOutLogEvents, maxEventsPerFrame: config.maxEventsPerFrame)
+        windowMicroseconds = Int64(config.flushMilliseconds) * 1000
+        loop = ServiceLoop(name: "ringcast-\(index)", logger: logger)
+    }
+
+    /// The loop's first moments, on its thread: its listener and timers.
+    func prepare(_ loop: ServiceLoop) throws {
+        try loop.adoptListener(listener)
+        heartbeatTimer = try loop.makeTimer { [unowned self] in heartbeatFired() }
+        frameReportTimer = try loop.makeTimer { [unowned self] in reportFrames() }
+        heartbeatTimer?.schedule(seconds: config.heartbeatSeconds)
+        if windowMicroseconds > 0 { windowTimer = try loop.makeTimer { [unowned self] in windowFired() } }
+        if index == 0 {
+            deadlineTimer = try loop.makeTimer { [unowned self] in deadlineFired() }
+            writeBehindTimer = try loop.makeTimer { [unowned self] in state.writeBehind() }
+            try server.operations.startAsking(on: loop)
+        }
+        settle()
+    }
+
+    // MARK: Delivering (service thread)
+
+    /// Takes the inbox and delivers what storage has kept, in order; releases the answers that
+    /// waited for it; rearms worker 0's timers. With a coalescing window, the events are held for
+    /// it (opening it if need be), or, when the window ends (`releasing`), go out with it.
+    func settle(releasing: Bool = false) {
+        let mail = state.takeMail(index)
+        waiting += mail.deliveries
+        let committed = state.committedTicket
+        var delivered = false
+        let coalescing = windowMicroseconds > 0
+        while waitingHead < waiting.count, waiting[waitingHead].ticket <= committed {
+            notePublished(waiting[waitingHead])
+            if coalescing { fanOut.hold(waiting[waitingHead].events) } else { fanOut.publish(waiting[waitingHead].events) }
+            waitingHead += 1
+            delivered = true
+        }
+        if waitingHead == waiting.count {
+            waiting.removeAll(keepingCapacity: true)
+            waitingHead = 0
+        }
+        // Every callback that publishes settles once, so asking for writes right away costs one pass
+        // over the watchers per callback, however many events.
+        if releasing {
+            if fanOut.releaseWindow() { fanOut.flush() }
+        } else if delivered {
+            if coalescing { openWindow() } else { fanOut.flush() }
+        }
+        while heldHead < held.count, held[heldHead].ticket <= committed {
+            let (ticket, release) = held[heldHead]
+            heldHead += 1
+            release(ticket == 0 || state.wasKept(ticket))
+        }
+        if heldHead == held.count {
+            held.removeAll(keepingCapacity: true)
+            heldHead = 0
+        }
+        for (token, outcome) in mail.completions { submitted.removeValue(forKey: token)?(outcome) }
+        if mail.resyncEveryone { fanOut.resyncEveryone() }
+        if let deadline = mail.deadline { arm(deadline) }
+        if mail.armWriteBehind { writeBehindTimer?.schedule(seconds: SQLitePersistence.writeBehindSeconds) }
+        counters.update(from: fanOut)
+    }
+
+    /// After a change made on this thread: deliver what may leave, and `answer` once `ticket` is
+    /// kept (at once when it is 0 or already kept and nothing before it waits).
+    func settle(ticket: UInt64, answer: ((_ kept: Bool) -> Void)?) {
+        if let answer { held.append((ticket, answer)) }
+        settle()
+    }
+
+    /// Events are held: the window that holds them ends `flushMilliseconds` after its first one;
+    /// until then deliveries wait in the inbox without waking this thread. A window that holds as
+    /// many events as a log does is released at once (its watchers could take no more from the log).
+    private func openWindow() {
+        guard fanOut.isHolding else { return }
+        if fanOut.heldCount >= fanOut.logCapacity {
+            if fanOut.releaseWindow() { fanOut.flush() }
+        } else if !windowArmed {
+            windowArmed = true
+            windowTimer?.schedule(microseconds: windowMicroseconds)
+            state.holdDeliveries(for: index, true)
+        }
+    }
+
+    /// The window ends: what waits in the inbox joins it, and every watcher is asked for one
+    /// write, for the latest of each task changed in it and every sticky event.
+    private func windowFired() {
+        if windowArmed {
+            windowArmed = false
+            windowTimer?.cancel()
+            state.holdDeliveries(for: index, false)
+        }
+        settle(releasing: true)
+    }
+
+    private func arm(_ deadline: Double?) {
+        guard let deadline else { deadlineTimer?.cancel(); return }
+        deadlineTimer?.schedule(microseconds: Int64(((deadline - Clock.now()) * 1000).rounded(.up)))
+    }
+
+    private func deadlineFired() {
+        settle(ticket: state.deadlineFell(from: index, now: Clock.now()), answer: nil)
+    }
+
+    /// In a cluster: hands `kind` to the log; `outcome` runs on this thread when this node has
+    /// applied it (or Redis refused it). Refused at once while Redis cannot be reached.
+    func submit(_ kind: LogEntry.Kind, now: Double, outcome: @escaping (SharedState.Completion) -> Void) {
+        guard let cluster = state.cluster, cluster.isAvailable else {
+            outcome(.refused(APIError(.storageFailed, "the change was not applied: this node cannot reach Redis at \(state.cluster?.url.description ?? "?") (see /healthz); try again, or another node")))
+            return
+        }
+        lastToken += 1
+        submitted[lastToken] = outcome
+        state.submit(LogEntry(node: cluster.node, token: lastToken, worker: index, now: now, kind: kind))
+    }
+
+    private func heartbeatFired() {
+        // An open window goes first, so the heartbeat follows its events in the same frame.
+        if windowArmed || fanOut.isHolding { windowFired() }
+        fanOut.broadcast(OutboundEvent.heartbeat(now: Clock.now()))
+        fanOut.flush()
+        heartbeatTimer?.schedule(seconds: config.heartbeatSeconds)
+    }
+
+    /// Storage is flushed first, so whatever waits for it leaves; then lws destroys the context
+    /// without close frames, so each watcher is told the server is going away (after what it is
+    /// still owed) and given a moment to hear it.
+    func closeWatchers(_ loop: ServiceLoop) {
+        state.flush()
+        settle()
+        if windowArmed || fanOut.isHolding { windowFired() }
+        if fanOut.subscriberCount > 0 {
+            server.refusalCounts.withLock { $0[RefusalReason.shutdown.rawValue] += fanOut.subscriberCount }
+            fanOut.forEachSubscription { subscription in
+                guard let socket = subscription.writer as? SocketPeer else { return }
+                if socket.closeReason == nil { socket.closeReason = (.goingAway, "server stopping") }
+                subscription.requestWrite()
+            }
+            loop.service(forAtMost: 300) { fanOut.subscriberCount == 0 }
+        }
+        reportFrames()
+    }
+}
+
+/// A worker's figures that /healthz and /metrics read from other threads: written by its thread only.
+final class WorkerCounters: Sendable {
+    let watchers = Atomic<Int>(0)
+    let resyncs = Atomic<Int>(0)
+    let patternSets = Atomic<Int>(0)
+    let framesSent = Atomic<Int>(0)
+    let eventsSent = Atomic<Int>(0)
+    let socketsOpened = Atomic<Int>(0)
+    let coalesced = Atomic<Int>(0)
+    /// The rest of what /metrics shows of this thread: written by it, read by a scrape on any thread.
+    let metrics = Locked(TransportMetrics())
+
+    func update(from fanOut: FanOut) {
+        watchers.store(fanOut.subscriberCount, ordering: .relaxed)
+        coalesced.store(fanOut.coalescedCount, ordering: .relaxed)
+        resyncs.store(fanOut.resyncCount, ordering: .relaxed)
+        patternSets.store(fanOut.groupCount, ordering: .relaxed)
+    }
+
+    /// Counts one written frame of `events` events (from the writer thread alone, so load-add-store is safe).
+    func wrote(events: Int) {
+        framesSent.store(framesSent.load(ordering: .relaxed) + 1, ordering: .relaxed)
+        eventsSent.store(eventsSent.load(ordering: .relaxed) + events, ordering: .relaxed)
+    }
+}

@@ -1,0 +1,237 @@
+import RingcastCore
+import RingcastLWS
+import RingcastPlatform
+
+/// The WebSocket roles of a service thread: watchers and publishers on `/ws`. The protocol itself
+/// (the query, hello and snapshot, messages, auth) is the core's; this is the transport. Service thread only.
+extension ServiceWorker {
+    func acceptsUpgrade(_ link: LWSConnection) -> Bool {
+        guard link.requestLine()?.path == "/ws" else {
+            logger.debug("refused a WebSocket upgrade outside /ws")
+            return false
+        }
+        do throws(APIError) {
+            guard link.hasWholeRequestLine else { throw APIError.cutRequestLine }
+            try gate.checkHost(link.header(.host))
+            try gate.checkOrigin(RequestHeaders(host: link.header(.host), origin: link.header(.origin)))
+        } catch {
+            server.logRefusal(error.code == .misdirected ? "host" : error.code == .invalidRequest ? "request" : "origin", offender: link.peerAddress, "refused a WebSocket from \(link.peerAddress): \(error.message)")
+            return false
+        }
+        return true
+    }
+
+    func openSocket(_ link: LWSConnection) -> Bool {
+        let socket = SocketPeer(link: link, worker: self, messageLimit: config.maxMessageBytes)
+        switch SocketRequest.parse(link.queryArguments()) {
+        case let .failure(error):
+            release(link.attach(Connection(.watcher(socket))))
+            socket.closeReason = (.policyViolation, "invalid \(error.field ?? "query")")
+            let (frame, seq) = state.read { api, store in (api.refusalFrame(error), store.seq) }
+            let subscription = fanOut.subscribe(SocketRequest.nothing, lastSeq: seq, writer: socket)
+            socket.subscription = subscription
+            subscription.sendDirect(frame)
+        case let .success(request):
+            let headers = RequestHeaders(host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization))
+            let fromLoopback = isFromLoopback(link)
+            // The snapshot and the seq it was taken at, in one look: events up to that seq still in
+            // this thread's inbox are skipped for this watcher (FanOut never sends one it has).
+            let (opened, seq) = state.read { api, store in
+                (api.openSocket(request, headers: headers, fromLoopback: fromLoopback, now: Clock.now()), store.seq)
+            }
+            socket.session = opened.0
+            release(link.attach(Connection(request.mode == .publish ? .publisher(socket) : .watcher(socket))))
+            counters.socketsOpened.add(1, ordering: .relaxed)
+            count { $0.webSocketsOpened[request.mode == .publish ? "publisher" : "watcher"] += 1 }
+            let subscription = fanOut.subscribe(request.watch, lastSeq: seq, writer: socket)
+            socket.subscription = subscription
+            let channel = ControlChannel(worker: self, subscription: subscription)
+            state.read { api, _ in api.socketOpened(opened.0, sink: channel) }
+            for frame in opened.1 { subscription.sendDirect(frame) }
+            logger.debug("\(request.mode.rawValue) socket from \(link.peerAddress) watching \(request.watch.key)")
+        }
+        counters.update(from: fanOut)
+        return true
+    }
+
+    /// The delivery path: every watcher's writeable callback. Borrows its objects rather than
+    /// retaining them (`withAttachment`), since this runs once per delivery.
+    func writeSocket(on link: LWSConnection) -> Bool {
+        link.withAttachment(as: Connection.self) { connection in
+            guard let socket = connection.socket else { return true }
+            return write(socket, on: link)
+        } ?? true
+    }
+
+    /// The delivery path's short cut: a watcher with new events and no write on order is written
+    /// to when this round of the loop ends, not in a writeable callback of its own, when lws allows
+    /// it then (`mayWriteOutsideCallback`). Waiting for the round's end keeps what batching a
+    /// writeable callback gave: whatever a round brings (a publisher's whole read, a window)
+    /// leaves in one frame per watcher, and the busier the server the more a round brings. A
+    /// frame that is to close the socket always waits for the callback, since only a callback's
+    /// answer closes it. False leaves the watcher to a writeable callback.
+    func writeAtOnce(_ socket: SocketPeer) -> Bool {
+        guard socket.closeReason == nil, !socket.peerIsClosing else { return false }
+        if !socket.isQueuedToWrite {
+            socket.isQueuedToWrite = true
+            writeAtRoundEnd.append(socket)
+        }
+        return true
+    }
+
+    /// The round is over: the watchers `writeAtOnce` took are written to, or, where lws holds
+    /// their output now, get a writeable callback ordered.
+    func writeQueuedSockets() {
+        guard !writeAtRoundEnd.isEmpty else { return }
+        var index = 0
+        while index < writeAtRoundEnd.count {
+            let socket = writeAtRoundEnd[index]
+            index += 1
+            socket.isQueuedToWrite = false
+            // A socket released in the round has no subscription, and its connection is gone.
+            guard let subscription = socket.subscription else { continue }
+            let link = socket.link
+            if socket.closeReason == nil, !socket.peerIsClosing, link.mayWriteOutsideCallback {
+                if !write(socket, on: link) { link.closeSoon() }
+            } else if subscription.hasPending || socket.closeReason != nil {
+                subscription.requestWrite()
+            }
+        }
+        writeAtRoundEnd.removeAll(keepingCapacity: true)
+    }
+
+    /// Frames one writeable callback may send while the socket takes them (the reference server's
+    /// batch): a new watcher's hello and snapshot leave in one pass of the service loop, not two.
+    static let framesPerWriteable = 8
+
+    private func write(_ socket: SocketPeer, on link: LWSConnection) -> Bool {
+        guard let subscription = socket.subscription else { return true }
+        subscription.writeableCallbackBegan()
+        var frames = 0
+        repeat {
+            let seenBefore = subscription.newestSeqSent
+            guard let plan = fanOut.nextFrame(for: subscription) else {
+                if frames == 0, let reason = socket.closeReason {
+                    link.setCloseReason(reason.status, reason.text)
+                    return false
+                }
+                break
+            }
+            let written: Bool
+            let sent: (bytes: Int, events: Int)
+            switch plan {
+            case let .frame(bytes, count):
+                counters.wrote(events: count)
+                written = link.writeText(bytes)
+                sent = (bytes.count, count)
+            case let .resync(since):
+                let (snapshot, seq) = state.read { _, store in
+                    (store.encodeSnapshot(matching: subscription.watch, since: since, now: Clock.now()), store.seq)
+                }
+                fanOut.markResynced(subscription, seq: seq)
+                counters.wrote(events: 1)
+                written = link.writeText(snapshot)
+                sent = (snapshot.count, 1)
+            }
+            guard written else { return false }
+            noteFrameWritten(bytes: sent.bytes, events: sent.events, newestSeq: subscription.newestSeqSent > seenBefore ? subscription.newestSeqSent : nil)
+            frames += 1
+            // lws takes a second write in one callback only while nothing of the first is buffered.
+        } while frames < Self.framesPerWriteable && subscription.hasPending && !link.isChoked
+        if subscription.hasPending || socket.closeReason != nil { subscription.requestWrite() }
+        return true
+    }
+
+    /// A piece of a client's message; a whole one goes to the core's protocol, its replies to the
+    /// sender and its events to the fan-out. False closes the socket (a publisher past its rate).
+    func receive(_ piece: UnsafeRawBufferPointer, isLast: Bool, isBinary: Bool, on link: LWSConnection) -> Bool {
+        guard let socket = link.attachment(as: Connection.self)?.socket, let subscription = socket.subscription else { return true }
+        socket.incoming.append(piece)
+        guard isLast, var session = socket.session else { return true }
+        let (bytes, tooLarge) = socket.incoming.take()
+        let now = Clock.now()
+        let peer = peers[link.identifier]
+        if tooLarge { server.logRefusal("oversize", offender: link.peerAddress, "dropped a WebSocket message from \(link.peerAddress): larger than maxMessageBytes (\(config.maxMessageBytes))") }
+        if let peer, !peer.allowance.allows(now: now) {
+            state.record { $0.rateLimited += 1 }
+            server.logRefusal("rate", offender: peer.address.text, "closed a WebSocket from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")
+            link.setCloseReason(.policyViolation, "publish rate over maxPublishRate")
+            return false
+        }
+        let message: SocketMessage = tooLarge ? .tooLarge : (isBinary ? .binary : .text(bytes))
+        if state.isClustered {
+            var plan = state.read { api, _ in api.planMessage(message, on: &session) }
+            socket.session = session
+            let key = plan.socketKey
+            plan.socketKey = 0  // other nodes have sockets of their own
+            // What the message earned at once leaves now; what its events earn, once the log has them.
+            for (_, frame) in plan.frames { subscription.sendDirect(frame) }
+            plan.frames = []
+            guard !plan.commands.isEmpty || plan.flush != nil else { return true }
+            peer?.allowance.spend(max(1, plan.commands.count), now: now)
+            let commands = plan.commands.map(\.command)
+            submit(.message(plan), now: now) { [state] outcome in
+                switch outcome {
+                case let .message(reply):
+                    for frame in reply.frames { subscription.sendDirect(frame) }
+                    // This node's record of who publishes what, and any request already waiting.
+                    for frame in state.read({ api, _ in api.notePublished(commands, by: key) }) { subscription.sendDirect(frame) }
+                case let .refused(error): subscription.sendDirect(error.encodedEvent())
+                case .request: break
+                }
+            }
+            return true
+        }
+        let (reply, ticket) = state.change(from: index) { api, _, durable in
+            let reply = api.receive(message, on: &session, now: now)
+            durable = reply.wantsDurable
+            return (reply, reply.events)
+        }
+        peer?.allowance.spend(max(1, reply.events.count), now: now)
+        socket.session = session
+        // Replies (a `flushed` acknowledgement among them) leave once storage has kept what came before.
+        settle(ticket: ticket) { _ in
+            for frame in reply.frames { subscription.sendDirect(frame) }
+        }
+        return true
+    }
+
+    /// Lets go of what a finished connection held: its place in the fan-out, or its exchange.
+    func release(_ previous: AnyObject?) {
+        guard let connection = previous as? Connection else { return }
+        switch connection.role {
+        case let .http(exchange):
+            exchange.isOpen = false
+        case let .watcher(socket), let .publisher(socket):
+            if let session = socket.session { count { $0.webSocketsClosed[session.request.mode == .publish ? "publisher" : "watcher"] += 1 } }
+            if let subscription = socket.subscription { fanOut.unsubscribe(subscription) }
+            socket.subscription = nil
+            counters.update(from: fanOut)
+            guard let session = socket.session else { return }
+            // A publisher gone: its leased tasks stall at once (not while the server stops; in a
+            // cluster, when their lease runs out, since the stall would have to go through the log).
+            let stall = loop.isRunning && !state.isClustered
+            let (_, ticket) = state.change(from: index) { api, _, _ in
+                ((), api.socketClosed(session, now: Clock.now(), stallTasks: stall))
+            }
+            if ticket != 0 || stall { settle(ticket: ticket, answer: nil) }
+        }
+    }
+}
+
+/// Where control frames for one socket go: posted to the socket's own service thread, whichever
+/// thread (or, in a cluster, whichever node's log reader) the request was applied on.
+/// @unchecked Sendable: the subscription is touched only on the worker's thread, inside the posted job.
+final class ControlChannel: ControlSink, @unchecked Sendable {
+    private unowned let worker: ServiceWorker
+    private let subscription: Subscription
+
+    init(worker: ServiceWorker, subscription: Subscription) {
+        self.worker = worker
+        self.subscription = subscription
+    }
+
+    func send(_ frame: [UInt8]) {
+        worker.loop.post { [self] in subscription.sendDirect(frame) }
+    }
+}

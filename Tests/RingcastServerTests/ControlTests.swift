@@ -1,0 +1,69 @@
+import Foundation
+import RingcastServer
+import RingcastClient
+import RingcastCore
+import RingcastTestSupport
+import XCTest
+
+/// Cancel and pause requests through the real server: from `POST /api/tasks/{id}/cancel` to the
+/// WebSocket that published the task, and a publisher that disconnects.
+final class ControlTests: XCTestCase {
+    /// A publishing socket, open (it has its hello).
+    private func publisherSocket(_ server: TestServer) -> TestWatcher {
+        let publisher = TestWatcher(server.wsURL + "?mode=publish")
+        publisher.wait { $0.contains { $0.type == "hello" } }
+        return publisher
+    }
+
+    func testACancelRequestReachesThePublishingSocketAndWatchersSeeItUntilTheAnswer() throws {
+        let server = try producerServer()
+        let watcher = TestWatcher(server.wsURL + "?watch=etl.*")
+        watcher.waitForSnapshot()
+        let publisher = publisherSocket(server)
+        publisher.connection.send(#"{"type":"update","id":"etl.copy","title":"Copy","controls":["cancel","pause"],"staleAfter":30}"#)
+        watcher.wait { $0.contains { $0.id == "etl.copy" } }
+        let other = publisherSocket(server)
+
+        let answer = try server.post("/api/tasks/etl.copy/cancel")
+        XCTAssertEqual(answer["delivered"], .number(1))
+        XCTAssertEqual(answer["task"]?["cancelRequested"], .bool(true))
+        let control = try XCTUnwrap(publisher.wait { $0.contains { $0.type == "control" } }.first { $0.type == "control" })
+        XCTAssertEqual(control.event, try JSONParser.parse(#"{"type":"control","id":"etl.copy","action":"cancel","seq":\#(Int(answer["seq"]!.numberValue!))}"#))
+        let marked = try XCTUnwrap(watcher.wait { $0.contains { $0.event["cancelRequested"] == .bool(true) } }.last)
+        XCTAssertEqual(marked.type, "state")
+        XCTAssertEqual(marked.string("state"), "running", "cancelling…: still running until the publisher answers")
+
+        publisher.connection.send(#"{"type":"update","id":"etl.copy","state":"cancelled"}"#)
+        let cancelled = try XCTUnwrap(watcher.wait { $0.contains { $0.string("state") == "cancelled" } }.last)
+        XCTAssertNil(cancelled.event["cancelRequested"])
+        XCTAssertFalse(other.received.contains { $0.type == "control" }, "a socket that never published the task hears nothing")
+
+        let refused = try server.http().request("POST", "/api/tasks/etl.copy/cancel")
+        XCTAssertEqual(refused.status, 409)
+        XCTAssertTrue(refused.text.contains("already cancelled"), refused.text)
+    }
+
+    func testAPublisherThatDisconnectsStallsItsLeasedTasksAtOnce() throws {
+        let server = try producerServer()
+        let watcher = TestWatcher(server.wsURL + "?watch=svc.*")
+        watcher.waitForSnapshot()
+        let publisher = publisherSocket(server)
+        publisher.connection.send(#"[{"type":"update","id":"svc.leased","staleAfter":600},{"type":"update","id":"svc.free"}]"#)
+        watcher.wait { $0.contains { $0.id == "svc.free" } }
+        let closedAt = nowMs()
+        publisher.connection.close()
+        let stalled = try XCTUnwrap(watcher.wait { $0.contains { $0.id == "svc.leased" && $0.string("state") == "stalled" } }.last)
+        XCTAssertLessThan(stalled.at - closedAt, 60_000, "at once, not when its ten-minute lease runs out")
+        XCTAssertEqual(try server.task("svc.free")?["state"], .string("running"), "a task without a lease is left as it is")
+    }
+
+    func testAPendingRequestReachesAPublisherThatConnectsLater() throws {
+        let server = try producerServer()
+        try server.post("/api/tasks/late.job", #"{"controls":["pause","resume"]}"#)
+        XCTAssertEqual(try server.post("/api/tasks/late.job/pause")["delivered"], .number(0))
+        let publisher = publisherSocket(server)
+        publisher.connection.send(#"{"type":"update","id":"late.job","progress":0.1}"#)
+        let control = try XCTUnwrap(publisher.wait { $0.contains { $0.type == "control" } }.first { $0.type == "control" })
+        XCTAssertEqual(control.string("action"), "pause")
+    }
+}
