@@ -12,7 +12,7 @@ UNITDIR ?= $(PREFIX)/lib/systemd/system
 # toolchain), no $$ORIGIN rpath, bind-now; in a build folder of its own so `make run` keeps its own.
 DIST_BIN = .build/dist/release/ringcast
 
-.PHONY: run test build release example test-swift test-browser test-sanitize bench bench-publish clean dist install deb
+.PHONY: run test build release example test-swift test-browser test-sanitize bench bench-publish clean dist install deb lint
 
 run: release
 	.build/release/ringcast serve --config config.json
@@ -28,6 +28,15 @@ build:
 test:
 	scripts/deps.sh test
 	$(MAKE) test-swift test-browser test-schemathesis deb
+
+# The tree's habits, checked: swift-format (the toolchain's; .swift-format) in --strict mode over
+# every Swift file, and ruff (PyPI; ruff.toml) over the Python. A finding fails.
+LINT_SWIFT = Package.swift Sources Tests Fuzz Examples Benchmarks
+LINT_PYTHON = Tests Benchmarks $(wildcard clients/python)
+lint:
+	swift format lint --strict --recursive --parallel $(LINT_SWIFT)
+	scripts/lint-deps.sh
+	python3 -m ruff check $(LINT_PYTHON)
 
 # Examples/etl is a user's package that depends on this one by path, built in its own .build;
 # ExampleTests runs its executables against a real server and fails when they were not built.

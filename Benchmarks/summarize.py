@@ -6,6 +6,7 @@ Each scenario ran Ringcast and the reference server in alternating rounds throug
 and the Ringcast/reference ratio of the medians, then the issue's targets as met or missed.
 """
 import argparse
+import contextlib
 import glob
 import json
 import os
@@ -120,11 +121,8 @@ def main():
     runs = {}
     for path in glob.glob(os.path.join(args.results, "*.json")):
         name, server, _ = os.path.basename(path)[:-5].rsplit("-", 2)
-        with open(path) as handle:
-            try:
-                runs.setdefault((name, server), []).append(json.load(handle))
-            except json.JSONDecodeError:
-                pass
+        with open(path) as handle, contextlib.suppress(json.JSONDecodeError):
+            runs.setdefault((name, server), []).append(json.load(handle))
 
     out = []
     out.append("# Benchmarks: Ringcast against the raw-libwebsockets reference")

@@ -15,6 +15,7 @@ the page ends up showing the final values on every card, on screen or not.
 RINGCAST_BIN picks the server binary (default .build/release/ringcast)."""
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -147,11 +148,9 @@ def main():
         final = str(round(progress_of(ticks - 1) * 100))
         count_wrong = """return [...document.querySelectorAll('.task [role=progressbar]')]
                            .filter(r => r.getAttribute('aria-valuenow') !== arguments[0]).length;"""
-        try:
+        with contextlib.suppress(TimeoutException):  # counted just below
             WebDriverWait(driver, 5, poll_frequency=0.1).until(
                 lambda d: d.execute_script(count_wrong, final) == 0)
-        except TimeoutException:
-            pass
         wrong = driver.execute_script(count_wrong, final)
 
         result = {

@@ -5,10 +5,9 @@ Chromium, and a per-test check that the browser console holds no errors."""
 import re
 
 import pytest
+from harness import SCREENSHOTS, Server, StaticSite, make_driver
 from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.support.wait import WebDriverWait
-
-from harness import SCREENSHOTS, Server, StaticSite, make_driver
 
 
 @pytest.fixture(scope="session")

@@ -27,7 +27,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import REPO, Server, make_driver  # noqa: E402
-
 from selenium.webdriver.support.wait import WebDriverWait  # noqa: E402
 
 DOCS = REPO / "docs"
@@ -145,7 +144,7 @@ def main():
             due = t0 + k * step
             time.sleep(max(0, due - time.monotonic()))
             t = due - t0
-            for i, (title, total, speed) in moving.items():
+            for i, (_title, total, speed) in moving.items():
                 done[i] = min(total * 0.95, done[i] + speed(t) * step)
                 post(f"/api/tasks/{i}", {"completed": round(done[i]),
                                          "detail": f"{round(done[i])} of {total}" if i != "team.upload" else "to the mirror"})

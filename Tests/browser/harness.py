@@ -118,7 +118,7 @@ class Server:
             settings["tls"] = {"cert": str(self.cert), "key": str(self.key)}
         config.write_text(json.dumps(settings))
         self.log_path = cwd / "server.log"
-        log = open(self.log_path, "ab")
+        log = open(self.log_path, "ab")  # noqa: SIM115 (the server's stderr for as long as it runs)
         self.proc = subprocess.Popen(
             [str(self.binary), "serve", "--port", str(port), "--config", str(config)],
             cwd=cwd, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
@@ -218,8 +218,8 @@ class StaticSite:
     """Another origin: a python http.server on a loopback port, serving a temporary folder."""
 
     def __init__(self):
-        import http.server
         import functools
+        import http.server
 
         self.root = Path(tempfile.mkdtemp(prefix="ringcast-site-"))
 

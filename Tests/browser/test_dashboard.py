@@ -6,12 +6,11 @@ tasks, and saves a screenshot into Tests/browser/screenshots/."""
 import time
 
 import pytest
+from harness import make_driver
 from selenium.common.exceptions import ElementClickInterceptedException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.wait import WebDriverWait
-
-from harness import make_driver
 
 
 def test_splash_then_dashboard(page, server):

@@ -3,11 +3,10 @@ search box, the Recent section for finished work, and the rate sparklines."""
 
 import time
 
-from selenium.webdriver.common.by import By
-from selenium.webdriver.common.keys import Keys
-
 from conftest import Page
 from harness import make_driver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 FOLD_AFTER_S = 4  # render.js FOLD_AFTER_MS: a task seen finishing stays in place this long
 

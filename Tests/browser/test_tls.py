@@ -7,7 +7,6 @@ import urllib.error
 import urllib.request
 
 import pytest
-
 from conftest import Page
 from harness import Server, make_driver, spki_hash
 

@@ -42,7 +42,7 @@ def start_server(binary, directory, token):
     path = os.path.join(directory, "config.json")
     with open(path, "w") as file:
         json.dump(config, file)
-    log = open(os.path.join(directory, "server.log"), "w")
+    log = open(os.path.join(directory, "server.log"), "w")  # noqa: SIM115 (the server's stderr while it runs)
     server = subprocess.Popen([binary, "serve", "--config", path, "--port", "0"],
                               stdout=subprocess.PIPE, stderr=log, text=True)
     ready, _, _ = select.select([server.stdout], [], [], 30)

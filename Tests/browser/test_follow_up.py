@@ -62,7 +62,8 @@ def test_the_log_box_shows_the_tail_and_follows_new_lines(page, server):
     server.post("/api/tasks/tail.build", {"title": "Build", "progress": 0.3})
     server.post("/api/tasks/tail.build/log", {"lines": [f"compiling file{i}.c" for i in range(1, 41)]})
     page.open("tail.*")
-    info = lambda: page.js("""const l = document.querySelector('.task[data-id="tail.build"] .log');
+    def info():
+        return page.js("""const l = document.querySelector('.task[data-id="tail.build"] .log');
         return l && {hidden: l.hidden, text: l.textContent, atBottom: l.scrollTop + l.clientHeight >= l.scrollHeight - 4,
                      scrolls: l.scrollHeight > l.clientHeight, font: getComputedStyle(l).fontFamily};""")
     assert info()["hidden"], "folded, the card shows no log"
@@ -97,7 +98,8 @@ def test_stalled_and_abandoned_steps_show_on_their_parent(page, server):
     server.post("/api/tasks/fam.b", {"title": "Upload", "parent": "fam", "progress": 0.4, "staleAfter": 0.3})
     server.post("/api/tasks/fam.c", {"title": "Notify", "parent": "fam", "progress": 0.2, "staleAfter": 0.3, "abandonAfter": 0.3})
     page.open("fam*")
-    kids = lambda: page.js("const k = document.querySelector('.task[data-id=\"fam\"] > .task-main .kids'); return k && k.textContent")
+    def kids():
+        return page.js("const k = document.querySelector('.task[data-id=\"fam\"] > .task-main .kids'); return k && k.textContent")
     page.wait(lambda: kids() == "1 of 3 steps done, 1 failed (1 abandoned), 1 stalled", 10,
               "the parent does not show its stalled and abandoned steps")
     assert page.card_info("fam.b")["state"] == "stalled"
