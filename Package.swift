@@ -79,10 +79,20 @@ let package = Package(
         .target(name: "SchemaValidation", dependencies: ["RingcastCore"], path: "Tests/SchemaValidation"),
         .testTarget(name: "RingcastCoreTests", dependencies: ["RingcastCore", "SchemaValidation"]),
         .testTarget(name: "RingcastLWSTests", dependencies: ["RingcastLWS", "RingcastCore"]),
-        .testTarget(name: "RingcastServerTests", dependencies: ["RingcastServer", "RingcastClient", "RingcastCore", "RingcastTestSupport", "RingcastPlatform"]),
-        .testTarget(name: "RingcastClientTests", dependencies: ["RingcastServer", "RingcastClient", "RingcastCore", "RingcastLWS", "RingcastTestSupport", "RingcastPlatform"]),
-        .testTarget(name: "RingcastLoadTests", dependencies: ["RingcastLoad", "RingcastClient", "RingcastCore", "RingcastLWS", "RingcastTestSupport", "RingcastPlatform"]),
+        .testTarget(
+            name: "RingcastServerTests",
+            dependencies: ["RingcastServer", "RingcastClient", "RingcastCore", "RingcastTestSupport", "RingcastPlatform"]),
+        .testTarget(
+            name: "RingcastClientTests",
+            dependencies: ["RingcastServer", "RingcastClient", "RingcastCore", "RingcastLWS", "RingcastTestSupport", "RingcastPlatform"]),
+        .testTarget(
+            name: "RingcastLoadTests",
+            dependencies: ["RingcastLoad", "RingcastClient", "RingcastCore", "RingcastLWS", "RingcastTestSupport", "RingcastPlatform"]),
         .testTarget(name: "CommandLineTests", dependencies: ["ringcast", "RingcastClient", "RingcastPlatform"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["RingcastServer", "RingcastClient", "RingcastCore", "RingcastLoad", "RingcastLWS", "RingcastTestSupport", "RingcastPlatform"]),
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: [
+                "RingcastServer", "RingcastClient", "RingcastCore", "RingcastLoad", "RingcastLWS", "RingcastTestSupport", "RingcastPlatform",
+            ]),
     ]
 )

@@ -1,3 +1,4 @@
+// swift-format-ignore-file: OrderedImports
 // ringcast-bench: publish throughput, the same load against each server given, one client on one
 // connection at a time. Run through Benchmarks/publish.sh, which starts Ringcast and the raw
 // libwebsockets reference server.
@@ -15,18 +16,18 @@ setvbuf(stdout, nil, _IOLBF, 0)
 signal(SIGPIPE, SIG_IGN)
 
 let usage = """
-usage: ringcast-bench --target NAME=URL [--target NAME=URL …] [--requests N] [--batches N] [--batch-size N]
-                      [--frames N] [--runs N]
+    usage: ringcast-bench --target NAME=URL [--target NAME=URL …] [--requests N] [--batches N] [--batch-size N]
+                          [--frames N] [--runs N]
 
-Measures, against each target in turn (HTTP keep-alive, one connection; WebSocket, one connection):
-  GET /healthz one by one      plain HTTP 200 answers: the floor of one request per update
-  POST update one by one       POST /api/tasks/ID {"progress":…}
-  POST /api/events batches     arrays of --batch-size update events
-  WebSocket, 1 per frame       one update event per text frame, as fast as the socket takes them
-  WebSocket, batch per frame   --batch-size events per frame
-and prints updates (requests, for /healthz) accepted per second: the median of --runs runs.
-A WebSocket run ends when an HTTP probe's answer shows the server's seq has counted every frame.
-"""
+    Measures, against each target in turn (HTTP keep-alive, one connection; WebSocket, one connection):
+      GET /healthz one by one      plain HTTP 200 answers: the floor of one request per update
+      POST update one by one       POST /api/tasks/ID {"progress":…}
+      POST /api/events batches     arrays of --batch-size update events
+      WebSocket, 1 per frame       one update event per text frame, as fast as the socket takes them
+      WebSocket, batch per frame   --batch-size events per frame
+    and prints updates (requests, for /healthz) accepted per second: the median of --runs runs.
+    A WebSocket run ends when an HTTP probe's answer shows the server's seq has counted every frame.
+    """
 
 struct Options {
     var targets: [(name: String, url: ServerURL)] = []
@@ -46,7 +47,10 @@ func parseOptions() -> Options {
     }
     while !arguments.isEmpty {
         let name = arguments.removeFirst()
-        if name == "--help" { print(usage); exit(0) }
+        if name == "--help" {
+            print(usage)
+            exit(0)
+        }
         guard !arguments.isEmpty else { fail("\(name) needs a value; see --help") }
         let value = arguments.removeFirst()
         func count() -> Int {
@@ -84,7 +88,11 @@ let updateBodies = (0..<100).map { Array(#"{"progress":\#(Double($0) / 100)}"#.u
 struct BenchError: Error, CustomStringConvertible { let description: String }
 
 /// One scenario against one server: the number of updates (or requests) and the seconds they took.
-struct Measurement { let count: Int; let seconds: Double; var rate: Double { Double(count) / seconds } }
+struct Measurement {
+    let count: Int
+    let seconds: Double
+    var rate: Double { Double(count) / seconds }
+}
 
 final class Target {
     let name: String
@@ -130,7 +138,9 @@ final class Target {
     func probeSeq() throws -> Int {
         let response = try http.request("POST", "/api/tasks/bench.probe", body: Array("{}".utf8))
         try expect200(response, "the probe")
-        guard case let .number(seq)? = try JSONParser.parse(response.body)["seq"] else { throw BenchError(description: "\(name): the probe's answer has no seq") }
+        guard case .number(let seq)? = try JSONParser.parse(response.body)["seq"] else {
+            throw BenchError(description: "\(name): the probe's answer has no seq")
+        }
         return Int(seq)
     }
 
@@ -140,7 +150,7 @@ final class Target {
             return Array(("[" + (0..<eventsPerFrame).map { updateEvent(round * eventsPerFrame + $0) }.joined(separator: ",") + "]").utf8)
         }
         var socketURL = url
-        socketURL.path = "/ws?mode=publish" // nothing is echoed back (the reference ignores the query)
+        socketURL.path = "/ws?mode=publish"  // nothing is echoed back (the reference ignores the query)
         let pump = FramePump(frames: frames, texts: texts)
         let connection = context.connect(socketURL, delegate: pump)
         guard pump.opened.wait(timeout: .now() + 5) == .success else { throw BenchError(description: "\(name): the WebSocket did not open") }
@@ -211,7 +221,10 @@ let scenarios: [(String, (Target) throws -> Measurement)] = [
     ("POST update, one by one", { try $0.postOneByOne(options.requests) }),
     ("POST /api/events, \(options.batchSize) per batch", { try $0.postBatches(options.batches, size: options.batchSize) }),
     ("WebSocket, 1 event per frame", { try $0.webSocket(frames: options.frames, eventsPerFrame: 1, context: context) }),
-    ("WebSocket, \(options.batchSize) events per frame", { try $0.webSocket(frames: max(1, options.frames / options.batchSize), eventsPerFrame: options.batchSize, context: context) }),
+    (
+        "WebSocket, \(options.batchSize) events per frame",
+        { try $0.webSocket(frames: max(1, options.frames / options.batchSize), eventsPerFrame: options.batchSize, context: context) }
+    ),
 ]
 
 do {
@@ -220,7 +233,7 @@ do {
     for (name, scenario) in scenarios {
         var row: [Measurement] = []
         for target in targets {
-            _ = try scenario(target) // warm-up
+            _ = try scenario(target)  // warm-up
             row.append(median(try (0..<options.runs).map { _ in try scenario(target) }))
         }
         results.append(row)

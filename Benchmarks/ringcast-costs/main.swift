@@ -1,3 +1,4 @@
+// swift-format-ignore-file: OrderedImports
 // ringcast-costs: what one published event costs the server, where that cost must not grow — with
 // the number of pattern sets, with a task's age — and what SQLite costs against memory. Run through
 // Benchmarks/costs.sh, which starts the servers; it prints a Markdown section for RESULTS.md.
@@ -13,17 +14,17 @@ setvbuf(stdout, nil, _IOLBF, 0)
 signal(SIGPIPE, SIG_IGN)
 
 let usage = """
-usage: ringcast-costs patterns --server URL --pid PID [--watchers N] [--events N]
-       ringcast-costs age --server URL --pid PID [--updates N]
-       ringcast-costs storage --target NAME=URL … [--batches N] [--batch-size N]
+    usage: ringcast-costs patterns --server URL --pid PID [--watchers N] [--events N]
+           ringcast-costs age --server URL --pid PID [--updates N]
+           ringcast-costs storage --target NAME=URL … [--batches N] [--batch-size N]
 
-patterns  N watchers each on its own task (?watch=w.I) against N watchers on one task (?watch=w.0),
-          the same events to random ids w.0…w.(N-1), so both deliver about one event per event
-          published: server CPU per published event, and the ratio.
-age       one task updated one request at a time: server CPU of the last 10 % against the first 10 %.
-storage   batches of updates to 1 000 tasks (plain progress, then with a tenth of each batch ending a
-          task) against each target: events accepted per second.
-"""
+    patterns  N watchers each on its own task (?watch=w.I) against N watchers on one task (?watch=w.0),
+              the same events to random ids w.0…w.(N-1), so both deliver about one event per event
+              published: server CPU per published event, and the ratio.
+    age       one task updated one request at a time: server CPU of the last 10 % against the first 10 %.
+    storage   batches of updates to 1 000 tasks (plain progress, then with a tenth of each batch ending a
+              task) against each target: events accepted per second.
+    """
 
 struct Failure: Error, CustomStringConvertible { let description: String }
 
@@ -34,7 +35,10 @@ func fail(_ message: String) -> Never {
 
 let (scenario, values): (String, [String: [String]]) = {
     var arguments = Array(CommandLine.arguments.dropFirst())
-    guard let scenario = arguments.first, !scenario.hasPrefix("-") else { print(usage); exit(arguments.contains("--help") ? 0 : 2) }
+    guard let scenario = arguments.first, !scenario.hasPrefix("-") else {
+        print(usage)
+        exit(arguments.contains("--help") ? 0 : 2)
+    }
     arguments.removeFirst()
     var values: [String: [String]] = [:]
     while !arguments.isEmpty {
@@ -147,28 +151,32 @@ func patternRun(_ url: ServerURL, pid: Int32, watchers: Int, ids: [Int], pattern
 }
 
 func patterns() throws {
-    let url = server(), pid = pid()
-    let watchers = count("watchers", 10_000), events = count("events", 20_000)
+    let url = server()
+    let pid = pid()
+    let watchers = count("watchers", 10_000)
+    let events = count("events", 20_000)
     var generator = SystemRandomNumberGenerator()
     let ids = (0..<events).map { _ in Int.random(in: 0..<watchers, using: &generator) }
     // The shared set watches one of the ids the events go to; each of its events reaches every watcher.
     let shared = try patternRun(url, pid: pid, watchers: watchers, ids: ids) { _ in "w.\(ids[0])" }
     let own = try patternRun(url, pid: pid, watchers: watchers, ids: ids) { "w.\($0)" }
     let ratio = own.perEvent / shared.perEvent
-    print("""
-    | pattern sets | events published | deliveries | server CPU per published event |
-    | --- | --- | --- | --- |
-    | 1 (all \(watchers) watchers on `w.\(ids[0])`) | \(events) | \(shared.deliveries) | \(String(format: "%.1f", shared.perEvent * 1e6)) µs |
-    | \(watchers) (each watcher on its own task) | \(events) | \(own.deliveries) | \(String(format: "%.1f", own.perEvent * 1e6)) µs |
+    print(
+        """
+        | pattern sets | events published | deliveries | server CPU per published event |
+        | --- | --- | --- | --- |
+        | 1 (all \(watchers) watchers on `w.\(ids[0])`) | \(events) | \(shared.deliveries) | \(String(format: "%.1f", shared.perEvent * 1e6)) µs |
+        | \(watchers) (each watcher on its own task) | \(events) | \(own.deliveries) | \(String(format: "%.1f", own.perEvent * 1e6)) µs |
 
-    Each own-task watcher against one shared set: **\(String(format: "%.2f", ratio)) ×** (wanted ≤ 1.5 ×).
-    """)
+        Each own-task watcher against one shared set: **\(String(format: "%.2f", ratio)) ×** (wanted ≤ 1.5 ×).
+        """)
 }
 
 // MARK: age
 
 func age() throws {
-    let url = server(), pid = pid()
+    let url = server()
+    let pid = pid()
     let updates = count("updates", 100_000)
     let http = HTTPClient(host: url.host, port: url.port)
     let tenth = updates / 10
@@ -179,15 +187,17 @@ func age() throws {
         try expect200(try http.request("POST", "/api/tasks/age.one", body: body), "POST /api/tasks/age.one")
     }
     marks.append(try cpu(pid))
-    let first = marks[1] - marks[0], last = marks[10] - marks[9]
-    print("""
-    | updates to one task, one request each | server CPU |
-    | --- | --- |
-    | the first 10 % (\(tenth)) | \(String(format: "%.3f", first)) s (\(String(format: "%.1f", first / Double(tenth) * 1e6)) µs each) |
-    | the last 10 % (\(tenth)) | \(String(format: "%.3f", last)) s (\(String(format: "%.1f", last / Double(tenth) * 1e6)) µs each) |
+    let first = marks[1] - marks[0]
+    let last = marks[10] - marks[9]
+    print(
+        """
+        | updates to one task, one request each | server CPU |
+        | --- | --- |
+        | the first 10 % (\(tenth)) | \(String(format: "%.3f", first)) s (\(String(format: "%.1f", first / Double(tenth) * 1e6)) µs each) |
+        | the last 10 % (\(tenth)) | \(String(format: "%.3f", last)) s (\(String(format: "%.1f", last / Double(tenth) * 1e6)) µs each) |
 
-    The last 10 % against the first: **\(String(format: "%.2f", last / first)) ×** (wanted ≤ 1.2 ×).
-    """)
+        The last 10 % against the first: **\(String(format: "%.2f", last / first)) ×** (wanted ≤ 1.2 ×).
+        """)
 }
 
 // MARK: storage
@@ -200,7 +210,8 @@ func storage() throws {
         return (String(text[..<equals]), url)
     }
     guard !targets.isEmpty else { fail("give --target NAME=URL for each server") }
-    let batches = count("batches", 2_000), size = count("batch-size", 100)
+    let batches = count("batches", 2_000)
+    let size = count("batch-size", 100)
     func bodies(ending: Bool) -> [[UInt8]] {
         (0..<10).map { round in
             let events = (0..<size).map { index -> String in
@@ -224,7 +235,9 @@ func storage() throws {
         }
         rows.append((label, rates))
     }
-    print("| batches of \(size) updates to 1 000 tasks | " + targets.map(\.0).joined(separator: " | ") + (targets.count == 2 ? " | \(targets[1].0) / \(targets[0].0) |" : " |"))
+    print(
+        "| batches of \(size) updates to 1 000 tasks | " + targets.map(\.0).joined(separator: " | ")
+            + (targets.count == 2 ? " | \(targets[1].0) / \(targets[0].0) |" : " |"))
     print("| --- |" + String(repeating: " --- |", count: targets.count + (targets.count == 2 ? 1 : 0)))
     for (label, rates) in rows {
         var line = "| \(label) | " + rates.map { String(format: "%.0f events/s", $0) }.joined(separator: " | ")

@@ -117,7 +117,10 @@ func fixture() -> API {
     let api = API(store: TaskStore(epoch: "fuzzepoch001"), config: config)
     for (method, path, body) in [
         ("POST", "/api/tasks/ci", #"{"title":"CI"}"#),
-        ("POST", "/api/tasks/ci.build", #"{"title":"Build","completed":5,"total":10,"parent":"ci","staleAfter":2,"controls":["cancel","pause","resume"],"abandonAfter":5}"#),
+        (
+            "POST", "/api/tasks/ci.build",
+            #"{"title":"Build","completed":5,"total":10,"parent":"ci","staleAfter":2,"controls":["cancel","pause","resume"],"abandonAfter":5}"#
+        ),
         ("POST", "/api/tasks/ci.build/log", #"{"lines":["compiling a.c","compiling b.c"]}"#),
         ("POST", "/api/tasks/ci.lint", #"{"parent":"ci","detail":"waiting","controls":["cancel"]}"#),
         ("POST", "/api/tasks/ci.lint/cancel", ""),
@@ -137,7 +140,8 @@ func fixture() -> API {
             expect(response.status == 200, "fixture \(path): \(text(response.body))")
         }
     }
-    let running = api.handle(APIRequest(method: "POST", path: "/api/tasks/ci.test-4", body: Array(#"{"title":"Test 4","parent":"ci"}"#.utf8)), now: t0)
+    let running = api.handle(
+        APIRequest(method: "POST", path: "/api/tasks/ci.test-4", body: Array(#"{"title":"Test 4","parent":"ci"}"#.utf8)), now: t0)
     expect(running.status == 200 && api.store.task("ci.test-4")?.expectedSeconds == 3, "fixture ci.test-4: \(text(running.body))")
     return api
 }
@@ -160,7 +164,7 @@ func conforms(_ value: JSONValue, to schemaName: String, _ what: @autoclosure ()
 }
 
 func members(_ value: JSONValue) -> [(String, JSONValue)] {
-    if case let .object(members) = value { return members }
+    if case .object(let members) = value { return members }
     return []
 }
 
@@ -177,17 +181,19 @@ func checkEvents(_ events: [OutboundEvent], after seqBefore: UInt64, store: Task
             expect(members(json).map(\.0) == ["type", "seq", "id"], "\(what): a remove event is {type, seq, id}")
             continue
         }
-        let extra: Set<String> = event.type == .tick ? ["type", "remaining", "elapsed", "now"] : event.type == .log ? ["type", "from", "lines"] : ["type"]
+        let extra: Set<String> =
+            event.type == .tick ? ["type", "remaining", "elapsed", "now"] : event.type == .log ? ["type", "from", "lines"] : ["type"]
         conforms(.object(members(json).filter { !extra.contains($0.0) }), to: "Task", "\(what): \(event.type) event")
         if event.type == .log {
             // The lines kept of those appended, numbered from `from`: together they end at logCount.
-            guard case let .number(from)? = json["from"], case let .array(lines)? = json["lines"], case let .number(count)? = json["logCount"] else {
+            guard case .number(let from)? = json["from"], case .array(let lines)? = json["lines"], case .number(let count)? = json["logCount"] else {
                 fatalError("invariant broken: \(what): a log event without from, lines and logCount")
             }
             expect(from >= 0 && from + Double(lines.count) == count, "\(what): a log event from \(from) with \(lines.count) lines of \(count)")
             expect(!lines.isEmpty && lines.count <= store.logLines, "\(what): a log event with \(lines.count) lines")
-            conforms(.object([("id", .string(event.id)), ("logCount", .number(count)), ("from", .number(from)), ("lines", .array(lines))]),
-                     to: "LogTail", "\(what): a log event's lines")
+            conforms(
+                .object([("id", .string(event.id)), ("logCount", .number(count)), ("from", .number(from)), ("lines", .array(lines))]),
+                to: "LogTail", "\(what): a log event's lines")
         }
     }
 }
@@ -207,7 +213,9 @@ func checkTasks(_ store: TaskStore, now: Double, _ what: String) {
         if let eta = task.eta { expect(eta >= 0 && eta.isFinite, "\(what): \(id)'s eta \(eta)") }
         expect(Set(task.controls).count == task.controls.count, "\(what): \(id) offers a control twice")
         let log = store.log(of: id)
-        expect(log?.count == task.logCount && (log?.lines.count ?? 0) == min(task.logCount, store.logLines), "\(what): \(id)'s log keeps \(log?.lines.count ?? -1) lines of \(task.logCount)")
+        expect(
+            log?.count == task.logCount && (log?.lines.count ?? 0) == min(task.logCount, store.logLines),
+            "\(what): \(id)'s log keeps \(log?.lines.count ?? -1) lines of \(task.logCount)")
         if task.state == .stalled {
             let seconds = task.abandonAfter ?? store.abandonAfterSeconds
             expect(task.stalledAt != nil, "\(what): stalled \(id) does not say since when")
@@ -224,7 +232,9 @@ func checkTasks(_ store: TaskStore, now: Double, _ what: String) {
 func checkHistory(_ store: TaskStore, _ what: String) {
     expect(store.history.kinds.count <= KindHistory.maxKinds, "\(what): \(store.history.kinds.count) kinds")
     for (kind, runs) in store.history.kinds {
-        expect(!runs.seconds.isEmpty && runs.seconds.count <= KindHistory.runsKept && runs.seconds.allSatisfy { $0 >= 0 }, "\(what): kind \(kind) keeps \(runs.seconds)")
+        expect(
+            !runs.seconds.isEmpty && runs.seconds.count <= KindHistory.runsKept && runs.seconds.allSatisfy { $0 >= 0 },
+            "\(what): kind \(kind) keeps \(runs.seconds)")
     }
 }
 
@@ -232,7 +242,7 @@ func checkHistory(_ store: TaskStore, _ what: String) {
 func checkErrorBody(_ body: [UInt8], status: Int, _ what: String) {
     let json = parseJSON(body, "\(what): error body")
     conforms(json, to: "Error", what)
-    if case let .string(code)? = json["error"] {
+    if case .string(let code)? = json["error"] {
         expect(APIError.Code(rawValue: code)?.status == status, "\(what): \(code) answered with \(status)")
     }
 }
@@ -248,29 +258,36 @@ func checkAnswer(_ request: APIRequest, _ response: APIResponse, _ what: String)
         // A documented path with another method: 405, or invalid_id when the id is checked first.
         // (Under /badge/, a path that names no {id}.svg is not_found like any other.)
         let allowed = ["misdirected_request", "body_too_large", "forbidden", "unauthorized", "not_found", "method_not_allowed", "invalid_id"]
-        expect(response.status >= 400 && allowed.contains(code), "\(what): undocumented \(request.method) \(request.path) answered \(response.status) \(code)")
+        expect(
+            response.status >= 400 && allowed.contains(code),
+            "\(what): undocumented \(request.method) \(request.path) answered \(response.status) \(code)")
         if code == "not_found" { expect(json["field"] == .null, "\(what): no endpoint names no field") }
         if response.status == 405 {
             let allow = response.headers.filter { $0.0 == "allow:" }.map(\.1)
             expect(allow.count == 1 && allow.first == OpenAPI.allowedMethods(path: request.path), "\(what): a 405 with Allow \(allow)")
         }
-        if code == "invalid_id" { expect(request.path.hasPrefix("/api/tasks/") || request.path.hasPrefix("/api/timers/"), "\(what): invalid_id off an id path") }
+        if code == "invalid_id" {
+            expect(request.path.hasPrefix("/api/tasks/") || request.path.hasPrefix("/api/timers/"), "\(what): invalid_id off an id path")
+        }
         return
     }
     guard let answer = operation["responses"]?[String(response.status)] else {
-        fatalError("invariant broken: \(what): \(request.method) \(template) answered \(response.status), which the document does not list: \(text(response.body).prefix(300))")
+        fatalError(
+            "invariant broken: \(what): \(request.method) \(template) answered \(response.status), which the document does not list: \(text(response.body).prefix(300))"
+        )
     }
-    if case let .object(headers)? = answer["headers"] {
+    if case .object(let headers)? = answer["headers"] {
         for (name, header) in headers {
             // cache-control is the answer's own field; the transport writes it with the others.
-            let sent = name.lowercased() == "cache-control" ? [response.cacheControl] : response.headers.filter { $0.0 == name.lowercased() + ":" }.map(\.1)
+            let sent =
+                name.lowercased() == "cache-control" ? [response.cacheControl] : response.headers.filter { $0.0 == name.lowercased() + ":" }.map(\.1)
             expect(sent.count == 1, "\(what): header \(name) sent \(sent.count) times")
             if let violation = validator.violation(of: .string(sent[0]), against: header["schema"] ?? .null) {
                 fatalError("invariant broken: \(what): header \(name): \(violation)")
             }
         }
     }
-    guard case let .object(content)? = answer["content"] else {
+    guard case .object(let content)? = answer["content"] else {
         expect(response.body.isEmpty, "\(what): \(response.status) has a body where the document names none")
         return
     }
@@ -279,10 +296,12 @@ func checkAnswer(_ request: APIRequest, _ response: APIResponse, _ what: String)
     }
     let body: JSONValue = mediaType == "application/json" ? parseJSON(response.body, "\(what): answer") : .string(text(response.body))
     if let violation = validator.violation(of: body, against: media["schema"] ?? .null) {
-        fatalError("invariant broken: \(what): \(request.method) \(template) \(response.status) breaks the document: \(violation): \(text(response.body).prefix(400))")
+        fatalError(
+            "invariant broken: \(what): \(request.method) \(template) \(response.status) breaks the document: \(violation): \(text(response.body).prefix(400))"
+        )
     }
 }
 
 extension JSONValue {
-    var stringValueForFuzz: String? { if case let .string(text) = self { return text } else { return nil } }
+    var stringValueForFuzz: String? { if case .string(let text) = self { return text } else { return nil } }
 }

@@ -10,11 +10,15 @@ import RingcastCore
 public func fuzzCommand(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let input = bytes(data, size)
     let api = fixture()
-    let plain = api.handle(APIRequest(method: "POST", path: "/api/tasks/ci.build/log", body: input,
-                                      headers: RequestHeaders(contentType: "text/plain")), now: t0 + 500)
+    let plain = api.handle(
+        APIRequest(
+            method: "POST", path: "/api/tasks/ci.build/log", body: input,
+            headers: RequestHeaders(contentType: "text/plain")), now: t0 + 500)
     let plainSchema = OpenAPI.document["paths"]?["/api/tasks/{id}/log"]?["post"]?["requestBody"]?["content"]?["text/plain"]?["schema"] ?? .null
     let plainDocumented = validator.violation(of: .string(text(input)), against: plainSchema) == nil
-    expect((plain.status == 200) == plainDocumented, "a text/plain log of \(input.count) bytes answered \(plain.status): \(text(plain.body).prefix(200))")
+    expect(
+        (plain.status == 200) == plainDocumented, "a text/plain log of \(input.count) bytes answered \(plain.status): \(text(plain.body).prefix(200))"
+    )
     if plain.status >= 400 { checkErrorBody(plain.body, status: plain.status, "a text/plain log") }
 
     guard let json = try? JSONParser.parse(input) else { return 0 }
@@ -23,8 +27,10 @@ public func fuzzCommand(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     agree(json, "TimerStart") { () throws(APIError) in _ = try TimerStart.parse(json) }
     agree(json, "Event") { () throws(APIError) in _ = try Command.parse(event: json) }
     // A log's body is a log event's fields: parsed as one, unless it names a type or an id of its own.
-    if case let .object(fields) = json, !fields.contains(where: { $0.0 == "type" || $0.0 == "id" }) {
-        agree(json, "LogLines") { () throws(APIError) in _ = try Command.parse(event: .object([("type", .string("log")), ("id", .string("ci.build"))] + fields)) }
+    if case .object(let fields) = json, !fields.contains(where: { $0.0 == "type" || $0.0 == "id" }) {
+        agree(json, "LogLines") { () throws(APIError) in
+            _ = try Command.parse(event: .object([("type", .string("log")), ("id", .string("ci.build"))] + fields))
+        }
     }
 
     let batch = result { () throws(APIError) in try api.parseBatch(json) }
@@ -34,21 +40,21 @@ public func fuzzCommand(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     case .object:
         let single = result { () throws(APIError) in [try Command.parse(event: json)] }
         switch (single, batch) {
-        case let (.success(a), .success(b)): expect(a == b, "one event parses differently as a batch")
-        case let (.failure(a), .failure(b)): expect(a.within("events[0]") == b, "one event's error differs in a batch: \(a) / \(b)")
+        case (.success(let a), .success(let b)): expect(a == b, "one event parses differently as a batch")
+        case (.failure(let a), .failure(let b)): expect(a.within("events[0]") == b, "one event's error differs in a batch: \(a) / \(b)")
         default: fatalError("invariant broken: one event and a batch of it disagree")
         }
-    case let .array(items):
+    case .array(let items):
         for (index, item) in items.enumerated() {
             switch result({ () throws(APIError) in try Command.parse(event: item) }) {
             case .success: continue
-            case let .failure(error):
-                guard case let .failure(batchError) = batch else { fatalError("invariant broken: a batch with a bad event \(index) parsed") }
+            case .failure(let error):
+                guard case .failure(let batchError) = batch else { fatalError("invariant broken: a batch with a bad event \(index) parsed") }
                 expect(error.within("events[\(index)]") == batchError, "the batch's error is not its first bad event's")
                 return 0
             }
         }
-        guard case let .success(commands) = batch else { fatalError("invariant broken: a batch of good events failed") }
+        guard case .success(let commands) = batch else { fatalError("invariant broken: a batch of good events failed") }
         let before = api.store.seq
         let applied = api.applyBatch(commands, now: t0 + 1000)
         checkEvents(applied.events, after: before, store: api.store, "batch")
@@ -66,9 +72,11 @@ public func fuzzCommand(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
 private func agree(_ json: JSONValue, _ schemaName: String, _ parse: () throws(APIError) -> Void) {
     let outcome = result { () throws(APIError) in try parse() }
     let documented = validator.violation(of: json, against: validator.component(schemaName)!)
-    expect((documented == nil) == outcome.isSuccess,
-           "\(schemaName): the document says \(documented ?? "valid"), the parser says \(outcome.errorDescription): \(text(JSONWriter.encode(json)).prefix(300))")
-    if case let .failure(error) = outcome { checkErrorBody(error.encodedBody, status: error.status, schemaName) }
+    expect(
+        (documented == nil) == outcome.isSuccess,
+        "\(schemaName): the document says \(documented ?? "valid"), the parser says \(outcome.errorDescription): \(text(JSONWriter.encode(json)).prefix(300))"
+    )
+    if case .failure(let error) = outcome { checkErrorBody(error.encodedBody, status: error.status, schemaName) }
 }
 
 private func result<T>(_ body: () throws(APIError) -> T) -> Result<T, APIError> {
@@ -77,5 +85,5 @@ private func result<T>(_ body: () throws(APIError) -> T) -> Result<T, APIError> 
 
 extension Result {
     var isSuccess: Bool { if case .success = self { return true } else { return false } }
-    var errorDescription: String { if case let .failure(error) = self { return "\(error)" } else { return "valid" } }
+    var errorDescription: String { if case .failure(let error) = self { return "\(error)" } else { return "valid" } }
 }

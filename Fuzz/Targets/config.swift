@@ -10,8 +10,9 @@ import RingcastCore
 public func fuzzConfig(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let input = bytes(data, size)
     let blanked = ConfigText.withoutComments(input)
-    expect(blanked.count == input.count && zip(blanked, input).allSatisfy { $0 == $1 || $0 == UInt8(ascii: " ") && $1 != 0x0A },
-           "blanking comments moved a byte or a line end")
+    expect(
+        blanked.count == input.count && zip(blanked, input).allSatisfy { $0 == $1 || $0 == UInt8(ascii: " ") && $1 != 0x0A },
+        "blanking comments moved a byte or a line end")
     var environment = ["RINGCAST_CI_TOKEN": "env-token-0123456789abcdef", "EMPTY": ""]
     for line in input.split(separator: 0x0A) where line.starts(with: "//env ".utf8) {
         let assignment = text(Array(line.dropFirst(6)))
@@ -52,7 +53,9 @@ public func fuzzConfig(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     }
     for publisher in config.publishing.publishers {
         expect(!publisher.name.isEmpty, "a publisher without a name")
-        expect(!publisher.patterns.globs.isEmpty && publisher.patterns.globs.allSatisfy { Glob.isValid($0.pattern) }, "publisher patterns \(publisher.patterns.key)")
+        expect(
+            !publisher.patterns.globs.isEmpty && publisher.patterns.globs.allSatisfy { Glob.isValid($0.pattern) },
+            "publisher patterns \(publisher.patterns.key)")
     }
     return 0
 }
@@ -66,8 +69,9 @@ private func checkLoad(_ input: [UInt8], environment: [String: String]) {
         loaded = try ServerConfig.load(input, source: "config.json", environment: environment)
     } catch {
         let variables = ServerConfig.environmentOverrides.map(\.variable).filter { !(environment[$0] ?? "").isEmpty }
-        expect(parsed == nil ? error.description.hasPrefix("config.json") : variables.contains { error.description.hasPrefix($0) },
-               "load refused with \(error) (parse \(parsed == nil ? "refused" : "took") the file)")
+        expect(
+            parsed == nil ? error.description.hasPrefix("config.json") : variables.contains { error.description.hasPrefix($0) },
+            "load refused with \(error) (parse \(parsed == nil ? "refused" : "took") the file)")
         return
     }
     guard var expected = parsed else { fatalError("invariant broken: load took a file parse refuses") }

@@ -39,7 +39,7 @@ public func fuzzHTTP(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     }
     let list = api.handle(APIRequest(method: "GET", path: "/api/tasks"), now: t0 + 60_000)
     checkAnswer(APIRequest(method: "GET", path: "/api/tasks"), list, "the final list")
-    let count = parseJSON(list.body, "the final list")["tasks"].map { if case let .array(tasks) = $0 { tasks.count } else { -1 } }
+    let count = parseJSON(list.body, "the final list")["tasks"].map { if case .array(let tasks) = $0 { tasks.count } else { -1 } }
     expect(count == api.store.tasks.count, "the list holds \(count ?? -1) of \(api.store.tasks.count) tasks")
     return 0
 }
@@ -57,16 +57,22 @@ private func checkLoopAnswer(_ request: APIRequest, _ response: APIResponse, bef
         checkAnswer(APIRequest(method: "GET", path: request.path), read, "\(what): reading it back")
         let tail = parseJSON(read.body, "\(what): the tail")
         let kept = api.store.log(of: task.id)
-        expect(tail["logCount"] == .number(Double(task.logCount)) && tail["lines"] == .array((kept?.lines ?? []).map(JSONValue.string)),
-               "\(what): GET answers another log than the store's")
+        expect(
+            tail["logCount"] == .number(Double(task.logCount)) && tail["lines"] == .array((kept?.lines ?? []).map(JSONValue.string)),
+            "\(what): GET answers another log than the store's")
     case "cancel", "pause", "resume":
         expect(task.state == old.state, "\(what): a control request changed the state from \(old.state) to \(task.state)")
         expect(answer["delivered"] == .number(0) && response.controls.isEmpty, "\(what): delivered to a socket that is not there")
         expect(response.events.map(\.type) == [.state], "\(what): a control request's events are \(response.events.map(\.type))")
         switch parts[3] {
         case "cancel": expect(task.cancelRequested && task.pauseRequested == old.pauseRequested, "\(what): cancel did not mark cancelRequested alone")
-        case "pause": expect(task.pauseRequested && old.state != .paused && task.cancelRequested == old.cancelRequested, "\(what): pause did not mark pauseRequested alone")
-        default: expect(!task.pauseRequested && (old.pauseRequested || old.state == .paused), "\(what): resume of a task neither paused nor asked to pause")
+        case "pause":
+            expect(
+                task.pauseRequested && old.state != .paused && task.cancelRequested == old.cancelRequested,
+                "\(what): pause did not mark pauseRequested alone")
+        default:
+            expect(
+                !task.pauseRequested && (old.pauseRequested || old.state == .paused), "\(what): resume of a task neither paused nor asked to pause")
         }
     default:
         return
@@ -85,8 +91,9 @@ private func checkTable(_ request: APIRequest, _ response: APIResponse, api: API
         expect(TextTable.columns(of: line) <= width, "\(what): a line of \(TextTable.columns(of: line)) columns in a table \(width) wide: \(line)")
         for scalar in line.unicodeScalars {
             let value = scalar.value
-            expect(value >= 0x20 && !(0x7F..<0xA0).contains(value) && !(0x202A...0x202E).contains(value) && !(0x2066...0x2069).contains(value),
-                   "\(what): U+\(String(value, radix: 16)) in a table line")
+            expect(
+                value >= 0x20 && !(0x7F..<0xA0).contains(value) && !(0x202A...0x202E).contains(value) && !(0x2066...0x2069).contains(value),
+                "\(what): U+\(String(value, radix: 16)) in a table line")
         }
     }
     let rows = lines.count - 2
@@ -107,6 +114,7 @@ private func checkBadge(_ request: APIRequest, _ response: APIResponse, api: API
     var again = request
     again.headers.ifNoneMatch = tag
     let cached = api.handle(again, now: now)
-    expect(cached.status == 304 && cached.body.isEmpty && cached.headers.first { $0.0 == "etag:" }?.1 == tag,
-           "\(what): its ETag \(tag ?? "none") sent back answered \(cached.status)")
+    expect(
+        cached.status == 304 && cached.body.isEmpty && cached.headers.first { $0.0 == "etag:" }?.1 == tag,
+        "\(what): its ETag \(tag ?? "none") sent back answered \(cached.status)")
 }

@@ -24,8 +24,8 @@ public func fuzzJSON(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
 
 private func depth(_ value: JSONValue) -> Int {
     switch value {
-    case let .array(elements): return 1 + (elements.map(depth).max() ?? 0)
-    case let .object(members): return 1 + (members.map { depth($0.1) }.max() ?? 0)
+    case .array(let elements): return 1 + (elements.map(depth).max() ?? 0)
+    case .object(let members): return 1 + (members.map { depth($0.1) }.max() ?? 0)
     default: return 1
     }
 }

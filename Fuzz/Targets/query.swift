@@ -9,17 +9,20 @@ public func fuzzQuery(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let api = fixture()
     let request: SocketRequest
     switch SocketRequest.parse(query) {
-    case let .failure(error):
-        expect((error.code == .invalidField && error.field == "mode") || (error.code == .invalidPattern && error.field == "watch"), "refused with \(error)")
+    case .failure(let error):
+        expect(
+            (error.code == .invalidField && error.field == "mode") || (error.code == .invalidPattern && error.field == "watch"),
+            "refused with \(error)")
         checkErrorBody(error.encodedBody, status: error.status, "the refusal")
         return 0
-    case let .success(parsed):
+    case .success(let parsed):
         request = parsed
     }
     if request.mode == .publish {
         expect(request.watch == SocketRequest.nothing && request.since == nil, "a publisher watches nothing")
     } else {
-        expect(!request.watch.globs.isEmpty && Set(request.watch.globs).count == request.watch.globs.count, "watch has no duplicate and is never empty")
+        expect(
+            !request.watch.globs.isEmpty && Set(request.watch.globs).count == request.watch.globs.count, "watch has no duplicate and is never empty")
         expect(request.watch.globs.allSatisfy { Glob.isValid($0.pattern) }, "an invalid pattern was kept")
         expect(request.since == query["since"], "since is kept as sent")
     }
@@ -37,10 +40,10 @@ public func fuzzQuery(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         let snapshot = parseJSON(frames[1], "the snapshot")
         let resumable = request.resumeSeq(in: epoch).flatMap { api.store.changes(since: $0, matching: request.watch) } != nil
         expect(snapshot["full"] == .bool(!resumable), "a snapshot is full exactly when it cannot resume")
-        if case let .array(tasks)? = snapshot["tasks"] {
+        if case .array(let tasks)? = snapshot["tasks"] {
             for task in tasks {
                 conforms(task, to: "Task", "a snapshot task")
-                if case let .string(id)? = task["id"] { expect(request.watch.matches(id), "the snapshot holds \(id), which watch does not match") }
+                if case .string(let id)? = task["id"] { expect(request.watch.matches(id), "the snapshot holds \(id), which watch does not match") }
             }
         }
     }

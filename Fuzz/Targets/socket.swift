@@ -14,8 +14,8 @@ public func fuzzSocket(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let upgrade = FuzzRequest(parts[0]).request
     let socketRequest: SocketRequest
     switch SocketRequest.parse(upgrade.query) {
-    case let .success(parsed): socketRequest = parsed
-    case let .failure(error):
+    case .success(let parsed): socketRequest = parsed
+    case .failure(let error):
         checkFrame(api.refusalFrame(error), "the refusal")
         return 0
     }
@@ -42,8 +42,8 @@ public func fuzzSocket(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         let items: Int
         switch json {
         case .none: items = 1
-        case let .array(elements)?: items = elements.count
-        case let .some(value): items = value["type"] == .string("auth") || value["type"] == .string("flush") ? 0 : 1
+        case .array(let elements)?: items = elements.count
+        case .some(let value): items = value["type"] == .string("auth") || value["type"] == .string("flush") ? 0 : 1
         }
         let errors = reply.frames.filter { (try? JSONParser.parse($0))?["type"] == .string("error") }.count
         expect(errors <= max(items, 1), "\(what): \(errors) errors for \(items) events")
@@ -52,7 +52,7 @@ public func fuzzSocket(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         }
         // A request waiting on a task this socket publishes for the first time reaches it at once.
         for frame in reply.frames.compactMap({ try? JSONParser.parse($0) }) where frame["type"] == .string("control") {
-            guard case let .string(id)? = frame["id"], case let .string(action)? = frame["action"] else { continue }
+            guard case .string(let id)? = frame["id"], case .string(let action)? = frame["action"] else { continue }
             let waiting = action == "cancel" ? tasks[id]?.cancelRequested : action == "pause" ? tasks[id]?.pauseRequested : nil
             expect(!published.contains(id) && waiting == true, "\(what): a \(action) frame for \(id), which it published before or had none waiting")
         }
@@ -87,13 +87,15 @@ private func control(_ line: String, api: API, sink: FrameSink, published: Set<S
     }
     let answer = parseJSON(response.body, "\(what): the answer")
     let expected = published.contains(words[1]) ? 1 : 0
-    expect(answer["delivered"] == .number(Double(expected)) && sink.frames.count == expected,
-           "\(what): \(line) delivered \(sink.frames.count), answered \(String(describing: answer["delivered"])), published \(expected)")
+    expect(
+        answer["delivered"] == .number(Double(expected)) && sink.frames.count == expected,
+        "\(what): \(line) delivered \(sink.frames.count), answered \(String(describing: answer["delivered"])), published \(expected)")
     for frame in sink.frames {
         checkFrame(frame, what)
         let json = parseJSON(frame, "\(what): the control frame")
-        expect(json["id"] == .string(words[1]) && json["action"] == .string(words[0]) && json["seq"] == .number(Double(api.store.seq)),
-               "\(what): the frame \(text(frame))")
+        expect(
+            json["id"] == .string(words[1]) && json["action"] == .string(words[0]) && json["seq"] == .number(Double(api.store.seq)),
+            "\(what): the frame \(text(frame))")
     }
 }
 
@@ -103,17 +105,20 @@ private func control(_ line: String, api: API, sink: FrameSink, published: Set<S
 private func applied(_ json: JSONValue?, _ frames: [[UInt8]]) -> [(String, Bool)] {
     guard let json, json["type"] != .string("auth"), json["type"] != .string("flush") else { return [] }
     let items: [JSONValue]
-    if case let .array(elements) = json { items = elements } else { items = [json] }
+    if case .array(let elements) = json { items = elements } else { items = [json] }
     var failed: Set<Int> = []
     for frame in frames {
         guard let error = try? JSONParser.parse(frame), error["type"] == .string("error") else { continue }
-        guard items.count > 1 else { failed.insert(0); continue }
-        if case let .string(field)? = error["field"], field.hasPrefix("events["), let index = Int(field.dropFirst(7).prefix { $0 != "]" }) {
+        guard items.count > 1 else {
+            failed.insert(0)
+            continue
+        }
+        if case .string(let field)? = error["field"], field.hasPrefix("events["), let index = Int(field.dropFirst(7).prefix { $0 != "]" }) {
             failed.insert(index)
         }
     }
     return items.enumerated().compactMap { index, item in
-        guard !failed.contains(index), case let .string(id)? = item["id"] else { return nil }
+        guard !failed.contains(index), case .string(let id)? = item["id"] else { return nil }
         return (id, item["type"] != .string("remove"))
     }
 }
@@ -136,12 +141,12 @@ private func checkFrame(_ frame: [UInt8], _ what: String) {
         expect(names == ["type", "ref", "seq"] || names == ["type", "seq"], "\(what): a flushed reply \(text(frame).prefix(200))")
     case .string("control")?:
         expect(members(json).map(\.0) == ["type", "id", "action", "seq"], "\(what): a control frame \(text(frame).prefix(200))")
-        if case let .string(id)? = json["id"] { expect(TaskID.isValid(id), "\(what): a control frame for \(id)") }
+        if case .string(let id)? = json["id"] { expect(TaskID.isValid(id), "\(what): a control frame for \(id)") }
         expect(TaskControl.allCases.map { JSONValue.string($0.rawValue) }.contains(json["action"] ?? .null), "\(what): a control frame's action")
     case .string("error")?:
         let body = JSONValue.object(members(json).filter { $0.0 != "type" && $0.0 != "id" })
         conforms(body, to: "Error", "\(what): an error event")
-        if case let .string(id)? = json["id"] { expect(TaskID.isValid(id), "\(what): an error event names the invalid id \(id.prefix(80))") }
+        if case .string(let id)? = json["id"] { expect(TaskID.isValid(id), "\(what): an error event names the invalid id \(id.prefix(80))") }
     default:
         fatalError("invariant broken: \(what): a frame of type \(String(describing: json["type"]))")
     }

@@ -35,9 +35,14 @@ struct Outgoing {
 
     func write(into writer: inout JSONWriter) {
         writer.beginObject()
-        writer.key("type"); writer.string(type)
-        writer.key("id"); writer.string(id)
-        for (key, value) in fields { writer.key(key); writer.value(value) }
+        writer.key("type")
+        writer.string(type)
+        writer.key("id")
+        writer.string(id)
+        for (key, value) in fields {
+            writer.key(key)
+            writer.value(value)
+        }
         writer.endObject()
     }
 }
@@ -94,7 +99,8 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
     /// Tasks that take control requests: what each offers and who acts on a request (track, withTask).
     /// What must happen before `close()` flushes (each tracker's last look), by token.
     private var closeHooks: [Int: @Sendable () -> Void] = [:]
-    private var controlHandlers: [String: (token: Int, actions: [RingcastClient.ControlAction], act: @Sendable (RingcastClient.ControlAction) -> Void)] = [:]
+    private var controlHandlers:
+        [String: (token: Int, actions: [RingcastClient.ControlAction], act: @Sendable (RingcastClient.ControlAction) -> Void)] = [:]
     private var spaceWaiters: [Int: CheckedContinuation<Void, Error>] = [:]
     private var closedWaiter: CheckedContinuation<Void, Never>?
 
@@ -123,18 +129,22 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
 
     // MARK: Calls (any thread)
 
-    private enum Admission { case queued(wake: WebSocketConnection?), full, closed }
+    private enum Admission {
+        case queued(wake: WebSocketConnection?)
+        case full, closed
+    }
 
     /// Checks an event with the server's rules and queues it; with `controls`, an event saying which
     /// control requests the task takes follows it (alone when `fields` is empty and it is an update).
     func enqueue(_ type: String, _ id: String, _ fields: [(String, JSONValue)], controls: [RingcastClient.ControlAction]? = nil) async throws {
         let controlsOnly = controls != nil && type == "update" && fields.isEmpty
         try check(controlsOnly ? nil : type, id, fields)
-        let outgoing = (controlsOnly ? [] : [Outgoing(type: type, id: id, fields: fields)]) + (controls.map { [Outgoing.controls(unique($0), for: id)] } ?? [])
+        let outgoing =
+            (controlsOnly ? [] : [Outgoing(type: type, id: id, fields: fields)]) + (controls.map { [Outgoing.controls(unique($0), for: id)] } ?? [])
         for event in outgoing {
             while true {
                 switch lock.withLock({ admit(event, force: false) }) {
-                case let .queued(wake):
+                case .queued(let wake):
                     wake?.requestWrite()
                 case .closed:
                     throw RingcastClientError.closed
@@ -172,7 +182,7 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
     func report(_ error: RingcastClientError) { errorSink.yield(error) }
 
     private func admitNow(_ event: Outgoing) -> Bool {
-        guard case let .queued(wake) = lock.withLock({ admit(event, force: true) }) else { return false }
+        guard case .queued(let wake) = lock.withLock({ admit(event, force: true) }) else { return false }
         wake?.requestWrite()
         return true
     }
@@ -219,8 +229,10 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
 
     /// Offers `actions` for task `id` (an event saying so is queued) and routes the requests that
     /// arrive for it to `act`, on a global queue. Returns the token `withdrawControls` takes.
-    func offerControls(_ actions: [RingcastClient.ControlAction], for id: String,
-                       act: @escaping @Sendable (RingcastClient.ControlAction) -> Void) -> Int {
+    func offerControls(
+        _ actions: [RingcastClient.ControlAction], for id: String,
+        act: @escaping @Sendable (RingcastClient.ControlAction) -> Void
+    ) -> Int {
         let token: Int = lock.withLock {
             nextWaiterID += 1
             controlHandlers[id] = (nextWaiterID, unique(actions), act)
@@ -342,7 +354,10 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
                     closedWaiter = continuation
                     return false
                 }
-                if gone { continuation.resume(); return }
+                if gone {
+                    continuation.resume()
+                    return
+                }
                 connection.close()
                 DispatchQueue.global().asyncAfter(deadline: .now() + 1) { [weak self] in self?.resumeClosedWaiter() }
             }
@@ -376,7 +391,11 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
         let (flushes, spaces): ([CheckedContinuation<Void, Error>], [CheckedContinuation<Void, Error>]) = lock.withLock {
             lifecycle = .closed
             connection = nil
-            defer { flushWaiters = [:]; durableWaiters = [:]; spaceWaiters = [:] }
+            defer {
+                flushWaiters = [:]
+                durableWaiters = [:]
+                spaceWaiters = [:]
+            }
             return (flushWaiters.values.map(\.continuation) + durableWaiters.values.map(\.continuation), Array(spaceWaiters.values))
         }
         for continuation in flushes + spaces { continuation.resume(throwing: RingcastClientError.closed) }
@@ -453,8 +472,10 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
                 // A marker travels alone: the server reads `flush` only as a message of its own.
                 let marker = base + head
                 writer.beginObject()
-                writer.key("type"); writer.string("flush")
-                writer.key("ref"); writer.string(String(marker))
+                writer.key("type")
+                writer.string("flush")
+                writer.key("ref")
+                writer.string(String(marker))
                 writer.endObject()
                 pendingAcks.append(marker)
                 head += 1
@@ -463,7 +484,8 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
                 writer.beginArray()
                 var taken = 0
                 while head < slots.count, !slots[head].isFlush, taken < options.maxEventsPerFrame,
-                      taken == 0 || writer.bytes.count < options.maxFrameBytes {
+                    taken == 0 || writer.bytes.count < options.maxFrameBytes
+                {
                     let index = base + head
                     let slot = slots[head]
                     head += 1
@@ -505,15 +527,15 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
     func webSocket(_ connection: WebSocketConnection, didReceive message: [UInt8]) {
         guard let json = try? JSONParser.parse(message) else { return }
         let events: [JSONValue]
-        if case let .array(items) = json { events = items } else { events = [json] }
+        if case .array(let items) = json { events = items } else { events = [json] }
         for event in events {
             switch event["type"] {
             case .string("hello")?:
                 var version = 1
-                if case let .number(number)? = event["protocol"] { version = Int(number) }
+                if case .number(let number)? = event["protocol"] { version = Int(number) }
                 if lock.withLock({ greeted(connection, protocolVersion: version) }) { connection.requestWrite() }
             case .string("flushed")?:
-                guard case let .string(ref)? = event["ref"], let marker = Int(ref) else { continue }
+                guard case .string(let ref)? = event["ref"], let marker = Int(ref) else { continue }
                 let resumed: [CheckedContinuation<Void, Error>] = lock.withLock {
                     guard connection === self.connection, pendingAcks.contains(marker) else { return [] }
                     // The server answers in order: a marker's acknowledgement covers every one before it.
@@ -523,21 +545,22 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
                 }
                 for continuation in resumed { continuation.resume() }
             case .string("control")?:
-                guard case let .string(id)? = event["id"], case let .string(name)? = event["action"],
-                      let action = RingcastClient.ControlAction(rawValue: name) else { continue }
+                guard case .string(let id)? = event["id"], case .string(let name)? = event["action"],
+                    let action = RingcastClient.ControlAction(rawValue: name)
+                else { continue }
                 var seq: Int?
-                if case let .number(number)? = event["seq"] { seq = Int(number) }
+                if case .number(let number)? = event["seq"] { seq = Int(number) }
                 controlSink.yield(RingcastClient.ControlRequest(id: id, action: action, seq: seq))
                 if let act = lock.withLock({ controlHandlers[id]?.act }) {
                     // Off the service thread: a Progress's cancellation handler may take its time.
                     DispatchQueue.global().async { act(action) }
                 }
             case .string("error")?:
-                guard case let .string(code)? = event["error"] else { continue }
+                guard case .string(let code)? = event["error"] else { continue }
                 let messageText: String
-                if case let .string(text)? = event["message"] { messageText = text } else { messageText = "" }
+                if case .string(let text)? = event["message"] { messageText = text } else { messageText = "" }
                 var field: String?
-                if case let .string(name)? = event["field"] { field = name }
+                if case .string(let name)? = event["field"] { field = name }
                 if code == "unknown_field", field == "controls" || field?.hasSuffix(".controls") == true {
                     // A server from before control requests: said once per connection, then not sent again.
                     let first: Bool = lock.withLock {
@@ -555,7 +578,11 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
     }
 
     func webSocketDidClose(_ connection: WebSocketConnection, error: String?) {
-        enum Next { case nothing, closed(CheckedContinuation<Void, Never>?), reconnect(after: Double, attempt: Int) }
+        enum Next {
+            case nothing
+            case closed(CheckedContinuation<Void, Never>?)
+            case reconnect(after: Double, attempt: Int)
+        }
         var unacknowledged: [CheckedContinuation<Void, Error>] = []
         let next: Next = lock.withLock {
             guard connection === self.connection else { return .nothing }
@@ -575,10 +602,10 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
                 return .closed(closedWaiter)
             case .open:
                 lifecycle = .waiting(attempt: 0)
-            case let .connecting(attempt), let .waiting(attempt):
+            case .connecting(let attempt), .waiting(let attempt):
                 lifecycle = .waiting(attempt: attempt + 1)
             }
-            guard case let .waiting(attempt) = lifecycle else { return .nothing }
+            guard case .waiting(let attempt) = lifecycle else { return .nothing }
             let ceiling = min(options.reconnectCap, options.reconnectBase * pow(2, Double(min(attempt, 30))))
             return .reconnect(after: Double.random(in: 0...ceiling), attempt: attempt)
         }
@@ -587,9 +614,9 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
         switch next {
         case .nothing:
             return
-        case let .closed(waiter):
+        case .closed(let waiter):
             waiter?.resume()
-        case let .reconnect(delay, attempt):
+        case .reconnect(let delay, let attempt):
             errorSink.yield(.connection(error ?? "the server closed the connection"))
             DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [weak self] in self?.reconnect(attempt: attempt) }
         }

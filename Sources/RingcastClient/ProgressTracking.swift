@@ -40,8 +40,10 @@ extension RingcastClient {
     ///   - staleAfter: a lease in seconds, renewed while tracking (nil: none, and an earlier one is cleared).
     /// - Returns: the tracking, whose `stop()` ends it.
     @discardableResult
-    public func track(_ progress: Progress, as id: String, title: String? = nil, parent: String? = nil,
-                      staleAfter: Double? = nil) -> ProgressTracking {
+    public func track(
+        _ progress: Progress, as id: String, title: String? = nil, parent: String? = nil,
+        staleAfter: Double? = nil
+    ) -> ProgressTracking {
         var start = RingcastTask.freshFields(lease: staleAfter)
         if let title { start.append(("title", .string(title))) }
         if let parent { start.append(("parent", .string(parent))) }

@@ -27,8 +27,8 @@ public enum ProgressValue: Equatable, Sendable, ExpressibleByFloatLiteral {
     /// The fraction 0…1 it stands for, or nil when indeterminate.
     public var fraction: Double? {
         switch self {
-        case let .fraction(value): return value
-        case let .units(completed, total): return total > 0 ? min(1, completed / total) : nil
+        case .fraction(let value): return value
+        case .units(let completed, let total): return total > 0 ? min(1, completed / total) : nil
         case .indeterminate: return nil
         }
     }
@@ -36,8 +36,8 @@ public enum ProgressValue: Equatable, Sendable, ExpressibleByFloatLiteral {
     /// The fields of an update that carry it.
     var fields: [(String, JSONValue)] {
         switch self {
-        case let .fraction(value): return [("progress", .number(value))]
-        case let .units(completed, total): return [("completed", .number(completed)), ("total", .number(total))]
+        case .fraction(let value): return [("progress", .number(value))]
+        case .units(let completed, let total): return [("completed", .number(completed)), ("total", .number(total))]
         case .indeterminate: return [("progress", .null)]
         }
     }

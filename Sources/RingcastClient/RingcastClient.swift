@@ -183,10 +183,13 @@ public final class RingcastClient: Sendable {
     /// - Throws: ``RingcastClientError/invalid(code:message:field:)`` when a value breaks the
     ///   protocol's rules (as the server would refuse it), before anything is sent;
     ///   ``RingcastClientError/closed`` after `close()`.
-    public func update(_ id: String, progress: ProgressValue? = nil, title: String? = nil, detail: String? = nil,
-                       state: State? = nil, staleAfter: Double? = nil, parent: String? = nil,
-                       controls: [ControlAction]? = nil) async throws {
-        let fields = (progress.map(\.fields) ?? []) + RingcastClient.fields(title: title, detail: detail, state: state, staleAfter: staleAfter, parent: parent)
+    public func update(
+        _ id: String, progress: ProgressValue? = nil, title: String? = nil, detail: String? = nil,
+        state: State? = nil, staleAfter: Double? = nil, parent: String? = nil,
+        controls: [ControlAction]? = nil
+    ) async throws {
+        let fields =
+            (progress.map(\.fields) ?? []) + RingcastClient.fields(title: title, detail: detail, state: state, staleAfter: staleAfter, parent: parent)
         try await core.enqueue("update", id, fields, controls: controls)
     }
 
@@ -194,11 +197,14 @@ public final class RingcastClient: Sendable {
     /// `progress: Double(i) / 20`, a `Float`, a `CGFloat`. A value outside 0…1 (or NaN) throws
     /// ``RingcastClientError/invalid(code:message:field:)`` before anything is sent. The other
     /// arguments are those of ``update(_:progress:title:detail:state:staleAfter:parent:controls:)``.
-    public func update<Fraction: BinaryFloatingPoint>(_ id: String, progress: Fraction, title: String? = nil, detail: String? = nil,
-                                                      state: State? = nil, staleAfter: Double? = nil, parent: String? = nil,
-                                                      controls: [ControlAction]? = nil) async throws {
-        try await update(id, progress: ProgressValue(progress), title: title, detail: detail, state: state, staleAfter: staleAfter,
-                         parent: parent, controls: controls)
+    public func update<Fraction: BinaryFloatingPoint>(
+        _ id: String, progress: Fraction, title: String? = nil, detail: String? = nil,
+        state: State? = nil, staleAfter: Double? = nil, parent: String? = nil,
+        controls: [ControlAction]? = nil
+    ) async throws {
+        try await update(
+            id, progress: ProgressValue(progress), title: title, detail: detail, state: state, staleAfter: staleAfter,
+            parent: parent, controls: controls)
     }
 
     /// Creates or updates a task with unit counts of any integer type (`completed: rows, total:
@@ -206,9 +212,11 @@ public final class RingcastClient: Sendable {
     /// `total` nil keeps the total the task has. A negative count or a total of 0 throws
     /// ``RingcastClientError/invalid(code:message:field:)`` before anything is sent. The other
     /// arguments are those of ``update(_:progress:title:detail:state:staleAfter:parent:controls:)``.
-    public func update<Count: BinaryInteger>(_ id: String, completed: Count, total: Count? = nil, title: String? = nil, detail: String? = nil,
-                                             state: State? = nil, staleAfter: Double? = nil, parent: String? = nil,
-                                             controls: [ControlAction]? = nil) async throws {
+    public func update<Count: BinaryInteger>(
+        _ id: String, completed: Count, total: Count? = nil, title: String? = nil, detail: String? = nil,
+        state: State? = nil, staleAfter: Double? = nil, parent: String? = nil,
+        controls: [ControlAction]? = nil
+    ) async throws {
         var fields: [(String, JSONValue)] = [("completed", .number(Double(completed)))]
         if let total { fields.append(("total", .number(Double(total)))) }
         fields += RingcastClient.fields(title: title, detail: detail, state: state, staleAfter: staleAfter, parent: parent)
@@ -303,8 +311,8 @@ public enum RingcastClientError: Error, Sendable, Equatable, CustomStringConvert
     /// The code and message, as a log line would print them.
     public var description: String {
         switch self {
-        case let .invalid(code, message, _), let .server(code, message, _): return "\(code): \(message)"
-        case let .connection(message): return "connection: \(message)"
+        case .invalid(let code, let message, _), .server(let code, let message, _): return "\(code): \(message)"
+        case .connection(let message): return "connection: \(message)"
         case .timedOut: return "timed out"
         case .closed: return "the client is closed"
         }

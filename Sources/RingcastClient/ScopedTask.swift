@@ -54,9 +54,11 @@ extension RingcastClient {
         try await core.enqueue("update", id, fields)
         let task = RingcastTask(id: id, core: core, scope: scope, weight: nil)
         withUnsafeCurrentTask { scope.running = $0 }
-        let token = cancellable ? core.offerControls([.cancel], for: id) { action in
-            if action == .cancel { scope.requestCancel() }
-        } : nil
+        let token =
+            cancellable
+            ? core.offerControls([.cancel], for: id) { action in
+                if action == .cancel { scope.requestCancel() }
+            } : nil
         let keeper = staleAfter.map { lease in
             Ticker(every: lease / 3) { [core] in for id in [id] + scope.liveChildren { core.enqueueNow("update", id, []) } }
         }
@@ -154,12 +156,16 @@ public final class RingcastTask: Sendable {
     ///   or a name that makes no valid id.
     public func child(_ name: String, title: String? = nil, weight: Double = 1) async throws -> RingcastTask {
         guard weight.isFinite, weight > 0 else {
-            throw RingcastClientError.invalid(code: "invalid_field", message: "weight \(weight) is out of range: a number above 0 (children of weights 2 and 1: the first counts twice)", field: "weight")
+            throw RingcastClientError.invalid(
+                code: "invalid_field",
+                message: "weight \(weight) is out of range: a number above 0 (children of weights 2 and 1: the first counts twice)", field: "weight")
         }
         let childID = "\(id).\(name)"
         var fields = RingcastTask.freshFields(lease: scope.lease)
-        fields += [("title", .string(title ?? name)), ("parent", .string(id)),
-                   ("progress", .number(0)), ("completed", .number(0)), ("total", .number(weight))]
+        fields += [
+            ("title", .string(title ?? name)), ("parent", .string(id)),
+            ("progress", .number(0)), ("completed", .number(0)), ("total", .number(weight)),
+        ]
         try core.check("update", childID, fields)
         let child = RingcastTask(id: childID, core: core, scope: scope, weight: weight)
         guard scope.adopt(childID) else { return child }
@@ -205,8 +211,10 @@ public final class RingcastTask: Sendable {
 
     /// What a fresh run sets, as `ringcast run` does: running, visible, no detail, no pending hide, the lease.
     static func freshFields(lease: Double?) -> [(String, JSONValue)] {
-        [("detail", .null), ("state", .string("running")), ("visible", .bool(true)), ("hideAfter", .null),
-         ("staleAfter", lease.map { .number($0) } ?? .null)]
+        [
+            ("detail", .null), ("state", .string("running")), ("visible", .bool(true)), ("hideAfter", .null),
+            ("staleAfter", lease.map { .number($0) } ?? .null),
+        ]
     }
 
     /// An error as a task's detail: its description, within the server's 1000 characters.

@@ -2,7 +2,8 @@ import CLibWebSockets
 import Glibc
 
 /// The C signature of a protocol's callback.
-package typealias LWSCallback = @convention(c) (OpaquePointer?, lws_callback_reasons, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?, Int) -> Int32
+package typealias LWSCallback =
+    @convention(c) (OpaquePointer?, lws_callback_reasons, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?, Int) -> Int32
 
 /// C memory that lws keeps pointers to for the whole life of a context: strings, the protocol list,
 /// mounts and header lists. Allocated before the context, released after it is destroyed.
@@ -33,7 +34,8 @@ package struct CResources {
 
     /// `/` serves the public directory (and nothing outside it); each of `callbackPaths` goes to the
     /// protocol named `protocolName` instead.
-    package mutating func mounts(publicDirectory: String, maxAge: Int, callbackPaths: [String], protocolName: String) -> UnsafePointer<lws_http_mount> {
+    package mutating func mounts(publicDirectory: String, maxAge: Int, callbackPaths: [String], protocolName: String) -> UnsafePointer<lws_http_mount>
+    {
         let mimeTypes = mimeTypeList([
             (".js", "text/javascript"), (".mjs", "text/javascript"), (".svg", "image/svg+xml"),
             (".json", "application/json"), (".webmanifest", "application/manifest+json"),

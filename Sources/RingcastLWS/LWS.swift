@@ -64,9 +64,10 @@ package final class WriteBuffer {
         for (name, value) in extraHeaders {
             let added = name.withCString { namePointer in
                 value.withCString { valuePointer in
-                    lws_add_http_header_by_name(wsi, UnsafeRawPointer(namePointer).assumingMemoryBound(to: UInt8.self),
-                                                UnsafeRawPointer(valuePointer).assumingMemoryBound(to: UInt8.self),
-                                                Int32(strlen(valuePointer)), &cursor, end)
+                    lws_add_http_header_by_name(
+                        wsi, UnsafeRawPointer(namePointer).assumingMemoryBound(to: UInt8.self),
+                        UnsafeRawPointer(valuePointer).assumingMemoryBound(to: UInt8.self),
+                        Int32(strlen(valuePointer)), &cursor, end)
                 }
             }
             if added != 0 { return false }

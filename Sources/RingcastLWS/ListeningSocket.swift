@@ -22,7 +22,8 @@ package final class ListeningSocket: @unchecked Sendable {
         var found: UnsafeMutablePointer<addrinfo>?
         let resolved = getaddrinfo(host, String(port), &hints, &found)
         guard resolved == 0, let address = found else {
-            throw LWSError("getaddrinfo", "'\(host)' is not an address of this machine: \(String(cString: gai_strerror(resolved))); pick another \"host\"")
+            throw LWSError(
+                "getaddrinfo", "'\(host)' is not an address of this machine: \(String(cString: gai_strerror(resolved))); pick another \"host\"")
         }
         defer { freeaddrinfo(found) }
         let fd = socket(address.pointee.ai_family, address.pointee.ai_socktype | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -37,7 +38,10 @@ package final class ListeningSocket: @unchecked Sendable {
         guard bind(fd, address.pointee.ai_addr, address.pointee.ai_addrlen) == 0, listen(fd, backlog) == 0 else {
             let reason = String(cString: strerror(errno))
             close(fd)
-            throw LWSError("bind", "could not listen on \(host):\(port): \(reason); the port is in use or the address is not on this machine; pick another \"port\" or \"host\"")
+            throw LWSError(
+                "bind",
+                "could not listen on \(host):\(port): \(reason); the port is in use or the address is not on this machine; pick another \"port\" or \"host\""
+            )
         }
         var bound = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)

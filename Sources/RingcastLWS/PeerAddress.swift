@@ -32,14 +32,14 @@ package struct PeerAddress: Sendable, CustomStringConvertible {
     /// 127.0.0.0/8, ::1, or 127.0.0.0/8 mapped into IPv6 (::ffff:127.x.x.x): the peer is this machine.
     package var isLoopback: Bool {
         switch form {
-        case let .ipv4(address):
+        case .ipv4(let address):
             return UInt32(bigEndian: address) >> 24 == 127
-        case let .ipv6(b):
+        case .ipv6(let b):
             let zeroTen = b.0 == 0 && b.1 == 0 && b.2 == 0 && b.3 == 0 && b.4 == 0 && b.5 == 0 && b.6 == 0 && b.7 == 0 && b.8 == 0 && b.9 == 0
             guard zeroTen else { return false }
             if b.10 == 0xFF, b.11 == 0xFF { return b.12 == 127 }
             return b.10 == 0 && b.11 == 0 && b.12 == 0 && b.13 == 0 && b.14 == 0 && b.15 == 1
-        case let .text(text):
+        case .text(let text):
             return isLoopbackAddress(text)
         }
     }
@@ -49,11 +49,11 @@ package struct PeerAddress: Sendable, CustomStringConvertible {
         withUnsafeTemporaryAllocation(of: CChar.self, capacity: Int(INET6_ADDRSTRLEN) + 1) { buffer in
             let written: UnsafePointer<CChar>?
             switch form {
-            case let .text(text):
+            case .text(let text):
                 return text
-            case var .ipv4(address):
+            case .ipv4(var address):
                 written = inet_ntop(AF_INET, &address, buffer.baseAddress, socklen_t(buffer.count))
-            case var .ipv6(address):
+            case .ipv6(var address):
                 written = inet_ntop(AF_INET6, &address, buffer.baseAddress, socklen_t(buffer.count))
             }
             return written.map { String(cString: $0) } ?? ""

@@ -64,7 +64,10 @@ package struct ContextSettings: Sendable {
     package struct Listener: Sendable {
         package var host: String
         package var port: Int
-        package init(host: String, port: Int) { self.host = host; self.port = port }
+        package init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
     }
 
     /// `/` serves `directory` (and nothing outside it); `callbackPaths` go to the handler instead.
@@ -163,8 +166,10 @@ package final class ServiceLoop: @unchecked Sendable {
     /// Creates the context on a new service thread, runs `prepare` there (timers, first state), and
     /// returns once the loop runs: the port it listens on, or 0 without a listener.
     @discardableResult
-    package func start(_ settings: ContextSettings, handler: ServiceHandler,
-                       prepare: @escaping @Sendable (ServiceLoop) throws -> Void = { _ in }) throws -> Int {
+    package func start(
+        _ settings: ContextSettings, handler: ServiceHandler,
+        prepare: @escaping @Sendable (ServiceLoop) throws -> Void = { _ in }
+    ) throws -> Int {
         lock.withLock {
             precondition(lifecycle == .initial, "a ServiceLoop starts once")
             lifecycle = .starting
@@ -233,8 +238,9 @@ package final class ServiceLoop: @unchecked Sendable {
         }
         var descriptor = lws_sock_file_fd_type()
         descriptor.filefd = socket.descriptor
-        let raw = try checked(lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, descriptor, protocolName, nil),
-                              "lws_adopt_descriptor_vhost", "could not watch the listening socket on port \(socket.port)")
+        let raw = try checked(
+            lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, descriptor, protocolName, nil),
+            "lws_adopt_descriptor_vhost", "could not watch the listening socket on port \(socket.port)")
         socket.adopted = true
         listeners[Int(bitPattern: UnsafeRawPointer(raw))] = socket
     }
@@ -258,8 +264,9 @@ package final class ServiceLoop: @unchecked Sendable {
         guard let eventLoop else { throw LWSError("rc_timer_new", "the loop is not running, so it can have no timer") }
         let timer = LoopTimer(fire: fire)
         let user = Unmanaged.passUnretained(timer).toOpaque()
-        timer.pointer = try checked(rc_timer_new(eventLoop, user) { Unmanaged<LoopTimer>.fromOpaque($0!).takeUnretainedValue().fire() },
-                                    "rc_timer_new", "out of memory for a timer")
+        timer.pointer = try checked(
+            rc_timer_new(eventLoop, user) { Unmanaged<LoopTimer>.fromOpaque($0!).takeUnretainedValue().fire() },
+            "rc_timer_new", "out of memory for a timer")
         timers.append(timer)
         return timer
     }
@@ -324,7 +331,10 @@ package final class ServiceLoop: @unchecked Sendable {
             try prepare(self)
         } catch {
             startError = error
-            if let context = lock.withLock({ () -> OpaquePointer? in defer { context = nil }; return context }) {
+            if let context = lock.withLock({ () -> OpaquePointer? in
+                defer { context = nil }
+                return context
+            }) {
                 releaseTimers()
                 rc_loop_detach(eventLoop)
                 lws_context_destroy(context)
@@ -372,8 +382,9 @@ package final class ServiceLoop: @unchecked Sendable {
     private func makeContext(_ settings: ContextSettings, on eventLoop: OpaquePointer) throws -> OpaquePointer {
         protocolName = settings.name
         var info = lws_context_creation_info()
-        info.protocols = resources.protocols(name: settings.name, callback: serviceCallback,
-                                             sessionSize: settings.sessionBytes, rxBufferSize: settings.receiveBufferBytes)
+        info.protocols = resources.protocols(
+            name: settings.name, callback: serviceCallback,
+            sessionSize: settings.sessionBytes, rxBufferSize: settings.receiveBufferBytes)
         if let listener = settings.listener {
             info.port = Int32(listener.port)
             info.iface = resources.string(listener.host)
@@ -382,8 +393,9 @@ package final class ServiceLoop: @unchecked Sendable {
             info.port = settings.acceptsAdoptedSockets ? -2 : -1
         }
         if let files = settings.staticFiles {
-            info.mounts = resources.mounts(publicDirectory: files.directory, maxAge: files.maxAge, callbackPaths: files.callbackPaths,
-                                           protocolName: settings.name)
+            info.mounts = resources.mounts(
+                publicDirectory: files.directory, maxAge: files.maxAge, callbackPaths: files.callbackPaths,
+                protocolName: settings.name)
         }
         info.headers = resources.headers(settings.headers)
         if let trusted = settings.trustedCertificates { info.client_ssl_ca_filepath = resources.string(trusted) }
@@ -418,10 +430,16 @@ package final class ServiceLoop: @unchecked Sendable {
         // context that is made is destroyed when its loop ends (`run`).
         guard let context = LeakSanitizer.ignoringAllocations({ lws_create_context(&info) }) else {
             if let certificate = settings.certificate {
-                throw LWSError("lws_create_context", "could not listen with TLS on \(settings.listener.map { "\($0.host):\($0.port)" } ?? "no address"): the port may be in use, or \(certificate.cert) and \(certificate.key) are not a PEM certificate and its private key (the log says which)")
+                throw LWSError(
+                    "lws_create_context",
+                    "could not listen with TLS on \(settings.listener.map { "\($0.host):\($0.port)" } ?? "no address"): the port may be in use, or \(certificate.cert) and \(certificate.key) are not a PEM certificate and its private key (the log says which)"
+                )
             }
             if let listener = settings.listener {
-                throw LWSError("lws_create_context", "could not listen on \(listener.host):\(listener.port): the port is in use or the address is not on this machine; pick another \"port\" or \"host\"")
+                throw LWSError(
+                    "lws_create_context",
+                    "could not listen on \(listener.host):\(listener.port): the port is in use or the address is not on this machine; pick another \"port\" or \"host\""
+                )
             }
             throw LWSError("lws_create_context", "could not create a libwebsockets context")
         }
@@ -445,8 +463,10 @@ package final class ServiceLoop: @unchecked Sendable {
         if wasNotified { handler?.loopWasNotified(self) }
     }
 
-    fileprivate func dispatch(_ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
-                              _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+    fileprivate func dispatch(
+        _ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
+        _ input: UnsafeMutableRawPointer?, _ length: Int
+    ) -> Int32 {
         guard let handler = borrowedHandler else { return lws_callback_http_dummy(wsi, reason, user, input, length) }
         let connection = LWSConnection(wsi: wsi, session: user, loop: self)
         func bytes() -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length) }
@@ -458,7 +478,8 @@ package final class ServiceLoop: @unchecked Sendable {
             // lws passes the accepted descriptor as `in` (the connection does not exist yet).
             let descriptor = Int32(truncatingIfNeeded: Int(bitPattern: input))
             let address = withUnsafeTemporaryAllocation(of: CChar.self, capacity: 64) { buffer in
-                PeerAddress(text: lws_get_peer_simple_fd(descriptor, buffer.baseAddress, buffer.count) == nil ? "" : String(cString: buffer.baseAddress!))
+                PeerAddress(
+                    text: lws_get_peer_simple_fd(descriptor, buffer.baseAddress, buffer.count) == nil ? "" : String(cString: buffer.baseAddress!))
             }
             return handler.handle(.accepted(address: address), on: connection) ? 0 : 1
         case LWS_CALLBACK_RAW_RX_FILE:
@@ -525,8 +546,10 @@ package final class ServiceLoop: @unchecked Sendable {
 
 /// The one C entry point of every context: finds the loop through the context's user pointer
 /// (unretained: the loop outlives its context).
-private func serviceCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
-                             _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+private func serviceCallback(
+    _ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
+    _ input: UnsafeMutableRawPointer?, _ length: Int
+) -> Int32 {
     guard let wsi, let owner = lws_context_user(lws_get_context(wsi)) else {
         return lws_callback_http_dummy(wsi, reason, user, input, length)
     }
@@ -574,9 +597,10 @@ package struct HandshakeHeaders {
     package func add(_ name: String, _ value: String) -> Bool {
         "\(name.lowercased()):".withCString { namePointer in
             value.withCString { valuePointer in
-                lws_add_http_header_by_name(wsi, UnsafeRawPointer(namePointer).assumingMemoryBound(to: UInt8.self),
-                                            UnsafeRawPointer(valuePointer).assumingMemoryBound(to: UInt8.self),
-                                            Int32(strlen(valuePointer)), cursor, end) == 0
+                lws_add_http_header_by_name(
+                    wsi, UnsafeRawPointer(namePointer).assumingMemoryBound(to: UInt8.self),
+                    UnsafeRawPointer(valuePointer).assumingMemoryBound(to: UInt8.self),
+                    Int32(strlen(valuePointer)), cursor, end) == 0
             }
         }
     }

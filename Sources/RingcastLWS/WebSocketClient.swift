@@ -148,7 +148,11 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
     /// Runs on the service thread when another thread has queued work.
     private func drainQueued() {
         let (connects, changed) = lock.withLock { () -> ([WebSocketConnection], [WebSocketConnection]) in
-            defer { pendingConnects = []; touched = []; drainPosted = false }
+            defer {
+                pendingConnects = []
+                touched = []
+                drainPosted = false
+            }
             return (pendingConnects, touched)
         }
         for connection in connects { open(connection) }
@@ -188,7 +192,7 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
         guard let user = link.session, liveConnections.contains(user) else { return true }
         let connection = Unmanaged<WebSocketConnection>.fromOpaque(user).takeUnretainedValue()
         switch event {
-        case let .appendHandshakeHeaders(handshake):
+        case .appendHandshakeHeaders(let handshake):
             for (name, value) in connection.headers where !handshake.add(name, value) { return false }
             return true
         case .opened:
@@ -197,7 +201,7 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
             connection.delegate?.webSocketDidOpen(connection)
             if lock.withLock({ !connection.outbox.isEmpty || connection.closeRequested }) { link.requestWrite() }
             return true
-        case let .received(piece, isLast, _):
+        case .received(let piece, let isLast, _):
             if isLast, connection.incoming.isEmpty {
                 // The usual case: the message came in one piece; lend it without copying.
                 connection.delegate?.webSocket(connection, didReceiveBytes: piece)
@@ -212,24 +216,26 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
             return true
         case .writeable:
             return write(connection, on: link)
-        case let .peerClosing(code):
+        case .peerClosing(let code):
             connection.peerClosed(code: code)
             return true
-        case let .connectFailed(message):
+        case .connectFailed(let message):
             finish(connection, user, error: message)
             return true
         case .closed:
             finish(connection, user, error: nil)
             return true
         case .httpFilter, .httpRequest, .httpBody, .httpBodyComplete, .httpWriteable, .httpClosed, .upgradeRequested,
-             .accepted, .created, .destroyed:
+            .accepted, .created, .destroyed:
             return true
         }
     }
 
     /// Several messages per callback while the socket takes them (a fast publisher).
     private func write(_ connection: WebSocketConnection, on link: LWSConnection) -> Bool {
-        var more = false, closing = false, pulled = false
+        var more = false
+        var closing = false
+        var pulled = false
         for _ in 0..<16 {
             let next: [UInt8]?
             (next, more, closing) = lock.withLock { () -> ([UInt8]?, Bool, Bool) in
@@ -246,7 +252,10 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
             guard link.writeText(message) else { return false }
             if !(more || pulled) || link.isChoked { break }
         }
-        if more || pulled { link.requestWrite(); return true }
+        if more || pulled {
+            link.requestWrite()
+            return true
+        }
         if closing {
             link.setCloseReason(.normal, "")
             return false

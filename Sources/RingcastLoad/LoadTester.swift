@@ -2,8 +2,8 @@ import Foundation
 import RingcastClient
 import RingcastCore
 import RingcastLWS
-import Synchronization
 import RingcastPlatform
+import Synchronization
 
 /// What one load run does: how many watchers, what is published how fast and how, and what to measure.
 package struct LoadTestOptions: Sendable {
@@ -69,12 +69,15 @@ package struct LoadTestOptions: Sendable {
         }
         if let publishURL {
             guard !publishURL.secure, publishURL.path == "/" else {
-                throw LoadError("--publish-to takes another server's address, like http://127.0.0.1:8081, not \(publishURL.hostHeader)\(publishURL.path)")
+                throw LoadError(
+                    "--publish-to takes another server's address, like http://127.0.0.1:8081, not \(publishURL.hostHeader)\(publishURL.path)")
             }
         }
         guard clients >= 1, clients <= 1_000_000 else { throw LoadError("--clients must be from 1 to 1000000, not \(clients)") }
         guard rate >= 0, rate.isFinite else { throw LoadError("--rate must be updates per second (0 for as fast as possible), not \(rate)") }
-        if let duration { guard duration > 0 || messages == 0, duration.isFinite else { throw LoadError("--duration must be a positive number of seconds") } }
+        if let duration {
+            guard duration > 0 || messages == 0, duration.isFinite else { throw LoadError("--duration must be a positive number of seconds") }
+        }
         if let messages { guard messages >= 0 else { throw LoadError("--messages must be 0 or more") } }
         if messages == 0 && duration == nil { throw LoadError("--messages 0 publishes nothing: add --duration S to hold the watchers for S seconds") }
         if let messages, messages > SendTimes.defaultCapacity { throw LoadError("--messages can be at most \(SendTimes.defaultCapacity)") }
@@ -87,9 +90,10 @@ package struct LoadTestOptions: Sendable {
         guard rampPerSecond >= 0 else { throw LoadError("--ramp-per-second must be 0 (no limit) or more") }
         guard connectTimeout > 0 else { throw LoadError("--connect-timeout must be a positive number of seconds") }
         guard drainTimeout >= 0 else { throw LoadError("--drain-timeout must be 0 or more seconds") }
-        if case let .failure(error) = WatchSet.parse(watch) { throw LoadError("--watch: \(error.message)") }
+        if case .failure(let error) = WatchSet.parse(watch) { throw LoadError("--watch: \(error.message)") }
         if latestValue, clients * tasks > LoadTestOptions.latestValueLimit {
-            throw LoadError("--latest-value keeps a number per watcher and task: --clients × --tasks can be at most \(LoadTestOptions.latestValueLimit)")
+            throw LoadError(
+                "--latest-value keeps a number per watcher and task: --clients × --tasks can be at most \(LoadTestOptions.latestValueLimit)")
         }
     }
 
@@ -156,9 +160,10 @@ package final class LoadTester: @unchecked Sendable {
         runBytes = Array(run.utf8)
         let capacity = options.messages.map { max(1, $0 + options.batchSize) } ?? SendTimes.defaultCapacity
         sendTimes = SendTimes(capacity: capacity)
-        if case let .success(parsed) = WatchSet.parse(options.watch) { watchSet = parsed } else { watchSet = WatchSet([Glob("*")]) }
+        if case .success(let parsed) = WatchSet.parse(options.watch) { watchSet = parsed } else { watchSet = WatchSet([Glob("*")]) }
         states = Array(repeating: .pending, count: options.clients)
-        stats = WatcherStats(clients: options.clients, origin: MonotonicClock.nanoseconds(), latestValueTasks: options.latestValue ? options.tasks : 0)
+        stats = WatcherStats(
+            clients: options.clients, origin: MonotonicClock.nanoseconds(), latestValueTasks: options.latestValue ? options.tasks : 0)
     }
 
     /// Asks a running test to stop publishing and finish (Ctrl-C). Any thread.
@@ -278,7 +283,9 @@ package final class LoadTester: @unchecked Sendable {
         let lastDelivery = lastDeliveryAt.load(ordering: .relaxed)
         let lastMatching = lastMatchingNumber(published)
         let finalSeen = lastMatching.map { number in (0..<options.clients).filter { stats.maxSeen[$0] >= number }.count } ?? 0
-        let openCounts: [Int] = lock.withLock { (0..<options.clients).filter { states[$0] != .failed && states[$0] != .pending }.map { stats.delivered[$0] } }
+        let openCounts: [Int] = lock.withLock {
+            (0..<options.clients).filter { states[$0] != .failed && states[$0] != .pending }.map { stats.delivered[$0] }
+        }
         var result = LoadResult(options: options, run: run)
         lock.withLock {
             result.connected = connected
@@ -328,10 +335,11 @@ package final class LoadTester: @unchecked Sendable {
         result.perWatcherMax = openCounts.max() ?? 0
         result.interrupted = stopping
         if let pid = options.serverPID, let before, let afterConnect, let after {
-            result.server = ServerFigures(pid: pid, cpuSource: after.cpuSource,
-                                          cpuSeconds: Double(after.cpuNanoseconds &- afterConnect.cpuNanoseconds) / 1e9,
-                                          connectCPUSeconds: Double(afterConnect.cpuNanoseconds &- before.cpuNanoseconds) / 1e9,
-                                          residentKiB: after.residentKiB, residentBeforeKiB: before.residentKiB)
+            result.server = ServerFigures(
+                pid: pid, cpuSource: after.cpuSource,
+                cpuSeconds: Double(after.cpuNanoseconds &- afterConnect.cpuNanoseconds) / 1e9,
+                connectCPUSeconds: Double(afterConnect.cpuNanoseconds &- before.cpuNanoseconds) / 1e9,
+                residentKiB: after.residentKiB, residentBeforeKiB: before.residentKiB)
         }
         return result
     }
@@ -508,7 +516,9 @@ package final class LoadTester: @unchecked Sendable {
             return LoadPublisher(http: HTTPClient(host: publisherURL.host, port: publisherURL.port, timeoutSeconds: 30), headers: authorization)
         case .ws:
             let created: WebSocketClientContext
-            do { created = try WebSocketClientContext(connectTimeoutSeconds: Int(options.connectTimeout.rounded(.up))) } catch { throw LoadError("\(error)") }
+            do { created = try WebSocketClientContext(connectTimeoutSeconds: Int(options.connectTimeout.rounded(.up))) } catch {
+                throw LoadError("\(error)")
+            }
             context = created
             let listener = PublisherSocket(tester: self)
             var url = publisherURL
@@ -516,7 +526,9 @@ package final class LoadTester: @unchecked Sendable {
             url.path = "/ws?mode=publish&watch=rcload.publisher"
             let connection = created.connect(url, headers: authorization, delegate: listener)
             guard listener.opened.wait(timeout: .now() + options.connectTimeout) == .success, listener.isOpenNow else {
-                throw LoadError("the WebSocket publisher could not connect to \(publisherURL.hostHeader): \(listener.closeError ?? "no answer within \(options.connectTimeout) s")")
+                throw LoadError(
+                    "the WebSocket publisher could not connect to \(publisherURL.hostHeader): \(listener.closeError ?? "no answer within \(options.connectTimeout) s")"
+                )
             }
             return LoadPublisher(socket: connection, listener: listener)
         }
@@ -617,8 +629,10 @@ struct WatcherStats {
     /// latency is `now` minus its send time. `snapshots` is how many snapshots this watcher had
     /// before: the first is the state on connect, later ones are resyncs (conflation), whose values
     /// count as seen but not as deliveries.
-    mutating func receive(_ frame: UnsafeRawBufferPointer, watcher: Int, at now: UInt64, sendTimes: SendTimes,
-                          run: UnsafeRawBufferPointer, snapshotsBefore snapshots: inout Int) -> Int {
+    mutating func receive(
+        _ frame: UnsafeRawBufferPointer, watcher: Int, at now: UInt64, sendTimes: SendTimes,
+        run: UnsafeRawBufferPointer, snapshotsBefore snapshots: inout Int
+    ) -> Int {
         frames += 1
         switch LoadMarker.kind(of: frame) {
         case .events:
@@ -626,7 +640,10 @@ struct WatcherStats {
             var highest = maxSeen[watcher]
             var unknown = 0
             let skipped = LoadMarker.scan(frame, run: run) { number in
-                guard let sentAt = sendTimes.get(number) else { unknown += 1; return }
+                guard let sentAt = sendTimes.get(number) else {
+                    unknown += 1
+                    return
+                }
                 let latency = MonotonicClock.latencyMicroseconds(sentAt: sentAt, receivedAt: now)
                 histogram.record(latency)
                 timeline.record(latency, receivedAt: now)
@@ -796,7 +813,8 @@ final class LoadPublisher: @unchecked Sendable {
         if options.publish == .http {
             let number = numbers.lowerBound
             writer.beginObject()
-            writer.key("detail"); writer.string(LoadMarker.detail(run: run, number: number, length: options.payloadBytes))
+            writer.key("detail")
+            writer.string(LoadMarker.detail(run: run, number: number, length: options.payloadBytes))
             writer.endObject()
             return writer.bytes
         }
@@ -804,9 +822,12 @@ final class LoadPublisher: @unchecked Sendable {
         if asArray { writer.beginArray() }
         for number in numbers {
             writer.beginObject()
-            writer.key("type"); writer.string("update")
-            writer.key("id"); writer.string(ids[number % options.tasks])
-            writer.key("detail"); writer.string(LoadMarker.detail(run: run, number: number, length: options.payloadBytes))
+            writer.key("type")
+            writer.string("update")
+            writer.key("id")
+            writer.string(ids[number % options.tasks])
+            writer.key("detail")
+            writer.string(LoadMarker.detail(run: run, number: number, length: options.payloadBytes))
             writer.endObject()
         }
         if asArray { writer.endArray() }
@@ -840,8 +861,10 @@ struct ProgressReporter {
         let rate = interval > 0 ? Double(counts.delivered - lastDelivered) / interval : 0
         lastAt = now
         lastDelivered = counts.delivered
-        report(LoadProgress(phase: phase, clients: clients, connected: counts.connected, failed: counts.failed,
-                            published: counts.published, delivered: counts.delivered, deliveriesPerSecond: rate,
-                            elapsed: Double(now - began) / 1e9))
+        report(
+            LoadProgress(
+                phase: phase, clients: clients, connected: counts.connected, failed: counts.failed,
+                published: counts.published, delivered: counts.delivered, deliveriesPerSecond: rate,
+                elapsed: Double(now - began) / 1e9))
     }
 }

@@ -127,25 +127,43 @@ package struct LoadResult: Sendable {
         let o = options
         var lines: [(String, String)] = []
         let errors = connectErrors.sorted { $0.value > $1.value }.prefix(3).map { "\($0.value)× \($0.key)" }.joined(separator: "; ")
-        lines.append(("watchers", "connected \(group(connected)) of \(group(o.clients)), failed \(group(failed))"
-            + (timedOut > 0 ? " (\(group(timedOut)) timed out)" : "") + ", dropped during the run \(group(dropped))"
-            + ", connecting took \(fixed(connectSeconds, 2)) s" + (errors.isEmpty ? "" : " — \(errors)")))
-        lines.append(("published", "\(group(published)) updates in \(fixed(publishSeconds, 2)) s"
-            + (publishRate.map { " = \(group(Int($0.rounded())))/s" } ?? "")
-            + " over \(o.publish.rawValue)" + (o.publish == .http ? "" : " (\(o.batchSize) per \(o.publish == .ws ? "frame" : "request"))")
-            + ", \(o.tasks) task\(o.tasks == 1 ? "" : "s")" + (matchingPublished != published ? ", \(group(matchingPublished)) matching --watch" : "")))
+        lines.append(
+            (
+                "watchers",
+                "connected \(group(connected)) of \(group(o.clients)), failed \(group(failed))"
+                    + (timedOut > 0 ? " (\(group(timedOut)) timed out)" : "") + ", dropped during the run \(group(dropped))"
+                    + ", connecting took \(fixed(connectSeconds, 2)) s" + (errors.isEmpty ? "" : " — \(errors)")
+            ))
+        lines.append(
+            (
+                "published",
+                "\(group(published)) updates in \(fixed(publishSeconds, 2)) s"
+                    + (publishRate.map { " = \(group(Int($0.rounded())))/s" } ?? "")
+                    + " over \(o.publish.rawValue)" + (o.publish == .http ? "" : " (\(o.batchSize) per \(o.publish == .ws ? "frame" : "request"))")
+                    + ", \(o.tasks) task\(o.tasks == 1 ? "" : "s")"
+                    + (matchingPublished != published ? ", \(group(matchingPublished)) matching --watch" : "")
+            ))
         lines.append(("expected", "\(group(expected)) deliveries (\(group(matchingPublished)) × \(group(openAtStart)) watchers)"))
         lines.append(("delivered", "\(group(delivered))" + (o.clients > 1 ? " (per watcher \(group(perWatcherMin))…\(group(perWatcherMax)))" : "")))
-        lines.append(("loss", "\(group(loss)) (\(fixed(lossPercent, 3)) %)" + (resyncs > 0 ? "; \(group(resyncs)) resync snapshots (conflated)" : "")))
+        lines.append(
+            ("loss", "\(group(loss)) (\(fixed(lossPercent, 3)) %)" + (resyncs > 0 ? "; \(group(resyncs)) resync snapshots (conflated)" : "")))
         lines.append(("deliveries/s", deliveriesPerSecond.map { group(Int($0.rounded())) } ?? "–"))
         let latency = latencyMilliseconds.map { "\($0.label) \($0.value.map { milliseconds($0) } ?? "–")" }.joined(separator: "  ")
         lines.append(("latency (ms)", latency))
         if let latest = latestValueMilliseconds, let latestValue {
-            lines.append(("latest value (ms)", latest.map { "\($0.label) \($0.value.map { milliseconds($0) } ?? "–")" }.joined(separator: "  ")
-                + " — until each watcher held each update or a newer one of its task (\(group(Int(latestValue.count))) updates × watchers)"
-                + (staleAtEnd.map { $0 > 0 ? "; \(group($0)) watcher × task pairs never held their task's last update" : "" } ?? "")))
+            lines.append(
+                (
+                    "latest value (ms)",
+                    latest.map { "\($0.label) \($0.value.map { milliseconds($0) } ?? "–")" }.joined(separator: "  ")
+                        + " — until each watcher held each update or a newer one of its task (\(group(Int(latestValue.count))) updates × watchers)"
+                        + (staleAtEnd.map { $0 > 0 ? "; \(group($0)) watcher × task pairs never held their task's last update" : "" } ?? "")
+                ))
         }
-        lines.append(("frames", "\(group(dataFrames)) with updates, \(eventsPerFrame.map { fixed($0, 2) } ?? "–") updates per frame; \(group(frames)) frames in all"))
+        lines.append(
+            (
+                "frames",
+                "\(group(dataFrames)) with updates, \(eventsPerFrame.map { fixed($0, 2) } ?? "–") updates per frame; \(group(frames)) frames in all"
+            ))
         if published > 0 {
             lines.append(("final value", "the last update seen by \(group(finalValueSeenBy)) of \(group(openAtStart)) watchers"))
         }
@@ -153,22 +171,36 @@ package struct LoadResult: Sendable {
             let perDelivery = cpuMillisecondsPer1000.map { "\(fixed($0, 3)) ms per 1000 deliveries" } ?? "no deliveries"
             let perSecond = deliveriesPerCPUSecond.map { ", \(group(Int($0.rounded()))) deliveries per CPU-second" } ?? ""
             let perPublished = cpuMicrosecondsPerPublished.map { ", \(fixed($0, 1)) µs per published update" } ?? ""
-            lines.append(("server CPU", "\(fixed(server.cpuSeconds, 3)) s while publishing = \(perDelivery)\(perSecond)\(perPublished) (pid \(server.pid), \(server.cpuSource)); \(fixed(server.connectCPUSeconds, 3)) s while connecting"))
-            lines.append(("server memory", "RSS \(mebibytes(server.residentKiB)) MiB (\(mebibytes(server.residentBeforeKiB)) MiB before the watchers)"
-                + (residentPerWatcherKiB.map { ", \(fixed($0, 2)) KiB per watcher" } ?? "")))
+            lines.append(
+                (
+                    "server CPU",
+                    "\(fixed(server.cpuSeconds, 3)) s while publishing = \(perDelivery)\(perSecond)\(perPublished) (pid \(server.pid), \(server.cpuSource)); \(fixed(server.connectCPUSeconds, 3)) s while connecting"
+                ))
+            lines.append(
+                (
+                    "server memory",
+                    "RSS \(mebibytes(server.residentKiB)) MiB (\(mebibytes(server.residentBeforeKiB)) MiB before the watchers)"
+                        + (residentPerWatcherKiB.map { ", \(fixed($0, 2)) KiB per watcher" } ?? "")
+                ))
         }
         if measuredSeconds > 0 {
-            lines.append(("load generator", "\(fixed(loadCPUSeconds, 2)) s CPU in \(fixed(measuredSeconds, 2)) s (\(Int((loadCPUSeconds / measuredSeconds * 100).rounded())) % of one core)"
-                + (loadCPUSeconds / measuredSeconds > 0.9 ? ": it was the bottleneck" : "")))
+            lines.append(
+                (
+                    "load generator",
+                    "\(fixed(loadCPUSeconds, 2)) s CPU in \(fixed(measuredSeconds, 2)) s (\(Int((loadCPUSeconds / measuredSeconds * 100).rounded())) % of one core)"
+                        + (loadCPUSeconds / measuredSeconds > 0.9 ? ": it was the bottleneck" : "")
+                ))
         }
         if foreignMarkers > 0 { lines.append(("note", "\(group(foreignMarkers)) updates of other runs were ignored")) }
         if errorFrames > 0 { lines.append(("errors", "\(errorFrames) error events, first: \(firstErrorFrame ?? "")")) }
         if interrupted { lines.append(("note", "interrupted: figures cover the run until then")) }
         let width = lines.map(\.0.count).max() ?? 0
-        let header = "ringcast load \(o.url.hostHeader): \(group(o.clients)) watchers (watch \(o.watch)), "
-            + (o.messages == 0 ? "idle for \(o.duration.map { fixed($0, 1) } ?? "0") s" :
-                "\(o.rate > 0 ? "\(LoadResult.trim(o.rate)) updates/s" : "as fast as possible")"
-                + (o.messages.map { ", \(group($0)) updates" } ?? "") + (o.duration.map { ", \(LoadResult.trim($0)) s" } ?? ""))
+        let header =
+            "ringcast load \(o.url.hostHeader): \(group(o.clients)) watchers (watch \(o.watch)), "
+            + (o.messages == 0
+                ? "idle for \(o.duration.map { fixed($0, 1) } ?? "0") s"
+                : "\(o.rate > 0 ? "\(LoadResult.trim(o.rate)) updates/s" : "as fast as possible")"
+                    + (o.messages.map { ", \(group($0)) updates" } ?? "") + (o.duration.map { ", \(LoadResult.trim($0)) s" } ?? ""))
             + ", detail \(max(o.payloadBytes, LoadMarker.detail(run: run, number: 0, length: 0).count)) bytes"
         return ([header] + lines.map { "  " + $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + $0.1 }).joined(separator: "\n")
     }
@@ -204,8 +236,12 @@ package struct LoadResult: Sendable {
             ("loss", count(loss)),
             ("lossPercent", number(lossPercent)),
             ("deliveriesPerSecond", number(deliveriesPerSecond)),
-            ("latencyMs", .object(latencyMilliseconds.map { ($0.label, number($0.value)) }
-                + [("mean", number(histogram.mean.map { $0 / 1000 }))])),
+            (
+                "latencyMs",
+                .object(
+                    latencyMilliseconds.map { ($0.label, number($0.value)) }
+                        + [("mean", number(histogram.mean.map { $0 / 1000 }))])
+            ),
             ("frames", count(frames)),
             ("dataFrames", count(dataFrames)),
             ("eventsPerFrame", number(eventsPerFrame)),
@@ -220,8 +256,13 @@ package struct LoadResult: Sendable {
             ("interrupted", .bool(interrupted)),
         ]
         if let latest = latestValueMilliseconds, let latestValue {
-            members.append(("latestValueLatencyMs", .object(latest.map { ($0.label, number($0.value)) }
-                + [("mean", number(latestValue.mean.map { $0 / 1000 }))])))
+            members.append(
+                (
+                    "latestValueLatencyMs",
+                    .object(
+                        latest.map { ($0.label, number($0.value)) }
+                            + [("mean", number(latestValue.mean.map { $0 / 1000 }))])
+                ))
             members.append(("latestValueCount", count(Int(latestValue.count))))
             members.append(("staleAtEnd", staleAtEnd.map(count) ?? .null))
         }
@@ -229,18 +270,22 @@ package struct LoadResult: Sendable {
             members.append(("connectErrors", .object(connectErrors.sorted { $0.value > $1.value }.map { ($0.key, count($0.value)) })))
         }
         if let server {
-            members.append(("server", .object([
-                ("pid", count(Int(server.pid))),
-                ("cpuSource", .string(server.cpuSource)),
-                ("cpuSeconds", .number((server.cpuSeconds * 1e6).rounded() / 1e6)),
-                ("connectCpuSeconds", .number((server.connectCPUSeconds * 1e6).rounded() / 1e6)),
-                ("cpuMsPer1000Deliveries", number(cpuMillisecondsPer1000)),
-                ("deliveriesPerCpuSecond", number(deliveriesPerCPUSecond)),
-                ("cpuUsPerPublished", number(cpuMicrosecondsPerPublished)),
-                ("rssKiB", count(server.residentKiB)),
-                ("rssBeforeKiB", count(server.residentBeforeKiB)),
-                ("rssPerWatcherKiB", number(residentPerWatcherKiB)),
-            ])))
+            members.append(
+                (
+                    "server",
+                    .object([
+                        ("pid", count(Int(server.pid))),
+                        ("cpuSource", .string(server.cpuSource)),
+                        ("cpuSeconds", .number((server.cpuSeconds * 1e6).rounded() / 1e6)),
+                        ("connectCpuSeconds", .number((server.connectCPUSeconds * 1e6).rounded() / 1e6)),
+                        ("cpuMsPer1000Deliveries", number(cpuMillisecondsPer1000)),
+                        ("deliveriesPerCpuSecond", number(deliveriesPerCPUSecond)),
+                        ("cpuUsPerPublished", number(cpuMicrosecondsPerPublished)),
+                        ("rssKiB", count(server.residentKiB)),
+                        ("rssBeforeKiB", count(server.residentBeforeKiB)),
+                        ("rssPerWatcherKiB", number(residentPerWatcherKiB)),
+                    ])
+                ))
         }
         return .object(members)
     }
@@ -251,43 +296,49 @@ package struct LoadResult: Sendable {
     package var html: String {
         let title = "ringcast load — \(options.url.hostHeader), \(options.clients) watchers"
         return """
-        <!doctype html>
-        <html lang="en">
-        <head>
-        <meta charset="utf-8">
-        <title>\(escape(title))</title>
-        <style>
-        body { font: 14px/1.4 system-ui, sans-serif; margin: 2em auto; max-width: 980px; color: #1d2430; }
-        pre { background: #f4f6f8; padding: 1em; white-space: pre-wrap; font-size: 12px; }
-        svg { background: #fff; border: 1px solid #d8dde3; }
-        svg text { font: 11px system-ui, sans-serif; fill: #46505c; }
-        .bar { fill: #3b82c4; } .p50 { stroke: #2a9d4b; } .p99 { stroke: #d9822b; } .max { stroke: #c0392b; }
-        .axis { stroke: #8a949e; } .grid { stroke: #eceff2; }
-        .legend span { display: inline-block; margin-right: 1.5em; }
-        .legend i { display: inline-block; width: 1.5em; height: 3px; vertical-align: middle; margin-right: .4em; }
-        </style>
-        </head>
-        <body>
-        <h1>\(escape(title))</h1>
-        <pre>\(escape(table))</pre>
-        <h2>Latency histogram</h2>
-        <p>Deliveries by latency from publish to delivery (logarithmic bins); the lines mark p50 and p99.</p>
-        \(histogramSVG())
-        <h2>Latency over time</h2>
-        <p class="legend"><span><i style="background:#2a9d4b"></i>p50</span><span><i style="background:#d9822b"></i>p99</span><span><i style="background:#c0392b"></i>max</span> per 100 ms of delivery time (more when the run is long), from the start of publishing.</p>
-        \(timelineSVG())
-        <h2>Deliveries per second over time</h2>
-        \(throughputSVG())
-        </body>
-        </html>
+            <!doctype html>
+            <html lang="en">
+            <head>
+            <meta charset="utf-8">
+            <title>\(escape(title))</title>
+            <style>
+            body { font: 14px/1.4 system-ui, sans-serif; margin: 2em auto; max-width: 980px; color: #1d2430; }
+            pre { background: #f4f6f8; padding: 1em; white-space: pre-wrap; font-size: 12px; }
+            svg { background: #fff; border: 1px solid #d8dde3; }
+            svg text { font: 11px system-ui, sans-serif; fill: #46505c; }
+            .bar { fill: #3b82c4; } .p50 { stroke: #2a9d4b; } .p99 { stroke: #d9822b; } .max { stroke: #c0392b; }
+            .axis { stroke: #8a949e; } .grid { stroke: #eceff2; }
+            .legend span { display: inline-block; margin-right: 1.5em; }
+            .legend i { display: inline-block; width: 1.5em; height: 3px; vertical-align: middle; margin-right: .4em; }
+            </style>
+            </head>
+            <body>
+            <h1>\(escape(title))</h1>
+            <pre>\(escape(table))</pre>
+            <h2>Latency histogram</h2>
+            <p>Deliveries by latency from publish to delivery (logarithmic bins); the lines mark p50 and p99.</p>
+            \(histogramSVG())
+            <h2>Latency over time</h2>
+            <p class="legend"><span><i style="background:#2a9d4b"></i>p50</span><span><i style="background:#d9822b"></i>p99</span><span><i style="background:#c0392b"></i>max</span> per 100 ms of delivery time (more when the run is long), from the start of publishing.</p>
+            \(timelineSVG())
+            <h2>Deliveries per second over time</h2>
+            \(throughputSVG())
+            </body>
+            </html>
 
-        """
+            """
     }
 
     private func histogramSVG() -> String {
-        let width = 940.0, height = 300.0, left = 60.0, bottom = 40.0, top = 10.0, right = 20.0
+        let width = 940.0
+        let height = 300.0
+        let left = 60.0
+        let bottom = 40.0
+        let top = 10.0
+        let right = 20.0
         guard histogram.count > 0 else { return "<p>No deliveries.</p>" }
-        let low = max(1.0, Double(histogram.min)), high = max(low * 1.01, Double(histogram.max) + 1)
+        let low = max(1.0, Double(histogram.min))
+        let high = max(low * 1.01, Double(histogram.max) + 1)
         let binCount = 60
         let ratio = pow(high / low, 1 / Double(binCount))
         var bins = Array(repeating: 0.0, count: binCount)
@@ -297,14 +348,17 @@ package struct LoadResult: Sendable {
             bins[bin] += Double(bucket.count)
         }
         let peak = bins.max() ?? 1
-        let plotWidth = width - left - right, plotHeight = height - top - bottom
+        let plotWidth = width - left - right
+        let plotHeight = height - top - bottom
         let x = { (value: Double) in left + log(max(low, value) / low) / log(high / low) * plotWidth }
-        var svg = "<svg width=\"\(Int(width))\" height=\"\(Int(height))\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" role=\"img\" aria-label=\"latency histogram\">\n"
+        var svg =
+            "<svg width=\"\(Int(width))\" height=\"\(Int(height))\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" role=\"img\" aria-label=\"latency histogram\">\n"
         svg += line(left, top + plotHeight, left + plotWidth, top + plotHeight, "axis") + line(left, top, left, top + plotHeight, "axis")
         for (index, value) in bins.enumerated() where value > 0 {
             let x0 = left + Double(index) / Double(binCount) * plotWidth
             let barHeight = value / peak * plotHeight
-            svg += "<rect class=\"bar\" x=\"\(f(x0 + 0.5))\" y=\"\(f(top + plotHeight - barHeight))\" width=\"\(f(plotWidth / Double(binCount) - 1))\" height=\"\(f(barHeight))\"><title>\(group(Int(value))) deliveries around \(milliseconds(low * pow(ratio, Double(index) + 0.5) / 1000)) ms</title></rect>\n"
+            svg +=
+                "<rect class=\"bar\" x=\"\(f(x0 + 0.5))\" y=\"\(f(top + plotHeight - barHeight))\" width=\"\(f(plotWidth / Double(binCount) - 1))\" height=\"\(f(barHeight))\"><title>\(group(Int(value))) deliveries around \(milliseconds(low * pow(ratio, Double(index) + 0.5) / 1000)) ms</title></rect>\n"
         }
         for tick in logTicks(low, high) {
             let position = x(tick)
@@ -317,7 +371,8 @@ package struct LoadResult: Sendable {
         for (p, name) in [(50.0, "p50"), (99.0, "p99")] {
             if let value = histogram.percentile(p) {
                 let position = x(Double(value))
-                svg += "<line class=\"\(name)\" x1=\"\(f(position))\" y1=\"\(f(top))\" x2=\"\(f(position))\" y2=\"\(f(top + plotHeight))\" stroke-width=\"2\" stroke-dasharray=\"4 3\"/>\n"
+                svg +=
+                    "<line class=\"\(name)\" x1=\"\(f(position))\" y1=\"\(f(top))\" x2=\"\(f(position))\" y2=\"\(f(top + plotHeight))\" stroke-width=\"2\" stroke-dasharray=\"4 3\"/>\n"
                 svg += "<text x=\"\(f(position + 4))\" y=\"\(f(top + 12))\">\(name) \(milliseconds(Double(value) / 1000))</text>\n"
             }
         }
@@ -340,26 +395,38 @@ package struct LoadResult: Sendable {
     private func timelineSVG() -> String {
         let points = mergedSlots().filter { $0.slot.count > 0 }
         guard !points.isEmpty else { return "<p>No deliveries.</p>" }
-        let width = 940.0, height = 300.0, left = 60.0, bottom = 40.0, top = 10.0, right = 20.0
-        let plotWidth = width - left - right, plotHeight = height - top - bottom
-        let t0 = min(0, points.first!.seconds), t1 = max(points.last!.seconds + points.last!.width, t0 + 0.1)
+        let width = 940.0
+        let height = 300.0
+        let left = 60.0
+        let bottom = 40.0
+        let top = 10.0
+        let right = 20.0
+        let plotWidth = width - left - right
+        let plotHeight = height - top - bottom
+        let t0 = min(0, points.first!.seconds)
+        let t1 = max(points.last!.seconds + points.last!.width, t0 + 0.1)
         let low = max(1.0, Double(points.compactMap { $0.slot.percentile(50) }.min() ?? 1) * 0.8)
         let high = max(low * 2, Double(points.map { $0.slot.max }.max() ?? 1) * 1.2)
         let x = { (t: Double) in left + (t - t0) / (t1 - t0) * plotWidth }
         let y = { (v: Double) in top + plotHeight - log(max(low, v) / low) / log(high / low) * plotHeight }
-        var svg = "<svg width=\"\(Int(width))\" height=\"\(Int(height))\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" role=\"img\" aria-label=\"latency over time\">\n"
+        var svg =
+            "<svg width=\"\(Int(width))\" height=\"\(Int(height))\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" role=\"img\" aria-label=\"latency over time\">\n"
         for tick in logTicks(low, high) {
             svg += line(left, y(tick), left + plotWidth, y(tick), "grid")
             svg += "<text x=\"\(f(left - 6))\" y=\"\(f(y(tick) + 4))\" text-anchor=\"end\">\(milliseconds(tick / 1000))</text>\n"
         }
         svg += line(left, top + plotHeight, left + plotWidth, top + plotHeight, "axis") + line(left, top, left, top + plotHeight, "axis")
         for tick in linearTicks(t0, t1) {
-            svg += "<text x=\"\(f(x(tick)))\" y=\"\(f(top + plotHeight + 18))\" text-anchor=\"middle\">\(LoadResult.trim((tick * 100).rounded() / 100))</text>\n"
+            svg +=
+                "<text x=\"\(f(x(tick)))\" y=\"\(f(top + plotHeight + 18))\" text-anchor=\"middle\">\(LoadResult.trim((tick * 100).rounded() / 100))</text>\n"
         }
-        svg += "<text x=\"\(f(left + plotWidth / 2))\" y=\"\(f(height - 4))\" text-anchor=\"middle\">seconds since publishing began; latency (ms, log scale)</text>\n"
-        for (name, value) in [("max", { (s: LatencyTimeline.Slot) in Double(s.max) }),
-                              ("p99", { (s: LatencyTimeline.Slot) in Double(s.percentile(99) ?? 0) }),
-                              ("p50", { (s: LatencyTimeline.Slot) in Double(s.percentile(50) ?? 0) })] {
+        svg +=
+            "<text x=\"\(f(left + plotWidth / 2))\" y=\"\(f(height - 4))\" text-anchor=\"middle\">seconds since publishing began; latency (ms, log scale)</text>\n"
+        for (name, value) in [
+            ("max", { (s: LatencyTimeline.Slot) in Double(s.max) }),
+            ("p99", { (s: LatencyTimeline.Slot) in Double(s.percentile(99) ?? 0) }),
+            ("p50", { (s: LatencyTimeline.Slot) in Double(s.percentile(50) ?? 0) }),
+        ] {
             let path = points.map { "\(f(x($0.seconds + $0.width / 2))),\(f(y(value($0.slot))))" }.joined(separator: " ")
             svg += "<polyline class=\"\(name)\" fill=\"none\" stroke-width=\"1.5\" points=\"\(path)\"/>\n"
         }
@@ -369,21 +436,31 @@ package struct LoadResult: Sendable {
     private func throughputSVG() -> String {
         let points = mergedSlots()
         guard !points.isEmpty, points.contains(where: { $0.slot.count > 0 }) else { return "<p>No deliveries.</p>" }
-        let width = 940.0, height = 200.0, left = 60.0, bottom = 40.0, top = 10.0, right = 20.0
-        let plotWidth = width - left - right, plotHeight = height - top - bottom
-        let t0 = min(0, points.first!.seconds), t1 = max(points.last!.seconds + points.last!.width, t0 + 0.1)
+        let width = 940.0
+        let height = 200.0
+        let left = 60.0
+        let bottom = 40.0
+        let top = 10.0
+        let right = 20.0
+        let plotWidth = width - left - right
+        let plotHeight = height - top - bottom
+        let t0 = min(0, points.first!.seconds)
+        let t1 = max(points.last!.seconds + points.last!.width, t0 + 0.1)
         let rates = points.map { Double($0.slot.count) / $0.width }
         let peak = max(1, rates.max() ?? 1)
         let x = { (t: Double) in left + (t - t0) / (t1 - t0) * plotWidth }
         let y = { (v: Double) in top + plotHeight - v / peak * plotHeight }
-        var svg = "<svg width=\"\(Int(width))\" height=\"\(Int(height))\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" role=\"img\" aria-label=\"deliveries per second over time\">\n"
+        var svg =
+            "<svg width=\"\(Int(width))\" height=\"\(Int(height))\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" role=\"img\" aria-label=\"deliveries per second over time\">\n"
         svg += line(left, top + plotHeight, left + plotWidth, top + plotHeight, "axis") + line(left, top, left, top + plotHeight, "axis")
         svg += "<text x=\"\(f(left - 6))\" y=\"\(f(top + 10))\" text-anchor=\"end\">\(group(Int(peak)))</text>\n"
         svg += "<text x=\"\(f(left - 6))\" y=\"\(f(top + plotHeight))\" text-anchor=\"end\">0</text>\n"
         for tick in linearTicks(t0, t1) {
-            svg += "<text x=\"\(f(x(tick)))\" y=\"\(f(top + plotHeight + 18))\" text-anchor=\"middle\">\(LoadResult.trim((tick * 100).rounded() / 100))</text>\n"
+            svg +=
+                "<text x=\"\(f(x(tick)))\" y=\"\(f(top + plotHeight + 18))\" text-anchor=\"middle\">\(LoadResult.trim((tick * 100).rounded() / 100))</text>\n"
         }
-        svg += "<text x=\"\(f(left + plotWidth / 2))\" y=\"\(f(height - 4))\" text-anchor=\"middle\">seconds since publishing began; deliveries per second</text>\n"
+        svg +=
+            "<text x=\"\(f(left + plotWidth / 2))\" y=\"\(f(height - 4))\" text-anchor=\"middle\">seconds since publishing began; deliveries per second</text>\n"
         let path = zip(points, rates).map { "\(f(x($0.0.seconds + $0.0.width / 2))),\(f(y($0.1)))" }.joined(separator: " ")
         svg += "<polyline class=\"p50\" fill=\"none\" stroke-width=\"1.5\" points=\"\(path)\"/>\n"
         return svg + "</svg>"

@@ -29,7 +29,7 @@ package enum Percentile {
 /// highest value, never above the largest value recorded. Fixed size (32 Ki buckets), so recording
 /// a hundred million deliveries costs no memory that grows.
 package struct LatencyHistogram: Sendable {
-    static let exactBits = 11                       // values below 2^11 have a bucket each
+    static let exactBits = 11  // values below 2^11 have a bucket each
     static let exactLimit: UInt64 = 1 << exactBits
     static let halfBucket: UInt64 = exactLimit / 2  // buckets per doubling above the exact range
     static let maxValue: UInt64 = (1 << 40) - 1
@@ -46,7 +46,7 @@ package struct LatencyHistogram: Sendable {
     @inline(__always)
     static func index(of value: UInt64) -> Int {
         if value < exactLimit { return Int(value) }
-        let shift = (63 - value.leadingZeroBitCount) - (exactBits - 1)   // value >> shift is in 1024..<2048
+        let shift = (63 - value.leadingZeroBitCount) - (exactBits - 1)  // value >> shift is in 1024..<2048
         return Int(exactLimit) + (shift - 1) * Int(halfBucket) + Int((value >> UInt64(shift)) - halfBucket)
     }
 
@@ -106,8 +106,8 @@ package struct LatencyHistogram: Sendable {
 /// receive time, counted from the start of publishing. Enough for p50/p99/max lines in a report.
 package struct LatencyTimeline: Sendable {
     package static let slotNanoseconds: UInt64 = 100_000_000
-    package static let maxSlots = 36_000           // an hour; later deliveries land in the last slot
-    static let bucketsPerSlot = 168               // 4 per doubling up to 2^42 µs
+    package static let maxSlots = 36_000  // an hour; later deliveries land in the last slot
+    static let bucketsPerSlot = 168  // 4 per doubling up to 2^42 µs
 
     package struct Slot: Sendable {
         package var count: UInt32 = 0
@@ -135,13 +135,14 @@ package struct LatencyTimeline: Sendable {
     @inline(__always)
     static func coarseIndex(_ microseconds: UInt64) -> Int {
         guard microseconds > 1 else { return 0 }
-        let octave = 63 - microseconds.leadingZeroBitCount              // 2^octave ≤ value
-        let quarter = Int(((microseconds << 2) >> UInt64(octave)) & 3)   // the next two bits
+        let octave = 63 - microseconds.leadingZeroBitCount  // 2^octave ≤ value
+        let quarter = Int(((microseconds << 2) >> UInt64(octave)) & 3)  // the next two bits
         return Swift.min(bucketsPerSlot - 1, octave * 4 + quarter)
     }
 
     static func upperEdge(of index: Int) -> UInt64 {
-        let octave = UInt64(index / 4), quarter = UInt64(index % 4)
+        let octave = UInt64(index / 4)
+        let quarter = UInt64(index % 4)
         let lower = ((4 + quarter) << octave) >> 2
         return Swift.max(lower, (((5 + quarter) << octave) >> 2) - 1)
     }
@@ -208,13 +209,15 @@ package enum LoadMarker {
             guard frame[c - 1] == UInt8(ascii: "r"), c + 6 <= end, memcmp(base + c + 1, "load:", 5) == 0 else { continue }
             var position = c + 6
             guard position + runLength + 2 <= end,
-                  memcmp(base + position, run.baseAddress!, runLength) == 0,
-                  frame[position + runLength] == UInt8(ascii: ":") else {
+                memcmp(base + position, run.baseAddress!, runLength) == 0,
+                frame[position + runLength] == UInt8(ascii: ":")
+            else {
                 foreign += 1
                 continue
             }
             position += runLength + 1
-            var number = 0, digits = 0
+            var number = 0
+            var digits = 0
             while position < end, digits < 18 {
                 let byte = frame[position]
                 guard byte >= 48 && byte <= 57 else { break }
@@ -302,12 +305,14 @@ package struct ProcessSample: Sendable, Equatable {
 
     package static func read(pid: Int32) -> ProcessSample? {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let resident = parseResidentKiB(status: status) else { return nil }
+            let resident = parseResidentKiB(status: status)
+        else { return nil }
         if let precise = schedstatNanoseconds(pid: pid) {
             return ProcessSample(cpuNanoseconds: precise, cpuSource: "schedstat", residentKiB: resident)
         }
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let ticks = parseCPUTicks(stat: stat) else { return nil }
+            let ticks = parseCPUTicks(stat: stat)
+        else { return nil }
         let hertz = UInt64(max(1, sysconf(Int32(_SC_CLK_TCK))))
         return ProcessSample(cpuNanoseconds: ticks * 1_000_000_000 / hertz, cpuSource: "stat", residentKiB: resident)
     }
@@ -336,7 +341,8 @@ package struct ProcessSample: Sendable, Equatable {
         var total: UInt64 = 0
         for thread in threads {
             guard let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(thread)/schedstat", encoding: .utf8),
-                  let first = text.split(separator: " ").first, let nanoseconds = UInt64(first) else { continue }
+                let first = text.split(separator: " ").first, let nanoseconds = UInt64(first)
+            else { continue }
             total += nanoseconds
         }
         return total > 0 ? total : nil

@@ -25,7 +25,9 @@ package final class HTTPClient {
     }
 
     package convenience init(url: ServerURL, timeoutSeconds: Double = 10) throws {
-        guard !url.secure else { throw ClientError("\(url.host): https is not supported by this client; use http:// (for example behind a local TLS proxy)") }
+        guard !url.secure else {
+            throw ClientError("\(url.host): https is not supported by this client; use http:// (for example behind a local TLS proxy)")
+        }
         self.init(host: url.host, port: url.port, timeoutSeconds: timeoutSeconds)
     }
 
@@ -55,7 +57,7 @@ package final class HTTPClient {
             try ensureConnected()
             try writeAll(raw)
             return try readResponse()
-        } catch where reused {
+        } catch  where reused {
             disconnect()
             try ensureConnected()
             try writeAll(raw)

@@ -17,7 +17,8 @@ package struct RedisURL: Equatable, Sendable, CustomStringConvertible {
             database = Int(path) ?? 0
             rest = rest[..<slash]
         }
-        var host = String(rest), port = 6379
+        var host = String(rest)
+        var port = 6379
         if let colon = rest.lastIndex(of: ":"), !rest.hasPrefix("[") {
             guard let number = Int(rest[rest.index(after: colon)...]), (1...65535).contains(number) else { return nil }
             port = number
@@ -43,22 +44,22 @@ package enum RedisValue: Equatable, Sendable {
 
     package var text: String? {
         switch self {
-        case let .string(bytes): return String(decoding: bytes, as: UTF8.self)
-        case let .status(text): return text
+        case .string(let bytes): return String(decoding: bytes, as: UTF8.self)
+        case .status(let text): return text
         default: return nil
         }
     }
 
     package var integer: Int64? {
         switch self {
-        case let .integer(value): return value
-        case let .string(bytes): return Int64(String(decoding: bytes, as: UTF8.self))
+        case .integer(let value): return value
+        case .string(let bytes): return Int64(String(decoding: bytes, as: UTF8.self))
         default: return nil
         }
     }
 
     package var array: [RedisValue]? {
-        if case let .array(items) = self { return items }
+        if case .array(let items) = self { return items }
         return nil
     }
 }
@@ -70,8 +71,8 @@ package enum RedisError: Error, CustomStringConvertible, Sendable {
 
     package var description: String {
         switch self {
-        case let .connection(text): return text
-        case let .reply(text): return "Redis answered: \(text)"
+        case .connection(let text): return text
+        case .reply(let text): return "Redis answered: \(text)"
         }
     }
 }
@@ -137,7 +138,8 @@ package final class RedisConnection {
         return replies
     }
 
-    private func withArguments<T>(_ arguments: [[UInt8]], _ body: (Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>, UnsafePointer<Int>) -> T) -> T {
+    private func withArguments<T>(_ arguments: [[UInt8]], _ body: (Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>, UnsafePointer<Int>) -> T) -> T
+    {
         let lengths = arguments.map(\.count)
         // hiredis copies the arguments into its output buffer before returning.
         let copies = arguments.map { bytes -> UnsafeMutablePointer<CChar> in

@@ -1,8 +1,8 @@
 import Foundation
 import RingcastCore
 import RingcastLWS
-import RingcastRedis
 import RingcastPlatform
+import RingcastRedis
 
 public struct ServerError: Error, CustomStringConvertible {
     public let description: String
@@ -92,7 +92,8 @@ public final class Server: @unchecked Sendable {
             throw ServerError("publicDir '\(publicDirectory)' is not a directory: point \"publicDir\" in the config at the folder holding index.html")
         }
         if let certificate {
-            for (field, path) in [("tls.cert", certificate.cert), ("tls.key", certificate.key)] where !FileManager.default.isReadableFile(atPath: path) {
+            for (field, path) in [("tls.cert", certificate.cert), ("tls.key", certificate.key)]
+            where !FileManager.default.isReadableFile(atPath: path) {
                 let reason = FileManager.default.fileExists(atPath: path) ? "is not readable by this user" : "does not exist"
                 throw ServerError("\(field): the file '\(path)' \(reason); point \"tls\" in the config at a PEM certificate and its key")
             }
@@ -136,7 +137,8 @@ public final class Server: @unchecked Sendable {
         var settings = ContextSettings(name: "ringcast")
         settings.acceptsAdoptedSockets = true
         settings.certificate = certificate
-        settings.staticFiles = .init(directory: publicDirectory, maxAge: config.staticMaxAge, callbackPaths: ["/api", "/healthz", "/readyz", "/metrics", "/badge"])
+        settings.staticFiles = .init(
+            directory: publicDirectory, maxAge: config.staticMaxAge, callbackPaths: ["/api", "/healthz", "/readyz", "/metrics", "/badge"])
         settings.sessionBytes = LWSConnection.sessionBytes
         settings.headers = [("access-control-allow-origin:", "*")]
         settings.enforceSecurityHeaders = true
@@ -175,6 +177,8 @@ public final class Server: @unchecked Sendable {
         let verdict = refusals.withLock { $0.admit(reason: reason, offender: offender, now: Clock.now()) }
         guard verdict.log else { return }
         let suppressed = verdict.suppressed > 0 ? " (and \(verdict.suppressed) more like it since the last report)" : ""
-        logger.warning("\(message())\(suppressed)", fields: [("reason", .string(reason)), ("peer", .string(offender)), ("suppressed", .number(Double(verdict.suppressed)))])
+        logger.warning(
+            "\(message())\(suppressed)",
+            fields: [("reason", .string(reason)), ("peer", .string(offender)), ("suppressed", .number(Double(verdict.suppressed)))])
     }
 }

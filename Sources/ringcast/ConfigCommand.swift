@@ -8,11 +8,11 @@ struct ConfigCommand: Subcommand {
     static let summary = "check a configuration file, or print a commented example"
     static let usage = ["ringcast config check [FILE]", "ringcast config example"]
     static let discussion = """
-    check: reads FILE (default config.json) as `serve` would — the file, then RINGCAST_HOST, \
-    RINGCAST_PORT, RINGCAST_STORAGE, RINGCAST_LOG_LEVEL and the variables publishers' tokenEnv name — \
-    and says whether it would start. example: prints every setting at its default, each with a \
-    comment (`ringcast config example > config.json`). docs/CONFIG.md explains each setting.
-    """
+        check: reads FILE (default config.json) as `serve` would — the file, then RINGCAST_HOST, \
+        RINGCAST_PORT, RINGCAST_STORAGE, RINGCAST_LOG_LEVEL and the variables publishers' tokenEnv name — \
+        and says whether it would start. example: prints every setting at its default, each with a \
+        comment (`ringcast config example > config.json`). docs/CONFIG.md explains each setting.
+        """
     static let optionGroups = [OptionGroup("options", [])]
     static let epilogue = "Exit status: 0 the file is good; 2 it is not, with the one line `serve` would stop with."
 
@@ -46,7 +46,7 @@ struct ConfigCommand: Subcommand {
         case .example:
             print(ConfigCommand.example, terminator: "")
             return 0
-        case let .check(path, loaded):
+        case .check(let path, let loaded):
             print("\(path): ok (\(loaded.summary))")
             return 0
         }

@@ -16,8 +16,8 @@ enum TaskEnding: Equatable {
         if cancelled { return .cancelled("cancelled on request") }
         switch status {
         case .exited(0): return .done
-        case let .exited(code): return .failed("exit status \(code)")
-        case let .signalled(signal): return .failed("killed by \(signalName(signal))")
+        case .exited(let code): return .failed("exit status \(code)")
+        case .signalled(let signal): return .failed("killed by \(signalName(signal))")
         }
     }
 
@@ -39,7 +39,7 @@ enum TaskEnding: Equatable {
     var detail: String? {
         switch self {
         case .done: return nil
-        case let .failed(detail), let .cancelled(detail): return detail
+        case .failed(let detail), .cancelled(let detail): return detail
         }
     }
 
@@ -50,8 +50,8 @@ enum TaskEnding: Equatable {
 extension ProgressValue {
     var isComplete: Bool {
         switch self {
-        case let .fraction(value): return value >= 1
-        case let .units(completed, total): return completed >= total
+        case .fraction(let value): return value >= 1
+        case .units(let completed, let total): return completed >= total
         case .indeterminate: return false
         }
     }
@@ -59,8 +59,8 @@ extension ProgressValue {
     /// `21/50`, or `42%` (`55.5%`).
     var `where`: String {
         switch self {
-        case let .fraction(value): return plainNumber(value * 100) + "%"
-        case let .units(completed, total): return plainNumber(completed) + "/" + plainNumber(total)
+        case .fraction(let value): return plainNumber(value * 100) + "%"
+        case .units(let completed, let total): return plainNumber(completed) + "/" + plainNumber(total)
         case .indeterminate: return "an unknown point"
         }
     }

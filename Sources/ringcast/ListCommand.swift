@@ -9,13 +9,13 @@ struct ListCommand: ProducerCommand {
     static let summary = "list the tasks as a table; --watch redraws it live"
     static let usage = ["ringcast ls [PATTERNS] [--watch] [--json]"]
     static let discussion = """
-    Lists the server's tasks: id, state, progress, title and the server's estimate of the time left
-    (a timer's time left). `-` marks an indeterminate task (a spinner) or an unknown estimate.
-    PATTERNS are globs over ids, comma-separated (e.g. 'ci.*,deploy.web'); all tasks by default.
-    With --watch, the server's table of bars (GET /api/tasks?format=text, as wide as the terminal)
-    is redrawn in place twice a second until Ctrl-C; when standard output is no terminal, the
-    table is printed again each time it changes.
-    """
+        Lists the server's tasks: id, state, progress, title and the server's estimate of the time left
+        (a timer's time left). `-` marks an indeterminate task (a spinner) or an unknown estimate.
+        PATTERNS are globs over ids, comma-separated (e.g. 'ci.*,deploy.web'); all tasks by default.
+        With --watch, the server's table of bars (GET /api/tasks?format=text, as wide as the terminal)
+        is redrawn in place twice a second until Ctrl-C; when standard output is no terminal, the
+        table is printed again each time it changes.
+        """
     static let ownOptions: [Option] = [
         .flag("watch", "redraw the server's table of bars live until Ctrl-C"),
         .flag("json", "print the server's answer (epoch, seq, tasks) as JSON instead (with --watch: a line each time it changes)"),
@@ -32,7 +32,7 @@ struct ListCommand: ProducerCommand {
             throw UsageError("unexpected argument '\(options.positional[1])': give the patterns comma-separated, e.g. 'ci.*,deploy.web'")
         }
         let patterns = options.positional.first
-        if let patterns, case let .failure(error) = WatchSet.parse(patterns) {
+        if let patterns, case .failure(let error) = WatchSet.parse(patterns) {
             throw UsageError(error.message)
         }
         watch = patterns
@@ -51,7 +51,7 @@ struct ListCommand: ProducerCommand {
             print(String(decoding: JSONWriter.encode(answer), as: UTF8.self))
             return 0
         }
-        guard case let .array(tasks)? = answer["tasks"] else { throw CommandFailure("the server's answer holds no task list") }
+        guard case .array(let tasks)? = answer["tasks"] else { throw CommandFailure("the server's answer holds no task list") }
         print(ListCommand.table(tasks), terminator: "")
         return 0
     }
@@ -60,9 +60,12 @@ struct ListCommand: ProducerCommand {
     static func table(_ tasks: [JSONValue]) -> String {
         var rows = [["ID", "STATE", "PROGRESS", "TITLE", "ETA"]]
         for task in tasks {
-            func string(_ key: String) -> String? { if case let .string(text)? = task[key] { return text }; return nil }
+            func string(_ key: String) -> String? {
+                if case .string(let text)? = task[key] { return text }
+                return nil
+            }
             func number(_ key: String, in object: JSONValue? = nil) -> Double? {
-                if case let .number(value)? = (object ?? task)[key] { return value }
+                if case .number(let value)? = (object ?? task)[key] { return value }
                 return nil
             }
             let progress = number("progress").map { "\(Int(($0 * 100).rounded(.down)))%" } ?? "-"

@@ -50,7 +50,10 @@ struct LiveList {
     private func look(width: Int) throws(CommandFailure) -> String {
         var query = ["width=\(width)"]
         if let watch { query.append("watch=\(watch)") }
-        if json { return String(decoding: JSONWriter.encode(try session.send("GET", "/api/tasks?" + query.dropFirst().joined(separator: "&"))), as: UTF8.self) + "\n" }
+        if json {
+            return String(
+                decoding: JSONWriter.encode(try session.send("GET", "/api/tasks?" + query.dropFirst().joined(separator: "&"))), as: UTF8.self) + "\n"
+        }
         return try session.text("/api/tasks?format=text&" + query.joined(separator: "&"))
     }
 
@@ -70,7 +73,10 @@ struct LiveList {
         if lines.count > room {
             // The header, as many rows as fit, and the count of the rest above the summary.
             let hidden = lines.count - room + 1
-            lines = Array(lines.prefix(room - 2)) + ["… \(hidden) more (make the terminal taller, or list fewer: ringcast ls PATTERNS --watch)", lines.last!]
+            lines =
+                Array(lines.prefix(room - 2)) + [
+                    "… \(hidden) more (make the terminal taller, or list fewer: ringcast ls PATTERNS --watch)", lines.last!,
+                ]
         }
         var frame = "\u{1B}[H" + top + "\u{1B}[K\n\u{1B}[K\n"
         for line in lines { frame += line + "\u{1B}[K\n" }

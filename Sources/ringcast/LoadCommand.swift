@@ -11,50 +11,60 @@ struct LoadCommand: Subcommand {
     static let summary = "load-test a server: many watchers, latency measured at each: ringcast load --clients 1000"
     static let usage = ["ringcast load [--server URL] [--clients N] [--rate R] [--duration S | --messages M] [OPTIONS]"]
     static let discussion = """
-    Opens N watcher WebSockets to a Ringcast server from one client context, publishes updates at a
-    rate (or as fast as the server takes them), and measures at every watcher the time from publish
-    to delivery on this process's monotonic clock. Each update's `detail` carries a marker with its
-    number (rcload:RUN:N:); watchers count updates, not frames. At the end it prints a table of
-    connections, deliveries, loss, throughput and latency percentiles (nearest-rank), and with
-    --server-pid the server's CPU time per 1000 deliveries and its memory.
-    """
+        Opens N watcher WebSockets to a Ringcast server from one client context, publishes updates at a
+        rate (or as fast as the server takes them), and measures at every watcher the time from publish
+        to delivery on this process's monotonic clock. Each update's `detail` carries a marker with its
+        number (rcload:RUN:N:); watchers count updates, not frames. At the end it prints a table of
+        connections, deliveries, loss, throughput and latency percentiles (nearest-rank), and with
+        --server-pid the server's CPU time per 1000 deliveries and its memory.
+        """
     /// Where the table's defaults come from: the load tester's own.
     private static let defaults = LoadTestOptions(url: ServerURL(ConnectionOptions.defaultServer)!)
     static let optionGroups = [
-        OptionGroup("options", [
-            .value("clients", "N", "watcher connections", default: "\(defaults.clients)"),
-            .value("rate", "R", "updates per second; 0 = as fast as possible", default: defaults.rate.plain),
-            .value("duration", "S", "publish for S seconds (default 10 when --messages is not given)"),
-            .value("messages", "M", "publish M updates; with --duration too, whichever ends first; --messages 0 --duration S "
-                   + "holds the watchers idle for S seconds"),
-            .value("payload-bytes", "B", "pad each update's detail to B bytes (default: the marker alone)"),
-            .value("watch", "PATTERN", "the watchers' watch patterns", default: defaults.watch),
-            .value("tasks", "K", "spread updates round-robin over task ids rcload.t0 … rcload.t(K-1)", default: "\(defaults.tasks)"),
-            .value("publish", "MODE", "how updates go; http: one POST per update, batch: POST /api/events, ws: a WebSocket publisher",
-                   default: defaults.publish.rawValue),
-            .value("publish-to", "URL", "publish to this server instead (another node of a cluster), watchers stay on --server"),
-            .value("batch-size", "N", "updates per batch request or WebSocket frame (default 20 for batch, 1 for ws)"),
-            .value("server-pid", "PID", "a local server's pid: report its CPU time (from /proc) and memory"),
-            .value("ramp-per-second", "N", "start at most N watcher connections a second; 0: no limit",
-                   default: defaults.rampPerSecond.plain),
-            .value("max-handshakes", "N", "at most N watchers connecting at once", default: "\(defaults.maxHandshakes)"),
-            .value("connect-timeout", "S", "a watcher not open after S seconds has failed", default: defaults.connectTimeout.plain),
-            .value("drain-timeout", "S", "after the last update, wait at most S seconds for deliveries still coming; "
-                   + "it ends sooner after \(defaults.quietSeconds.plain) s without any", default: defaults.drainTimeout.plain),
-            .flag("latest-value", "also measure, for every update, the time until each watcher held it or a newer value of "
-                  + "its task (for a server that merges a task's updates: flushMilliseconds, conflation)"),
-            .flag("json", "print the figures as one JSON object instead of the table"),
-            .value("report", "FILE.html", "also write a page with a latency histogram and latency over time"),
-            .flag("quiet", "no live progress line on stderr"),
-        ]),
+        OptionGroup(
+            "options",
+            [
+                .value("clients", "N", "watcher connections", default: "\(defaults.clients)"),
+                .value("rate", "R", "updates per second; 0 = as fast as possible", default: defaults.rate.plain),
+                .value("duration", "S", "publish for S seconds (default 10 when --messages is not given)"),
+                .value(
+                    "messages", "M",
+                    "publish M updates; with --duration too, whichever ends first; --messages 0 --duration S "
+                        + "holds the watchers idle for S seconds"),
+                .value("payload-bytes", "B", "pad each update's detail to B bytes (default: the marker alone)"),
+                .value("watch", "PATTERN", "the watchers' watch patterns", default: defaults.watch),
+                .value("tasks", "K", "spread updates round-robin over task ids rcload.t0 … rcload.t(K-1)", default: "\(defaults.tasks)"),
+                .value(
+                    "publish", "MODE", "how updates go; http: one POST per update, batch: POST /api/events, ws: a WebSocket publisher",
+                    default: defaults.publish.rawValue),
+                .value("publish-to", "URL", "publish to this server instead (another node of a cluster), watchers stay on --server"),
+                .value("batch-size", "N", "updates per batch request or WebSocket frame (default 20 for batch, 1 for ws)"),
+                .value("server-pid", "PID", "a local server's pid: report its CPU time (from /proc) and memory"),
+                .value(
+                    "ramp-per-second", "N", "start at most N watcher connections a second; 0: no limit",
+                    default: defaults.rampPerSecond.plain),
+                .value("max-handshakes", "N", "at most N watchers connecting at once", default: "\(defaults.maxHandshakes)"),
+                .value("connect-timeout", "S", "a watcher not open after S seconds has failed", default: defaults.connectTimeout.plain),
+                .value(
+                    "drain-timeout", "S",
+                    "after the last update, wait at most S seconds for deliveries still coming; "
+                        + "it ends sooner after \(defaults.quietSeconds.plain) s without any", default: defaults.drainTimeout.plain),
+                .flag(
+                    "latest-value",
+                    "also measure, for every update, the time until each watcher held it or a newer value of "
+                        + "its task (for a server that merges a task's updates: flushMilliseconds, conflation)"),
+                .flag("json", "print the figures as one JSON object instead of the table"),
+                .value("report", "FILE.html", "also write a page with a latency histogram and latency over time"),
+                .flag("quiet", "no live progress line on stderr"),
+            ]),
         // --url is how Benchmarks/run, Benchmarks/profile and older scripts name the server.
         ConnectionOptions.group.adding(alias: "url", to: "server"),
     ]
     static let epilogue = """
-    Exit status: 0 when the run completed (loss is a result, not an error), 1 when it could not
-    run (no server, no watcher connected, updates refused), 2 for a bad option. Ctrl-C stops
-    publishing, prints what was measured until then and exits with 130.
-    """
+        Exit status: 0 when the run completed (loss is a result, not an error), 1 when it could not
+        run (no server, no watcher connected, updates refused), 2 for a bad option. Ctrl-C stops
+        publishing, prints what was measured until then and exits with 130.
+        """
 
     let tester: LoadTester
     let json: Bool
@@ -81,7 +91,9 @@ struct LoadCommand: Subcommand {
         load.publish = publish
         load.batchSize = try options.integer("batch-size") ?? (publish == .batch ? 20 : 1)
         if let text = options.value("publish-to") {
-            guard let url = ServerURL(text) else { throw UsageError("--publish-to takes a server's address, like http://127.0.0.1:8081, not '\(text)'") }
+            guard let url = ServerURL(text) else {
+                throw UsageError("--publish-to takes a server's address, like http://127.0.0.1:8081, not '\(text)'")
+            }
             load.publishURL = url
         }
         if let text = options.value("server-pid") {
@@ -146,10 +158,12 @@ struct ProgressLine {
     init(terminal: Bool) { self.terminal = terminal }
 
     mutating func show(_ progress: LoadProgress) {
-        let line = progress.phase.rawValue.padding(toLength: 10, withPad: " ", startingAt: 0)
-            + String(format: " %5.1fs  connected %d/%d (failed %d)  sent %d  received %d  %.0f/s",
-                     progress.elapsed, progress.connected, progress.clients, progress.failed, progress.published,
-                     progress.delivered, progress.deliveriesPerSecond)
+        let line =
+            progress.phase.rawValue.padding(toLength: 10, withPad: " ", startingAt: 0)
+            + String(
+                format: " %5.1fs  connected %d/%d (failed %d)  sent %d  received %d  %.0f/s",
+                progress.elapsed, progress.connected, progress.clients, progress.failed, progress.published,
+                progress.delivered, progress.deliveriesPerSecond)
         if terminal {
             FileHandle.standardError.write(Data("\r\u{1B}[K\(line)".utf8))
         } else if progress.phase == .done || Int(progress.elapsed) != lastLoggedSecond {

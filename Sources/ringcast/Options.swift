@@ -22,10 +22,13 @@ struct Option {
     /// Other spellings accepted for the same option (without the leading `--`).
     var aliases: [String] = []
 
-    static func value(_ name: String, _ placeholder: String, _ help: String, environment: String? = nil,
-                      default defaultValue: String? = nil, aliases: [String] = []) -> Option {
-        Option(name: name, kind: .value(placeholder: placeholder), help: help, environment: environment,
-               defaultValue: defaultValue, aliases: aliases)
+    static func value(
+        _ name: String, _ placeholder: String, _ help: String, environment: String? = nil,
+        default defaultValue: String? = nil, aliases: [String] = []
+    ) -> Option {
+        Option(
+            name: name, kind: .value(placeholder: placeholder), help: help, environment: environment,
+            defaultValue: defaultValue, aliases: aliases)
     }
 
     static func flag(_ name: String, _ help: String) -> Option {
@@ -34,12 +37,15 @@ struct Option {
 
     static let help = Option.flag("help", "show this help")
 
-    var takesValue: Bool { if case .value = kind { return true }; return false }
+    var takesValue: Bool {
+        if case .value = kind { return true }
+        return false
+    }
 
     /// `--name PLACEHOLDER` or `--name`, as the help's left column shows it.
     var synopsis: String {
         switch kind {
-        case let .value(placeholder): return "--\(name) \(placeholder)"
+        case .value(let placeholder): return "--\(name) \(placeholder)"
         case .flag: return "--\(name)"
         }
     }
@@ -50,9 +56,9 @@ struct Option {
         let origin: String
         switch (environment, defaultValue) {
         // No-break spaces keep "default: X" on one line of the wrapped help.
-        case let (variable?, value?): origin = " (default:\u{A0}$\(variable), else\u{A0}\(value))"
-        case let (variable?, nil): origin = " (default:\u{A0}$\(variable))"
-        case let (nil, value?): origin = " (default:\u{A0}\(value))"
+        case (let variable?, let value?): origin = " (default:\u{A0}$\(variable), else\u{A0}\(value))"
+        case (let variable?, nil): origin = " (default:\u{A0}$\(variable))"
+        case (nil, let value?): origin = " (default:\u{A0}\(value))"
         case (nil, nil): origin = ""
         }
         var text = help
@@ -74,11 +80,13 @@ struct OptionGroup {
 
     /// The same group with `alias` accepted for option `name` too.
     func adding(alias: String, to name: String) -> OptionGroup {
-        OptionGroup(title, options.map { option in
-            var option = option
-            if option.name == name { option.aliases.append(alias) }
-            return option
-        })
+        OptionGroup(
+            title,
+            options.map { option in
+                var option = option
+                if option.name == name { option.aliases.append(alias) }
+                return option
+            })
     }
 }
 
@@ -107,8 +115,10 @@ struct ParsedOptions {
     private(set) var passthrough: [String] = []
     let environment: [String: String]
 
-    init(_ arguments: [String], options: [Option], takesPassthrough: Bool = false,
-         environment: [String: String] = [:]) throws(UsageError) {
+    init(
+        _ arguments: [String], options: [Option], takesPassthrough: Bool = false,
+        environment: [String: String] = [:]
+    ) throws(UsageError) {
         var table: [String: Option] = [:]
         for option in options {
             for name in [option.name] + option.aliases { table[name] = option }
@@ -157,9 +167,15 @@ struct ParsedOptions {
     }
 
     /// Whether the option was given on the command line.
-    func isGiven(_ name: String) -> Bool { _ = option(name); return values[name] != nil || flags.contains(name) }
+    func isGiven(_ name: String) -> Bool {
+        _ = option(name)
+        return values[name] != nil || flags.contains(name)
+    }
 
-    func flag(_ name: String) -> Bool { _ = option(name); return flags.contains(name) }
+    func flag(_ name: String) -> Bool {
+        _ = option(name)
+        return flags.contains(name)
+    }
 
     /// The value from the command line, else from the option's environment variable (set and not
     /// empty), else its default.
@@ -245,8 +261,10 @@ struct HelpText {
             for option in group.options {
                 let left = "  " + option.synopsis
                 let lines = wrap(option.fullHelp, width: width - column).map { $0.replacingOccurrences(of: "\u{A0}", with: " ") }
-                let first = left.count + 2 <= column ? left.padding(toLength: column, withPad: " ", startingAt: 0) + lines[0]
-                                                     : left + "\n" + String(repeating: " ", count: column) + lines[0]
+                let first =
+                    left.count + 2 <= column
+                    ? left.padding(toLength: column, withPad: " ", startingAt: 0) + lines[0]
+                    : left + "\n" + String(repeating: " ", count: column) + lines[0]
                 text += "\n" + first
                 for line in lines.dropFirst() { text += "\n" + String(repeating: " ", count: column) + line }
             }
@@ -272,4 +290,3 @@ struct HelpText {
         return lines + [line]
     }
 }
-

@@ -6,19 +6,21 @@ import RingcastCore
 struct PipeCommand: ProducerCommand {
     static let name = "pipe"
     static let summary = "progress read from another program's output: make 2>&1 | ringcast pipe build"
-    static let usage = ["some-program | ringcast pipe ID [--title T] [--hide-after SECONDS] [--no-log]",
-                        "some-program | ringcast pipe ID [--kind K] [--done-at-eof]"]
+    static let usage = [
+        "some-program | ringcast pipe ID [--title T] [--hide-after SECONDS] [--no-log]",
+        "some-program | ringcast pipe ID [--kind K] [--done-at-eof]",
+    ]
     static let discussion = """
-    Copies standard input to standard output byte for byte, and reads progress out of each line
-    (a line ends at \\n or \\r, as tqdm redraws with \\r): `42%`, `[42/100]`, a bare `42/100`, or
-    tqdm's ` 42%|████      | 42/100 [00:01<00:02, 40.00it/s]`. Task ID is a spinner until the first
-    progress; it is updated at most once per 50 ms (the latest value always goes out). At end of
-    input the task is done if the last progress read was 100 % (or none was read); otherwise it
-    ends failed with the detail "input ended at 21/50" (or "… at 42%"), as when the program before
-    the pipe crashed: the end of the input is not taken for success. Its lines also go to the
-    task's log (at most four requests a second; --no-log sends none). If the server cannot be
-    reached, the input still passes through, one line goes to stderr and the exit status is 1.
-    """
+        Copies standard input to standard output byte for byte, and reads progress out of each line
+        (a line ends at \\n or \\r, as tqdm redraws with \\r): `42%`, `[42/100]`, a bare `42/100`, or
+        tqdm's ` 42%|████      | 42/100 [00:01<00:02, 40.00it/s]`. Task ID is a spinner until the first
+        progress; it is updated at most once per 50 ms (the latest value always goes out). At end of
+        input the task is done if the last progress read was 100 % (or none was read); otherwise it
+        ends failed with the detail "input ended at 21/50" (or "… at 42%"), as when the program before
+        the pipe crashed: the end of the input is not taken for success. Its lines also go to the
+        task's log (at most four requests a second; --no-log sends none). If the server cannot be
+        reached, the input still passes through, one line goes to stderr and the exit status is 1.
+        """
     static let ownOptions: [Option] = [
         .value("title", "T", "the task's title"),
         .value("hide-after", "SECONDS", "hide the task that long after the input ends"),
@@ -27,12 +29,12 @@ struct PipeCommand: ProducerCommand {
         .flag("done-at-eof", "mark the task done at end of input, whatever progress was read last"),
     ]
     static let epilogue = """
-    exit status:
-      0  the task is done
-      1  the server could not be reached (the input still passed through)
-      2  a wrong argument
-      3  the input ended before its progress did: the task is failed, "input ended at 21/50"
-    """
+        exit status:
+          0  the task is done
+          1  the server could not be reached (the input still passed through)
+          2  a wrong argument
+          3  the input ended before its progress did: the task is failed, "input ended at 21/50"
+        """
     /// The exit status when the input ended before its progress did.
     static let endedEarlyStatus: Int32 = 3
     /// Seconds between two updates, at least.
@@ -60,8 +62,10 @@ struct PipeCommand: ProducerCommand {
 
     func run() throws(CommandFailure) -> Int32 {
         var updater = ThrottledUpdater(session: session, id: id, interval: PipeCommand.minimumInterval)
-        var start: [(String, JSONValue)] = [("progress", .null), ("completed", .null), ("total", .null), ("detail", .null),
-                                            ("state", .string("running")), ("visible", .bool(true)), ("hideAfter", .null)]
+        var start: [(String, JSONValue)] = [
+            ("progress", .null), ("completed", .null), ("total", .null), ("detail", .null),
+            ("state", .string("running")), ("visible", .bool(true)), ("hideAfter", .null),
+        ]
         if let title { start.append(("title", .string(title))) }
         if let kind { start.append(("kind", .string(kind))) }
         updater.sendNow(start)

@@ -7,11 +7,15 @@ import RingcastPlatform
 /// The options every command that talks to a server shares: which server, and who we are to it.
 struct ConnectionOptions {
     static let defaultServer = "http://127.0.0.1:8080"
-    static let group = OptionGroup("shared options", [
-        .value("server", "URL", "the Ringcast server", environment: "RINGCAST_URL", default: defaultServer),
-        .value("token", "TOKEN", "a publisher token, sent as Authorization: Bearer; not needed from this machine while the "
-               + "server's anonymousLocalPublish is on", environment: "RINGCAST_TOKEN"),
-    ])
+    static let group = OptionGroup(
+        "shared options",
+        [
+            .value("server", "URL", "the Ringcast server", environment: "RINGCAST_URL", default: defaultServer),
+            .value(
+                "token", "TOKEN",
+                "a publisher token, sent as Authorization: Bearer; not needed from this machine while the "
+                    + "server's anonymousLocalPublish is on", environment: "RINGCAST_TOKEN"),
+        ])
 
     let server: ServerURL
     let serverText: String
@@ -56,7 +60,9 @@ final class ProducerSession {
         let response = try exchange(method, path, body.map(JSONWriter.encode), headers: [])
         let json = try? JSONParser.parse(response.body)
         guard (200..<300).contains(response.status) else { throw refusal(response, json) }
-        guard let json else { throw CommandFailure("the server at \(options.serverText) answered \(response.status) without JSON; is it a Ringcast server?") }
+        guard let json else {
+            throw CommandFailure("the server at \(options.serverText) answered \(response.status) without JSON; is it a Ringcast server?")
+        }
         return json
     }
 
@@ -71,7 +77,7 @@ final class ProducerSession {
     /// A refusal in one line: the error's code and message when the body says them.
     private func refusal(_ response: HTTPResponse, _ json: JSONValue?) -> CommandFailure {
         var message = "the server answered \(response.status)"
-        if case let .string(code)? = json?["error"], case let .string(text)? = json?["message"] {
+        if case .string(let code)? = json?["error"], case .string(let text)? = json?["message"] {
             message = "\(code): \(text)"
         }
         if response.status == 401 { message += " (pass --token TOKEN or set RINGCAST_TOKEN)" }

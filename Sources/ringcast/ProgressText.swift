@@ -14,8 +14,9 @@ enum ProgressText {
         }
         if let slash = bytes.firstIndex(of: UInt8(ascii: "/")) {
             guard let (done, doneEnd) = number(in: bytes, at: 0), doneEnd == slash,
-                  let (total, totalEnd) = number(in: bytes, at: slash + 1), totalEnd == bytes.count,
-                  total > 0, done <= total else { return nil }
+                let (total, totalEnd) = number(in: bytes, at: slash + 1), totalEnd == bytes.count,
+                total > 0, done <= total
+            else { return nil }
             return .units(completed: done, total: total)
         }
         guard let (value, end) = number(in: bytes, at: 0), end == bytes.count, (0...1).contains(value) else { return nil }
@@ -40,13 +41,15 @@ enum ProgressText {
         while let percentSign = bytes[index...].firstIndex(of: UInt8(ascii: "%")) {
             defer { index = percentSign + 1 }
             guard percentSign + 1 < bytes.count, bytes[percentSign + 1] == UInt8(ascii: "|"),
-                  let (percentValue, start) = numberEnding(in: bytes, at: percentSign), startsAtBoundary(bytes, start),
-                  (0...100).contains(percentValue) else { continue }
+                let (percentValue, start) = numberEnding(in: bytes, at: percentSign), startsAtBoundary(bytes, start),
+                (0...100).contains(percentValue)
+            else { continue }
             guard let barEnd = bytes[(percentSign + 2)...].firstIndex(of: UInt8(ascii: "|")) else { continue }
             var cursor = barEnd + 1
             while cursor < bytes.count, bytes[cursor] == UInt8(ascii: " ") { cursor += 1 }
             if let (done, doneEnd) = scaledNumber(in: bytes, at: cursor), doneEnd < bytes.count, bytes[doneEnd] == UInt8(ascii: "/"),
-               let (total, _) = scaledNumber(in: bytes, at: doneEnd + 1), total > 0, done <= total {
+                let (total, _) = scaledNumber(in: bytes, at: doneEnd + 1), total > 0, done <= total
+            {
                 return .units(completed: done, total: total)
             }
             return .fraction(percentValue / 100)
@@ -62,8 +65,9 @@ enum ProgressText {
             var cursor = open + 1
             while cursor < bytes.count, bytes[cursor] == UInt8(ascii: " ") { cursor += 1 }
             guard let (done, doneEnd) = number(in: bytes, at: cursor, allowFraction: false),
-                  doneEnd < bytes.count, bytes[doneEnd] == UInt8(ascii: "/"),
-                  let (total, totalEnd) = number(in: bytes, at: doneEnd + 1, allowFraction: false) else { continue }
+                doneEnd < bytes.count, bytes[doneEnd] == UInt8(ascii: "/"),
+                let (total, totalEnd) = number(in: bytes, at: doneEnd + 1, allowFraction: false)
+            else { continue }
             cursor = totalEnd
             while cursor < bytes.count, bytes[cursor] == UInt8(ascii: " ") { cursor += 1 }
             guard cursor < bytes.count, bytes[cursor] == UInt8(ascii: "]"), total > 0, done <= total else { continue }
@@ -78,7 +82,8 @@ enum ProgressText {
         while let percentSign = bytes[index...].firstIndex(of: UInt8(ascii: "%")) {
             index = percentSign + 1
             guard let (value, start) = numberEnding(in: bytes, at: percentSign), startsAtBoundary(bytes, start),
-                  (0...100).contains(value) else { continue }
+                (0...100).contains(value)
+            else { continue }
             return .fraction(value / 100)
         }
         return nil
@@ -90,10 +95,11 @@ enum ProgressText {
         while let slash = bytes[index...].firstIndex(of: UInt8(ascii: "/")) {
             index = slash + 1
             guard let (done, start) = numberEnding(in: bytes, at: slash, allowFraction: false), startsAtBoundary(bytes, start),
-                  start == 0 || bytes[start - 1] != UInt8(ascii: "/"),
-                  let (total, end) = number(in: bytes, at: slash + 1, allowFraction: false),
-                  end == bytes.count || !(isWordByte(bytes[end]) || bytes[end] == UInt8(ascii: "/")),
-                  total > 0, done <= total else { continue }
+                start == 0 || bytes[start - 1] != UInt8(ascii: "/"),
+                let (total, end) = number(in: bytes, at: slash + 1, allowFraction: false),
+                end == bytes.count || !(isWordByte(bytes[end]) || bytes[end] == UInt8(ascii: "/")),
+                total > 0, done <= total
+            else { continue }
             return .units(completed: done, total: total)
         }
         return nil
@@ -142,11 +148,14 @@ enum ProgressText {
     private static func scaledNumber(in bytes: [UInt8], at start: Int) -> (Double, Int)? {
         guard let (value, end) = number(in: bytes, at: start) else { return nil }
         guard end < bytes.count else { return (value, end) }
-        let exponents: [UInt8: String] = [UInt8(ascii: "k"): "e3", UInt8(ascii: "M"): "e6", UInt8(ascii: "G"): "e9",
-                                          UInt8(ascii: "T"): "e12", UInt8(ascii: "P"): "e15"]
+        let exponents: [UInt8: String] = [
+            UInt8(ascii: "k"): "e3", UInt8(ascii: "M"): "e6", UInt8(ascii: "G"): "e9",
+            UInt8(ascii: "T"): "e12", UInt8(ascii: "P"): "e15",
+        ]
         // Scaled in the text, so 4.60k reads as exactly 4600.
         guard let exponent = exponents[bytes[end]],
-              let scaled = Double(String(decoding: bytes[start..<end], as: UTF8.self) + exponent) else { return (value, end) }
+            let scaled = Double(String(decoding: bytes[start..<end], as: UTF8.self) + exponent)
+        else { return (value, end) }
         return (scaled, end + 1)
     }
 }

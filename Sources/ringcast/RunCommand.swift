@@ -6,38 +6,41 @@ import RingcastCore
 struct RunCommand: ProducerCommand {
     static let name = "run"
     static let summary = "a spinner while a command runs, then done or failed: ringcast run build -- make"
-    static let usage = ["ringcast run ID [--title T] [--hide-after SECONDS] [--stale-after SECONDS] -- CMD [ARGS…]",
-                        "ringcast run ID [--controls LIST] [--grace SECONDS] [--no-log] [--kind K] -- CMD [ARGS…]"]
+    static let usage = [
+        "ringcast run ID [--title T] [--hide-after SECONDS] [--stale-after SECONDS] -- CMD [ARGS…]",
+        "ringcast run ID [--controls LIST] [--grace SECONDS] [--no-log] [--kind K] -- CMD [ARGS…]",
+    ]
     static let discussion = """
-    Runs CMD with ARGS while task ID shows a spinner; then marks the task done (exit status 0) or
-    failed with the detail that says where it stopped ("exit status 2", "killed by SIGTERM"), and
-    exits with CMD's status (128+N when a signal N ended it, 127 when CMD is not found).
-    Its input is untouched; its output passes through byte for byte and its lines go to the task's
-    log (--no-log leaves the output on the terminal itself and sends no lines).
-    While CMD runs, ringcast holds a publishing WebSocket that keeps the task's lease alive: if
-    ringcast dies, the task turns `stalled` at once. Through it the dashboard's requests arrive:
-    cancel sends SIGTERM to CMD (SIGKILL after --grace seconds), marks the task cancelled and exits
-    130; pause and resume send SIGSTOP and SIGCONT.
-    SIGINT and SIGTERM sent to ringcast alone are passed on to CMD.
-    If the server cannot be reached at the start, CMD is not run (exit status 1).
-    """
+        Runs CMD with ARGS while task ID shows a spinner; then marks the task done (exit status 0) or
+        failed with the detail that says where it stopped ("exit status 2", "killed by SIGTERM"), and
+        exits with CMD's status (128+N when a signal N ended it, 127 when CMD is not found).
+        Its input is untouched; its output passes through byte for byte and its lines go to the task's
+        log (--no-log leaves the output on the terminal itself and sends no lines).
+        While CMD runs, ringcast holds a publishing WebSocket that keeps the task's lease alive: if
+        ringcast dies, the task turns `stalled` at once. Through it the dashboard's requests arrive:
+        cancel sends SIGTERM to CMD (SIGKILL after --grace seconds), marks the task cancelled and exits
+        130; pause and resume send SIGSTOP and SIGCONT.
+        SIGINT and SIGTERM sent to ringcast alone are passed on to CMD.
+        If the server cannot be reached at the start, CMD is not run (exit status 1).
+        """
     static let ownOptions: [Option] = [
         .value("title", "T", "the task's title (default: the command line)"),
         .value("hide-after", "SECONDS", "hide the task that long after CMD ends"),
         .value("stale-after", "SECONDS", "the lease; it is renewed every third of it", default: "10"),
-        .value("controls", "LIST", "what the dashboard may ask of CMD: cancel, pause, resume (comma-separated), or none",
-               default: "cancel,pause,resume"),
+        .value(
+            "controls", "LIST", "what the dashboard may ask of CMD: cancel, pause, resume (comma-separated), or none",
+            default: "cancel,pause,resume"),
         .value("grace", "SECONDS", "after a cancel request, how long CMD has between SIGTERM and SIGKILL", default: "10"),
         .flag("no-log", "leave CMD's output alone and send no log lines"),
         .value("kind", "K", "the kind whose past runs give the ETA (default: the id without its trailing number, ci.build-42 → ci.build)"),
     ]
     static let epilogue = """
-    exit status:
-      CMD's  the task is done (0), or failed: "exit status N", "killed by SIGNAL" (128+N)
-      1      the server could not be reached at the start (CMD did not run)
-      2      a wrong argument
-      130    cancelled on request: the task is cancelled, "cancelled on request"
-    """
+        exit status:
+          CMD's  the task is done (0), or failed: "exit status N", "killed by SIGNAL" (128+N)
+          1      the server could not be reached at the start (CMD did not run)
+          2      a wrong argument
+          130    cancelled on request: the task is cancelled, "cancelled on request"
+        """
     /// The exit status of a command cancelled on request (as a shell reports Ctrl-C).
     static let cancelledStatus: Int32 = 130
     static let takesPassthrough = true
@@ -82,11 +85,14 @@ struct RunCommand: ProducerCommand {
 
     func run() throws(CommandFailure) -> Int32 {
         // A fresh spinner: clears what an earlier run left (counts, detail, a pending hide).
-        try session.send("POST", ProducerSession.taskPath(id), .object([
-            ("title", .string(title)), ("progress", .null), ("completed", .null), ("total", .null),
-            ("detail", .null), ("state", .string("running")), ("visible", .bool(true)),
-            ("hideAfter", .null), ("staleAfter", .number(lease)), ("controls", .array(controls.map { .string($0.rawValue) })),
-        ] + (kind.map { [("kind", JSONValue.string($0))] } ?? [])))
+        try session.send(
+            "POST", ProducerSession.taskPath(id),
+            .object(
+                [
+                    ("title", .string(title)), ("progress", .null), ("completed", .null), ("total", .null),
+                    ("detail", .null), ("state", .string("running")), ("visible", .bool(true)),
+                    ("hideAfter", .null), ("staleAfter", .number(lease)), ("controls", .array(controls.map { .string($0.rawValue) })),
+                ] + (kind.map { [("kind", JSONValue.string($0))] } ?? [])))
         // The child must not inherit the kept-alive socket; the next request opens a new one.
         session.disconnect()
 
@@ -101,7 +107,10 @@ struct RunCommand: ProducerCommand {
                 output.append((ends[0], ends[1]))
             }
             if output.count < 2 {
-                output.forEach { close($0.read); close($0.write) }
+                output.forEach {
+                    close($0.read)
+                    close($0.write)
+                }
                 output = []
             }
         }
@@ -109,8 +118,12 @@ struct RunCommand: ProducerCommand {
         do {
             child = try ChildProcess.spawn(command, output: output.count == 2 ? (output[0].write, output[1].write) : nil)
         } catch {
-            output.forEach { close($0.read); close($0.write) }
-            _ = try? session.send("POST", ProducerSession.taskPath(id), .object(finalFields(state: "failed", detail: "could not start: \(error.reason)")))
+            output.forEach {
+                close($0.read)
+                close($0.write)
+            }
+            _ = try? session.send(
+                "POST", ProducerSession.taskPath(id), .object(finalFields(state: "failed", detail: "could not start: \(error.reason)")))
             fail("run: cannot run '\(command[0])': \(error.reason)")
             return error.exitCode
         }
@@ -171,8 +184,8 @@ struct ChildProcess {
         /// As a shell reports it: the exit code, or 128 + the signal.
         var exitCode: Int32 {
             switch self {
-            case let .exited(code): return code
-            case let .signalled(signal): return 128 + signal
+            case .exited(let code): return code
+            case .signalled(let signal): return 128 + signal
             }
         }
     }
@@ -222,8 +235,10 @@ struct ChildProcess {
 }
 
 func signalName(_ signal: Int32) -> String {
-    let names: [Int32: String] = [SIGHUP: "SIGHUP", SIGINT: "SIGINT", SIGQUIT: "SIGQUIT", SIGABRT: "SIGABRT", SIGKILL: "SIGKILL",
-                                  SIGSEGV: "SIGSEGV", SIGPIPE: "SIGPIPE", SIGTERM: "SIGTERM", SIGBUS: "SIGBUS", SIGFPE: "SIGFPE"]
+    let names: [Int32: String] = [
+        SIGHUP: "SIGHUP", SIGINT: "SIGINT", SIGQUIT: "SIGQUIT", SIGABRT: "SIGABRT", SIGKILL: "SIGKILL",
+        SIGSEGV: "SIGSEGV", SIGPIPE: "SIGPIPE", SIGTERM: "SIGTERM", SIGBUS: "SIGBUS", SIGFPE: "SIGFPE",
+    ]
     return names[signal] ?? "signal \(signal)"
 }
 

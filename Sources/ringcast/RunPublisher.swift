@@ -91,7 +91,10 @@ final class RunPublisher: @unchecked Sendable {
                 cancelled = true
                 kill(pid, SIGTERM)
                 // A stopped process takes SIGTERM only once it runs again.
-                if paused { kill(pid, SIGCONT); paused = false }
+                if paused {
+                    kill(pid, SIGCONT)
+                    paused = false
+                }
                 let (pid, grace) = (pid, grace)
                 DispatchQueue.global().asyncAfter(deadline: .now() + grace) { [self] in
                     if !condition.withLock({ exited }) { kill(pid, SIGKILL) }

@@ -1,6 +1,6 @@
 import Foundation
-import RingcastServer
 import RingcastCore
+import RingcastServer
 
 /// `ringcast serve`: the server, on the address in the config file, until SIGINT or SIGTERM.
 struct ServeCommand: Subcommand {
@@ -8,12 +8,16 @@ struct ServeCommand: Subcommand {
     static let summary = "run the server (the default)"
     static let usage = ["ringcast serve [--config FILE] [--host HOST] [--port PORT] [--log-format FORMAT]"]
     static let discussion = "Serves the dashboard, the WebSocket at /ws and the HTTP API under /api/ on one port."
-    static let optionGroups = [OptionGroup("options", [
-        .value("config", "FILE", "the configuration, relative to the current directory", default: "config.json"),
-        .value("host", "HOST", "the address to listen on (overrides the config; default 127.0.0.1)"),
-        .value("port", "PORT", "the port (overrides the config); 0 picks a free port"),
-        .value("log-format", "FORMAT", "text, or json: one object per line for log collectors (overrides logFormat in the config)"),
-    ])]
+    static let optionGroups = [
+        OptionGroup(
+            "options",
+            [
+                .value("config", "FILE", "the configuration, relative to the current directory", default: "config.json"),
+                .value("host", "HOST", "the address to listen on (overrides the config; default 127.0.0.1)"),
+                .value("port", "PORT", "the port (overrides the config); 0 picks a free port"),
+                .value("log-format", "FORMAT", "text, or json: one object per line for log collectors (overrides logFormat in the config)"),
+            ])
+    ]
     static let epilogue = """
         RINGCAST_HOST, RINGCAST_PORT, RINGCAST_STORAGE and RINGCAST_LOG_LEVEL override the config file;
         --host and --port override them. The start-up log line says where each setting came from.
@@ -55,9 +59,11 @@ struct ServeCommand: Subcommand {
     }
 
     func run() throws(CommandFailure) -> Int32 {
-        let logger = Logger(level: config.logLevel, destination: .lines(config.logFormat, now: { Date().timeIntervalSince1970 * 1000 }) { line in
-            FileHandle.standardError.write(Data((line + "\n").utf8))
-        })
+        let logger = Logger(
+            level: config.logLevel,
+            destination: .lines(config.logFormat, now: { Date().timeIntervalSince1970 * 1000 }) { line in
+                FileHandle.standardError.write(Data((line + "\n").utf8))
+            })
         let server: Server
         do {
             let persistence = try Server.persistence(for: config, baseDirectory: baseDirectory, logger: logger)
@@ -69,7 +75,8 @@ struct ServeCommand: Subcommand {
         print("listening on \(server.url)")
         logStart(server, to: logger)
         let signal = TerminationSignals.wait()
-        logger.info("stopping (\(signal == SIGTERM ? "SIGTERM" : "SIGINT")): closing connections, flushing storage", fields: [("event", .string("stop"))])
+        logger.info(
+            "stopping (\(signal == SIGTERM ? "SIGTERM" : "SIGINT")): closing connections, flushing storage", fields: [("event", .string("stop"))])
         server.stop()
         logger.info("stopped", fields: [("event", .string("stopped"))])
         return 0

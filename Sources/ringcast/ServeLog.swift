@@ -1,6 +1,6 @@
 import Foundation
-import RingcastServer
 import RingcastCore
+import RingcastServer
 
 /// What `serve` says of itself: the configuration it loads (shared with `config check`, so both say
 /// the same of a bad file) and its start-up line.
@@ -22,11 +22,14 @@ extension ServeCommand {
         let storage = storageDescription
         let threads = server.threads
         let file = URL(fileURLWithPath: loaded.source).standardizedFileURL.path
-        logger.info("ringcast \(RingcastVersion.version) serving \(server.url): storage \(storage), \(threads) service thread\(threads == 1 ? "" : "s"), "
-                    + "config \(file) (\(loaded.summary))",
-                    fields: [("event", .string("start")), ("version", .string(RingcastVersion.version)), ("address", .string(server.url)),
-                             ("storage", .string(storage)), ("threads", .number(Double(threads))), ("config", .string(file)),
-                             ("settings", loaded.originsJSON)])
+        logger.info(
+            "ringcast \(RingcastVersion.version) serving \(server.url): storage \(storage), \(threads) service thread\(threads == 1 ? "" : "s"), "
+                + "config \(file) (\(loaded.summary))",
+            fields: [
+                ("event", .string("start")), ("version", .string(RingcastVersion.version)), ("address", .string(server.url)),
+                ("storage", .string(storage)), ("threads", .number(Double(threads))), ("config", .string(file)),
+                ("settings", loaded.originsJSON),
+            ])
     }
 
     /// `memory`, or `sqlite PATH` with the path resolved as `Server.persistence(for:)` resolves it.

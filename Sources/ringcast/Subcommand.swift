@@ -56,8 +56,9 @@ extension Subcommand {
         }
         let command: Self
         do {
-            let options = try ParsedOptions(arguments, options: allGroups.flatMap(\.options), takesPassthrough: takesPassthrough,
-                                            environment: environment)
+            let options = try ParsedOptions(
+                arguments, options: allGroups.flatMap(\.options), takesPassthrough: takesPassthrough,
+                environment: environment)
             command = try Self(validating: options)
         } catch {
             fail("\(name): \(error)" + (error.pointsAtHelp ? "; see `ringcast \(name) --help`" : ""))
@@ -76,38 +77,52 @@ extension Subcommand {
 enum CommandLineTool {
     /// Every command, in the order the root help lists them.
     static var commands: [any Subcommand.Type] {
-        [ServeCommand.self, PushCommand.self, ShowCommand.self, HideCommand.self, TimerCommand.self, RemoveCommand.self,
-         ListCommand.self, RunCommand.self, PipeCommand.self, LoadCommand.self, ConfigCommand.self, VersionCommand.self]
+        [
+            ServeCommand.self, PushCommand.self, ShowCommand.self, HideCommand.self, TimerCommand.self, RemoveCommand.self,
+            ListCommand.self, RunCommand.self, PipeCommand.self, LoadCommand.self, ConfigCommand.self, VersionCommand.self,
+        ]
     }
 
     static var usage: String {
         let names = commands.map { ($0.name, $0.summary) } + [("help", "show this help; `ringcast COMMAND --help` shows a command's options")]
         let width = names.map(\.0.count).max()! + 4
         return """
-        ringcast: a live-progress server and its tools.
+            ringcast: a live-progress server and its tools.
 
-        usage: ringcast [COMMAND] [OPTIONS]
+            usage: ringcast [COMMAND] [OPTIONS]
 
-        commands:
-        \(names.map { "  " + $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + $0.1 }.joined(separator: "\n"))
+            commands:
+            \(names.map { "  " + $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + $0.1 }.joined(separator: "\n"))
 
-        The producer commands and load talk to --server URL (or $RINGCAST_URL, default
-        \(ConnectionOptions.defaultServer)) with --token TOKEN (or $RINGCAST_TOKEN). Exit status: 0 done,
-        1 failed (the server could not be reached or refused), 2 a wrong argument; `run` exits with its
-        command's status.
-        """
+            The producer commands and load talk to --server URL (or $RINGCAST_URL, default
+            \(ConnectionOptions.defaultServer)) with --token TOKEN (or $RINGCAST_TOKEN). Exit status: 0 done,
+            1 failed (the server could not be reached or refused), 2 a wrong argument; `run` exits with its
+            command's status.
+            """
     }
 
     static func run(_ arguments: [String]) -> Int32 {
         guard let name = arguments.first, !name.hasPrefix("-") else {
-            if arguments.contains("--help") || arguments.contains("-h") { print(usage); return 0 }
-            if arguments.first == "--version" { print(VersionCommand.line); return 0 }
+            if arguments.contains("--help") || arguments.contains("-h") {
+                print(usage)
+                return 0
+            }
+            if arguments.first == "--version" {
+                print(VersionCommand.line)
+                return 0
+            }
             return ServeCommand.main(arguments)
         }
         let rest = Array(arguments.dropFirst())
         if name == "help" {
-            guard let topic = rest.first else { print(usage); return 0 }
-            return command(topic).map { print($0.help); return 0 } ?? unknown(topic)
+            guard let topic = rest.first else {
+                print(usage)
+                return 0
+            }
+            return command(topic).map {
+                print($0.help)
+                return 0
+            } ?? unknown(topic)
         }
         return command(name)?.main(rest) ?? unknown(name)
     }

@@ -5,7 +5,9 @@ import RingcastCore
 struct PushCommand: ProducerCommand {
     static let name = "push"
     static let summary = "create or update a task: ringcast push ci.build --progress 42%"
-    static let usage = ["ringcast push ID [--progress P | --indeterminate] [--title T] [--detail D] [--state S] [--stale-after SECONDS] [--parent ID]"]
+    static let usage = [
+        "ringcast push ID [--progress P | --indeterminate] [--title T] [--detail D] [--state S] [--stale-after SECONDS] [--parent ID]"
+    ]
     static let discussion = "Creates or updates task ID; only the fields given change."
     static let ownOptions: [Option] = [
         .value("progress", "P", "42%, 0.42 or 42/100 (done/total: the server derives the fraction)"),
@@ -59,8 +61,8 @@ struct PushCommand: ProducerCommand {
 /// The fields an update carries for a progress.
 func progressFields(_ progress: ProgressValue) -> [(String, JSONValue)] {
     switch progress {
-    case let .fraction(value): return [("progress", .number(value))]
-    case let .units(completed, total): return [("completed", .number(completed)), ("total", .number(total))]
+    case .fraction(let value): return [("progress", .number(value))]
+    case .units(let completed, let total): return [("completed", .number(completed)), ("total", .number(total))]
     case .indeterminate: return [("progress", .null)]
     }
 }
@@ -143,12 +145,14 @@ struct RemoveCommand: ProducerCommand {
 struct TimerCommand: ProducerCommand {
     static let name = "timer"
     static let summary = "start, pause, resume or cancel a countdown: ringcast timer tea --seconds 180"
-    static let usage = ["ringcast timer ID --seconds N [--interval SECONDS] [--title T] [--hide-after SECONDS]",
-                        "ringcast timer ID --pause | --resume | --cancel"]
+    static let usage = [
+        "ringcast timer ID --seconds N [--interval SECONDS] [--title T] [--hide-after SECONDS]",
+        "ringcast timer ID --pause | --resume | --cancel",
+    ]
     static let discussion = """
-    Starts a countdown the server ticks (drift-free, with its own phase), or pauses, resumes or
-    cancels one. Starting again restarts it.
-    """
+        Starts a countdown the server ticks (drift-free, with its own phase), or pauses, resumes or
+        cancels one. Starting again restarts it.
+        """
     static let startOptions: [Option] = [
         .value("seconds", "N", "the countdown's length in seconds"),
         .value("interval", "SECONDS", "seconds between ticks (default 1, at least 0.01)"),
@@ -162,7 +166,10 @@ struct TimerCommand: ProducerCommand {
     ]
     static let ownOptions = startOptions + controlOptions
 
-    enum Action { case start([(String, JSONValue)]), control(String) }
+    enum Action {
+        case start([(String, JSONValue)])
+        case control(String)
+    }
 
     let session: ProducerSession
     let id: String
@@ -193,8 +200,8 @@ struct TimerCommand: ProducerCommand {
 
     func run() throws(CommandFailure) -> Int32 {
         switch action {
-        case let .start(fields): try session.send("POST", "/api/timers/\(id)", .object(fields))
-        case let .control(verb): try session.send("POST", "/api/timers/\(id)/\(verb)")
+        case .start(let fields): try session.send("POST", "/api/timers/\(id)", .object(fields))
+        case .control(let verb): try session.send("POST", "/api/timers/\(id)/\(verb)")
         }
         return 0
     }

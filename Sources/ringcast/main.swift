@@ -1,3 +1,4 @@
+// swift-format-ignore-file: OrderedImports
 // First, before Foundation: stdout is a C global Swift 6 cannot prove safe, and it is set up
 // here before any other thread runs.
 @preconcurrency import Glibc

@@ -1,5 +1,6 @@
 import RingcastCore
 import XCTest
+
 @testable import ringcast
 
 /// `ringcast config example` is a file to start from; `config check` validates as `serve` does.
@@ -26,7 +27,8 @@ final class ConfigCommandTests: XCTestCase {
         XCTAssertEqual(usage([]), "say what to do: `ringcast config check FILE` or `ringcast config example`")
         XCTAssertEqual(usage(["chek", "a.json"]), "unknown action 'chek': say `ringcast config check FILE` or `ringcast config example`")
         XCTAssertEqual(usage(["example", "x"]), "unexpected argument 'x'")
-        XCTAssertEqual(usage(["check", "/nonexistent/ringcast.json"]), "cannot read the config file '/nonexistent/ringcast.json': give one with --config FILE")
+        XCTAssertEqual(
+            usage(["check", "/nonexistent/ringcast.json"]), "cannot read the config file '/nonexistent/ringcast.json': give one with --config FILE")
         XCTAssertNil(usage(["example"]))
     }
 

@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import ringcast
 
 /// How `run` and `pipe` cut output into log lines: as a terminal would show it.

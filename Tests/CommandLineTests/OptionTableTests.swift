@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import ringcast
 
 /// The option table: one source for what a command accepts and for what its help says.
@@ -10,8 +11,9 @@ final class OptionTableTests: XCTestCase {
     ]
 
     func testValuesFlagsPositionalsAndPassthrough() throws {
-        let parsed = try ParsedOptions(["job", "--title", "Build", "--modal", "--server=http://h:1", "--", "make", "-j"],
-                                       options: table, takesPassthrough: true)
+        let parsed = try ParsedOptions(
+            ["job", "--title", "Build", "--modal", "--server=http://h:1", "--", "make", "-j"],
+            options: table, takesPassthrough: true)
         XCTAssertEqual(parsed.positional, ["job"])
         XCTAssertEqual(parsed.value("title"), "Build")
         XCTAssertTrue(parsed.flag("modal"))
@@ -23,7 +25,10 @@ final class OptionTableTests: XCTestCase {
 
     func testWhatTheTableDoesNotListIsAUsageError() {
         func refusal(_ arguments: [String], passthrough: Bool = false) -> String? {
-            do { _ = try ParsedOptions(arguments, options: table, takesPassthrough: passthrough); return nil } catch { return error.description }
+            do {
+                _ = try ParsedOptions(arguments, options: table, takesPassthrough: passthrough)
+                return nil
+            } catch { return error.description }
         }
         XCTAssertEqual(refusal(["--bogus"]), "unknown option --bogus")
         XCTAssertEqual(refusal(["--title"]), "--title needs a value")

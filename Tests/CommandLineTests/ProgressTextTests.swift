@@ -1,5 +1,6 @@
 import RingcastClient
 import XCTest
+
 @testable import ringcast
 
 /// ProgressText, as `push --progress` and `pipe` read it.

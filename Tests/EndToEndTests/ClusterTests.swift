@@ -1,11 +1,11 @@
 import Foundation
 import RingcastClient
 import RingcastCore
-import RingcastLoad
 import RingcastLWS
+import RingcastLoad
+import RingcastPlatform
 import RingcastTestSupport
 import XCTest
-import RingcastPlatform
 
 /// Three `ringcast serve` processes on one redis-server of the test's own: one cluster.
 final class ClusterTests: XCTestCase {
@@ -31,7 +31,9 @@ final class ClusterTests: XCTestCase {
     }
 
     @discardableResult
-    private func post(_ node: ServeProcess, _ path: String, _ body: String = "{}", file: StaticString = #filePath, line: UInt = #line) throws -> JSONValue {
+    private func post(_ node: ServeProcess, _ path: String, _ body: String = "{}", file: StaticString = #filePath, line: UInt = #line) throws
+        -> JSONValue
+    {
         let answer = try HTTPClient(host: "127.0.0.1", port: node.port).request("POST", path, json: body)
         XCTAssertEqual(answer.status, 200, "\(path): \(answer.text)", file: file, line: line)
         return try JSONParser.parse(answer.body)
@@ -44,7 +46,8 @@ final class ClusterTests: XCTestCase {
     /// `ringcast load --publish-to`: watchers on one node, updates posted to another, nothing lost
     /// on the way through Redis (how Benchmarks/cluster.sh times delivery across nodes).
     func testTheLoadToolMeasuresDeliveryAcrossNodes() throws {
-        let a = try node("a"), b = try node("b")
+        let a = try node("a")
+        let b = try node("b")
         var options = LoadTestOptions(url: ServerURL("http://127.0.0.1:\(b.port)")!)
         options.publishURL = ServerURL("http://127.0.0.1:\(a.port)")
         options.clients = 20
@@ -61,7 +64,9 @@ final class ClusterTests: XCTestCase {
     }
 
     func testThreeNodesActAsOne() throws {
-        let a = try node("a"), b = try node("b"), c = try node("c")
+        let a = try node("a")
+        let b = try node("b")
+        let c = try node("c")
         let onB = TestWatcher("ws://127.0.0.1:\(b.port)/ws?watch=cl.*")
         let onC = TestWatcher("ws://127.0.0.1:\(c.port)/ws?watch=cl.*")
         let epoch = onB.waitForSnapshot().hello.string("epoch")
@@ -77,7 +82,8 @@ final class ClusterTests: XCTestCase {
         try post(b, "/api/tasks/cl.shown/show", #"{"hideAfter":0.4}"#)
         try post(c, "/api/timers/cl.tea", #"{"seconds":1,"interval":0.25}"#)
         onB.wait(timeout: 10) { events in
-            events.contains { $0.id == "cl.shown" && $0.type == "hide" } && events.contains { $0.id == "cl.tea" && $0.type == "state" && $0.string("state") == "done" }
+            events.contains { $0.id == "cl.shown" && $0.type == "hide" }
+                && events.contains { $0.id == "cl.tea" && $0.type == "state" && $0.string("state") == "done" }
         }
         Thread.sleep(forTimeInterval: 0.5)  // room for a second node's duplicate, were there one
         for watcher in [onB, onC] {
@@ -87,8 +93,9 @@ final class ClusterTests: XCTestCase {
             XCTAssertEqual(watcher.events(for: "cl.tea", type: "state").count, 1)
         }
         // The snapshot is the same from every node, byte for byte.
-        XCTAssertTrue(eventually(timeout: 5) { (try? self.tasks(a)) == (try? self.tasks(b)) && (try? self.tasks(b)) == (try? self.tasks(c)) },
-                      "A: \((try? tasks(a)) ?? "")\nB: \((try? tasks(b)) ?? "")\nC: \((try? tasks(c)) ?? "")")
+        XCTAssertTrue(
+            eventually(timeout: 5) { (try? self.tasks(a)) == (try? self.tasks(b)) && (try? self.tasks(b)) == (try? self.tasks(c)) },
+            "A: \((try? tasks(a)) ?? "")\nB: \((try? tasks(b)) ?? "")\nC: \((try? tasks(c)) ?? "")")
 
         // B dies; its watcher resumes on C with `since` and misses nothing published meanwhile.
         let lastSeen = onB.received.compactMap { $0.number("seq") }.max() ?? 0
@@ -99,10 +106,11 @@ final class ClusterTests: XCTestCase {
         // A's answer waits for A alone (PROTOCOL.md, Several nodes): C applies the entries when it
         // reads them from Redis, later under load (a sanitizer's run), and a snapshot taken before
         // then rightly leaves cl.one to the live event after it. The snapshot is checked once C has.
-        XCTAssertTrue(eventually(timeout: 5) {
-            let one = try? HTTPClient(host: "127.0.0.1", port: c.port).request("GET", "/api/tasks/cl.one")
-            return one.flatMap { try? JSONParser.parse($0.body) }?["completed"] == .number(9)
-        }, "C applies what A took")
+        XCTAssertTrue(
+            eventually(timeout: 5) {
+                let one = try? HTTPClient(host: "127.0.0.1", port: c.port).request("GET", "/api/tasks/cl.one")
+                return one.flatMap { try? JSONParser.parse($0.body) }?["completed"] == .number(9)
+            }, "C applies what A took")
         let resumed = TestWatcher("ws://127.0.0.1:\(c.port)/ws?watch=cl.*&since=\(epoch ?? ""):\(Int(lastSeen))")
         let snapshot = resumed.waitForSnapshot().snapshot
         XCTAssertEqual(snapshot.event["full"], .bool(false), "resumed within the epoch, on another node")
@@ -113,14 +121,16 @@ final class ClusterTests: XCTestCase {
         // Redis restarts empty: the nodes put the state back, resync, and carry on as one.
         try redis.restart()
         var afterRestart: JSONValue?
-        XCTAssertTrue(eventually(timeout: 20) {
-            let answer = try? HTTPClient(host: "127.0.0.1", port: a.port).request("POST", "/api/tasks/cl.three", json: #"{"progress":0.7}"#)
-            if answer?.status == 200 { afterRestart = try? JSONParser.parse(answer!.body) }
-            return answer?.status == 200
-        }, "node A publishes again once Redis is back")
+        XCTAssertTrue(
+            eventually(timeout: 20) {
+                let answer = try? HTTPClient(host: "127.0.0.1", port: a.port).request("POST", "/api/tasks/cl.three", json: #"{"progress":0.7}"#)
+                if answer?.status == 200 { afterRestart = try? JSONParser.parse(answer!.body) }
+                return answer?.status == 200
+            }, "node A publishes again once Redis is back")
         XCTAssertNotNil(afterRestart)
         onC.wait(timeout: 10) { $0.contains { $0.id == "cl.three" && $0.number("progress") == 0.7 } }
-        XCTAssertTrue(eventually(timeout: 10) { (try? self.tasks(a)) == (try? self.tasks(c)) }, "A: \((try? tasks(a)) ?? "")\nC: \((try? tasks(c)) ?? "")")
+        XCTAssertTrue(
+            eventually(timeout: 10) { (try? self.tasks(a)) == (try? self.tasks(c)) }, "A: \((try? tasks(a)) ?? "")\nC: \((try? tasks(c)) ?? "")")
         let states = try JSONParser.parse(Array(try tasks(c).utf8))["tasks"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
         XCTAssertTrue(Set(states).isSuperset(of: ["cl.one", "cl.two", "cl.three", "cl.tea", "cl.shown"]), "nothing lost with Redis: \(states)")
     }
@@ -133,10 +143,11 @@ final class ClusterTests: XCTestCase {
         redis.stop()
         let http = HTTPClient(host: "127.0.0.1", port: a.port)
         var refused: HTTPResponse?
-        XCTAssertTrue(eventually(timeout: 10) {
-            refused = try? http.request("POST", "/api/tasks/cl.kept", json: #"{"progress":0.5}"#)
-            return refused?.status == 503
-        }, "publishing without Redis: \(refused?.status ?? 0) \(refused?.text ?? "")")
+        XCTAssertTrue(
+            eventually(timeout: 10) {
+                refused = try? http.request("POST", "/api/tasks/cl.kept", json: #"{"progress":0.5}"#)
+                return refused?.status == 503
+            }, "publishing without Redis: \(refused?.status ?? 0) \(refused?.text ?? "")")
         XCTAssertTrue(refused?.text.contains("Redis") ?? false, refused?.text ?? "")
         let health = try JSONParser.parse(try http.request("GET", "/healthz").body)
         XCTAssertTrue(health["redis"]?.stringValue?.hasPrefix("unavailable") ?? false, "\(health)")
@@ -158,7 +169,8 @@ extension ClusterTests {
     }
 
     func testEveryNodeKeepsTheSameRunsAndANodeStartedFromTheCheckpointHasThem() throws {
-        let a = try node("a"), b = try node("b")
+        let a = try node("a")
+        let b = try node("b")
         let onA = HTTPClient(host: "127.0.0.1", port: a.port)
         for (run, seconds) in [0.1, 0.3, 0.2].enumerated() {
             XCTAssertEqual(try onA.request("POST", "/api/tasks/cl.build-\(run)", json: #"{"progress":null}"#).status, 200)
@@ -172,12 +184,15 @@ extension ClusterTests {
         // Redis loses everything; A puts its state back as the cluster's checkpoint, and a node
         // that starts now has nothing but that checkpoint to start from.
         try redis.restart()
-        XCTAssertTrue(eventually(timeout: 20) { (try? onA.request("POST", "/api/tasks/cl.after", json: "{}"))?.status == 200 },
-                      "A never got back to Redis")
+        XCTAssertTrue(
+            eventually(timeout: 20) { (try? onA.request("POST", "/api/tasks/cl.after", json: "{}"))?.status == 200 },
+            "A never got back to Redis")
         let c = try node("c")
         XCTAssertEqual(kinds(c), history, "the checkpoint carries the history")
         let fresh = try JSONParser.parse(try HTTPClient(host: "127.0.0.1", port: c.port).request("POST", "/api/tasks/cl.build-9", json: "{}").body)
-        guard case let .array(list)? = try JSONParser.parse(Array(history.utf8))["kinds"], let median = list.first?["median"] else { return XCTFail(history) }
+        guard case .array(let list)? = try JSONParser.parse(Array(history.utf8))["kinds"], let median = list.first?["median"] else {
+            return XCTFail(history)
+        }
         XCTAssertEqual(fresh["task"]?["expectedSeconds"], median)
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
-import RingcastServer
 import RingcastClient
 import RingcastCore
+import RingcastServer
 import RingcastTestSupport
 import XCTest
 
@@ -100,7 +100,8 @@ final class FollowUpCommandTests: XCTestCase {
         // Foundation's Process hears of an exit only once the child's children have let go too.
         for child in children { kill(child, SIGKILL) }
         _ = run.wait()
-        let stalled = try XCTUnwrap(watcher.wait(timeout: 10) { $0.contains { $0.string("state") == "stalled" } }.first { $0.string("state") == "stalled" })
+        let stalled = try XCTUnwrap(
+            watcher.wait(timeout: 10) { $0.contains { $0.string("state") == "stalled" } }.first { $0.string("state") == "stalled" })
         XCTAssertLessThan(stalled.at - killedAt, 60_000, "at once, not after the ten-minute lease")
     }
 
@@ -115,8 +116,11 @@ final class FollowUpCommandTests: XCTestCase {
         XCTAssertEqual(task["logCount"], .number(4))
         XCTAssertEqual(task["state"], .string("done"))
         let tail = try JSONParser.parse(try server.http().request("GET", "/api/tasks/build/log").body)
-        guard case let .array(items)? = tail["lines"] else { return XCTFail("no lines: \(tail)") }
-        let lines = items.compactMap { item -> String? in if case let .string(line) = item { return line }; return nil }
+        guard case .array(let items)? = tail["lines"] else { return XCTFail("no lines: \(tail)") }
+        let lines = items.compactMap { item -> String? in
+            if case .string(let line) = item { return line }
+            return nil
+        }
         // Two pipes, read by two threads: stdout's lines keep their order, stderr's line falls somewhere.
         XCTAssertEqual(lines.sorted(), ["line 1", "line 2", "line 3", "oops"], "stderr too, without its colour codes")
         XCTAssertEqual(lines.filter { $0 != "oops" }, ["line 1", "line 2", "line 3"])
@@ -137,7 +141,7 @@ final class FollowUpCommandTests: XCTestCase {
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(result.stdout.split(separator: "\n").count, 3000)
         let tail = try JSONParser.parse(try server.http().request("GET", "/api/tasks/flood/log").body)
-        guard case let .array(lines)? = tail["lines"] else { return XCTFail("no lines: \(tail)") }
+        guard case .array(let lines)? = tail["lines"] else { return XCTFail("no lines: \(tail)") }
         XCTAssertEqual(lines.count, 100, "the server keeps the last logLines")
         XCTAssertEqual(lines.first, .string("step 2901"))
         XCTAssertEqual(lines.last, .string("step 3000"))
@@ -150,7 +154,8 @@ final class FollowUpCommandTests: XCTestCase {
 
     func testPipeSendsItsLinesToTheLog() throws {
         let server = try producerServer()
-        let result = try RingcastProcess.run(["pipe", "train", "--done-at-eof"], server: server, stdin: "epoch 1 42%\nloss 0.3\r\nepoch 2  \r 90%\nlast")
+        let result = try RingcastProcess.run(
+            ["pipe", "train", "--done-at-eof"], server: server, stdin: "epoch 1 42%\nloss 0.3\r\nepoch 2  \r 90%\nlast")
         XCTAssertEqual(result.status, 0, result.stderr)
         let tail = try JSONParser.parse(try server.http().request("GET", "/api/tasks/train/log").body)
         XCTAssertEqual(tail["lines"], .array(["epoch 1 42%", "loss 0.3", " 90%", "last"].map(JSONValue.string)))

@@ -1,9 +1,9 @@
 import Foundation
 import RingcastClient
 import RingcastCore
+import RingcastPlatform
 import RingcastTestSupport
 import XCTest
-import RingcastPlatform
 
 /// The built executable as an operator meets it: its version, checking a config without starting,
 /// the environment over the file, and the start-up and stop lines in text and JSON.
@@ -39,8 +39,9 @@ final class OperatorCommandTests: XCTestCase {
         XCTAssertEqual(refused.status, 2)
         XCTAssertEqual(served.status, 2)
         XCTAssertEqual(refused.stderrLines.count, 1)
-        XCTAssertEqual(refused.stderr.replacingOccurrences(of: "ringcast: config: ", with: ""),
-                       served.stderr.replacingOccurrences(of: "ringcast: serve: ", with: ""), "the same one line")
+        XCTAssertEqual(
+            refused.stderr.replacingOccurrences(of: "ringcast: config: ", with: ""),
+            served.stderr.replacingOccurrences(of: "ringcast: serve: ", with: ""), "the same one line")
         XCTAssertTrue(refused.stderr.contains(#""heartbeatSeconds""#), refused.stderr)
 
         let environment = try RingcastProcess.run(["config", "check", good.path], environment: ["RINGCAST_PORT": "eighty"])
@@ -56,12 +57,16 @@ final class OperatorCommandTests: XCTestCase {
 
     func testTheEnvironmentOverridesTheFileAndTheStartLineSaysWhereEachValueCameFrom() throws {
         let config = folder.file("config.json")
-        try Data(#"{"host": "127.0.0.2", "port": 8080, "publicDir": "\#(repositoryRoot)/Public", "logLevel": "error", "threads": 2}"#.utf8).write(to: config)
+        try Data(#"{"host": "127.0.0.2", "port": 8080, "publicDir": "\#(repositoryRoot)/Public", "logLevel": "error", "threads": 2}"#.utf8).write(
+            to: config)
         let log = folder.file("stderr.log")
-        let served = try ServeProcess(["--config", config.path, "--log-format", "json"], environment: [
-            "RINGCAST_HOST": "127.0.0.1", "RINGCAST_PORT": "0", "RINGCAST_STORAGE": "state/ringcast.db", "RINGCAST_LOG_LEVEL": "info",
-        ], errorLog: log)
-        XCTAssertTrue(served.firstLine.hasPrefix("listening on http://127.0.0.1:"), "RINGCAST_HOST and RINGCAST_PORT win over the file: \(served.firstLine)")
+        let served = try ServeProcess(
+            ["--config", config.path, "--log-format", "json"],
+            environment: [
+                "RINGCAST_HOST": "127.0.0.1", "RINGCAST_PORT": "0", "RINGCAST_STORAGE": "state/ringcast.db", "RINGCAST_LOG_LEVEL": "info",
+            ], errorLog: log)
+        XCTAssertTrue(
+            served.firstLine.hasPrefix("listening on http://127.0.0.1:"), "RINGCAST_HOST and RINGCAST_PORT win over the file: \(served.firstLine)")
         let client = HTTPClient(host: "127.0.0.1", port: served.port)
         XCTAssertEqual(try client.request("POST", "/api/tasks/env.kept", json: #"{"state":"done"}"#).status, 200)
         XCTAssertTrue(FileManager.default.fileExists(atPath: folder.file("state/ringcast.db").path), "RINGCAST_STORAGE, from the config's folder")
@@ -79,17 +84,19 @@ final class OperatorCommandTests: XCTestCase {
         XCTAssertEqual(start["settings"]?["publicDir"], .string("file"))
         XCTAssertEqual(start["settings"]?["logFormat"], .string("--log-format"))
         XCTAssertEqual(start["settings"]?["maxTasks"], .string("default"))
-        if case let .string(time)? = start["time"] { XCTAssertTrue(time.hasSuffix("Z") && time.count == 24, time) } else { XCTFail("no time") }
-        XCTAssertTrue(lines.contains { line in
-            guard line["event"] == .string("stop"), case let .string(message)? = line["message"] else { return false }
-            return message.contains("SIGTERM")
-        }, "the stop line names the signal")
+        if case .string(let time)? = start["time"] { XCTAssertTrue(time.hasSuffix("Z") && time.count == 24, time) } else { XCTFail("no time") }
+        XCTAssertTrue(
+            lines.contains { line in
+                guard line["event"] == .string("stop"), case .string(let message)? = line["message"] else { return false }
+                return message.contains("SIGTERM")
+            }, "the stop line names the signal")
         XCTAssertEqual(lines.last?["event"], .string("stopped"))
 
         // --port wins over RINGCAST_PORT; text lines say the same in words.
         let textLog = folder.file("text.log")
-        let again = try ServeProcess(["--config", config.path, "--port", "0"], environment: ["RINGCAST_PORT": "1", "RINGCAST_LOG_LEVEL": "info"],
-                                     errorLog: textLog)
+        let again = try ServeProcess(
+            ["--config", config.path, "--port", "0"], environment: ["RINGCAST_PORT": "1", "RINGCAST_LOG_LEVEL": "info"],
+            errorLog: textLog)
         XCTAssertNotEqual(again.port, 1)
         XCTAssertEqual(again.stop(), 0)
         let text = try String(contentsOf: textLog, encoding: .utf8)

@@ -16,7 +16,9 @@ final class PackagingTests: XCTestCase {
 
     /// Where `name` is installed, or a failure saying which package installs it.
     private func tool(_ name: String, from package: String) throws -> String {
-        for folder in ["/usr/bin", "/bin", "/usr/sbin"] where FileManager.default.isExecutableFile(atPath: "\(folder)/\(name)") { return "\(folder)/\(name)" }
+        for folder in ["/usr/bin", "/bin", "/usr/sbin"] where FileManager.default.isExecutableFile(atPath: "\(folder)/\(name)") {
+            return "\(folder)/\(name)"
+        }
         throw MissingTool(description: "\(name) is not installed: apt-get install \(package) (scripts/deps.sh test does)")
     }
 
@@ -24,7 +26,8 @@ final class PackagingTests: XCTestCase {
 
     private func install(prefix: String) throws {
         try MissingBinary.check()
-        let result = try runToEnd(repositoryRoot + "/packaging/install.sh", [], environment: ["DESTDIR": root, "PREFIX": prefix, "BIN": ringcastBinary])
+        let result = try runToEnd(
+            repositoryRoot + "/packaging/install.sh", [], environment: ["DESTDIR": root, "PREFIX": prefix, "BIN": ringcastBinary])
         XCTAssertEqual(result.status, 0, result.output)
     }
 
@@ -32,7 +35,9 @@ final class PackagingTests: XCTestCase {
         try install(prefix: "/usr/local")
         let files = FileManager.default
         func exists(_ path: String, executable: Bool = false, file: StaticString = #filePath, line: UInt = #line) {
-            XCTAssertTrue(executable ? files.isExecutableFile(atPath: root + path) : files.fileExists(atPath: root + path), "\(path) is missing", file: file, line: line)
+            XCTAssertTrue(
+                executable ? files.isExecutableFile(atPath: root + path) : files.fileExists(atPath: root + path), "\(path) is missing", file: file,
+                line: line)
         }
         exists("/usr/local/bin/ringcast", executable: true)
         exists("/usr/local/share/ringcast/Public/index.html")
@@ -49,14 +54,17 @@ final class PackagingTests: XCTestCase {
         XCTAssertEqual(config.publicDir, "/usr/local/share/ringcast/Public")
         XCTAssertTrue(files.fileExists(atPath: root + config.publicDir + "/index.html"))
         let unit = try String(contentsOfFile: root + "/usr/local/lib/systemd/system/ringcast.service", encoding: .utf8)
-        let settings = Dictionary(unit.split(separator: "\n").filter { !$0.hasPrefix("#") && $0.contains("=") }.map { line -> (String, String) in
-            let parts = line.split(separator: "=", maxSplits: 1)
-            return (String(parts[0]), parts.count > 1 ? String(parts[1]) : "")
-        }, uniquingKeysWith: { first, _ in first })
+        let settings = Dictionary(
+            unit.split(separator: "\n").filter { !$0.hasPrefix("#") && $0.contains("=") }.map { line -> (String, String) in
+                let parts = line.split(separator: "=", maxSplits: 1)
+                return (String(parts[0]), parts.count > 1 ? String(parts[1]) : "")
+            }, uniquingKeysWith: { first, _ in first })
         XCTAssertEqual(settings["ExecStart"], "/usr/local/bin/ringcast serve --config /etc/ringcast/config.json")
         XCTAssertEqual(config.storage, "/var/lib/\(settings["StateDirectory"] ?? "?")/ringcast.db", "storage lives in the StateDirectory")
-        for (key, value) in [("NoNewPrivileges", "yes"), ("ProtectSystem", "strict"), ("Restart", "on-failure"), ("KillSignal", "SIGTERM"),
-                             ("DynamicUser", "yes"), ("User", "ringcast")] {
+        for (key, value) in [
+            ("NoNewPrivileges", "yes"), ("ProtectSystem", "strict"), ("Restart", "on-failure"), ("KillSignal", "SIGTERM"),
+            ("DynamicUser", "yes"), ("User", "ringcast"),
+        ] {
             XCTAssertEqual(settings[key], value, key)
         }
         let check = try runToEnd(root + "/usr/local/bin/ringcast", ["config", "check", configPath])

@@ -1,13 +1,15 @@
 import Foundation
-import RingcastServer
 import RingcastClient
 import RingcastCore
+import RingcastServer
 import RingcastTestSupport
 import XCTest
 
 final class ProducerCommandTests: XCTestCase {
-    private func assertOneLineError(_ result: RingcastProcess.Result, status: Int32, containing text: String? = nil,
-                                    file: StaticString = #filePath, line: UInt = #line) {
+    private func assertOneLineError(
+        _ result: RingcastProcess.Result, status: Int32, containing text: String? = nil,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         XCTAssertEqual(result.status, status, "stderr: \(result.stderr)", file: file, line: line)
         XCTAssertEqual(result.stderrLines.count, 1, "want one line, got: \(result.stderr)", file: file, line: line)
         XCTAssertTrue(result.stderr.hasPrefix("ringcast: "), result.stderr, file: file, line: line)
@@ -25,8 +27,13 @@ final class ProducerCommandTests: XCTestCase {
             XCTAssertEqual(result.stdout, "")
             XCTAssertEqual(try server.task("ci.build")?["progress"], .number(expected), argument)
         }
-        XCTAssertEqual(try RingcastProcess.run(["push", "ci.build", "--progress", "42/100", "--title", "Build 42", "--detail", "compiling",
-                                                "--state", "paused", "--stale-after", "30", "--parent", "ci"], server: server).status, 0)
+        XCTAssertEqual(
+            try RingcastProcess.run(
+                [
+                    "push", "ci.build", "--progress", "42/100", "--title", "Build 42", "--detail", "compiling",
+                    "--state", "paused", "--stale-after", "30", "--parent", "ci",
+                ], server: server
+            ).status, 0)
         let task = try XCTUnwrap(try server.task("ci.build"))
         XCTAssertEqual(task["progress"], .number(0.42))
         XCTAssertEqual(task["completed"], .number(42))
@@ -69,7 +76,9 @@ final class ProducerCommandTests: XCTestCase {
         let server = try producerServer()
         let watcher = TestWatcher(server.wsURL + "?watch=tea")
         watcher.waitForSnapshot()
-        XCTAssertEqual(try RingcastProcess.run(["timer", "tea", "--seconds", "60", "--interval", "0.2", "--title", "Tea", "--hide-after", "5"], server: server).status, 0)
+        XCTAssertEqual(
+            try RingcastProcess.run(["timer", "tea", "--seconds", "60", "--interval", "0.2", "--title", "Tea", "--hide-after", "5"], server: server)
+                .status, 0)
         var task = try XCTUnwrap(try server.task("tea"))
         XCTAssertEqual(task["title"], .string("Tea"))
         XCTAssertEqual(task["timer"]?["seconds"], .number(60))
@@ -118,10 +127,10 @@ final class ProducerCommandTests: XCTestCase {
 
         let filtered = try RingcastProcess.run(["ls", "ci.*", "--json"], server: server)
         XCTAssertEqual(filtered.status, 0, filtered.stderr)
-        guard case let .array(tasks)? = try JSONParser.parse(filtered.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["tasks"] else {
+        guard case .array(let tasks)? = try JSONParser.parse(filtered.stdout.trimmingCharacters(in: .whitespacesAndNewlines))["tasks"] else {
             return XCTFail("ls --json printed no tasks: \(filtered.stdout)")
         }
-        XCTAssertEqual(Set(tasks.compactMap { if case let .string(id)? = $0["id"] { return id } else { return nil } }), ["ci.build", "ci.lint"])
+        XCTAssertEqual(Set(tasks.compactMap { if case .string(let id)? = $0["id"] { return id } else { return nil } }), ["ci.build", "ci.lint"])
     }
 
     func testEveryCommandHasHelp() throws {
@@ -190,21 +199,27 @@ final class ProducerCommandTests: XCTestCase {
     func testTokensFromTheFlagAndTheEnvironment() throws {
         let token = "ci-token-0123456789abcdef"
         let server = try producerServer {
-            $0.publishing = PublishPolicy(publishers: [Publisher(name: "ci", token: token, patterns: WatchSet([Glob("ci.*")]))],
-                                          anonymousLocalPublish: false)
+            $0.publishing = PublishPolicy(
+                publishers: [Publisher(name: "ci", token: token, patterns: WatchSet([Glob("ci.*")]))],
+                anonymousLocalPublish: false)
         }
         assertOneLineError(try RingcastProcess.run(["push", "ci.build", "--progress", "1%"], server: server), status: 1, containing: "unauthorized")
         XCTAssertEqual(try RingcastProcess.run(["push", "ci.build", "--progress", "2%", "--token", token], server: server).status, 0)
         XCTAssertEqual(try server.task("ci.build")?["progress"], .number(0.02))
-        XCTAssertEqual(try RingcastProcess.run(["push", "ci.build", "--progress", "3%"], server: server, environment: ["RINGCAST_TOKEN": token]).status, 0)
+        XCTAssertEqual(
+            try RingcastProcess.run(["push", "ci.build", "--progress", "3%"], server: server, environment: ["RINGCAST_TOKEN": token]).status, 0)
         XCTAssertEqual(try server.task("ci.build")?["progress"], .number(0.03))
         // The flag wins over the environment.
-        assertOneLineError(try RingcastProcess.run(["push", "ci.build", "--token", "wrong-token-00000000000"], server: server,
-                                                   environment: ["RINGCAST_TOKEN": token]), status: 1, containing: "unauthorized")
+        assertOneLineError(
+            try RingcastProcess.run(
+                ["push", "ci.build", "--token", "wrong-token-00000000000"], server: server,
+                environment: ["RINGCAST_TOKEN": token]), status: 1, containing: "unauthorized")
         assertOneLineError(try RingcastProcess.run(["push", "deploy.web", "--token", token], server: server), status: 1, containing: "forbidden")
         XCTAssertEqual(try RingcastProcess.run(["run", "ci.job", "--token", token, "--", "true"], server: server).status, 0)
         XCTAssertEqual(try server.task("ci.job")?["state"], .string("done"))
-        XCTAssertEqual(try RingcastProcess.run(["pipe", "ci.pipe", "--done-at-eof"], server: server, stdin: "50%\n", environment: ["RINGCAST_TOKEN": token]).status, 0)
+        XCTAssertEqual(
+            try RingcastProcess.run(["pipe", "ci.pipe", "--done-at-eof"], server: server, stdin: "50%\n", environment: ["RINGCAST_TOKEN": token])
+                .status, 0)
         XCTAssertEqual(try server.task("ci.pipe")?["state"], .string("done"))
     }
 
@@ -216,16 +231,18 @@ final class ProducerCommandTests: XCTestCase {
         watcher.waitForSnapshot()
         XCTAssertEqual(try RingcastProcess.run(["push", "lease", "--progress", "10%", "--stale-after", "1"], server: server).status, 0)
         let first = try XCTUnwrap(watcher.wait { $0.contains { $0.id == "lease" } }.first { $0.id == "lease" })
-        let stalled = try XCTUnwrap(watcher.wait(timeout: 3) { $0.contains { $0.id == "lease" && $0.string("state") == "stalled" } }
-            .first { $0.id == "lease" && $0.string("state") == "stalled" })
+        let stalled = try XCTUnwrap(
+            watcher.wait(timeout: 3) { $0.contains { $0.id == "lease" && $0.string("state") == "stalled" } }
+                .first { $0.id == "lease" && $0.string("state") == "stalled" })
         XCTAssertEqual(stalled.type, "state")
         let published = try XCTUnwrap(first.number("updatedAt"))
         XCTAssertOnTime(stalled.at, due: published + 1000, early: 5, "stalled \(stalled.at - published) ms after the update")
         XCTAssertEqual(try server.task("lease")?["state"], .string("stalled"))
 
         XCTAssertEqual(try RingcastProcess.run(["push", "lease", "--progress", "20%"], server: server).status, 0)
-        let back = try XCTUnwrap(watcher.wait { $0.contains { $0.id == "lease" && $0.at > stalled.at && $0.string("state") == "running" } }
-            .last { $0.id == "lease" })
+        let back = try XCTUnwrap(
+            watcher.wait { $0.contains { $0.id == "lease" && $0.at > stalled.at && $0.string("state") == "running" } }
+                .last { $0.id == "lease" })
         XCTAssertEqual(back.type, "state")
         XCTAssertEqual(back.number("progress"), 0.2)
     }
@@ -268,8 +285,9 @@ final class ProducerCommandTests: XCTestCase {
     func testRunPassesInputAndOutputThroughAndReturnsTheCommandsStatus() throws {
         let server = try producerServer()
         let script = #"printf 'out 50%%\n'; printf 'err\n' >&2; cat; exit 7"#
-        let result = try RingcastProcess.run(["run", "job", "--title", "Job", "--hide-after", "60", "--", "sh", "-c", script],
-                                             server: server, stdin: "from stdin\n")
+        let result = try RingcastProcess.run(
+            ["run", "job", "--title", "Job", "--hide-after", "60", "--", "sh", "-c", script],
+            server: server, stdin: "from stdin\n")
         XCTAssertEqual(result.status, 7)
         XCTAssertEqual(result.stdout, "out 50%\nfrom stdin\n")
         XCTAssertEqual(result.stderr, "err\n")
@@ -362,7 +380,7 @@ final class ProducerCommandTests: XCTestCase {
         let started = nowMs()
         for percent in 1...99 {
             pipe.write("step \(percent)%\n")
-            Thread.sleep(forTimeInterval: 0.005) // a spacing, not a wait: input at 200 lines a second
+            Thread.sleep(forTimeInterval: 0.005)  // a spacing, not a wait: input at 200 lines a second
         }
         let fed = nowMs() - started
         // The input stays open: the last value must come anyway, within the throttle's 50 ms.

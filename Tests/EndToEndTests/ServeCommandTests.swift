@@ -1,10 +1,10 @@
 import Foundation
-import RingcastServer
 import RingcastClient
 import RingcastCore
+import RingcastPlatform
+import RingcastServer
 import RingcastTestSupport
 import XCTest
-import RingcastPlatform
 
 /// `ringcast serve` as a process: what it prints first, how it stops, what survives kill -9.
 final class ServeCommandTests: XCTestCase {
@@ -41,8 +41,9 @@ final class ServeCommandTests: XCTestCase {
         // Plain progress is written behind (within SQLitePersistence.writeBehindSeconds): wait until
         // the file holds it, allowing a loaded machine more than the quarter second it promises.
         let database = folder.file("data/ringcast.db").path
-        XCTAssertTrue(eventually(timeout: 3) { storedProgress(of: "job.slow", in: database) == 0.7 },
-                      "the progress written behind never reached the file")
+        XCTAssertTrue(
+            eventually(timeout: 3) { storedProgress(of: "job.slow", in: database) == 0.7 },
+            "the progress written behind never reached the file")
         XCTAssertEqual(try client.request("POST", "/api/tasks/job.hidden/show", json: "{}").status, 200)
         XCTAssertEqual(try client.request("POST", "/api/tasks/job.hidden/hide", json: "{}").status, 200)
         _ = served.stop(SIGKILL)
@@ -68,7 +69,11 @@ extension ServeCommandTests {
         var expected: [String: String] = [:]
         // A batch that ends a task, removes one and shows one: each kept before its answer.
         for index in [3, 30] { XCTAssertEqual(try client.request("POST", "/api/tasks/mixed.\(index)", json: "{}").status, 200) }
-        let batch = try client.request("POST", "/api/events", json: #"[{"type":"update","id":"mixed.30","state":"cancelled"},{"type":"remove","id":"mixed.3"},{"type":"show","id":"mixed.shown","hideAfter":600}]"#)
+        let batch = try client.request(
+            "POST", "/api/events",
+            json:
+                #"[{"type":"update","id":"mixed.30","state":"cancelled"},{"type":"remove","id":"mixed.3"},{"type":"show","id":"mixed.shown","hideAfter":600}]"#
+        )
         XCTAssertEqual(batch.status, 200, batch.text)
         // Then 1 000 tasks; the last answer is for a task created done, and nothing comes after it.
         for index in 4...1003 where index != 30 {
@@ -76,8 +81,12 @@ extension ServeCommandTests {
             let body: String
             switch index % 3 {
             case 0: body = #"{"progress":0.5}"#
-            case 1: body = #"{"state":"done","title":"Done \#(index)"}"#; expected[id] = "done"
-            default: body = #"{"state":"failed","detail":"exit \#(index)"}"#; expected[id] = "failed"
+            case 1:
+                body = #"{"state":"done","title":"Done \#(index)"}"#
+                expected[id] = "done"
+            default:
+                body = #"{"state":"failed","detail":"exit \#(index)"}"#
+                expected[id] = "failed"
             }
             let answer = try client.request("POST", "/api/tasks/\(id)", json: body)
             XCTAssertEqual(answer.status, 200, answer.text)
@@ -88,9 +97,9 @@ extension ServeCommandTests {
         served = try ServeProcess(["--config", config.path])
         client = HTTPClient(host: "127.0.0.1", port: served.port)
         let list = try JSONParser.parse(try client.request("GET", "/api/tasks?watch=mixed.*").body)
-        guard case let .array(tasks)? = list["tasks"] else { return XCTFail("no task list") }
+        guard case .array(let tasks)? = list["tasks"] else { return XCTFail("no task list") }
         var states: [String: String] = [:]
-        for task in tasks { if case let .string(id)? = task["id"], case let .string(state)? = task["state"] { states[id] = state } }
+        for task in tasks { if case .string(let id)? = task["id"], case .string(let state)? = task["state"] { states[id] = state } }
         var wrong: [String] = []
         for (id, state) in expected where states[id] != state { wrong.append("\(id): \(states[id] ?? "missing") instead of \(state)") }
         XCTAssertTrue(wrong.isEmpty, "\(wrong.count) of \(expected.count) terminal states came back wrong: \(wrong.prefix(5))")
@@ -110,8 +119,9 @@ extension ServeCommandTests {
         XCTAssertEqual(try client.request("POST", "/api/tasks/behind", json: #"{"progress":0.3}"#).status, 200)
         let answeredAt = nowMs()
         XCTAssertTrue(eventually(timeout: 3) { storedProgress(of: "behind", in: database) == 0.3 })
-        XCTAssertOnTime(nowMs(), due: answeredAt + SQLitePersistence.writeBehindSeconds * 1000, early: SQLitePersistence.writeBehindSeconds * 1000,
-                        "written behind within \(SQLitePersistence.writeBehindSeconds) s (a loaded machine is allowed its usual lateness)")
+        XCTAssertOnTime(
+            nowMs(), due: answeredAt + SQLitePersistence.writeBehindSeconds * 1000, early: SQLitePersistence.writeBehindSeconds * 1000,
+            "written behind within \(SQLitePersistence.writeBehindSeconds) s (a loaded machine is allowed its usual lateness)")
         _ = served.stop(SIGKILL)
     }
 }
@@ -120,8 +130,9 @@ extension ServeCommandTests {
 /// not there yet), read through the storage engine itself, which a running server leaves readable.
 private func storedProgress(of id: String, in path: String) -> Double? {
     guard FileManager.default.fileExists(atPath: path),
-          let persistence = try? SQLitePersistence(path: path, logger: .silent),
-          let state = persistence.load(),
-          let task = state.tasks.first(where: { $0.id == id }) else { return nil }
+        let persistence = try? SQLitePersistence(path: path, logger: .silent),
+        let state = persistence.load(),
+        let task = state.tasks.first(where: { $0.id == id })
+    else { return nil }
     return task.progress
 }

@@ -2,9 +2,9 @@ import Foundation
 import RingcastClient
 import RingcastCore
 import RingcastLoad
+import RingcastPlatform
 import RingcastTestSupport
 import XCTest
-import RingcastPlatform
 
 /// A watcher whose socket stops reading costs the server nothing that grows, and when it reads
 /// again it has the latest state of every task, every terminal state and every hide.
@@ -33,7 +33,8 @@ final class StalledWatcherTests: XCTestCase {
         // 100 000 updates to 1 000 tasks, 500 to a request. Along the way every tenth task ends
         // (done or failed) and every seventh is hidden; the last word on each is known here.
         var expected: [String: (completed: Double, state: String, visible: Bool)] = [:]
-        let tasks = 1000, rounds = 100
+        let tasks = 1000
+        let rounds = 100
         for round in 0..<rounds {
             for first in stride(from: 0, to: tasks, by: 500) {
                 var events: [String] = []
@@ -42,8 +43,14 @@ final class StalledWatcherTests: XCTestCase {
                     var fields = #""completed":\#(round + 1),"total":\#(rounds)"#
                     var state = expected[id]?.state ?? "running"
                     var visible = expected[id]?.visible ?? true
-                    if round == 50, index % 10 == 0 { state = index % 20 == 0 ? "done" : "failed"; fields += #","state":"\#(state)""# }
-                    if round == 70, index % 7 == 0 { visible = false; fields += #","visible":false"# }
+                    if round == 50, index % 10 == 0 {
+                        state = index % 20 == 0 ? "done" : "failed"
+                        fields += #","state":"\#(state)""#
+                    }
+                    if round == 70, index % 7 == 0 {
+                        visible = false
+                        fields += #","visible":false"#
+                    }
                     if state == "done" { expected[id] = (Double(rounds), state, visible) } else { expected[id] = (Double(round + 1), state, visible) }
                     events.append(#"{"type":"update","id":"\#(id)",\#(fields)}"#)
                 }
@@ -62,18 +69,30 @@ final class StalledWatcherTests: XCTestCase {
         XCTAssertEqual(try http.request("POST", "/api/tasks/slow.zz-end", json: "{}").status, 200)
         var stream: [UInt8] = []
         var state = WatcherState()
-        var received = 0, textFrames = 0, ending = "the marker came"
+        var received = 0
+        var textFrames = 0
+        var ending = "the marker came"
         while state.tasks["slow.zz-end"] == nil {
             let (bytes, closed) = stalled.receiveSome()
             stream += bytes
             received += bytes.count
             let (frames, consumed) = RawSocket.completeFrames(in: stream)
             stream.removeFirst(consumed)
-            for frame in frames where frame.opcode == 1 { try state.apply(frame.payload); textFrames += 1 }
-            if closed { ending = "the server closed the connection"; break }
-            if bytes.isEmpty { ending = "nothing came for 10 s"; break }
+            for frame in frames where frame.opcode == 1 {
+                try state.apply(frame.payload)
+                textFrames += 1
+            }
+            if closed {
+                ending = "the server closed the connection"
+                break
+            }
+            if bytes.isEmpty {
+                ending = "nothing came for 10 s"
+                break
+            }
         }
-        XCTAssertNotNil(state.tasks["slow.zz-end"], "the watcher caught up with the marker: \(ending) after \(received) bytes, \(textFrames) text frames")
+        XCTAssertNotNil(
+            state.tasks["slow.zz-end"], "the watcher caught up with the marker: \(ending) after \(received) bytes, \(textFrames) text frames")
         XCTAssertGreaterThan(state.resyncs, 0, "it fell out of the log and was resynced by state")
         var wrong: [String] = []
         for (id, want) in expected {
@@ -102,7 +121,7 @@ final class StalledWatcherTests: XCTestCase {
             let events = (0..<500).map { #"{"type":"update","id":"held.\#($0)","completed":\#(round + 1),"total":20}"# }
             XCTAssertEqual(try http.request("POST", "/api/events", json: "[" + events.joined(separator: ",") + "]").status, 200)
         }
-        usleep(500_000) // for the server to write what the socket takes, and hold the rest
+        usleep(500_000)  // for the server to write what the socket takes, and hold the rest
         XCTAssertEqual(shutdown(watcher.descriptor, Int32(SHUT_WR)), 0)
 
         let pid = served.process.processIdentifier
@@ -116,7 +135,8 @@ final class StalledWatcherTests: XCTestCase {
 
         var wide: Int32 = 4 << 20
         setsockopt(watcher.descriptor, SOL_SOCKET, SO_RCVBUF, &wide, socklen_t(MemoryLayout<Int32>.size))
-        var received = 0, closed = false
+        var received = 0
+        var closed = false
         while !closed {
             let (bytes, ended) = watcher.receiveSome()
             received += bytes.count
@@ -135,7 +155,7 @@ private struct WatcherState {
 
     mutating func apply(_ payload: [UInt8]) throws {
         let message = try JSONParser.parse(payload)
-        if case let .array(events) = message {
+        if case .array(let events) = message {
             for event in events { apply(event) }
         } else {
             apply(message)
@@ -143,18 +163,18 @@ private struct WatcherState {
     }
 
     private mutating func apply(_ event: JSONValue) {
-        guard case let .string(type)? = event["type"] else { return }
+        guard case .string(let type)? = event["type"] else { return }
         switch type {
         case "snapshot":
             if event["full"] == .bool(true) { tasks = [:] } else { resyncs += 1 }
-            if case let .array(list)? = event["tasks"] { for task in list { if case let .string(id)? = task["id"] { tasks[id] = task } } }
-            if case let .array(removed)? = event["removed"] { for id in removed { if case let .string(id) = id { tasks[id] = nil } } }
+            if case .array(let list)? = event["tasks"] { for task in list { if case .string(let id)? = task["id"] { tasks[id] = task } } }
+            if case .array(let removed)? = event["removed"] { for id in removed { if case .string(let id) = id { tasks[id] = nil } } }
         case "remove":
-            if case let .string(id)? = event["id"] { tasks[id] = nil }
+            if case .string(let id)? = event["id"] { tasks[id] = nil }
         case "heartbeat", "hello", "error":
             break
         default:
-            if case let .string(id)? = event["id"] { tasks[id] = event }
+            if case .string(let id)? = event["id"] { tasks[id] = event }
         }
     }
 }

@@ -19,7 +19,8 @@ final class SurfaceCommandTests: XCTestCase {
         environment["RINGCAST_URL"] = server.httpURL
         environment["RINGCAST_TOKEN"] = nil
         process.environment = environment
-        let output = Pipe(), errors = Pipe()
+        let output = Pipe()
+        let errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
         process.standardInput = FileHandle.nullDevice
@@ -35,12 +36,14 @@ final class SurfaceCommandTests: XCTestCase {
     func testAProgramThatCrashesAt21Of50LeavesItsPipeFailedWhereItStopped() throws {
         let server = try producerServer()
         // The issue's `python train.py 2>&1 | ringcast pipe ml.train`, train.py crashing at 21/50.
-        let train = #"i=1; while [ $i -le 21 ]; do echo "epoch [$i/50] loss 0.$i"; i=$((i+1)); done; echo 'Traceback: CUDA out of memory' >&2; exit 1"#
+        let train =
+            #"i=1; while [ $i -le 21 ]; do echo "epoch [$i/50] loss 0.$i"; i=$((i+1)); done; echo 'Traceback: CUDA out of memory' >&2; exit 1"#
         let result = try shell("(\(train)) 2>&1 | \"$RINGCAST\" pipe ml.train --title Training", server: server)
         XCTAssertEqual(result.status, 3, "the pipeline's status says the input ended early: \(result.stderr)")
         XCTAssertEqual(result.stderr, "ringcast: pipe: ml.train failed: input ended at 21/50 (--done-at-eof takes any end for done)\n")
         XCTAssertTrue(result.stdout.hasPrefix("epoch [1/50] loss 0.1\n"), result.stdout)
-        XCTAssertTrue(result.stdout.hasSuffix("epoch [21/50] loss 0.21\nTraceback: CUDA out of memory\n"), "the input passes through, the crash included")
+        XCTAssertTrue(
+            result.stdout.hasSuffix("epoch [21/50] loss 0.21\nTraceback: CUDA out of memory\n"), "the input passes through, the crash included")
         let task = try XCTUnwrap(try server.task("ml.train"))
         XCTAssertEqual(task["state"], .string("failed"))
         XCTAssertEqual(task["detail"], .string("input ended at 21/50"))
@@ -140,8 +143,9 @@ final class SurfaceCommandTests: XCTestCase {
         let twice = try RingcastProcess.run(["ls", "ci.*", "deploy.*"], server: server)
         XCTAssertEqual(twice.status, 2)
         XCTAssertTrue(twice.stderr.contains("comma-separated"), twice.stderr)
-        XCTAssertEqual(try RingcastProcess.run(["ls", "--watch", "--server", "http://127.0.0.1:\(closedLoopbackPort())"]).status, 1,
-                       "a server not there at the start ends it")
+        XCTAssertEqual(
+            try RingcastProcess.run(["ls", "--watch", "--server", "http://127.0.0.1:\(closedLoopbackPort())"]).status, 1,
+            "a server not there at the start ends it")
     }
 
     // MARK: ETA from history
@@ -152,7 +156,7 @@ final class SurfaceCommandTests: XCTestCase {
             XCTAssertEqual(try RingcastProcess.run(["run", "nightly-\(run)", "--", "sleep", seconds], server: server).status, 0)
         }
         let kinds = try JSONParser.parse(try server.http().request("GET", "/api/kinds").body)
-        guard case let .array(list)? = kinds["kinds"], list.count == 1, case let .number(median)? = list[0]["median"] else {
+        guard case .array(let list)? = kinds["kinds"], list.count == 1, case .number(let median)? = list[0]["median"] else {
             return XCTFail("\(kinds)")
         }
         XCTAssertEqual(list[0]["kind"], .string("nightly"))
@@ -162,7 +166,7 @@ final class SurfaceCommandTests: XCTestCase {
         // A run with --kind counts where it says.
         XCTAssertEqual(try RingcastProcess.run(["run", "adhoc", "--kind", "nightly", "--", "true"], server: server).status, 0)
         XCTAssertEqual(try server.task("adhoc")?["kind"], .string("nightly"))
-        guard case let .array(after)? = try JSONParser.parse(try server.http().request("GET", "/api/kinds").body)["kinds"] else { return XCTFail() }
+        guard case .array(let after)? = try JSONParser.parse(try server.http().request("GET", "/api/kinds").body)["kinds"] else { return XCTFail() }
         XCTAssertEqual(after.first?["runs"], .number(4))
     }
 }

@@ -1,10 +1,10 @@
 import Foundation
-import RingcastServer
 import RingcastClient
 import RingcastCore
+import RingcastPlatform
+import RingcastServer
 import RingcastTestSupport
 import XCTest
-import RingcastPlatform
 
 /// The webhook outbox survives kill -9: a delivery owed when the server dies is sent after the
 /// restart, with the same delivery id, and verifies with Python's hmac.
@@ -15,10 +15,12 @@ final class WebhookRestartTests: XCTestCase {
         let secret = "restart-secret-0123456789"
         let receiver = try WebhookReceiver(secret: secret, refuseAll: true)
         let config = folder.file("config.json")
-        try Data(#"""
-        {"port": 0, "publicDir": "\#(repositoryRoot)/Public", "storage": "data/ringcast.db",
-         "webhooks": [{"url": "\#(receiver.url)", "patterns": ["deploy.*"], "states": ["done", "failed"], "secret": "\#(secret)"}]}
-        """#.utf8).write(to: config)
+        try Data(
+            #"""
+            {"port": 0, "publicDir": "\#(repositoryRoot)/Public", "storage": "data/ringcast.db",
+             "webhooks": [{"url": "\#(receiver.url)", "patterns": ["deploy.*"], "states": ["done", "failed"], "secret": "\#(secret)"}]}
+            """#.utf8
+        ).write(to: config)
 
         var served = try ServeProcess(["--config", config.path])
         var client = HTTPClient(host: "127.0.0.1", port: served.port)

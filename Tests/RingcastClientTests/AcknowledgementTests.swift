@@ -1,7 +1,7 @@
 import Foundation
-import RingcastServer
 import RingcastClient
 import RingcastCore
+import RingcastServer
 import RingcastTestSupport
 import XCTest
 
@@ -37,7 +37,10 @@ final class AcknowledgementTests: XCTestCase {
         let ended = Inbox<Bool>()
         let waiting = Task { () -> RingcastClientError? in
             defer { ended.append(contentsOf: [true]) }
-            do { try await rc.flush(timeout: 10); return nil } catch { return error as? RingcastClientError }
+            do {
+                try await rc.flush(timeout: 10)
+                return nil
+            } catch { return error as? RingcastClientError }
         }
         fake.wait { $0.filter { $0["type"] == .string("flush") }.count == 2 }
         try await Task.sleep(nanoseconds: 200_000_000)

@@ -1,7 +1,7 @@
 import Foundation
-import RingcastServer
 import RingcastClient
 import RingcastCore
+import RingcastServer
 import RingcastTestSupport
 import XCTest
 
@@ -27,11 +27,13 @@ final class ClientLibraryTests: XCTestCase {
         let events = watcher.wait { $0.contains { $0.type == "remove" } }.filter { $0.id?.hasPrefix("svc.") == true && $0.type != "tick" }
         let summary = events.map { "\($0.type!) \($0.id!)" + ($0.type == "state" ? " \($0.string("state")!)" : "") }
         guard summary.count == 11 else { return XCTFail("events: \(summary)") }
-        XCTAssertEqual(summary, [
-            "progress svc.import", "show svc.import", "hide svc.import", "progress svc.units", "progress svc.spin",
-            "show svc.tea", "state svc.tea paused", "state svc.tea running", "state svc.tea cancelled",
-            "state svc.import done", "remove svc.units",
-        ])
+        XCTAssertEqual(
+            summary,
+            [
+                "progress svc.import", "show svc.import", "hide svc.import", "progress svc.units", "progress svc.spin",
+                "show svc.tea", "state svc.tea paused", "state svc.tea running", "state svc.tea cancelled",
+                "state svc.import done", "remove svc.units",
+            ])
         XCTAssertEqual(events[0].number("progress"), 0.25)
         XCTAssertEqual(events[0].string("title"), "Import")
         XCTAssertEqual(events[0].number("staleAfter"), 30)
@@ -78,7 +80,9 @@ final class ClientLibraryTests: XCTestCase {
         XCTAssertLessThan(seen.count, 10_000)
         XCTAssertEqual(seen, seen.sorted(), "coalescing never reorders one task's values")
         XCTAssertEqual(seen.last, 1)
-        print("burst of 10000 updates: \(statistics.sent) sent in \(statistics.frames) frames, \(statistics.coalesced) coalesced, \(seen.count) events seen")
+        print(
+            "burst of 10000 updates: \(statistics.sent) sent in \(statistics.frames) frames, \(statistics.coalesced) coalesced, \(seen.count) events seen"
+        )
         await rc.close()
     }
 
@@ -127,11 +131,18 @@ final class ClientLibraryTests: XCTestCase {
         let rc = try RingcastClient(url: server.httpURL)
         let errors = Collector(rc.errors)
         func refusal(_ call: () async throws -> Void) async -> RingcastClientError? {
-            do { try await call(); return nil } catch { return error as? RingcastClientError }
+            do {
+                try await call()
+                return nil
+            } catch { return error as? RingcastClientError }
         }
-        guard case let .invalid(code, _, _)? = await refusal({ try await rc.update("bad id", progress: 0.1) }) else { return XCTFail("no invalid_id") }
+        guard case .invalid(let code, _, _)? = await refusal({ try await rc.update("bad id", progress: 0.1) }) else {
+            return XCTFail("no invalid_id")
+        }
         XCTAssertEqual(code, "invalid_id")
-        guard case let .invalid(rangeCode, message, field)? = await refusal({ try await rc.update("x", progress: 1.5) }) else { return XCTFail() }
+        guard case .invalid(let rangeCode, let message, let field)? = await refusal({ try await rc.update("x", progress: 1.5) }) else {
+            return XCTFail()
+        }
         XCTAssertEqual(rangeCode, "invalid_field")
         XCTAssertEqual(field, "progress")
         XCTAssertTrue(message.contains("0.42"), message)
@@ -150,10 +161,11 @@ final class ClientLibraryTests: XCTestCase {
         try await rc.pauseTimer("plain")
         try await rc.update("fine", progress: 0.3)
         let got = errors.wait { $0.count >= 2 }
-        XCTAssertEqual(got.prefix(2).map { error -> String in
-            if case let .server(code, _, _) = error { return code }
-            return "\(error)"
-        }, ["not_found", "not_a_timer"])
+        XCTAssertEqual(
+            got.prefix(2).map { error -> String in
+                if case .server(let code, _, _) = error { return code }
+                return "\(error)"
+            }, ["not_found", "not_a_timer"])
         // A refused event does not cost the connection: later ones still apply.
         XCTAssertTrue(try eventually { try server.task("fine")?["progress"] == .number(0.3) })
         XCTAssertEqual(rc.statistics.connections, 1)
@@ -164,8 +176,9 @@ final class ClientLibraryTests: XCTestCase {
     func testTheTokenIsSentOnTheUpgrade() async throws {
         let token = "svc-token-0123456789abcdef"
         let server = try producerServer {
-            $0.publishing = PublishPolicy(publishers: [Publisher(name: "svc", token: token, patterns: WatchSet([Glob("svc.*")]))],
-                                          anonymousLocalPublish: false)
+            $0.publishing = PublishPolicy(
+                publishers: [Publisher(name: "svc", token: token, patterns: WatchSet([Glob("svc.*")]))],
+                anonymousLocalPublish: false)
         }
         let anonymous = try RingcastClient(url: server.httpURL)
         let anonymousErrors = Collector(anonymous.errors)
@@ -192,10 +205,13 @@ final class ClientLibraryTests: XCTestCase {
         try await rc.flush(timeout: 5)
         XCTAssertTrue(try eventually { try first!.task("svc.job")?["progress"] == .number(0.1) })
 
-        first = nil // stops the server: every connection closes
+        first = nil  // stops the server: every connection closes
         XCTAssertTrue(eventually { !rc.isConnected }, "the client noticed the server went away")
         func connectionErrors(_ errors: [RingcastClientError]) -> Int {
-            errors.filter { if case .connection = $0 { return true }; return false }.count
+            errors.filter {
+                if case .connection = $0 { return true }
+                return false
+            }.count
         }
         errors.wait { connectionErrors($0) >= 1 }
         // Queued while the server is down: they wait, and the updates to one task merge.
@@ -225,9 +241,12 @@ final class ClientLibraryTests: XCTestCase {
         try await rc.show("a")
         try await rc.show("b")
         try await rc.update("c", progress: 0.1)
-        try await rc.update("c", progress: 0.2) // merges: no new slot
+        try await rc.update("c", progress: 0.2)  // merges: no new slot
         let blocked = Task { () -> RingcastClientError? in
-            do { try await rc.show("d"); return nil } catch { return error as? RingcastClientError }
+            do {
+                try await rc.show("d")
+                return nil
+            } catch { return error as? RingcastClientError }
         }
         XCTAssertTrue(eventually { rc.callsWaitingForSpace == 1 }, "show(\"d\") never waited for space")
         XCTAssertEqual(rc.statistics.accepted, 4, "the fourth distinct event waits for space")

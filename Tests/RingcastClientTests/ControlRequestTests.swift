@@ -27,11 +27,13 @@ final class ControlRequestTests: XCTestCase {
         fake.send(#"{"type":"control","id":"ctl.job","action":"cancel","seq":812}"#)
         fake.send(#"[{"type":"control","id":"ctl.job","action":"pause","seq":813},{"type":"control","id":"ctl.job","action":"resume"}]"#)
         let got = requests.wait { $0.count >= 3 }
-        XCTAssertEqual(got, [
-            .init(id: "ctl.job", action: .cancel, seq: 812),
-            .init(id: "ctl.job", action: .pause, seq: 813),
-            .init(id: "ctl.job", action: .resume, seq: nil),
-        ], "an action the client does not know is left out")
+        XCTAssertEqual(
+            got,
+            [
+                .init(id: "ctl.job", action: .cancel, seq: 812),
+                .init(id: "ctl.job", action: .pause, seq: 813),
+                .init(id: "ctl.job", action: .resume, seq: nil),
+            ], "an action the client does not know is left out")
         await rc.close()
         XCTAssertTrue(requests.waitForFinish(), "close() finishes the stream")
     }
@@ -44,7 +46,7 @@ final class ControlRequestTests: XCTestCase {
         try await rc.update("old.a", progress: 0.2, controls: [.cancel])
         try await rc.flush(timeout: 5)
         let refusals = errors.wait { !$0.isEmpty }
-        guard case let .server(code, _, field)? = refusals.first else { return XCTFail("\(refusals)") }
+        guard case .server(let code, _, let field)? = refusals.first else { return XCTFail("\(refusals)") }
         XCTAssertEqual(code, "unknown_field")
         XCTAssertEqual(field?.hasSuffix("controls"), true, "\(String(describing: field))")
         try await rc.update("old.b", progress: 0.3, controls: [.cancel])
@@ -72,7 +74,7 @@ final class ControlRequestTests: XCTestCase {
         let seen = errors.items
         XCTAssertLessThanOrEqual(seen.count, 1, "\(seen)")
         for error in seen {
-            guard case let .server(code, _, field) = error else { return XCTFail("\(error)") }
+            guard case .server(let code, _, let field) = error else { return XCTFail("\(error)") }
             XCTAssertEqual(code, "unknown_field")
             XCTAssertEqual(field?.hasSuffix("controls"), true, "\(String(describing: field))")
         }

@@ -14,7 +14,9 @@ final class ExampleTests: XCTestCase {
     }()
 
     /// Runs one of the example's executables with RINGCAST_URL set; fails, never skips, when it was not built.
-    private func run(_ name: String, against server: TestServer, file: StaticString = #filePath, line: UInt = #line) throws -> (status: Int32, output: String) {
+    private func run(_ name: String, against server: TestServer, file: StaticString = #filePath, line: UInt = #line) throws -> (
+        status: Int32, output: String
+    ) {
         let path = ExampleTests.binaries + "/" + name
         guard FileManager.default.isExecutableFile(atPath: path) else {
             XCTFail("no executable at \(path): build the example first (make example, or make test)", file: file, line: line)
@@ -46,7 +48,7 @@ final class ExampleTests: XCTestCase {
         XCTAssertEqual(try field(server, "ex.scoped", "state"), .string("done"))
         XCTAssertEqual(try field(server, "ex.scoped", "title"), .string("Scoped"))
         XCTAssertEqual(try field(server, "ex.throws", "state"), .string("failed"))
-        guard case let .string(detail)? = try field(server, "ex.throws", "detail") else { return XCTFail("ex.throws has no detail") }
+        guard case .string(let detail)? = try field(server, "ex.throws", "detail") else { return XCTFail("ex.throws has no detail") }
         XCTAssertTrue(detail.contains("boom"), detail)
         XCTAssertEqual(try field(server, "ex.copy", "state"), .string("done"))
         XCTAssertEqual(try field(server, "ex.copy", "completed"), .number(10))

@@ -57,8 +57,9 @@ final class FakeServer: @unchecked Sendable {
 
     @discardableResult
     func wait(timeout: Double = 5, file: StaticString = #filePath, line: UInt = #line, until predicate: ([JSONValue]) -> Bool) -> [JSONValue] {
-        inbox.wait(timeout: timeout, describe: { $0.map { String(decoding: JSONWriter.encode($0), as: UTF8.self) }.description },
-                   file: file, line: line, until: predicate)
+        inbox.wait(
+            timeout: timeout, describe: { $0.map { String(decoding: JSONWriter.encode($0), as: UTF8.self) }.description },
+            file: file, line: line, until: predicate)
     }
 
     var connections: Int { lock.withLock { links.count } }
@@ -97,13 +98,13 @@ final class FakeServer: @unchecked Sendable {
                 outbox[link.identifier] = greetsAtOnce ? [Array(helloFrame.utf8)] : []
             }
             link.requestWrite()
-        case let .received(piece, isLast, _):
+        case .received(let piece, let isLast, _):
             // The client's frames are small: each arrives in one piece.
             guard isLast, let json = try? JSONParser.parse(Array(piece)) else { return true }
             let messages: [JSONValue]
-            if case let .array(items) = json { messages = items } else { messages = [json] }
+            if case .array(let items) = json { messages = items } else { messages = [json] }
             var answers: [[UInt8]] = []
-            if json["type"] == .string("flush"), lock.withLock({ answering }), case let .string(ref)? = json["ref"] {
+            if json["type"] == .string("flush"), lock.withLock({ answering }), case .string(let ref)? = json["ref"] {
                 answers.append(Array(#"{"type":"flushed","ref":"\#(ref)","seq":1}"#.utf8))
             }
             if lock.withLock({ refusing }) {

@@ -24,7 +24,7 @@ final class NumbersTests: XCTestCase {
         try await rc.flush(timeout: 5)
 
         func number(_ id: String, _ key: String) throws -> Double? {
-            if case let .number(value)? = try server.task(id)?[key] { return value }
+            if case .number(let value)? = try server.task(id)?[key] { return value }
             return nil
         }
         XCTAssertEqual(try number("n.double", "progress"), 1)
@@ -44,7 +44,10 @@ final class NumbersTests: XCTestCase {
     func testValuesOutOfRangeThrowTheServersErrorBeforeAnythingIsSent() async throws {
         let rc = try RingcastClient(url: "http://127.0.0.1:\(closedLoopbackPort())")
         func refusal(_ call: () async throws -> Void) async -> (code: String, field: String?, message: String)? {
-            do { try await call(); return nil } catch let RingcastClientError.invalid(code, message, field) {
+            do {
+                try await call()
+                return nil
+            } catch let RingcastClientError.invalid(code, message, field) {
                 return (code, field, message)
             } catch { return ("\(error)", nil, "") }
         }

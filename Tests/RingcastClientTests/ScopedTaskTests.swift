@@ -71,7 +71,7 @@ final class ScopedTaskTests: XCTestCase {
         XCTAssertTrue(try eventually { try field(server, "scope.cancel", "state") == .string("running") })
         work.cancel()
         let outcome = await work.result
-        guard case let .failure(error) = outcome else { return XCTFail("the body was not cancelled") }
+        guard case .failure(let error) = outcome else { return XCTFail("the body was not cancelled") }
         XCTAssertTrue(error is CancellationError, "\(error)")
         XCTAssertEqual(try field(server, "scope.cancel", "state"), .string("cancelled"))
         await rc.close()
@@ -164,7 +164,7 @@ final class ScopedTaskTests: XCTestCase {
         fake.send(#"{"type":"control","id":"scope.other","action":"cancel","seq":1}"#)
         fake.send(#"{"type":"control","id":"scope.remote","action":"cancel","seq":2}"#)
         let outcome = await work.result
-        guard case let .failure(error) = outcome else { return XCTFail("the body was not cancelled") }
+        guard case .failure(let error) = outcome else { return XCTFail("the body was not cancelled") }
         XCTAssertTrue(error is CancellationError, "\(error)")
         XCTAssertEqual(handle.all.first?.isCancelRequested, true)
         let end = fake.wait { $0.contains { $0["id"] == .string("scope.remote") && $0["state"] == .string("cancelled") } }

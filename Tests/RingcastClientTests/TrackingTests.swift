@@ -91,7 +91,10 @@ final class TrackingTests: XCTestCase {
         XCTAssertFalse(tracking.isTracking)
         // No server listens there: connection errors come too.
         func invalid(_ errors: [RingcastClientError]) -> [String] {
-            errors.compactMap { if case let .invalid(code, _, _) = $0 { return code }; return nil }
+            errors.compactMap {
+                if case .invalid(let code, _, _) = $0 { return code }
+                return nil
+            }
         }
         XCTAssertEqual(invalid(errors.wait { !invalid($0).isEmpty }), ["invalid_id"])
         await rc.close(timeout: 0.1)

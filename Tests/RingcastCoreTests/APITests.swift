@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RingcastCore
 
 final class APITests: XCTestCase {
@@ -14,8 +15,10 @@ final class APITests: XCTestCase {
     }
 
     /// Asserts an error answer: its status, and a body of exactly `{"error", "message", "field"}`.
-    private func assertError(_ response: APIResponse, _ status: Int, _ code: String, field: String?,
-                             file: StaticString = #filePath, line: UInt = #line) {
+    private func assertError(
+        _ response: APIResponse, _ status: Int, _ code: String, field: String?,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         XCTAssertEqual(response.status, status, text(response.body), file: file, line: line)
         let body = json(response.body, file: file, line: line)
         XCTAssertEqual(body.keys, ["error", "message", "field"], file: file, line: line)
@@ -150,7 +153,8 @@ final class APITests: XCTestCase {
         let error = APIError(.invalidField, "progress \"2\" is out of range", field: "progress")
         XCTAssertEqual(text(error.encodedBody), #"{"error":"invalid_field","message":"progress \"2\" is out of range","field":"progress"}"#)
         XCTAssertEqual(text(APIError(.notFound, "gone").encodedBody), #"{"error":"not_found","message":"gone","field":null}"#)
-        XCTAssertEqual(text(error.encodedEvent()), #"{"type":"error","error":"invalid_field","message":"progress \"2\" is out of range","field":"progress"}"#)
+        XCTAssertEqual(
+            text(error.encodedEvent()), #"{"type":"error","error":"invalid_field","message":"progress \"2\" is out of range","field":"progress"}"#)
         let nested = error.within("events[2]")
         XCTAssertEqual(nested.field, "events[2].progress")
         XCTAssertEqual(nested.message, "events[2]: progress \"2\" is out of range")
@@ -176,13 +180,16 @@ final class APITests: XCTestCase {
 
     func testEventTypesMapToCommands() throws {
         for type in ["update", "progress", "state"] {
-            XCTAssertEqual(try Command.parse(event: json(#"{"type": "\#(type)", "id": "a", "progress": 0.5}"#)),
-                           .update(id: "a", patch: try TaskPatch.parse(json(#"{"progress": 0.5}"#))), type)
+            XCTAssertEqual(
+                try Command.parse(event: json(#"{"type": "\#(type)", "id": "a", "progress": 0.5}"#)),
+                .update(id: "a", patch: try TaskPatch.parse(json(#"{"progress": 0.5}"#))), type)
         }
-        XCTAssertEqual(try Command.parse(event: json(#"{"type": "timer", "id": "t", "seconds": 3, "startAt": 1700000000000}"#)),
-                       .startTimer(id: "t", spec: TimerStart(seconds: 3, interval: 1, startAt: 1_700_000_000_000)))
-        XCTAssertEqual(try Command.parse(event: json(#"{"type": "show", "id": "s", "modal": true}"#)),
-                       .show(id: "s", options: ShowOptions(modal: true)))
+        XCTAssertEqual(
+            try Command.parse(event: json(#"{"type": "timer", "id": "t", "seconds": 3, "startAt": 1700000000000}"#)),
+            .startTimer(id: "t", spec: TimerStart(seconds: 3, interval: 1, startAt: 1_700_000_000_000)))
+        XCTAssertEqual(
+            try Command.parse(event: json(#"{"type": "show", "id": "s", "modal": true}"#)),
+            .show(id: "s", options: ShowOptions(modal: true)))
         XCTAssertEqual(try Command.parse(event: json(#"{"id": "x", "type": "remove"}"#)).id, "x")
     }
 
@@ -200,18 +207,20 @@ final class APITests: XCTestCase {
     // MARK: Batches
 
     func testBatchAppliesInOrder() {
-        let response = call("POST", "/api/events", #"""
-        [{"type": "update", "id": "a", "progress": 0.1},
-         {"type": "progress", "id": "a", "progress": 0.2},
-         {"type": "state", "id": "a", "state": "done"},
-         {"type": "show", "id": "b", "hideAfter": 5},
-         {"type": "hide", "id": "b"},
-         {"type": "timer", "id": "t", "seconds": 10},
-         {"type": "pause", "id": "t"},
-         {"type": "resume", "id": "t"},
-         {"type": "cancel", "id": "t"},
-         {"type": "remove", "id": "a"}]
-        """#)
+        let response = call(
+            "POST", "/api/events",
+            #"""
+            [{"type": "update", "id": "a", "progress": 0.1},
+             {"type": "progress", "id": "a", "progress": 0.2},
+             {"type": "state", "id": "a", "state": "done"},
+             {"type": "show", "id": "b", "hideAfter": 5},
+             {"type": "hide", "id": "b"},
+             {"type": "timer", "id": "t", "seconds": 10},
+             {"type": "pause", "id": "t"},
+             {"type": "resume", "id": "t"},
+             {"type": "cancel", "id": "t"},
+             {"type": "remove", "id": "a"}]
+            """#)
         XCTAssertEqual(response.status, 200)
         XCTAssertEqual(text(response.body), #"{"seq":10,"applied":10,"errors":[]}"#)
         XCTAssertEqual(response.events.map(\.type), [.progress, .progress, .state, .show, .hide, .show, .state, .state, .state, .remove])
@@ -221,7 +230,8 @@ final class APITests: XCTestCase {
     }
 
     func testABatchItemThatFailsDoesNotStopTheRest() {
-        let response = call("POST", "/api/events", #"[{"type":"update","id":"a"},{"type":"hide","id":"ghost"},{"type":"pause","id":"a"},{"type":"update","id":"b"}]"#)
+        let response = call(
+            "POST", "/api/events", #"[{"type":"update","id":"a"},{"type":"hide","id":"ghost"},{"type":"pause","id":"a"},{"type":"update","id":"b"}]"#)
         XCTAssertEqual(response.status, 200)
         let body = json(response.body)
         XCTAssertEqual(body["applied"], .number(2))
@@ -234,8 +244,9 @@ final class APITests: XCTestCase {
     }
 
     func testAMalformedBatchChangesNothing() {
-        assertError(call("POST", "/api/events", #"[{"type":"update","id":"a"},{"type":"update","id":"b","progress":7}]"#),
-                    422, "invalid_field", field: "events[1].progress")
+        assertError(
+            call("POST", "/api/events", #"[{"type":"update","id":"a"},{"type":"update","id":"b","progress":7}]"#),
+            422, "invalid_field", field: "events[1].progress")
         assertError(call("POST", "/api/events", #"[{"type":"explode","id":"a"}]"#), 400, "invalid_event", field: "events[0].type")
         assertError(call("POST", "/api/events", #"[{"id":"a"}]"#), 422, "missing_field", field: "events[0].type")
         assertError(call("POST", "/api/events", #"[{"type":"update"}]"#), 422, "missing_field", field: "events[0].id")
@@ -259,6 +270,8 @@ final class APITests: XCTestCase {
 
     func testHealthBody() {
         call("POST", "/api/tasks/a")
-        XCTAssertEqual(text(api.healthBody(watchers: 3)), #"{"ok":true,"protocol":2,"server":"\#(RingcastVersion.version)","epoch":"apiepoch","seq":1,"tasks":1,"watchers":3}"#)
+        XCTAssertEqual(
+            text(api.healthBody(watchers: 3)),
+            #"{"ok":true,"protocol":2,"server":"\#(RingcastVersion.version)","epoch":"apiepoch","seq":1,"tasks":1,"watchers":3}"#)
     }
 }

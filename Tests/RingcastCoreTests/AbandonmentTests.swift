@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RingcastCore
 
 /// Stalled work that nobody comes back to ends failed, "abandoned", after `abandonAfter`.

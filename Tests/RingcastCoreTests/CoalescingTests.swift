@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RingcastCore
 
 private final class CountingWriter: FanOutWriter {
@@ -19,16 +20,20 @@ final class CoalescingTests: XCTestCase {
     private func frames(_ fanOut: FanOut, _ subscription: Subscription) -> [[String]] {
         var frames: [[String]] = []
         while let plan = fanOut.nextFrame(for: subscription) {
-            guard case let .frame(bytes, count) = plan else { XCTFail("unexpected resync"); break }
+            guard case .frame(let bytes, let count) = plan else {
+                XCTFail("unexpected resync")
+                break
+            }
             let value = json(bytes)
             let events = value.arrayValue ?? [value]
             XCTAssertEqual(events.count, count)
-            frames.append(events.map { item in
-                if case let .string(type)? = item["type"], case let .string(id)? = item["id"], case let .number(seq)? = item["seq"] {
-                    return "\(type) \(id)@\(Int(seq))"
-                }
-                return text(JSONWriter.encode(item))
-            })
+            frames.append(
+                events.map { item in
+                    if case .string(let type)? = item["type"], case .string(let id)? = item["id"], case .number(let seq)? = item["seq"] {
+                        return "\(type) \(id)@\(Int(seq))"
+                    }
+                    return text(JSONWriter.encode(item))
+                })
         }
         return frames
     }
@@ -50,10 +55,10 @@ final class CoalescingTests: XCTestCase {
     func testStickyEventsAreNeverReplacedButReplaceTheProgressBeforeThem() {
         var window = CoalescingWindow()
         let held = [
-            event("a", 1), event("a", 2, .state),      // progress, then done: the progress goes
-            event("a", 3), event("a", 4),              // progress after done (a task may run again)
+            event("a", 1), event("a", 2, .state),  // progress, then done: the progress goes
+            event("a", 3), event("a", 4),  // progress after done (a task may run again)
             event("b", 5, .show), event("b", 6, .hide), event("b", 7), event("b", 8, .show),
-            event("a", 9, .remove),                    // replaces a@4, itself stays
+            event("a", 9, .remove),  // replaces a@4, itself stays
             event("c", 10, .state), event("c", 11, .state),
         ]
         for e in held { window.add(e) }
@@ -96,7 +101,7 @@ final class CoalescingTests: XCTestCase {
         fanOut.releaseWindow()
         var buffers: [UnsafeRawPointer?] = []
         for member in members {
-            guard case let .frame(bytes, count)? = fanOut.nextFrame(for: member) else { return XCTFail("no frame") }
+            guard case .frame(let bytes, let count)? = fanOut.nextFrame(for: member) else { return XCTFail("no frame") }
             XCTAssertEqual(count, 2)
             XCTAssertEqual(text(bytes), #"[{"type":"progress","seq":2,"id":"b"},{"type":"progress","seq":3,"id":"a"}]"#)
             buffers.append(bytes.withUnsafeBytes { UnsafeRawPointer($0.baseAddress) })
@@ -184,7 +189,8 @@ final class CoalescingTests: XCTestCase {
             XCTAssertEqual(Set(got.map(\.seq)).count, got.count, "no event twice")
             let stickySent = mine.filter { $0.type.isSticky || $0.type == .log }.map(\.seq)
             XCTAssertEqual(stickySent.filter { s in !got.contains { $0.seq == s } }, [], "every sticky and log event reached watcher \(index)")
-            var latestSent: [String: UInt64] = [:], latestSeen: [String: UInt64] = [:]
+            var latestSent: [String: UInt64] = [:]
+            var latestSeen: [String: UInt64] = [:]
             for e in mine { latestSent[e.id] = e.seq }
             for e in got { latestSeen[e.id] = e.seq }
             XCTAssertEqual(latestSeen, latestSent, "watcher \(index) ends with the latest event of every task")

@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RingcastCore
 
 /// A cluster writes commands to its shared log and every node reads them back: the round trip must
@@ -24,18 +25,21 @@ final class CommandEncodingTests: XCTestCase {
         for field in TaskPatch.fields {
             XCTAssertNotNil(sampleFields[field], "TaskPatch has a field '\(field)' this test does not know: give it a sample and encode it")
         }
-        let full = JSONValue.object([("type", .string("update")), ("id", .string("ci.build"))] + TaskPatch.fields.compactMap { key in sampleFields[key].map { (key, $0) } })
+        let full = JSONValue.object(
+            [("type", .string("update")), ("id", .string("ci.build"))] + TaskPatch.fields.compactMap { key in sampleFields[key].map { (key, $0) } })
         let command = try Command.parse(event: full)
         XCTAssertEqual(try Command.parse(event: command.encodedEvent), command)
-        guard case let .object(members) = command.encodedEvent else { return XCTFail("not an object") }
+        guard case .object(let members) = command.encodedEvent else { return XCTFail("not an object") }
         XCTAssertEqual(Set(members.map(\.0)), Set(["type", "id"] + TaskPatch.fields), "every field is written")
     }
 
     func testClearingAFieldIsNotLeavingItAlone() throws {
-        try roundTrip(#"{"type":"update","id":"a","detail":null,"progress":null,"completed":null,"total":null,"hideAfter":null,"parent":null,"staleAfter":null}"#)
+        try roundTrip(
+            #"{"type":"update","id":"a","detail":null,"progress":null,"completed":null,"total":null,"hideAfter":null,"parent":null,"staleAfter":null}"#
+        )
         try roundTrip(#"{"type":"update","id":"a","kind":null}"#)
         let cleared = try Command.parse(event: JSONParser.parse(#"{"type":"update","id":"a","progress":null}"#))
-        guard case let .update(_, patch) = try Command.parse(event: cleared.encodedEvent) else { return XCTFail("not an update") }
+        guard case .update(_, let patch) = try Command.parse(event: cleared.encodedEvent) else { return XCTFail("not an update") }
         XCTAssertEqual(patch.progress, .some(nil), "null makes a task indeterminate; absent leaves it")
         XCTAssertNil(patch.detail)
     }

@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+
 @testable import RingcastCore
 
 /// Every setting is documented, comments are allowed, and the environment overrides the file with
@@ -31,16 +32,17 @@ final class ConfigReferenceTests: XCTestCase {
     }
 
     func testTheExampleReferenceCoversEverySettingOnce() {
-        XCTAssertEqual(ServerConfig.reference.map(\.key).sorted(), ServerConfig.keys.sorted(),
-                       "ServerConfig.reference (what `ringcast config example` prints) must list every key of ServerConfig.keys once")
+        XCTAssertEqual(
+            ServerConfig.reference.map(\.key).sorted(), ServerConfig.keys.sorted(),
+            "ServerConfig.reference (what `ringcast config example` prints) must list every key of ServerConfig.keys once")
     }
 
     func testCommentsAreBlankedOutAndOffsetsStillPointIntoTheFile() throws {
         let file = """
-        // the port
-        {"port": 9000, // trailing
-         "host": "a//b", "publicDir": "x\\"//y"}
-        """
+            // the port
+            {"port": 9000, // trailing
+             "host": "a//b", "publicDir": "x\\"//y"}
+            """
         let config = try ServerConfig.parse(Array(file.utf8), source: "c.json")
         XCTAssertEqual(config.port, 9000)
         XCTAssertEqual(config.host, "a//b", "// inside a string is not a comment")
@@ -70,9 +72,11 @@ final class ConfigReferenceTests: XCTestCase {
     private let file = Array(#"{"host": "0.0.0.0", "port": 9000, "storage": "data/a.db"}"#.utf8)
 
     func testTheEnvironmentOverridesTheFile() throws {
-        let loaded = try ServerConfig.load(file, source: "c.json", environment: [
-            "RINGCAST_PORT": "9100", "RINGCAST_STORAGE": "/var/lib/ringcast/ringcast.db", "RINGCAST_LOG_LEVEL": "debug", "RINGCAST_HOST": "",
-        ])
+        let loaded = try ServerConfig.load(
+            file, source: "c.json",
+            environment: [
+                "RINGCAST_PORT": "9100", "RINGCAST_STORAGE": "/var/lib/ringcast/ringcast.db", "RINGCAST_LOG_LEVEL": "debug", "RINGCAST_HOST": "",
+            ])
         XCTAssertEqual(loaded.config.port, 9100)
         XCTAssertEqual(loaded.config.storage, "/var/lib/ringcast/ringcast.db")
         XCTAssertEqual(loaded.config.logLevel, .debug)
@@ -80,7 +84,9 @@ final class ConfigReferenceTests: XCTestCase {
         XCTAssertEqual(loaded.origin(of: "port"), .environment("RINGCAST_PORT"))
         XCTAssertEqual(loaded.origin(of: "host"), .file)
         XCTAssertEqual(loaded.origin(of: "maxTasks"), .defaultValue)
-        XCTAssertEqual(loaded.summary, "port from RINGCAST_PORT; logLevel from RINGCAST_LOG_LEVEL; storage from RINGCAST_STORAGE; from the file: host; the rest default")
+        XCTAssertEqual(
+            loaded.summary,
+            "port from RINGCAST_PORT; logLevel from RINGCAST_LOG_LEVEL; storage from RINGCAST_STORAGE; from the file: host; the rest default")
         XCTAssertEqual(loaded.originsJSON["storage"], .string("RINGCAST_STORAGE"))
     }
 
@@ -94,7 +100,9 @@ final class ConfigReferenceTests: XCTestCase {
             }
         }
         XCTAssertEqual(message(["RINGCAST_PORT": "http"]), "RINGCAST_PORT must be a port number from 0 to 65535, not 'http'")
-        XCTAssertEqual(message(["RINGCAST_PORT": "70000"]), #"RINGCAST_PORT: "port" must be a port number from 0 to 65535 (0 picks a free port), not 70000"#)
-        XCTAssertEqual(message(["RINGCAST_LOG_LEVEL": "loud"]), #"RINGCAST_LOG_LEVEL: "logLevel" must be one of debug, info, warning, error, not 'loud'"#)
+        XCTAssertEqual(
+            message(["RINGCAST_PORT": "70000"]), #"RINGCAST_PORT: "port" must be a port number from 0 to 65535 (0 picks a free port), not 70000"#)
+        XCTAssertEqual(
+            message(["RINGCAST_LOG_LEVEL": "loud"]), #"RINGCAST_LOG_LEVEL: "logLevel" must be one of debug, info, warning, error, not 'loud'"#)
     }
 }

@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RingcastCore
 
 final class ConfigTests: XCTestCase {
@@ -7,8 +8,10 @@ final class ConfigTests: XCTestCase {
     }
 
     /// Parsing fails with an error that names the field (and the file).
-    private func assertFails(_ text: String, naming field: String, saying fragment: String? = nil,
-                             file: StaticString = #filePath, line: UInt = #line) {
+    private func assertFails(
+        _ text: String, naming field: String, saying fragment: String? = nil,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         XCTAssertThrowsError(try parse(text), "accepted \(text)", file: file, line: line) { error in
             let message = (error as? ConfigError)?.description ?? ""
             XCTAssertTrue(message.hasPrefix("test.json: "), message, file: file, line: line)
@@ -28,11 +31,12 @@ final class ConfigTests: XCTestCase {
     }
 
     func testEverySetting() throws {
-        let config = try parse(#"""
-        {"host": "0.0.0.0", "port": 0, "publicDir": "/srv/www", "allowedOrigins": ["https://example.com/", "http://localhost:3000"],
-         "heartbeatSeconds": 2.5, "maxMessageBytes": 4096, "fanOutLogEvents": 64, "maxEventsPerFrame": 8,
-         "staticMaxAge": 0, "logLevel": "debug"}
-        """#)
+        let config = try parse(
+            #"""
+            {"host": "0.0.0.0", "port": 0, "publicDir": "/srv/www", "allowedOrigins": ["https://example.com/", "http://localhost:3000"],
+             "heartbeatSeconds": 2.5, "maxMessageBytes": 4096, "fanOutLogEvents": 64, "maxEventsPerFrame": 8,
+             "staticMaxAge": 0, "logLevel": "debug"}
+            """#)
         XCTAssertEqual(config.host, "0.0.0.0")
         XCTAssertEqual(config.port, 0)
         XCTAssertEqual(config.publicDir, "/srv/www")
@@ -68,10 +72,11 @@ final class ConfigTests: XCTestCase {
     }
 
     func testTrustSettings() throws {
-        let config = try parse(#"""
-        {"tls": {"cert": "cert.pem", "key": "key.pem"}, "allowedHosts": ["Ringcast.Example.com", ".corp.example", "*"],
-         "retentionSeconds": 3600, "maxTasks": 500, "maxPublishRate": 0, "maxConnectionsPerAddress": 10, "limitLoopback": true}
-        """#)
+        let config = try parse(
+            #"""
+            {"tls": {"cert": "cert.pem", "key": "key.pem"}, "allowedHosts": ["Ringcast.Example.com", ".corp.example", "*"],
+             "retentionSeconds": 3600, "maxTasks": 500, "maxPublishRate": 0, "maxConnectionsPerAddress": 10, "limitLoopback": true}
+            """#)
         XCTAssertEqual(config.tls, TLSFiles(cert: "cert.pem", key: "key.pem"))
         XCTAssertEqual(config.allowedHosts, ["ringcast.example.com", ".corp.example", "*"])
         XCTAssertEqual(config.retentionSeconds, 3600)

@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RingcastCore
 
 /// Cancel and pause requests, without a socket: offered controls, the request marked on the task,
@@ -35,7 +36,7 @@ final class ControlTests: XCTestCase {
     /// The direct frames waiting for a subscription (hello excluded: it was never sent to it).
     private func frames(_ fanOut: FanOut, _ subscription: Subscription) -> [JSONValue] {
         var found: [JSONValue] = []
-        while case let .frame(bytes, _)? = fanOut.nextFrame(for: subscription) { found.append(json(bytes)) }
+        while case .frame(let bytes, _)? = fanOut.nextFrame(for: subscription) { found.append(json(bytes)) }
         return found
     }
 
@@ -128,7 +129,8 @@ final class ControlTests: XCTestCase {
         let fanOut = FanOut()
         var session = try publisherSocket(fanOut).0
         var other = try publisherSocket(fanOut).0
-        let batch = #"[{"type":"update","id":"leased","staleAfter":30},{"type":"update","id":"free"},{"type":"update","id":"shared","staleAfter":30},{"type":"update","id":"over","staleAfter":30,"state":"done"}]"#
+        let batch =
+            #"[{"type":"update","id":"leased","staleAfter":30},{"type":"update","id":"free"},{"type":"update","id":"shared","staleAfter":30},{"type":"update","id":"over","staleAfter":30,"state":"done"}]"#
         _ = api.receive(.text(Array(batch.utf8)), on: &session, now: t0)
         _ = api.receive(.text(Array(#"{"type":"update","id":"shared"}"#.utf8)), on: &other, now: t0)
         let events = api.socketClosed(session, now: t0 + 100)

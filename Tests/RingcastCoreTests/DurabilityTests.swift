@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RingcastCore
 
 /// Which changes storage must commit before anything about them leaves: every change that sets a
@@ -27,8 +28,12 @@ final class DurabilityTests: XCTestCase {
         XCTAssertTrue(try urgent { try store.startTimer("tea", seconds: 1, interval: 0.5, now: t0) })
         XCTAssertFalse(try urgent { _ = store.runDue(now: t0 + 500) }, "a tick in the middle is derived, not kept")
         XCTAssertTrue(try urgent { _ = store.runDue(now: t0 + 1000) }, "the last tick ends the timer")
-        XCTAssertTrue(try urgent { try store.update("lease", #"{"progress":0.1,"staleAfter":1}"#, now: t0); _ = store.runDue(now: t0 + 1000) },
-                      "a lease running out is a state")
+        XCTAssertTrue(
+            try urgent {
+                try store.update("lease", #"{"progress":0.1,"staleAfter":1}"#, now: t0)
+                _ = store.runDue(now: t0 + 1000)
+            },
+            "a lease running out is a state")
         let removalsBefore = persistence.removed.count
         _ = try store.apply(.remove(id: "job"), now: t0 + 7)
         XCTAssertEqual(persistence.removed.count, removalsBefore + 1, "removals always reach storage")

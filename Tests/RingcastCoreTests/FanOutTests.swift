@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RingcastCore
 
 private final class CountingWriter: FanOutWriter {
@@ -17,7 +18,7 @@ private final class EagerWriter: FanOutWriter {
     func writeAtOnce() -> Bool {
         guard canWrite, let fanOut, let subscription else { return false }
         while let plan = fanOut.nextFrame(for: subscription) {
-            guard case let .frame(bytes, _) = plan else { break }
+            guard case .frame(let bytes, _) = plan else { break }
             frames.append(String(decoding: bytes, as: UTF8.self))
         }
         return true
@@ -27,7 +28,9 @@ private final class EagerWriter: FanOutWriter {
 final class FanOutTests: XCTestCase {
     func testAFlushWritesAtOnceToWatchersWhoseWritersCanAndOrdersCallbacksForTheRest() {
         let fanOut = FanOut()
-        let eager = EagerWriter(), blocked = EagerWriter(), waiting = EagerWriter()
+        let eager = EagerWriter()
+        let blocked = EagerWriter()
+        let waiting = EagerWriter()
         blocked.canWrite = false
         for writer in [eager, blocked, waiting] {
             writer.fanOut = fanOut
@@ -66,7 +69,10 @@ final class FanOutTests: XCTestCase {
     private func drain(_ fanOut: FanOut, _ subscription: Subscription) -> [String] {
         var frames: [String] = []
         while let plan = fanOut.nextFrame(for: subscription) {
-            guard case let .frame(bytes, _) = plan else { XCTFail("unexpected resync"); break }
+            guard case .frame(let bytes, _) = plan else {
+                XCTFail("unexpected resync")
+                break
+            }
             frames.append(text(bytes))
         }
         return frames
@@ -78,7 +84,9 @@ final class FanOutTests: XCTestCase {
 
     func testEventsReachOnlyMatchingPatternGroups() {
         let fanOut = FanOut()
-        let ciWriter = CountingWriter(), deployWriter = CountingWriter(), allWriter = CountingWriter()
+        let ciWriter = CountingWriter()
+        let deployWriter = CountingWriter()
+        let allWriter = CountingWriter()
         let ci = fanOut.subscribe(watch("ci.*"), lastSeq: 0, writer: ciWriter)
         let ci2 = fanOut.subscribe(watch("ci.*"), lastSeq: 0, writer: CountingWriter())
         let deploy = fanOut.subscribe(watch("deploy.*"), lastSeq: 0, writer: deployWriter)
@@ -110,7 +118,7 @@ final class FanOutTests: XCTestCase {
         let shared = event("job.1", seq: 1)
         fanOut.publish([shared])
         for subscription in subscriptions + [other] {
-            guard case let .frame(bytes, events)? = fanOut.nextFrame(for: subscription) else { return XCTFail("no frame") }
+            guard case .frame(let bytes, let events)? = fanOut.nextFrame(for: subscription) else { return XCTFail("no frame") }
             XCTAssertEqual(events, 1)
             XCTAssertEqual(bytes, shared.bytes)
             XCTAssertEqual(baseAddress(bytes), baseAddress(shared.bytes), "the encoded buffer itself is shared, not copied")
@@ -121,9 +129,10 @@ final class FanOutTests: XCTestCase {
         let fanOut = FanOut()
         let subscription = fanOut.subscribe(watch("*"), lastSeq: 0, writer: CountingWriter())
         fanOut.publish((1...3).map { event("t\($0)", seq: UInt64($0)) })
-        guard case let .frame(bytes, events)? = fanOut.nextFrame(for: subscription) else { return XCTFail("no frame") }
+        guard case .frame(let bytes, let events)? = fanOut.nextFrame(for: subscription) else { return XCTFail("no frame") }
         XCTAssertEqual(events, 3)
-        XCTAssertEqual(text(bytes), #"[{"type":"progress","seq":1,"id":"t1"},{"type":"progress","seq":2,"id":"t2"},{"type":"progress","seq":3,"id":"t3"}]"#)
+        XCTAssertEqual(
+            text(bytes), #"[{"type":"progress","seq":1,"id":"t1"},{"type":"progress","seq":2,"id":"t2"},{"type":"progress","seq":3,"id":"t3"}]"#)
         XCTAssertEqual(json(bytes).arrayValue?.count, 3)
         XCTAssertEqual(subscription.lastSeq, 3)
         XCTAssertNil(fanOut.nextFrame(for: subscription))
@@ -159,8 +168,8 @@ final class FanOutTests: XCTestCase {
         fanOut.publish((8...10).map { event("t\($0)", seq: UInt64($0)) })
         XCTAssertEqual(drain(fanOut, fast).count, 1)
         XCTAssertEqual(fast.lastSeq, 10)
-        fanOut.publish((11...13).map { event("t\($0)", seq: UInt64($0)) })   // slow is 6 behind a log of 4
-        guard case let .resync(since)? = fanOut.nextFrame(for: slow) else { return XCTFail("expected a resync") }
+        fanOut.publish((11...13).map { event("t\($0)", seq: UInt64($0)) })  // slow is 6 behind a log of 4
+        guard case .resync(let since)? = fanOut.nextFrame(for: slow) else { return XCTFail("expected a resync") }
         XCTAssertEqual(since, 7, "resync from the last seq the watcher saw")
         XCTAssertEqual(fanOut.resyncCount, 1)
         XCTAssertNil(fanOut.nextFrame(for: slow), "the resync covers everything in the log")
@@ -176,7 +185,7 @@ final class FanOutTests: XCTestCase {
         let fanOut = FanOut(logCapacity: 4)
         let subscription = fanOut.subscribe(watch("*"), lastSeq: 0, writer: CountingWriter())
         fanOut.publish((1...4).map { event("t\($0)", seq: UInt64($0)) })
-        guard case let .frame(_, events)? = fanOut.nextFrame(for: subscription) else { return XCTFail("expected a frame") }
+        guard case .frame(_, let events)? = fanOut.nextFrame(for: subscription) else { return XCTFail("expected a frame") }
         XCTAssertEqual(events, 4)
     }
 
@@ -190,7 +199,7 @@ final class FanOutTests: XCTestCase {
         fanOut.flush()
         XCTAssertEqual(writer.requests, 1, "one outstanding request is enough")
         XCTAssertEqual(drain(fanOut, subscription).count, 1)
-        subscription.writeableCallbackBegan()    // the server reports it in its writeable callback
+        subscription.writeableCallbackBegan()  // the server reports it in its writeable callback
         fanOut.flush()
         XCTAssertEqual(writer.requests, 1, "nothing new, no request")
         fanOut.publish([event("a", seq: 3)])
@@ -226,12 +235,13 @@ final class FanOutTests: XCTestCase {
 
     func testUnsubscribe() {
         let fanOut = FanOut()
-        let goneWriter = CountingWriter(), stayWriter = CountingWriter()
+        let goneWriter = CountingWriter()
+        let stayWriter = CountingWriter()
         let gone = fanOut.subscribe(watch("*"), lastSeq: 0, writer: goneWriter)
         let stay = fanOut.subscribe(watch("*"), lastSeq: 0, writer: stayWriter)
         let alone = fanOut.subscribe(watch("x.*"), lastSeq: 0, writer: CountingWriter())
         fanOut.unsubscribe(gone)
-        fanOut.unsubscribe(gone)   // twice is harmless
+        fanOut.unsubscribe(gone)  // twice is harmless
         XCTAssertEqual(fanOut.subscriberCount, 2)
         XCTAssertEqual(fanOut.groupCount, 2)
         fanOut.publish([event("a", seq: 1)])
@@ -268,7 +278,7 @@ final class FanOutTests: XCTestCase {
         let change = try store.update("ci.build", #"{"progress": 0.25}"#, now: t0)
         fanOut.publish(change.events)
         fanOut.publish(try store.update("web.x", "{}", now: t0).events)
-        guard case let .frame(bytes, _)? = fanOut.nextFrame(for: subscription) else { return XCTFail("no frame") }
+        guard case .frame(let bytes, _)? = fanOut.nextFrame(for: subscription) else { return XCTFail("no frame") }
         XCTAssertEqual(baseAddress(bytes), baseAddress(change.events[0].bytes))
         XCTAssertEqual(json(bytes)["progress"], .number(0.25))
         XCTAssertNil(fanOut.nextFrame(for: subscription), "web.x is not watched")

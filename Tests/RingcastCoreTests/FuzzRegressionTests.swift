@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RingcastCore
 
 /// What the fuzz targets (Fuzz/) and the schemathesis run (Tests/schemathesis) found, each input kept
@@ -54,9 +55,12 @@ final class FuzzRegressionTests: XCTestCase {
     /// The error names a task only when the refused event named a valid one.
     func testAnErrorEventNamesOnlyAValidTaskID() throws {
         let api = api()
-        var (session, _) = api.openSocket(SocketRequest(mode: .publish, watch: SocketRequest.nothing), headers: RequestHeaders(), fromLoopback: true, now: t0)
-        for (message, id) in [(#"{"type":"resume","id":""}"#, nil), (#"{"type":"resume","id":"../etc"}"#, nil),
-                              (#"{"type":"resume","id":"tea"}"#, "tea"), (#"[{"type":"pause","id":"a b"},{"type":"pause","id":"ok"}]"#, nil)] as [(String, String?)] {
+        var (session, _) = api.openSocket(
+            SocketRequest(mode: .publish, watch: SocketRequest.nothing), headers: RequestHeaders(), fromLoopback: true, now: t0)
+        for (message, id) in [
+            (#"{"type":"resume","id":""}"#, nil), (#"{"type":"resume","id":"../etc"}"#, nil),
+            (#"{"type":"resume","id":"tea"}"#, "tea"), (#"[{"type":"pause","id":"a b"},{"type":"pause","id":"ok"}]"#, nil),
+        ] as [(String, String?)] {
             let reply = api.receive(.text(Array(message.utf8)), on: &session, now: t0)
             let error = json(reply.frames[0])
             XCTAssertEqual(error["type"], .string("error"), message)

@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+
 @testable import RingcastCore
 
 final class GlobTests: XCTestCase {
@@ -99,7 +100,7 @@ final class GlobTests: XCTestCase {
     }
 
     func testInvalidWatchPatternNamesTheField() {
-        guard case let .failure(error) = WatchSet.parse("ok.*,bad/one") else { return XCTFail("accepted a '/'") }
+        guard case .failure(let error) = WatchSet.parse("ok.*,bad/one") else { return XCTFail("accepted a '/'") }
         XCTAssertEqual(error.code, .invalidPattern)
         XCTAssertEqual(error.status, 400)
         XCTAssertEqual(error.field, "watch")

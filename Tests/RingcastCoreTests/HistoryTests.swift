@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RingcastCore
 
 /// ETA from history: kinds remember their finished runs; a new run expects their median, is slow
@@ -6,7 +7,9 @@ import XCTest
 /// every time is a `now` the test gives.
 final class HistoryTests: XCTestCase {
     /// One run of `id` from `start` to done `seconds` later (a finished task set running again begins a new one).
-    private func run(_ store: TaskStore, _ id: String, at start: Double, seconds: Double, body: String = #"{"progress": null, "state": "running"}"#) throws {
+    private func run(_ store: TaskStore, _ id: String, at start: Double, seconds: Double, body: String = #"{"progress": null, "state": "running"}"#)
+        throws
+    {
         try store.update(id, body, now: start)
         try store.update(id, #"{"state": "done"}"#, now: start + seconds * 1000)
     }
@@ -57,7 +60,9 @@ final class HistoryTests: XCTestCase {
         try store.update("etl.load-9", #"{"progress": 0}"#, now: start)
         try store.update("etl.load-9", #"{"progress": 0.5}"#, now: start + 10_000)
         XCTAssertEqual(store.task("etl.load-9")?.eta, 90, "one step says little: the kind's 100 s less 10 s")
-        for step in 1...5 { try store.update("etl.load-9", #"{"progress": \#(0.5 + Double(step) * 0.05)}"#, now: start + 10_000 + Double(step) * 1000) }
+        for step in 1...5 {
+            try store.update("etl.load-9", #"{"progress": \#(0.5 + Double(step) * 0.05)}"#, now: start + 10_000 + Double(step) * 1000)
+        }
         let settled = try XCTUnwrap(store.task("etl.load-9"))
         XCTAssertEqual(try XCTUnwrap(settled.eta), (1 - 0.75) / 0.05, accuracy: 1e-6, "its own rate, once settled, as tqdm computes it")
     }
@@ -86,7 +91,8 @@ final class HistoryTests: XCTestCase {
         try store.update("ci.test-5", #"{"progress": 0.1}"#, now: start + 200_000)
         try store.update("ci.test-5", #"{"state": "paused"}"#, now: start + 210_000)
         XCTAssertTrue(store.runDue(now: start + 300_000).allSatisfy { $0.id != "ci.test-5" })
-        XCTAssertEqual(decode(try XCTUnwrap(single(try store.update("ci.test-5", #"{"state": "running"}"#, now: start + 300_000))))["slow"], .bool(true))
+        XCTAssertEqual(
+            decode(try XCTUnwrap(single(try store.update("ci.test-5", #"{"state": "running"}"#, now: start + 300_000))))["slow"], .bool(true))
     }
 
     func testOnlyRunsThatEndDoneCountAndARunBeginsAgainAfterAFinish() throws {
@@ -145,8 +151,10 @@ final class HistoryTests: XCTestCase {
         XCTAssertEqual(storage.history["ci.build"], .some(KindRuns(seconds: [30], lastFinishedAt: t0 + 30_000)))
         XCTAssertTrue(storage.urgent, "the done is committed before its answer, and the run with it")
 
-        let restored = TaskStore(persistence: RecordingPersistence(initial: PersistedState(
-            epoch: "e", seq: 2, tasks: [], history: ["ci.build": KindRuns(seconds: [30, 50], lastFinishedAt: t0)])))
+        let restored = TaskStore(
+            persistence: RecordingPersistence(
+                initial: PersistedState(
+                    epoch: "e", seq: 2, tasks: [], history: ["ci.build": KindRuns(seconds: [30, 50], lastFinishedAt: t0)])))
         try restored.update("ci.build-2", "{}", now: t0 + 100_000)
         XCTAssertEqual(restored.task("ci.build-2")?.expectedSeconds, 40)
 
@@ -174,7 +182,8 @@ final class HistoryTests: XCTestCase {
     }
 
     func testTwoStoresGivenTheSameCommandsKeepTheSameHistory() throws {
-        let first = TaskStore(epoch: "e"), second = TaskStore(epoch: "e")
+        let first = TaskStore(epoch: "e")
+        let second = TaskStore(epoch: "e")
         for store in [first, second] {
             for k in 0..<30 {
                 let start = t0 + Double(k) * 10_000
@@ -195,10 +204,13 @@ final class HistoryTests: XCTestCase {
         let answer = api.handle(APIRequest(method: "GET", path: "/api/kinds"), now: t0 + 1_000_000)
         XCTAssertEqual(answer.status, 200)
         let kinds = json(answer.body)["kinds"]
-        XCTAssertEqual(kinds, json(#"""
-            [{"kind": "ci.build", "runs": 3, "median": 75, "p90": 90, "last": 75, "lastFinishedAt": \#(Int(t0) + 275_000)},
-             {"kind": "lint", "runs": 1, "median": 5, "p90": 5, "last": 5, "lastFinishedAt": \#(Int(t0) + 5_000)}]
-            """#))
+        XCTAssertEqual(
+            kinds,
+            json(
+                #"""
+                [{"kind": "ci.build", "runs": 3, "median": 75, "p90": 90, "last": 75, "lastFinishedAt": \#(Int(t0) + 275_000)},
+                 {"kind": "lint", "runs": 1, "median": 5, "p90": 5, "last": 5, "lastFinishedAt": \#(Int(t0) + 5_000)}]
+                """#))
         XCTAssertEqual(api.handle(APIRequest(method: "POST", path: "/api/kinds"), now: t0).status, 405)
     }
 }

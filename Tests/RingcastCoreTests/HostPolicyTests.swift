@@ -1,17 +1,22 @@
 import XCTest
+
 @testable import RingcastCore
 
 final class HostPolicyTests: XCTestCase {
     func testOnlyOurOwnNamesPass() {
         let policy = HostPolicy(host: "127.0.0.1", allowedHosts: ["ringcast.example.com", ".corp.example"])
-        for allowed in ["127.0.0.1:8080", "127.0.0.1", "localhost:8080", "LOCALHOST", "localhost.", "app.localhost:3000",
-                        "127.1.2.3:80", "[::1]:8080", "[::1]", "ringcast.example.com", "RingCast.Example.COM:443",
-                        "corp.example", "dash.corp.example:8080"] {
+        for allowed in [
+            "127.0.0.1:8080", "127.0.0.1", "localhost:8080", "LOCALHOST", "localhost.", "app.localhost:3000",
+            "127.1.2.3:80", "[::1]:8080", "[::1]", "ringcast.example.com", "RingCast.Example.COM:443",
+            "corp.example", "dash.corp.example:8080",
+        ] {
             XCTAssertTrue(policy.allows(allowed), allowed)
         }
-        for refused in ["evil.example:8080", "evil.example", "127.0.0.1.evil.example", "localhost.evil.example",
-                        "ringcast.example.com.evil.example", "notcorp.example", "10.0.0.1", "[fe80::1]:80", "",
-                        "127.0.0.1:80:80", "[::1", "a b", "127.0.0.256", "127.0.0", "evil.example:x"] {
+        for refused in [
+            "evil.example:8080", "evil.example", "127.0.0.1.evil.example", "localhost.evil.example",
+            "ringcast.example.com.evil.example", "notcorp.example", "10.0.0.1", "[fe80::1]:80", "",
+            "127.0.0.1:80:80", "[::1", "a b", "127.0.0.256", "127.0.0", "evil.example:x",
+        ] {
             XCTAssertFalse(policy.allows(refused), refused)
         }
         XCTAssertTrue(policy.allows(nil), "a request without Host is not a browser's")
@@ -29,7 +34,8 @@ final class HostPolicyTests: XCTestCase {
         let api = API(store: TaskStore(epoch: "hostepoch"))
         let rebinding = RequestHeaders(host: "evil.example:8080", origin: "http://evil.example:8080")
         for method in ["POST", "DELETE"] {
-            let response = api.handle(APIRequest(method: method, path: "/api/tasks/x", body: Array(#"{"progress":0.5}"#.utf8), headers: rebinding), now: t0)
+            let response = api.handle(
+                APIRequest(method: method, path: "/api/tasks/x", body: Array(#"{"progress":0.5}"#.utf8), headers: rebinding), now: t0)
             XCTAssertEqual(response.status, 421, method)
             XCTAssertEqual(json(response.body)["error"], .string("misdirected_request"))
             XCTAssertEqual(json(response.body)["field"], .string("Host"))

@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RingcastCore
 
 final class JSONTests: XCTestCase {
@@ -6,11 +7,13 @@ final class JSONTests: XCTestCase {
 
     func testParsesEveryKindOfValue() throws {
         let value = try JSONParser.parse(#" { "a" : [1, -2.5, 3e2, 0, -0.125E-1], "b": {"t": true, "f": false, "n": null}, "s": "x" } "#)
-        XCTAssertEqual(value, .object([
-            ("a", .array([.number(1), .number(-2.5), .number(300), .number(0), .number(-0.0125)])),
-            ("b", .object([("t", .bool(true)), ("f", .bool(false)), ("n", .null)])),
-            ("s", .string("x")),
-        ]))
+        XCTAssertEqual(
+            value,
+            .object([
+                ("a", .array([.number(1), .number(-2.5), .number(300), .number(0), .number(-0.0125)])),
+                ("b", .object([("t", .bool(true)), ("f", .bool(false)), ("n", .null)])),
+                ("s", .string("x")),
+            ]))
     }
 
     func testObjectsKeepKeyOrderAndEqualityIsOrderSensitive() throws {
@@ -132,9 +135,17 @@ final class JSONTests: XCTestCase {
     func testWriterSeparatorsAndRawSplices() {
         var writer = JSONWriter()
         writer.beginObject()
-        writer.key("a"); writer.beginArray(); writer.number(1 as Int); writer.raw(Array("{\"x\":[]}".utf8)); writer.null(); writer.endArray()
-        writer.key("b"); writer.bool(false)
-        writer.key("c"); writer.beginObject(); writer.endObject()
+        writer.key("a")
+        writer.beginArray()
+        writer.number(1 as Int)
+        writer.raw(Array("{\"x\":[]}".utf8))
+        writer.null()
+        writer.endArray()
+        writer.key("b")
+        writer.bool(false)
+        writer.key("c")
+        writer.beginObject()
+        writer.endObject()
         writer.endObject()
         XCTAssertEqual(text(writer.bytes), #"{"a":[1,{"x":[]},null],"b":false,"c":{}}"#)
     }
@@ -165,7 +176,8 @@ final class JSONTests: XCTestCase {
     }
 
     func testTypeNames() {
-        XCTAssertEqual([JSONValue.null, .bool(true), .number(1), .string(""), .array([]), .object([])].map(\.typeName),
-                       ["null", "boolean", "number", "string", "array", "object"])
+        XCTAssertEqual(
+            [JSONValue.null, .bool(true), .number(1), .string(""), .array([]), .object([])].map(\.typeName),
+            ["null", "boolean", "number", "string", "array", "object"])
     }
 }

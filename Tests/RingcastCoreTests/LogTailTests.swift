@@ -1,6 +1,7 @@
-import XCTest
-@testable import RingcastCore
 import SchemaValidation
+import XCTest
+
+@testable import RingcastCore
 
 /// Log tails in the core: bodies in JSON or text/plain, the last `logLines` kept, `log` events with
 /// `from`, `logCount` in the task (never the lines), the tail read back, storage's share.
@@ -33,8 +34,9 @@ final class LogTailTests: XCTestCase {
 
         let plain = call("POST", "/api/tasks/ci.build/log", "linking\r\nwarning: x\n\ndone\n", contentType: "text/plain; charset=utf-8", now: t0 + 2)
         XCTAssertEqual(plain.status, 200, text(plain.body))
-        XCTAssertEqual(decode(plain.events[0])["lines"], .array(["linking", "warning: x", "", "done"].suffix(3).map(JSONValue.string)),
-                       "four lines came at once: the event carries the three kept")
+        XCTAssertEqual(
+            decode(plain.events[0])["lines"], .array(["linking", "warning: x", "", "done"].suffix(3).map(JSONValue.string)),
+            "four lines came at once: the event carries the three kept")
         XCTAssertEqual(decode(plain.events[0])["from"], .number(2 + 1))
 
         let tail = json(call("GET", "/api/tasks/ci.build/log").body)
@@ -48,8 +50,10 @@ final class LogTailTests: XCTestCase {
 
     func testBadLogBodiesAreRefusedWithTheField() {
         call("POST", "/api/tasks/t", "{}")
-        for (body, status, field) in [(#"{"lines": "one"}"#, 422, "lines"), (#"{"lines": [1]}"#, 422, "lines"), ("{}", 422, "lines"),
-                                      (#"{"lines": []}"#, 422, "lines"), (#"{"line": ["x"]}"#, 422, "line"), ("not json", 400, nil)] {
+        for (body, status, field) in [
+            (#"{"lines": "one"}"#, 422, "lines"), (#"{"lines": [1]}"#, 422, "lines"), ("{}", 422, "lines"),
+            (#"{"lines": []}"#, 422, "lines"), (#"{"line": ["x"]}"#, 422, "line"), ("not json", 400, nil),
+        ] {
             let response = call("POST", "/api/tasks/t/log", body)
             XCTAssertEqual(response.status, status, body)
             XCTAssertEqual(json(response.body)["field"], field.map(JSONValue.string) ?? .null, body)
@@ -122,7 +126,8 @@ final class LogTailTests: XCTestCase {
         XCTAssertEqual(persistence.urgent, [], "log lines are written behind, like progress")
         let stored = try XCTUnwrap(TaskRecord(stored: store.task("s")!.encodedForStorage()))
         XCTAssertEqual(stored.logCount, 3)
-        let reloaded = TaskStore(persistence: Restoring(PersistedState(epoch: "e", seq: 9, tasks: [stored], logs: ["s": ["b", "c"], "gone": ["x"]])))
+        let reloaded = TaskStore(
+            persistence: Restoring(PersistedState(epoch: "e", seq: 9, tasks: [stored], logs: ["s": ["b", "c"], "gone": ["x"]])))
         XCTAssertEqual(reloaded.log(of: "s")?.lines, ["b", "c"])
         XCTAssertEqual(reloaded.log(of: "s")?.count, 3)
         XCTAssertNil(reloaded.log(of: "gone"))

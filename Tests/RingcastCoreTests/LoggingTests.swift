@@ -1,13 +1,17 @@
 import XCTest
+
 @testable import RingcastCore
 
 /// Log lines for people (unchanged) and for collectors (one JSON object per line).
 final class LoggingTests: XCTestCase {
     func testTextLinesAreUnchangedAndJSONLinesCarryTimeLevelMessageAndFields() {
-        let record = LogRecord(level: .warning, message: "refused a \"WebSocket\"", fields: [("peer", .string("10.0.0.7")), ("level", .string("ignored")), ("n", .number(3))])
+        let record = LogRecord(
+            level: .warning, message: "refused a \"WebSocket\"",
+            fields: [("peer", .string("10.0.0.7")), ("level", .string("ignored")), ("n", .number(3))])
         XCTAssertEqual(record.text, #"[warning] refused a "WebSocket""#, "people read the message; fields are for collectors")
-        XCTAssertEqual(record.jsonLine(unixMilliseconds: 1_764_489_600_123),
-                       #"{"time":"2025-11-30T08:00:00.123Z","level":"warning","message":"refused a \"WebSocket\"","peer":"10.0.0.7","n":3}"#)
+        XCTAssertEqual(
+            record.jsonLine(unixMilliseconds: 1_764_489_600_123),
+            #"{"time":"2025-11-30T08:00:00.123Z","level":"warning","message":"refused a \"WebSocket\"","peer":"10.0.0.7","n":3}"#)
     }
 
     func testISOTimesAcrossLeapDaysAndCenturies() {

@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RingcastCore
 
 /// The value types /metrics is made of: they count, add up across service threads, and render as
@@ -14,9 +15,17 @@ final class MetricsTests: XCTestCase {
     }
 
     func testHistogramsOfTwoThreadsAddUpToOneThatSawEverything() {
-        var first = Histogram(bounds: Histogram.latencySeconds), second = first, both = first
-        for value in [0.0001, 0.003, 0.2] { first.observe(value); both.observe(value) }
-        for value in [0.0004, 7, 100] { second.observe(value); both.observe(value) }
+        var first = Histogram(bounds: Histogram.latencySeconds)
+        var second = first
+        var both = first
+        for value in [0.0001, 0.003, 0.2] {
+            first.observe(value)
+            both.observe(value)
+        }
+        for value in [0.0004, 7, 100] {
+            second.observe(value)
+            both.observe(value)
+        }
         XCTAssertEqual(first + second, both)
     }
 
@@ -27,8 +36,9 @@ final class MetricsTests: XCTestCase {
         for field in TransportMetrics.labeledFields { one[keyPath: field]["a"] = 5 }
         for field in TransportMetrics.histogramFields { one[keyPath: field].observe(0.5) }
         let fieldCount = TransportMetrics.counterFields.count + TransportMetrics.labeledFields.count + TransportMetrics.histogramFields.count
-        XCTAssertEqual(Mirror(reflecting: one).children.count, fieldCount,
-                       "a field of TransportMetrics is missing from the lists `+` walks: threads' copies would not add it up")
+        XCTAssertEqual(
+            Mirror(reflecting: one).children.count, fieldCount,
+            "a field of TransportMetrics is missing from the lists `+` walks: threads' copies would not add it up")
 
         let two = one + one
         for (index, field) in TransportMetrics.counterFields.enumerated() { XCTAssertEqual(two[keyPath: field], 2 * (index + 1)) }
@@ -42,21 +52,25 @@ final class MetricsTests: XCTestCase {
         XCTAssertEqual(PrometheusText.escapeLabel(#"a\b"c"# + "\nd"), #"a\\b\"c\nd"#)
         XCTAssertEqual(PrometheusText.escapeHelp("a\\b\nc \"quoted\""), #"a\\b\nc "quoted""#)
         var text = PrometheusText()
-        text.histogram("x_seconds", "X.", {
-            var histogram = Histogram(bounds: [0.5, 2])
-            histogram.observe(1)
-            return histogram
-        }())
-        XCTAssertEqual(text.text, """
-        # HELP x_seconds X.
-        # TYPE x_seconds histogram
-        x_seconds_bucket{le="0.5"} 0
-        x_seconds_bucket{le="2"} 1
-        x_seconds_bucket{le="+Inf"} 1
-        x_seconds_sum 1
-        x_seconds_count 1
+        text.histogram(
+            "x_seconds", "X.",
+            {
+                var histogram = Histogram(bounds: [0.5, 2])
+                histogram.observe(1)
+                return histogram
+            }())
+        XCTAssertEqual(
+            text.text,
+            """
+            # HELP x_seconds X.
+            # TYPE x_seconds histogram
+            x_seconds_bucket{le="0.5"} 0
+            x_seconds_bucket{le="2"} 1
+            x_seconds_bucket{le="+Inf"} 1
+            x_seconds_sum 1
+            x_seconds_count 1
 
-        """)
+            """)
     }
 
     func testTheSnapshotShowsTheStoreAndTheReadinessOfEachCheck() throws {

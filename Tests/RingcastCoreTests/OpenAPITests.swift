@@ -1,7 +1,8 @@
 import Foundation
-import XCTest
-@testable import RingcastCore
 import SchemaValidation
+import XCTest
+
+@testable import RingcastCore
 
 /// Holds `GET /api/openapi.json` to the API: every operation it names is routed and answers as it
 /// says, nothing else is routed, its bounds are the parsers' bounds, and docs/PROTOCOL.md agrees.
@@ -15,7 +16,10 @@ final class OpenAPITests: XCTestCase {
         let api = API(store: TaskStore(epoch: "fixtureepoch"))
         for (method, path, body) in [
             ("POST", "/api/tasks/ci", #"{"title": "CI"}"#),
-            ("POST", "/api/tasks/ci.build-42", #"{"title": "Build 42", "progress": 0.42, "parent": "ci", "controls": ["cancel", "pause", "resume"]}"#),
+            (
+                "POST", "/api/tasks/ci.build-42",
+                #"{"title": "Build 42", "progress": 0.42, "parent": "ci", "controls": ["cancel", "pause", "resume"]}"#
+            ),
             ("POST", "/api/tasks/ci.build-42/pause", ""),
             ("POST", "/api/tasks/ci.build-42/log", #"{"lines": ["compiling a.c"]}"#),
             ("POST", "/api/tasks/save/show", #"{"hideAfter": 3}"#),
@@ -33,30 +37,34 @@ final class OpenAPITests: XCTestCase {
     }
 
     private var operations: [(template: String, method: String, operation: JSONValue)] {
-        guard case let .object(paths)? = OpenAPI.document["paths"] else { return [] }
+        guard case .object(let paths)? = OpenAPI.document["paths"] else { return [] }
         return paths.flatMap { template, item -> [(String, String, JSONValue)] in
-            guard case let .object(members) = item else { return [] }
+            guard case .object(let members) = item else { return [] }
             return members.filter { $0.0 != "parameters" }.map { (template, $0.0.uppercased(), $0.1) }
         }
     }
 
     private func examples(of operation: JSONValue) -> [(name: String, body: JSONValue)] {
-        guard case let .object(named)? = operation["requestBody"]?["content"]?["application/json"]?["examples"] else { return [] }
+        guard case .object(let named)? = operation["requestBody"]?["content"]?["application/json"]?["examples"] else { return [] }
         return named.map { ($0.0, $0.1["value"] ?? .null) }
     }
 
     /// The answer must be one the operation documents: its status, a media type it lists for that
     /// status (none and no body for an answer without content, a 304), a body that media type's schema
     /// takes, and the headers it names.
-    private func assertConforms(_ response: APIResponse, to operation: JSONValue, _ context: String,
-                                file: StaticString = #filePath, line: UInt = #line) {
+    private func assertConforms(
+        _ response: APIResponse, to operation: JSONValue, _ context: String,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         guard let answer = operation["responses"]?[String(response.status)] else {
             return XCTFail("\(context): status \(response.status) is not documented: \(text(response.body))", file: file, line: line)
         }
-        if case let .object(headers)? = answer["headers"] {
+        if case .object(let headers)? = answer["headers"] {
             for (name, header) in headers {
                 // cache-control is the answer's own field; the transport writes it with the others.
-                let sent = name.lowercased() == "cache-control" ? [response.cacheControl] : response.headers.filter { $0.0 == name.lowercased() + ":" }.map(\.1)
+                let sent =
+                    name.lowercased() == "cache-control"
+                    ? [response.cacheControl] : response.headers.filter { $0.0 == name.lowercased() + ":" }.map(\.1)
                 guard sent.count == 1, let value = sent.first else {
                     XCTFail("\(context): header \(name) sent \(sent.count) times", file: file, line: line)
                     continue
@@ -66,7 +74,7 @@ final class OpenAPITests: XCTestCase {
                 }
             }
         }
-        guard case let .object(content)? = answer["content"] else {
+        guard case .object(let content)? = answer["content"] else {
             return XCTAssertTrue(response.body.isEmpty, "\(context): a body where the document names none", file: file, line: line)
         }
         guard let (mediaType, media) = content.first(where: { response.contentType.hasPrefix($0.0) }) else {
@@ -90,35 +98,39 @@ final class OpenAPITests: XCTestCase {
 
     /// The validator refuses keywords it does not know, so every keyword the document uses must be one it checks.
     func testEverySchemaUsesOnlyKeywordsTheValidatorChecks() {
-        let known: Set<String> = ["$ref", "type", "enum", "const", "properties", "required", "additionalProperties", "items",
-                                  "minItems", "maxItems", "minimum", "maximum", "exclusiveMinimum", "minLength", "maxLength", "pattern",
-                                  "oneOf", "description", "examples"]
+        let known: Set<String> = [
+            "$ref", "type", "enum", "const", "properties", "required", "additionalProperties", "items",
+            "minItems", "maxItems", "minimum", "maximum", "exclusiveMinimum", "minLength", "maxLength", "pattern",
+            "oneOf", "description", "examples",
+        ]
         var schemas: [(String, JSONValue)] = []
-        if case let .object(components)? = OpenAPI.document["components"]?["schemas"] { schemas += components }
+        if case .object(let components)? = OpenAPI.document["components"]?["schemas"] { schemas += components }
         for (template, method, operation) in operations {
-            if case let .object(content)? = operation["requestBody"]?["content"] {
+            if case .object(let content)? = operation["requestBody"]?["content"] {
                 for (type, media) in content { schemas.append(("\(method) \(template) \(type) body", media["schema"] ?? .null)) }
             }
-            if case let .object(answers)? = operation["responses"] {
+            if case .object(let answers)? = operation["responses"] {
                 for (status, answer) in answers {
-                    if case let .object(content)? = answer["content"] {
+                    if case .object(let content)? = answer["content"] {
                         for (_, media) in content { schemas.append(("\(method) \(template) \(status)", media["schema"] ?? .null)) }
                     }
-                    if case let .object(headers)? = answer["headers"] {
+                    if case .object(let headers)? = answer["headers"] {
                         for (name, header) in headers { schemas.append(("\(method) \(template) \(status) \(name)", header["schema"] ?? .null)) }
                     }
                 }
             }
         }
-        if case let .object(paths)? = OpenAPI.document["paths"] {
+        if case .object(let paths)? = OpenAPI.document["paths"] {
             for (template, item) in paths {
-                for case let .array(parameters)? in [item["parameters"], item["get"]?["parameters"]] {
-                    for parameter in parameters { schemas.append(("\(template) \(parameter["name"]?.stringValue ?? "?")", parameter["schema"] ?? .null)) }
+                for case .array(let parameters)? in [item["parameters"], item["get"]?["parameters"]] {
+                    for parameter in parameters {
+                        schemas.append(("\(template) \(parameter["name"]?.stringValue ?? "?")", parameter["schema"] ?? .null))
+                    }
                 }
             }
         }
         func walk(_ schema: JSONValue, _ place: String) {
-            guard case let .object(keywords) = schema else { return XCTFail("\(place): not a schema object") }
+            guard case .object(let keywords) = schema else { return XCTFail("\(place): not a schema object") }
             for (keyword, argument) in keywords {
                 XCTAssertTrue(known.contains(keyword), "\(place): \(keyword)")
                 switch keyword {
@@ -126,7 +138,7 @@ final class OpenAPITests: XCTestCase {
                     let name = argument.stringValue?.replacingOccurrences(of: "#/components/schemas/", with: "") ?? ""
                     XCTAssertNotNil(validator.component(name), "\(place): $ref \(argument)")
                 case "properties":
-                    if case let .object(properties) = argument { for (name, property) in properties { walk(property, "\(place).\(name)") } }
+                    if case .object(let properties) = argument { for (name, property) in properties { walk(property, "\(place).\(name)") } }
                 case "items": walk(argument, "\(place)[]")
                 case "oneOf": for (index, choice) in (argument.arrayValue ?? []).enumerated() { walk(choice, "\(place).oneOf[\(index)]") }
                 default: break
@@ -156,7 +168,8 @@ final class OpenAPITests: XCTestCase {
             for (name, example) in examples(of: operation) {
                 count += 1
                 XCTAssertNil(validator.violation(of: example, against: schema), "\(method) \(template) example \(name)")
-                let response = fixture().handle(APIRequest(method: method, path: concrete(template), body: JSONWriter.encode(example)), now: t0 + 1000)
+                let response = fixture().handle(
+                    APIRequest(method: method, path: concrete(template), body: JSONWriter.encode(example)), now: t0 + 1000)
                 XCTAssertEqual(response.status, 200, "\(method) \(template) example \(name): \(text(response.body))")
                 assertConforms(response, to: operation, "\(method) \(template) example \(name)")
             }
@@ -169,14 +182,16 @@ final class OpenAPITests: XCTestCase {
     /// header lists exactly the methods the document names there.
     func testNothingUndocumentedIsRouted() {
         var paths = operations.map { concrete($0.template) }
-        paths += ["/api", "/api/", "/api/task", "/api/tasks/ci.build-42/show/again", "/api/tasks/ci.build-42/start",
-                  "/api/tasks/save/HIDE", "/api/tasks/ci.build-42/log/1", "/api/tasks/ci.build-42/logs", "/api/tasks/ci.build-42/Cancel",
-                  "/api/tasks/ci.build-42/stop", "/api/tasks/ci.build-42/cancel/now", "/api/timers/tea/log",
-                  "/api/timers", "/api/timers/tea/stop", "/api/timers/tea/pause/now",
-                  "/api/events/1", "/api/openapi.json/x", "/api/openapi", "/api/healthz", "/healthz/x", "/metrics/x",
-                  "/api/kinds/ci.build", "/api/kind", "/readyz/x", "/api/readyz", "/badge", "/badge/", "/badge/.svg", "/badge/x",
-                  "/badge/x.svg/y", "/badge/a/b.svg", "/badge/x.png", "/badges/x.svg", "/api/badge/x.svg",
-                  "/", "/index.html", "/ws"]
+        paths += [
+            "/api", "/api/", "/api/task", "/api/tasks/ci.build-42/show/again", "/api/tasks/ci.build-42/start",
+            "/api/tasks/save/HIDE", "/api/tasks/ci.build-42/log/1", "/api/tasks/ci.build-42/logs", "/api/tasks/ci.build-42/Cancel",
+            "/api/tasks/ci.build-42/stop", "/api/tasks/ci.build-42/cancel/now", "/api/timers/tea/log",
+            "/api/timers", "/api/timers/tea/stop", "/api/timers/tea/pause/now",
+            "/api/events/1", "/api/openapi.json/x", "/api/openapi", "/api/healthz", "/healthz/x", "/metrics/x",
+            "/api/kinds/ci.build", "/api/kind", "/readyz/x", "/api/readyz", "/badge", "/badge/", "/badge/.svg", "/badge/x",
+            "/badge/x.svg/y", "/badge/a/b.svg", "/badge/x.png", "/badges/x.svg", "/api/badge/x.svg",
+            "/", "/index.html", "/ws",
+        ]
         var refused = 0
         for path in Set(paths).sorted() {
             let allowed = OpenAPITests.methods.filter { OpenAPI.operation(method: $0, path: path) != nil }
@@ -201,7 +216,7 @@ final class OpenAPITests: XCTestCase {
     /// The document names every field the update parser takes (a field added to the parser and not
     /// here would go untested by everything that reads the document).
     func testTheDocumentNamesEveryFieldOfAnUpdate() throws {
-        guard case let .object(properties)? = validator.component("TaskPatch")?["properties"] else { return XCTFail("no TaskPatch") }
+        guard case .object(let properties)? = validator.component("TaskPatch")?["properties"] else { return XCTFail("no TaskPatch") }
         XCTAssertEqual(properties.map(\.0).sorted(), TaskPatch.fields.sorted())
     }
 
@@ -210,7 +225,7 @@ final class OpenAPITests: XCTestCase {
     func testEveryBoundOfAQueryParameterIsTheRoutersBound() throws {
         var tried = 0
         for (template, method, operation) in operations where method == "GET" {
-            guard case let .array(parameters)? = operation["parameters"] else { continue }
+            guard case .array(let parameters)? = operation["parameters"] else { continue }
             for parameter in parameters where parameter["in"] == .string("query") {
                 let name = try XCTUnwrap(parameter["name"]?.stringValue)
                 let schema = parameter["schema"] ?? .null
@@ -220,8 +235,10 @@ final class OpenAPITests: XCTestCase {
                 }
                 for value in values {
                     let integer = schema["type"] == .string("integer")
-                    let documented = (!integer || Int(value) != nil)
-                        && validator.violation(of: integer ? Int(value).map { .number(Double($0)) } ?? .string(value) : .string(value), against: schema) == nil
+                    let documented =
+                        (!integer || Int(value) != nil)
+                        && validator.violation(
+                            of: integer ? Int(value).map { .number(Double($0)) } ?? .string(value) : .string(value), against: schema) == nil
                     let response = fixture().handle(APIRequest(method: method, path: concrete(template), query: [name: value]), now: t0)
                     XCTAssertEqual(response.status == 200, documented, "\(template)?\(name)=\(value): \(text(response.body).prefix(200))")
                     assertConforms(response, to: operation, "\(template)?\(name)=\(value)")
@@ -245,14 +262,16 @@ final class OpenAPITests: XCTestCase {
         var tried = 0
         for (name, path, base, eventType) in cases {
             let schema = try XCTUnwrap(validator.component(name))
-            guard case let .object(properties)? = schema["properties"] else { return XCTFail(name) }
+            guard case .object(let properties)? = schema["properties"] else { return XCTFail(name) }
             for (field, property) in properties {
                 for candidate in candidates(for: property) {
                     let body = JSONValue.object(base.filter { $0.0 != field } + [(field, candidate)])
                     let documented = validator.violation(of: body, against: schema) == nil
                     let response = fixture().handle(APIRequest(method: "POST", path: path, body: JSONWriter.encode(body)), now: t0)
                     let place = "\(name).\(field) = \(text(JSONWriter.encode(candidate)).prefix(60))"
-                    XCTAssertEqual(response.status == 200, documented, "\(place): the document says \(documented ? "valid" : "invalid"), the API answered \(text(response.body))")
+                    XCTAssertEqual(
+                        response.status == 200, documented,
+                        "\(place): the document says \(documented ? "valid" : "invalid"), the API answered \(text(response.body))")
                     if !documented {
                         // Too many lines for one log request is 413, like a batch of too many events.
                         let tooMany = property["maxItems"]?.numberValue.map { Double(candidate.arrayValue?.count ?? 0) > $0 } ?? false
@@ -261,7 +280,9 @@ final class OpenAPITests: XCTestCase {
                     }
                     let event = JSONValue.object([("type", .string(eventType)), ("id", .string("ci.build-42"))] + (body.objectMembers))
                     let batch = fixture().handle(APIRequest(method: "POST", path: "/api/events", body: JSONWriter.encode(.array([event]))), now: t0)
-                    XCTAssertEqual(batch.status == 200, validator.violation(of: .array([event]), against: validator.component("Batch")!) == nil, "event \(place)")
+                    XCTAssertEqual(
+                        batch.status == 200, validator.violation(of: .array([event]), against: validator.component("Batch")!) == nil, "event \(place)"
+                    )
                     if !documented { XCTAssertEqual(json(batch.body)["field"], .string("events[0].\(field)"), "event \(place)") }
                     tried += 1
                 }
@@ -279,8 +300,10 @@ final class OpenAPITests: XCTestCase {
     /// `{}`, and no other JSON.
     func testOperationsWithoutFieldsTakeOnlyNothingOrAnEmptyObject() throws {
         let schema = try XCTUnwrap(validator.component("NoFields"))
-        for path in ["/api/tasks/save/hide", "/api/timers/tea/pause", "/api/timers/tea/resume", "/api/timers/tea/cancel",
-                     "/api/tasks/ci.build-42/cancel", "/api/tasks/ci.build-42/pause", "/api/tasks/ci.build-42/resume"] {
+        for path in [
+            "/api/tasks/save/hide", "/api/timers/tea/pause", "/api/timers/tea/resume", "/api/timers/tea/cancel",
+            "/api/tasks/ci.build-42/cancel", "/api/tasks/ci.build-42/pause", "/api/tasks/ci.build-42/resume",
+        ] {
             for body in ["", " ", "{}", " { } ", "null", "[]", "0", "\"x\"", "true", #"{"now": true}"#, "{", "[{}]"] {
                 let response = fixture().handle(APIRequest(method: "POST", path: path, body: Array(body.utf8)), now: t0 + 1000)
                 let value = try? JSONParser.parse(body)
@@ -297,20 +320,23 @@ final class OpenAPITests: XCTestCase {
     func testTheLogTakesTextOneLineALine() throws {
         let operation = try XCTUnwrap(OpenAPI.document["paths"]?["/api/tasks/{id}/log"]?["post"])
         let media = try XCTUnwrap(operation["requestBody"]?["content"]?["text/plain"])
-        guard case let .object(examples)? = media["examples"] else { return XCTFail("no text/plain examples") }
+        guard case .object(let examples)? = media["examples"] else { return XCTFail("no text/plain examples") }
         XCTAssertFalse(examples.isEmpty)
         for (name, example) in examples {
             let body = try XCTUnwrap(example["value"]?.stringValue)
             XCTAssertNil(validator.violation(of: .string(body), against: media["schema"] ?? .null), name)
             let api = fixture()
-            let response = api.handle(APIRequest(method: "POST", path: "/api/tasks/ci.build-42/log", body: Array(body.utf8),
-                                                 headers: RequestHeaders(contentType: "text/plain; charset=utf-8")), now: t0 + 1000)
+            let response = api.handle(
+                APIRequest(
+                    method: "POST", path: "/api/tasks/ci.build-42/log", body: Array(body.utf8),
+                    headers: RequestHeaders(contentType: "text/plain; charset=utf-8")), now: t0 + 1000)
             XCTAssertEqual(response.status, 200, "\(name): \(text(response.body))")
             assertConforms(response, to: operation, "text/plain example \(name)")
             XCTAssertEqual(api.store.log(of: "ci.build-42")?.lines.dropFirst(), ArraySlice(body.split(separator: "\n").map(String.init)), name)
         }
         XCTAssertNotNil(validator.violation(of: .string(""), against: media["schema"] ?? .null))
-        let empty = fixture().handle(APIRequest(method: "POST", path: "/api/tasks/ci.build-42/log", headers: RequestHeaders(contentType: "text/plain")), now: t0)
+        let empty = fixture().handle(
+            APIRequest(method: "POST", path: "/api/tasks/ci.build-42/log", headers: RequestHeaders(contentType: "text/plain")), now: t0)
         XCTAssertEqual(empty.status, 422, text(empty.body))
         assertConforms(empty, to: operation, "an empty text/plain log")
     }
@@ -342,16 +368,18 @@ final class OpenAPITests: XCTestCase {
             XCTAssertEqual(pattern, TaskID.pattern)
             values += ["ci", "ci.build-42", "-ci", "ci/x", "ci build", String(repeating: "a", count: 129)].map(JSONValue.string)
         }
-        for case let .array(options)? in [property["enum"]] { values += options + [.string("bogus"), .string("stalled")] }
+        for case .array(let options)? in [property["enum"]] { values += options + [.string("bogus"), .string("stalled")] }
         return values
     }
 
     func testTheIDAndWatchPatternsAreTheParsers() throws {
         let id = try Regex(TaskID.pattern)
         let watch = try Regex(OpenAPI.watchListPattern)
-        let samples = ["", "a", "ci.build-42", "ci.*", "*", "?", ".ci", "_x", "-x", "ci,", ",ci", "ci,,cd", "a b", "ci/x", "é",
-                       "ci*,deploy?.web", "ci.\n", String(repeating: "a", count: 128), String(repeating: "a", count: 129),
-                       String(repeating: "a", count: 128) + ",b", "*.*.*", "ci;x", "ci%2F"]
+        let samples = [
+            "", "a", "ci.build-42", "ci.*", "*", "?", ".ci", "_x", "-x", "ci,", ",ci", "ci,,cd", "a b", "ci/x", "é",
+            "ci*,deploy?.web", "ci.\n", String(repeating: "a", count: 128), String(repeating: "a", count: 129),
+            String(repeating: "a", count: 128) + ",b", "*.*.*", "ci;x", "ci%2F",
+        ]
         for sample in samples {
             XCTAssertEqual((try? id.wholeMatch(in: sample)) != nil, TaskID.isValid(sample), sample.debugDescription)
             let parsed: Bool
@@ -419,7 +447,8 @@ final class OpenAPITests: XCTestCase {
                 if block.hasPrefix("sh\n") {
                     for curl in curlCommands(block) {
                         guard let (template, _) = OpenAPI.operation(method: curl.method, path: curl.path),
-                              headingOperations.contains(where: { $0 == (curl.method, template) }) else {
+                            headingOperations.contains(where: { $0 == (curl.method, template) })
+                        else {
                             XCTFail("PROTOCOL.md's \(heading) runs \(curl.method) \(curl.path), not an operation of its heading")
                             continue
                         }
@@ -435,11 +464,15 @@ final class OpenAPITests: XCTestCase {
                     // The 200 answer's schema, or another answer the operation names by schema (not an
                     // error): /readyz's 503.
                     var schemas = [operation?["responses"]?["200"]?["content"]?["application/json"]?["schema"] ?? .null]
-                    if case let .object(answers)? = operation?["responses"] {
-                        schemas += answers.filter { $0.0 != "200" }.compactMap { $0.1["content"]?["application/json"]?["schema"] }.filter { $0["$ref"] != nil }
+                    if case .object(let answers)? = operation?["responses"] {
+                        schemas += answers.filter { $0.0 != "200" }.compactMap { $0.1["content"]?["application/json"]?["schema"] }.filter {
+                            $0["$ref"] != nil
+                        }
                     }
                     let answer = json(String(block.dropFirst(5)))
-                    if !schemas.contains(where: { validator.violation(of: answer, against: $0) == nil }), let violation = validator.violation(of: answer, against: schemas[0]) {
+                    if !schemas.contains(where: { validator.violation(of: answer, against: $0) == nil }),
+                        let violation = validator.violation(of: answer, against: schemas[0])
+                    {
                         XCTFail("PROTOCOL.md's answer to \(method) \(template): \(violation)")
                     }
                     checked.answers += 1
@@ -460,12 +493,13 @@ final class OpenAPITests: XCTestCase {
             let words = line.split(separator: " ")
             let method = words.firstIndex(of: "-X").map { String(words[$0 + 1]) } ?? (body != nil || words.contains("--data-binary") ? "POST" : "GET")
             guard let url = words.first(where: { $0.hasPrefix("http://") || $0.hasPrefix("https://") }),
-                  let path = URLComponents(string: String(url))?.path else { return nil }
+                let path = URLComponents(string: String(url))?.path
+            else { return nil }
             return (method, path, body)
         }
     }
 }
 
 extension JSONValue {
-    fileprivate var objectMembers: [(String, JSONValue)] { if case let .object(members) = self { return members } else { return [] } }
+    fileprivate var objectMembers: [(String, JSONValue)] { if case .object(let members) = self { return members } else { return [] } }
 }

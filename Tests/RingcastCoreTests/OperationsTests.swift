@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RingcastCore
 
 /// What operators get from the core: the version everywhere it is shown, readiness and its answer.
@@ -44,8 +45,10 @@ final class OperationsTests: XCTestCase {
 
         let failing = api.handle(APIRequest(method: "GET", path: "/readyz"), now: t0) {
             var status = TransportStatus()
-            status.readiness = [ReadinessStatus(name: "storage", failure: "storage: disk I/O error"),
-                                ReadinessStatus(name: "redis", failure: "redis has not answered for 6 s")]
+            status.readiness = [
+                ReadinessStatus(name: "storage", failure: "storage: disk I/O error"),
+                ReadinessStatus(name: "redis", failure: "redis has not answered for 6 s"),
+            ]
             return status
         }
         XCTAssertEqual(failing.status, 503)

@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RingcastCore
 
 private final class Box {
@@ -63,7 +64,7 @@ final class PatternIndexTests: XCTestCase {
         let store = TaskStore(epoch: "indexepoch")
         let events = try! store.update("ci.build", #"{"progress":0.5}"#, now: t0).events
         fanOut.publish(events)
-        guard case let .frame(bytes, count)? = fanOut.nextFrame(for: both) else { return XCTFail("no frame") }
+        guard case .frame(let bytes, let count)? = fanOut.nextFrame(for: both) else { return XCTFail("no frame") }
         XCTAssertEqual(count, 1)
         XCTAssertEqual(bytes, events[0].bytes)
         XCTAssertNil(fanOut.nextFrame(for: both), "not twice")

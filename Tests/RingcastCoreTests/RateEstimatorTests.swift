@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RingcastCore
 
 /// tqdm's estimator with smoothing α = 0.3: EMA(x) ← α·x + (1−α)·EMA(x) for Δprogress and Δseconds, both
@@ -68,7 +69,7 @@ final class RateEstimatorTests: XCTestCase {
     func testAClockThatGoesBackRestartsTheInterval() {
         var estimator = RateEstimator()
         _ = estimator.observe(progress: 0, at: t0)
-        _ = estimator.observe(progress: 0.1, at: t0 + 1000)                                 // 0.1/s
+        _ = estimator.observe(progress: 0.1, at: t0 + 1000)  // 0.1/s
         XCTAssertEqual(estimator.observe(progress: 0.2, at: t0)!, 0.1, accuracy: 1e-12, "no measurement across a clock step")
         // Measured from the step back: Δp = 0.2, Δt = 1. EMA(Δp) = 0.06 + 0.7·0.03 = 0.081; EMA(Δt) = 0.3 + 0.7·0.3 = 0.51.
         XCTAssertEqual(estimator.observe(progress: 0.4, at: t0 + 1000)!, 0.081 / 0.51, accuracy: 1e-12)

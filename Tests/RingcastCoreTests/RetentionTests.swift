@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RingcastCore
 
 /// Finished work is forgotten on purpose, and the live set has a cap.
@@ -75,8 +76,10 @@ final class RetentionTests: XCTestCase {
 
         let api = API(store: TaskStore(epoch: "cap", maxTasks: 1))
         _ = api.handle(APIRequest(method: "POST", path: "/api/tasks/one", body: []), now: t0)
-        let refused = api.handle(APIRequest(method: "POST", path: "/api/events",
-                                            body: Array(#"[{"type":"update","id":"two"},{"type":"update","id":"one","progress":0.5}]"#.utf8)), now: t0)
+        let refused = api.handle(
+            APIRequest(
+                method: "POST", path: "/api/events",
+                body: Array(#"[{"type":"update","id":"two"},{"type":"update","id":"one","progress":0.5}]"#.utf8)), now: t0)
         XCTAssertEqual(refused.status, 200)
         XCTAssertEqual(json(refused.body)["applied"], .number(1), "the rest of a batch still applies")
         XCTAssertEqual(json(refused.body)["errors"]?.arrayValue?.first?["error"], .string("too_many_tasks"))

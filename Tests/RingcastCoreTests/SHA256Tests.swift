@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RingcastCore
 
 /// SHA-256 against FIPS 180-4's examples (and NIST's long-message one), HMAC-SHA256 against RFC 4231.
@@ -9,12 +10,15 @@ final class SHA256Tests: XCTestCase {
     func testFIPS180Examples() {
         XCTAssertEqual(hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
         XCTAssertEqual(hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
-        XCTAssertEqual(hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
-                       "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
-        XCTAssertEqual(hex("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu"),
-                       "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1")
-        XCTAssertEqual(HMACSHA256.hex(SHA256.hash(bytes(UInt8(ascii: "a"), 1_000_000))),
-                       "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+        XCTAssertEqual(
+            hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        XCTAssertEqual(
+            hex("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu"),
+            "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1")
+        XCTAssertEqual(
+            HMACSHA256.hex(SHA256.hash(bytes(UInt8(ascii: "a"), 1_000_000))),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
     }
 
     /// Where the padding changes shape: 55 bytes fit one block with the length, 56 need a second.
@@ -30,22 +34,29 @@ final class SHA256Tests: XCTestCase {
     func testRFC4231() {
         func mac(_ key: [UInt8], _ data: [UInt8]) -> String { HMACSHA256.hex(HMACSHA256.authenticate(data, key: key)) }
         XCTAssertEqual(mac(bytes(0x0b, 20), Array("Hi There".utf8)), "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7")
-        XCTAssertEqual(mac(Array("Jefe".utf8), Array("what do ya want for nothing?".utf8)),
-                       "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
+        XCTAssertEqual(
+            mac(Array("Jefe".utf8), Array("what do ya want for nothing?".utf8)),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
         XCTAssertEqual(mac(bytes(0xaa, 20), bytes(0xdd, 50)), "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe")
         XCTAssertEqual(mac(Array(1...25), bytes(0xcd, 50)), "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b")
         // Test case 5 checks the first 128 bits only.
         XCTAssertTrue(mac(bytes(0x0c, 20), Array("Test With Truncation".utf8)).hasPrefix("a3b6167473100ee06e0c796c2955552b"))
         // A key longer than a block is hashed first.
-        XCTAssertEqual(mac(bytes(0xaa, 131), Array("Test Using Larger Than Block-Size Key - Hash Key First".utf8)),
-                       "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54")
-        XCTAssertEqual(mac(bytes(0xaa, 131), Array(("This is a test using a larger than block-size key and a larger than block-size data. "
-                                                    + "The key needs to be hashed before being used by the HMAC algorithm.").utf8)),
-                       "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2")
+        XCTAssertEqual(
+            mac(bytes(0xaa, 131), Array("Test Using Larger Than Block-Size Key - Hash Key First".utf8)),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54")
+        XCTAssertEqual(
+            mac(
+                bytes(0xaa, 131),
+                Array(
+                    ("This is a test using a larger than block-size key and a larger than block-size data. "
+                        + "The key needs to be hashed before being used by the HMAC algorithm.").utf8)),
+            "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2")
     }
 
     func testTheSignatureHeader() {
-        XCTAssertEqual(HMACSHA256.signatureHeader(Array("Hi There".utf8), key: bytes(0x0b, 20)),
-                       "sha256=b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7")
+        XCTAssertEqual(
+            HMACSHA256.signatureHeader(Array("Hi There".utf8), key: bytes(0x0b, 20)),
+            "sha256=b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7")
     }
 }

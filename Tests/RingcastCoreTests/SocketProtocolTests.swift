@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RingcastCore
 
 /// The WebSocket half of the protocol, without a socket: the upgrade query, the opening frames,
@@ -16,7 +17,9 @@ final class SocketProtocolTests: XCTestCase {
         return API(store: TaskStore(epoch: "sockepoch"), config: config)
     }
 
-    private func open(_ api: API, _ query: [String: String], authorization: String? = nil, fromLoopback: Bool = true) throws -> (SocketSession, [JSONValue]) {
+    private func open(_ api: API, _ query: [String: String], authorization: String? = nil, fromLoopback: Bool = true) throws -> (
+        SocketSession, [JSONValue]
+    ) {
         let request = try SocketRequest.parse(query).get()
         let (session, frames) = api.openSocket(request, headers: RequestHeaders(authorization: authorization), fromLoopback: fromLoopback, now: t0)
         return (session, frames.map { json($0) })
@@ -44,10 +47,10 @@ final class SocketProtocolTests: XCTestCase {
         XCTAssertFalse(publisher.watch.matches("ci.build"), "a publisher watches nothing")
         XCTAssertFalse(publisher.watch.matches("x"))
 
-        guard case let .failure(mode) = SocketRequest.parse(["mode": "shout"]) else { return XCTFail("mode=shout was accepted") }
+        guard case .failure(let mode) = SocketRequest.parse(["mode": "shout"]) else { return XCTFail("mode=shout was accepted") }
         XCTAssertEqual(mode.code, .invalidField)
         XCTAssertEqual(mode.field, "mode")
-        guard case let .failure(pattern) = SocketRequest.parse(["watch": "ci/*"]) else { return XCTFail("watch=ci/* was accepted") }
+        guard case .failure(let pattern) = SocketRequest.parse(["watch": "ci/*"]) else { return XCTFail("watch=ci/* was accepted") }
         XCTAssertEqual(pattern.code, .invalidPattern)
         XCTAssertEqual(pattern.field, "watch")
     }
@@ -89,7 +92,10 @@ final class SocketProtocolTests: XCTestCase {
         XCTAssertTrue(one.frames.isEmpty, "a good event is not answered")
         XCTAssertEqual(api.store.task("ci.a")?.progress, 0.25)
 
-        let batch = send(api, #"[{"type":"update","id":"ci.b","progress":2},{"type":"show","id":"ci.b"},{"type":"bogus","id":"ci.c"},{"type":"hide","id":"nobody"}]"#, &session)
+        let batch = send(
+            api,
+            #"[{"type":"update","id":"ci.b","progress":2},{"type":"show","id":"ci.b"},{"type":"bogus","id":"ci.c"},{"type":"hide","id":"nobody"}]"#,
+            &session)
         XCTAssertEqual(batch.events.map { $0["type"] }, [.string("show")], "the good event of the batch still applies")
         XCTAssertEqual(batch.frames.map { $0["type"] }, Array(repeating: .string("error"), count: 3))
         XCTAssertEqual(batch.frames.map { $0["field"] }, [.string("events[0].progress"), .string("events[2].type"), .string("events[3].id")])
@@ -110,7 +116,8 @@ final class SocketProtocolTests: XCTestCase {
     }
 
     func testTheSameEventOverHTTPAndOverTheSocketMakesTheSameChange() throws {
-        let overHTTP = api(), overSocket = api()
+        let overHTTP = api()
+        let overSocket = api()
         let event = #"{"type":"update","id":"ci.same","title":"Same","progress":0.4,"staleAfter":30}"#
         let http = overHTTP.handle(APIRequest(method: "POST", path: "/api/events", body: Array(event.utf8)), now: t0)
         XCTAssertEqual(http.status, 200)

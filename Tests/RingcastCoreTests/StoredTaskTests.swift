@@ -40,6 +40,7 @@ final class StoredTaskTests: XCTestCase {
         XCTAssertNil(TaskRecord(stored: Array("not json".utf8)))
         XCTAssertNil(TaskRecord(stored: Array(#"{"id":"-bad","state":"running","seq":1,"stored":{"updatedAt":1,"publishedAt":1}}"#.utf8)))
         XCTAssertNil(TaskRecord(stored: Array(#"{"id":"ok","state":"exploded","seq":1,"stored":{"updatedAt":1,"publishedAt":1}}"#.utf8)))
-        XCTAssertNotNil(TaskRecord(stored: Array(#"{"id":"ok","state":"running","seq":1,"progress":null,"stored":{"updatedAt":1,"publishedAt":1}}"#.utf8)))
+        XCTAssertNotNil(
+            TaskRecord(stored: Array(#"{"id":"ok","state":"running","seq":1,"progress":null,"stored":{"updatedAt":1,"publishedAt":1}}"#.utf8)))
     }
 }

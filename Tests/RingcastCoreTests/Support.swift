@@ -1,11 +1,12 @@
 import XCTest
+
 @testable import RingcastCore
 
 /// A realistic Unix-ms start time: every test clock counts from here.
 let t0: Double = 1_700_000_000_000
 
 extension JSONValue {
-    var keys: [String] { if case let .object(m) = self { return m.map(\.0) } else { return [] } }
+    var keys: [String] { if case .object(let m) = self { return m.map(\.0) } else { return [] } }
 }
 
 func json(_ bytes: [UInt8], file: StaticString = #filePath, line: UInt = #line) -> JSONValue {

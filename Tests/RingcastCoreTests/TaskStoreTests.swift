@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RingcastCore
 
 final class TaskStoreTests: XCTestCase {
@@ -92,7 +93,8 @@ final class TaskStoreTests: XCTestCase {
         XCTAssertEqual(try store.update("a", #"{"progress": 0.1}"#, now: t0).events.map(\.type), [.progress], "creation")
         XCTAssertEqual(try store.update("a", #"{"progress": 0.2}"#, now: t0 + 1).events.map(\.type), [.progress])
         XCTAssertEqual(try store.update("a", #"{"state": "paused"}"#, now: t0 + 2).events.map(\.type), [.state])
-        XCTAssertEqual(try store.update("a", #"{"state": "paused", "progress": 0.3}"#, now: t0 + 3).events.map(\.type), [.progress], "same state: progress")
+        XCTAssertEqual(
+            try store.update("a", #"{"state": "paused", "progress": 0.3}"#, now: t0 + 3).events.map(\.type), [.progress], "same state: progress")
         XCTAssertEqual(try store.update("a", #"{"visible": false}"#, now: t0 + 4).events.map(\.type), [.hide])
         XCTAssertEqual(try store.update("a", #"{"visible": false}"#, now: t0 + 5).events.map(\.type), [.progress], "already hidden")
         XCTAssertEqual(try store.update("a", #"{"visible": true, "state": "running"}"#, now: t0 + 6).events.map(\.type), [.show], "visibility wins")
@@ -355,8 +357,8 @@ final class TaskStoreTests: XCTestCase {
     func testRateAndEtaOnAKnownSequence() throws {
         XCTAssertNil(try store.update("a", #"{"progress": 0}"#, now: t0).task?.rate)
         let first = try XCTUnwrap(store.update("a", #"{"progress": 0.1}"#, now: t0 + 1000).task)
-        XCTAssertEqual(first.rate!, 0.1, accuracy: 1e-12)           // 0.1 in 1 s
-        XCTAssertEqual(first.eta!, 9, accuracy: 1e-9)                // 0.9 left at 0.1/s
+        XCTAssertEqual(first.rate!, 0.1, accuracy: 1e-12)  // 0.1 in 1 s
+        XCTAssertEqual(first.eta!, 9, accuracy: 1e-9)  // 0.9 left at 0.1/s
         // A detail update 1 s later is no measurement; then 0.3 at +3 s: Δp = 0.2 over Δt = 2 s.
         // EMA(Δp) = 0.3·0.2 + 0.7·0.03 = 0.081; EMA(Δt) = 0.3·2 + 0.7·0.3 = 0.81 → rate 0.1; ETA 0.7/0.1 = 7.
         let detail = try XCTUnwrap(store.update("a", #"{"detail": "half way"}"#, now: t0 + 2000).task)
@@ -377,10 +379,10 @@ final class TaskStoreTests: XCTestCase {
     // MARK: Removal and resumption
 
     func testRemovalLeavesATombstone() throws {
-        try store.update("a.one", "{}", now: t0)       // 1
-        try store.update("b.two", "{}", now: t0)       // 2
-        try store.update("a.three", "{}", now: t0)     // 3
-        let removed = try store.apply(.remove(id: "a.one"), now: t0)   // 4
+        try store.update("a.one", "{}", now: t0)  // 1
+        try store.update("b.two", "{}", now: t0)  // 2
+        try store.update("a.three", "{}", now: t0)  // 3
+        let removed = try store.apply(.remove(id: "a.one"), now: t0)  // 4
         XCTAssertNil(removed.task)
         let event = try XCTUnwrap(single(removed))
         XCTAssertEqual(event.type, .remove)
@@ -389,7 +391,7 @@ final class TaskStoreTests: XCTestCase {
         XCTAssertThrowsError(try store.apply(.remove(id: "a.one"), now: t0)) { error in
             XCTAssertEqual((error as? APIError)?.code, .notFound)
         }
-        try store.update("b.two", #"{"progress": 0.5}"#, now: t0)     // 5
+        try store.update("b.two", #"{"progress": 0.5}"#, now: t0)  // 5
 
         let all = try WatchSet.parse("*").get()
         let since2 = try XCTUnwrap(store.changes(since: 2, matching: all))
@@ -404,7 +406,7 @@ final class TaskStoreTests: XCTestCase {
         XCTAssertEqual(store.changes(since: 5, matching: all)?.tasks.count, 0)
         XCTAssertNil(store.changes(since: 6, matching: all), "a seq from the future cannot be answered")
 
-        try store.update("a.one", "{}", now: t0)        // 6: back again
+        try store.update("a.one", "{}", now: t0)  // 6: back again
         let since2again = try XCTUnwrap(store.changes(since: 2, matching: all))
         XCTAssertEqual(since2again.removed, [], "re-created: no longer removed")
         XCTAssertEqual(since2again.tasks.map(\.id), ["a.three", "b.two", "a.one"])
@@ -412,10 +414,10 @@ final class TaskStoreTests: XCTestCase {
 
     func testForgottenRemovalsForceAFullSnapshot() throws {
         let store = TaskStore(maxRemembered: 4, epoch: "e")
-        for i in 1...5 { try store.update("t\(i)", "{}", now: t0) }       // seq 1…5
+        for i in 1...5 { try store.update("t\(i)", "{}", now: t0) }  // seq 1…5
         for i in 1...4 { _ = try store.apply(.remove(id: "t\(i)"), now: t0) }  // seq 6…9
         XCTAssertEqual(store.removalHorizon, 0)
-        _ = try store.apply(.remove(id: "t5"), now: t0)                         // seq 10: five tombstones > 4
+        _ = try store.apply(.remove(id: "t5"), now: t0)  // seq 10: five tombstones > 4
         // The oldest 5 − 4/2 = 3 are forgotten (removed at 6, 7, 8): resuming from before 8 needs a snapshot.
         XCTAssertEqual(store.removalHorizon, 8)
         let all = try WatchSet.parse(nil).get()
@@ -428,7 +430,7 @@ final class TaskStoreTests: XCTestCase {
 
     func testStaleAfterTurnsASilentTaskStalled() throws {
         try store.update("job", #"{"progress": 0.1, "staleAfter": 2}"#, now: t0)
-        try store.update("job", #"{"progress": 0.2}"#, now: t0 + 1500)     // renews the lease to t0+3500
+        try store.update("job", #"{"progress": 0.2}"#, now: t0 + 1500)  // renews the lease to t0+3500
         XCTAssertEqual(store.runDue(now: t0 + 2000).count, 0)
         XCTAssertEqual(store.runDue(now: t0 + 3499).count, 0)
         let events = store.runDue(now: t0 + 3500)
@@ -472,27 +474,33 @@ final class TaskStoreTests: XCTestCase {
         XCTAssertEqual(list["tasks"]?.arrayValue?.map { $0["id"] }, [.string("b.y"), .string("a.z")])
 
         let hello = json(store.encodeHello(now: t0 + 0.4, heartbeatSeconds: 15))
-        XCTAssertEqual(text(JSONWriter.encode(hello)), #"{"type":"hello","protocol":2,"epoch":"testepoch","seq":4,"now":1700000000000,"heartbeat":15,"server":"\#(RingcastVersion.version)"}"#)
+        XCTAssertEqual(
+            text(JSONWriter.encode(hello)),
+            #"{"type":"hello","protocol":2,"epoch":"testepoch","seq":4,"now":1700000000000,"heartbeat":15,"server":"\#(RingcastVersion.version)"}"#)
     }
 
     func testTheHelloKeepsItsFixedPartsButFollowsSeqAndANewEpoch() throws {
         let version = RingcastVersion.version
-        XCTAssertEqual(text(store.encodeHello(now: t0, heartbeatSeconds: 15)),
-                       #"{"type":"hello","protocol":2,"epoch":"testepoch","seq":0,"now":1700000000000,"heartbeat":15,"server":"\#(version)"}"#)
+        XCTAssertEqual(
+            text(store.encodeHello(now: t0, heartbeatSeconds: 15)),
+            #"{"type":"hello","protocol":2,"epoch":"testepoch","seq":0,"now":1700000000000,"heartbeat":15,"server":"\#(version)"}"#)
         try store.update("a", #"{"progress": 0.5}"#, now: t0)
-        XCTAssertEqual(text(store.encodeHello(now: t0 + 1000, heartbeatSeconds: 2.5)),
-                       #"{"type":"hello","protocol":2,"epoch":"testepoch","seq":1,"now":1700000001000,"heartbeat":2.5,"server":"\#(version)"}"#)
+        XCTAssertEqual(
+            text(store.encodeHello(now: t0 + 1000, heartbeatSeconds: 2.5)),
+            #"{"type":"hello","protocol":2,"epoch":"testepoch","seq":1,"now":1700000001000,"heartbeat":2.5,"server":"\#(version)"}"#)
         store.replace(with: PersistedState(epoch: "other", seq: 7, tasks: []))
-        XCTAssertEqual(text(store.encodeHello(now: t0, heartbeatSeconds: 2.5)),
-                       #"{"type":"hello","protocol":2,"epoch":"other","seq":7,"now":1700000000000,"heartbeat":2.5,"server":"\#(version)"}"#)
+        XCTAssertEqual(
+            text(store.encodeHello(now: t0, heartbeatSeconds: 2.5)),
+            #"{"type":"hello","protocol":2,"epoch":"other","seq":7,"now":1700000000000,"heartbeat":2.5,"server":"\#(version)"}"#)
     }
 
     func testTimerFieldsInTheTaskObject() throws {
         try store.startTimer("t", seconds: 3, interval: 1, now: t0)
         _ = store.runDue(now: t0 + 1000)
         let object = json(try XCTUnwrap(store.task("t")).encodedObject(now: t0 + 1000))
-        XCTAssertEqual(object["timer"].map { text(JSONWriter.encode($0)) },
-                       #"{"seconds":3,"interval":1,"startedAt":1700000000000,"endsAt":1700000003000,"remaining":2,"elapsed":1}"#)
+        XCTAssertEqual(
+            object["timer"].map { text(JSONWriter.encode($0)) },
+            #"{"seconds":3,"interval":1,"startedAt":1700000000000,"endsAt":1700000003000,"remaining":2,"elapsed":1}"#)
         _ = try store.apply(.pauseTimer(id: "t"), now: t0 + 1200)
         XCTAssertEqual(json(try XCTUnwrap(store.task("t")).encodedObject(now: t0))["timer"]?["pausedAt"], .number(t0 + 1200))
     }
@@ -511,8 +519,9 @@ final class TaskStoreTests: XCTestCase {
         XCTAssertEqual(persistence.removed.map(\.0), ["c"])
         XCTAssertEqual(persistence.removed.map(\.1), [4])
 
-        let restored = RecordingPersistence(initial: PersistedState(
-            epoch: "one", seq: first.seq, tasks: [persistence.saved["a"]!.0, persistence.saved["b"]!.0]))
+        let restored = RecordingPersistence(
+            initial: PersistedState(
+                epoch: "one", seq: first.seq, tasks: [persistence.saved["a"]!.0, persistence.saved["b"]!.0]))
         let second = TaskStore(persistence: restored, epoch: "ignored")
         XCTAssertEqual(second.epoch, "one", "the saved epoch is kept")
         XCTAssertEqual(second.seq, 4)

@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RingcastCore
 
 /// The pieces of the text table and the badge that a terminal or an image viewer is strict about.
@@ -104,8 +105,11 @@ final class TextTableTests: XCTestCase {
     /// Character with the dot of `.svg`, and the badge was a 404 (found writing the OpenAPI document).
     func testABadgeOfAnyFileNameEndingInSVGIsABadge() {
         let api = API(store: TaskStore())
-        XCTAssertEqual(api.handle(APIRequest(method: "POST", path: "/api/tasks/ci.build-42", body: Array(#"{"progress": 0.5}"#.utf8)), now: t0).status, 200)
-        for (file, id) in [("ci.build-42.svg", "ci.build-42"), ("\u{600}.svg", "\u{600}"), ("a\u{600}.svg", "a\u{600}"), ("e\u{301}.svg", "e\u{301}")] {
+        XCTAssertEqual(
+            api.handle(APIRequest(method: "POST", path: "/api/tasks/ci.build-42", body: Array(#"{"progress": 0.5}"#.utf8)), now: t0).status, 200)
+        for (file, id) in [
+            ("ci.build-42.svg", "ci.build-42"), ("\u{600}.svg", "\u{600}"), ("a\u{600}.svg", "a\u{600}"), ("e\u{301}.svg", "e\u{301}"),
+        ] {
             let response = api.handle(APIRequest(method: "GET", path: "/badge/" + file), now: t0)
             XCTAssertEqual(response.status, 200, file.debugDescription)
             XCTAssertEqual(response.contentType, Badge.contentType)

@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RingcastCore
 
 /// The pure tick arithmetic of TimerSpec: tick k at startedAt + min(k·interval, seconds), shifted by pauses.
@@ -89,7 +90,7 @@ final class TimerScheduleTests: XCTestCase {
         queue.schedule("a", at: 10)
         queue.schedule("b", at: 20)
         queue.schedule("d", at: 5)
-        queue.schedule("d", at: 40)   // supersedes d@5
+        queue.schedule("d", at: 40)  // supersedes d@5
         XCTAssertEqual(queue.earliest(), 10, "the superseded d@5 is not reported")
         XCTAssertNil(queue.popDue(now: 9))
         XCTAssertEqual(queue.popDue(now: 25), "a")

@@ -1,4 +1,5 @@
 import XCTest
+
 @testable import RingcastCore
 
 /// Webhooks in the core: the config entry and its errors, which state changes fire which hooks,
@@ -8,8 +9,10 @@ final class WebhookPlannerTests: XCTestCase {
         try ServerConfig.parse(Array(text.utf8), source: "test.json", environment: environment)
     }
 
-    private func assertFails(_ text: String, saying fragments: String..., environment: [String: String] = [:],
-                             file: StaticString = #filePath, line: UInt = #line) {
+    private func assertFails(
+        _ text: String, saying fragments: String..., environment: [String: String] = [:],
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         XCTAssertThrowsError(try parse(text, environment: environment), text, file: file, line: line) { error in
             let message = "\(error)"
             for fragment in fragments { XCTAssertTrue(message.contains(fragment), "\(message) should say \(fragment)", file: file, line: line) }
@@ -17,12 +20,13 @@ final class WebhookPlannerTests: XCTestCase {
     }
 
     func testTheConfigEntry() throws {
-        let config = try parse(#"""
-        {"webhooks": [{"url": "http://127.0.0.1:9000/hook", "patterns": ["ci.*"], "states": ["failed", "done"], "secretEnv": "HOOK_SECRET",
-                       "maxAttempts": 3, "timeoutSeconds": 2},
-                      {"url": "http://hooks.internal/all", "secret": "literal-secret"}],
-         "abandonAfterSeconds": 120, "logLines": 50}
-        """#, environment: ["HOOK_SECRET": "from-the-environment"])
+        let config = try parse(
+            #"""
+            {"webhooks": [{"url": "http://127.0.0.1:9000/hook", "patterns": ["ci.*"], "states": ["failed", "done"], "secretEnv": "HOOK_SECRET",
+                           "maxAttempts": 3, "timeoutSeconds": 2},
+                          {"url": "http://hooks.internal/all", "secret": "literal-secret"}],
+             "abandonAfterSeconds": 120, "logLines": 50}
+            """#, environment: ["HOOK_SECRET": "from-the-environment"])
         XCTAssertEqual(config.webhooks.count, 2)
         XCTAssertEqual(config.webhooks[0].url, "http://127.0.0.1:9000/hook")
         XCTAssertEqual(config.webhooks[0].patterns.key, "ci.*")
@@ -65,14 +69,19 @@ final class WebhookPlannerTests: XCTestCase {
         func remove(id: String, epoch: String, seq: UInt64) {}
         var hasPendingWrites: Bool { false }
         func flush() {}
-        func saveDelivery(_ delivery: WebhookDelivery, urgent: Bool) { saved.append(delivery); self.urgent.append(urgent) }
+        func saveDelivery(_ delivery: WebhookDelivery, urgent: Bool) {
+            saved.append(delivery)
+            self.urgent.append(urgent)
+        }
         func removeDelivery(id: String) { removed.append(id) }
     }
 
     func testAStateChangeFiresTheHooksWhosePatternsAndStatesMatch() throws {
         var config = ServerConfig()
-        config.webhooks = [WebhookRule(url: "http://a/ci", patterns: WatchSet([Glob("ci.*")]), states: [.failed], secret: "k1"),
-                           WebhookRule(url: "http://b/all", secret: "k2")]
+        config.webhooks = [
+            WebhookRule(url: "http://a/ci", patterns: WatchSet([Glob("ci.*")]), states: [.failed], secret: "k1"),
+            WebhookRule(url: "http://b/all", secret: "k2"),
+        ]
         let outbox = Outbox()
         let api = API(store: TaskStore(persistence: outbox, epoch: "hookepoch"), config: config)
         let planner = try XCTUnwrap(api.store.webhooks)
@@ -103,14 +112,18 @@ final class WebhookPlannerTests: XCTestCase {
     }
 
     func testTheOutboxComesBackAtStartAndOrphansAreDropped() throws {
-        let owed = [WebhookDelivery(id: "old-7-0", hook: 0, url: "http://a/h", body: Array("{}".utf8), attempts: 2, due: t0),
-                    WebhookDelivery(id: "old-7-1", hook: 1, url: "http://moved/h", body: Array("{}".utf8), due: t0),
-                    WebhookDelivery(id: "old-8-3", hook: 3, url: "http://gone/h", body: Array("{}".utf8), due: t0)]
+        let owed = [
+            WebhookDelivery(id: "old-7-0", hook: 0, url: "http://a/h", body: Array("{}".utf8), attempts: 2, due: t0),
+            WebhookDelivery(id: "old-7-1", hook: 1, url: "http://moved/h", body: Array("{}".utf8), due: t0),
+            WebhookDelivery(id: "old-8-3", hook: 3, url: "http://gone/h", body: Array("{}".utf8), due: t0),
+        ]
         let outbox = Outbox()
         outbox.initial = PersistedState(epoch: "old", seq: 9, tasks: [], deliveries: owed)
         var config = ServerConfig()
-        config.webhooks = [WebhookRule(url: "http://a/h", secret: "k"), WebhookRule(url: "http://other/h", secret: "k"),
-                           WebhookRule(url: "http://moved/h", secret: "k")]
+        config.webhooks = [
+            WebhookRule(url: "http://a/h", secret: "k"), WebhookRule(url: "http://other/h", secret: "k"),
+            WebhookRule(url: "http://moved/h", secret: "k"),
+        ]
         let api = API(store: TaskStore(persistence: outbox), config: config)
         let pending = try XCTUnwrap(api.store.webhooks).takePending()
         XCTAssertEqual(pending.map(\.id), ["old-7-0", "old-7-1"])

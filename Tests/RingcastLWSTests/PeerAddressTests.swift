@@ -1,7 +1,8 @@
 import Foundation
-@testable import RingcastLWS
 import RingcastCore
 import XCTest
+
+@testable import RingcastLWS
 
 /// The accepted address answers "is it this machine?" from its bytes, as `isLoopbackAddress` does
 /// from text, and reads back as inet_ntop writes it.
@@ -25,9 +26,11 @@ final class PeerAddressTests: XCTestCase {
     }
 
     func testLoopbackIsKnownFromTheBytesAndAgreesWithTheText() throws {
-        let cases = ["127.0.0.1": true, "127.200.3.4": true, "10.0.0.2": false, "128.0.0.1": false, "0.0.0.0": false,
-                     "::1": true, "::2": false, "::": false, "::ffff:127.0.0.1": true, "::ffff:10.1.2.3": false,
-                     "2001:db8::1": false, "fe80::1": false]
+        let cases = [
+            "127.0.0.1": true, "127.200.3.4": true, "10.0.0.2": false, "128.0.0.1": false, "0.0.0.0": false,
+            "::1": true, "::2": false, "::": false, "::ffff:127.0.0.1": true, "::ffff:10.1.2.3": false,
+            "2001:db8::1": false, "fe80::1": false,
+        ]
         for (text, loopback) in cases {
             let address = try accepted(text)
             XCTAssertEqual(address.isLoopback, loopback, text)

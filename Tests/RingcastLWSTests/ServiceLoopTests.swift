@@ -1,7 +1,8 @@
 import Foundation
-@testable import RingcastLWS
 import RingcastCore
 import XCTest
+
+@testable import RingcastLWS
 
 /// A handler that serves nothing: these tests are about the loop itself.
 private final class IdleHandler: ServiceHandler {
@@ -13,7 +14,12 @@ private final class Record: @unchecked Sendable {
     private let condition = NSCondition()
     private var entries: [String] = []
 
-    func add(_ entry: String) { condition.withLock { entries.append(entry); condition.broadcast() } }
+    func add(_ entry: String) {
+        condition.withLock {
+            entries.append(entry)
+            condition.broadcast()
+        }
+    }
 
     func wait(for count: Int, timeout: Double = 5) -> [String] {
         let deadline = Date().addingTimeInterval(timeout)
@@ -149,8 +155,9 @@ final class MessageAssemblerTests: XCTestCase {
 
 final class LWSLogTests: XCTestCase {
     func testLWSLinesLoseTheirTimestampAndLevelTag() {
-        XCTAssertEqual(LWSLog.stripped("[2026/12/01 08:50:31:1234] E: ERROR on binding fd 7 to port 8080 (-1 98)\n"),
-                       "ERROR on binding fd 7 to port 8080 (-1 98)")
+        XCTAssertEqual(
+            LWSLog.stripped("[2026/12/01 08:50:31:1234] E: ERROR on binding fd 7 to port 8080 (-1 98)\n"),
+            "ERROR on binding fd 7 to port 8080 (-1 98)")
         XCTAssertEqual(LWSLog.stripped("[2026/12/01 08:50:31:1234] N:  Creating Vhost 'default' port 0\n"), " Creating Vhost 'default' port 0")
         XCTAssertEqual(LWSLog.stripped("plain line"), "plain line")
     }
@@ -167,6 +174,7 @@ final class LWSLogTests: XCTestCase {
         settings.listener = .init(host: "127.0.0.1", port: port)
         XCTAssertThrowsError(try ServiceLoop(name: "test-log-2", logger: .silent).start(settings, handler: IdleHandler()))
         let logged = lines.wait(for: 1)
-        XCTAssertTrue(logged.contains { $0.hasPrefix("[error] lws: ") && $0.contains("\(port)") }, "lws's bind error came through our logger: \(logged)")
+        XCTAssertTrue(
+            logged.contains { $0.hasPrefix("[error] lws: ") && $0.contains("\(port)") }, "lws's bind error came through our logger: \(logged)")
     }
 }

@@ -1,10 +1,11 @@
 import Foundation
-@testable import RingcastLoad
 import RingcastClient
 import RingcastCore
 import RingcastLWS
-import XCTest
 import RingcastPlatform
+import XCTest
+
+@testable import RingcastLoad
 
 /// The load tester's arithmetic on known inputs: percentiles, latency, marker parsing, /proc.
 final class LoadArithmeticTests: XCTestCase {
@@ -23,8 +24,8 @@ final class LoadArithmeticTests: XCTestCase {
 
     func testNearestRankOnSmallSetsPicksAValueSeenNeverAnInterpolation() {
         XCTAssertEqual(Percentile.nearestRank([7], 99.9), 7)
-        XCTAssertEqual(Percentile.nearestRank([1, 2], 50), 1)          // rank ⌈1⌉ = 1
-        XCTAssertEqual(Percentile.nearestRank([1, 2], 50.1), 2)        // rank ⌈1.002⌉ = 2
+        XCTAssertEqual(Percentile.nearestRank([1, 2], 50), 1)  // rank ⌈1⌉ = 1
+        XCTAssertEqual(Percentile.nearestRank([1, 2], 50.1), 2)  // rank ⌈1.002⌉ = 2
         XCTAssertEqual(Percentile.nearestRank([10, 20, 30, 40], 75), 30)
         XCTAssertEqual(Percentile.nearestRank(Array(1...10), 99), 10)
     }
@@ -46,7 +47,7 @@ final class LoadArithmeticTests: XCTestCase {
 
     func testHistogramIsWithinAThousandthAboveTwoMillisecondsAndNeverAboveTheMax() {
         var histogram = LatencyHistogram()
-        let values: [UInt64] = (1...1000).map { UInt64($0) * 1_000 + 7 }     // 1.007 ms … 1000.007 ms
+        let values: [UInt64] = (1...1000).map { UInt64($0) * 1_000 + 7 }  // 1.007 ms … 1000.007 ms
         for value in values { histogram.record(value) }
         for p in [50.0, 90, 99, 99.9] {
             let exact = Double(Percentile.nearestRank(values, p)!)
@@ -64,7 +65,8 @@ final class LoadArithmeticTests: XCTestCase {
     }
 
     func testHistogramsAdd() {
-        var a = LatencyHistogram(), b = LatencyHistogram()
+        var a = LatencyHistogram()
+        var b = LatencyHistogram()
         for value in 1...500 { a.record(UInt64(value)) }
         for value in 501...1000 { b.record(UInt64(value)) }
         a.add(b)
@@ -87,13 +89,17 @@ final class LoadArithmeticTests: XCTestCase {
     func testAFrameOfThreeUpdatesGivesThreeDeliveriesWithTheirOwnLatencies() {
         let run = "ab12cd"
         let times = SendTimes(capacity: 100)
-        times.set(10, 1_000_000_000)       // sent at 1.0000 s
-        times.set(11, 1_000_500_000)       // 1.0005 s
-        times.set(12, 1_001_000_000)       // 1.0010 s
+        times.set(10, 1_000_000_000)  // sent at 1.0000 s
+        times.set(11, 1_000_500_000)  // 1.0005 s
+        times.set(12, 1_001_000_000)  // 1.0010 s
         var stats = WatcherStats(clients: 2, origin: 1_000_000_000)
         var snapshots = 0
-        let received: UInt64 = 1_002_000_000   // all three arrive at 1.002 s
-        let frame = "[" + (10...12).map { #"{"type":"progress","seq":\#($0),"id":"rcload.t0","detail":"\#(LoadMarker.detail(run: run, number: $0, length: 40))"}"# }
+        let received: UInt64 = 1_002_000_000  // all three arrive at 1.002 s
+        let frame =
+            "["
+            + (10...12).map {
+                #"{"type":"progress","seq":\#($0),"id":"rcload.t0","detail":"\#(LoadMarker.detail(run: run, number: $0, length: 40))"}"#
+            }
             .joined(separator: ",") + "]"
         let delivered = receive(frame, into: &stats, watcher: 1, at: received, times: times, run: run, snapshots: &snapshots)
         XCTAssertEqual(delivered, 3)
@@ -103,8 +109,8 @@ final class LoadArithmeticTests: XCTestCase {
         XCTAssertEqual(stats.frames, 1)
         XCTAssertEqual(stats.maxSeen[1], 12)
         XCTAssertEqual(stats.histogram.count, 3)
-        XCTAssertEqual(stats.histogram.min, 1000)      // 2.0 − 1.0 ms
-        XCTAssertEqual(stats.histogram.max, 2000)      // 2.0 − 0.0 ms
+        XCTAssertEqual(stats.histogram.min, 1000)  // 2.0 − 1.0 ms
+        XCTAssertEqual(stats.histogram.max, 2000)  // 2.0 − 0.0 ms
         XCTAssertEqual(stats.histogram.percentile(50), 1500)
         XCTAssertEqual(stats.histogram.sum, 4500)
         XCTAssertEqual(stats.timeline.slots.count, 1)
@@ -120,7 +126,8 @@ final class LoadArithmeticTests: XCTestCase {
         var snapshots = 0
         // An initial snapshot holding an older update of this run is state, not a delivery.
         let snapshot = #"{"type":"snapshot","epoch":"e","seq":3,"full":true,"tasks":[{"id":"rcload.t0","detail":"rcload:zz99zz:2:"}]}"#
-        XCTAssertEqual(receive(#"{"type":"hello","protocol":1}"#, into: &stats, watcher: 0, at: 2_000, times: times, run: run, snapshots: &snapshots), 0)
+        XCTAssertEqual(
+            receive(#"{"type":"hello","protocol":1}"#, into: &stats, watcher: 0, at: 2_000, times: times, run: run, snapshots: &snapshots), 0)
         XCTAssertEqual(receive(snapshot, into: &stats, watcher: 0, at: 2_000, times: times, run: run, snapshots: &snapshots), 0)
         XCTAssertEqual(stats.maxSeen[0], -1)
         XCTAssertEqual(stats.resyncs, 0)
@@ -129,7 +136,8 @@ final class LoadArithmeticTests: XCTestCase {
         XCTAssertEqual(receive(resync, into: &stats, watcher: 0, at: 3_000, times: times, run: run, snapshots: &snapshots), 0)
         XCTAssertEqual(stats.resyncs, 1)
         XCTAssertEqual(stats.maxSeen[0], 4)
-        XCTAssertEqual(receive(#"{"type":"heartbeat","now":1}"#, into: &stats, watcher: 0, at: 3_000, times: times, run: run, snapshots: &snapshots), 0)
+        XCTAssertEqual(
+            receive(#"{"type":"heartbeat","now":1}"#, into: &stats, watcher: 0, at: 3_000, times: times, run: run, snapshots: &snapshots), 0)
         XCTAssertEqual(stats.frames, 4)
         XCTAssertEqual(stats.dataFrames, 0)
         XCTAssertEqual(stats.totalDelivered, 0)
@@ -140,12 +148,13 @@ final class LoadArithmeticTests: XCTestCase {
         // Two tasks, round-robin: even numbers are rcload.t0, odd ones rcload.t1.
         let run = "lv00lv"
         let times = SendTimes(capacity: 100)
-        for number in 0..<8 { times.set(number, UInt64(100 + number) * 1_000_000) }   // update n sent at 100 + n ms
+        for number in 0..<8 { times.set(number, UInt64(100 + number) * 1_000_000) }  // update n sent at 100 + n ms
         var stats = WatcherStats(clients: 1, origin: 0, latestValueTasks: 2)
-        var snapshots = 1    // past its first snapshot
+        var snapshots = 1  // past its first snapshot
         func event(_ n: Int) -> String { #"{"type":"progress","id":"rcload.t\#(n % 2)","detail":"rcload:lv00lv:\#(n):"}"# }
         // A window merged 0, 2 into 4 and 1 into 3: the frame at 110 ms holds 3 and 4.
-        XCTAssertEqual(receive("[\(event(3)),\(event(4))]", into: &stats, watcher: 0, at: 110_000_000, times: times, run: run, snapshots: &snapshots), 2)
+        XCTAssertEqual(
+            receive("[\(event(3)),\(event(4))]", into: &stats, watcher: 0, at: 110_000_000, times: times, run: run, snapshots: &snapshots), 2)
         XCTAssertEqual(stats.histogram.count, 2, "deliveries: only what arrived")
         XCTAssertEqual(stats.latestValue.count, 5, "latest value: every update 0…4 is held by 110 ms")
         XCTAssertEqual(stats.latestValue.max, 10_000, "update 0 waited 10 ms")
@@ -173,9 +182,12 @@ final class LoadArithmeticTests: XCTestCase {
         XCTAssertEqual(stats.foreign, 2)
     }
 
-    private func receive(_ text: String, into stats: inout WatcherStats, watcher: Int, at now: UInt64, times: SendTimes,
-                         run: String, snapshots: inout Int) -> Int {
-        let bytes = Array(text.utf8), runBytes = Array(run.utf8)
+    private func receive(
+        _ text: String, into stats: inout WatcherStats, watcher: Int, at now: UInt64, times: SendTimes,
+        run: String, snapshots: inout Int
+    ) -> Int {
+        let bytes = Array(text.utf8)
+        let runBytes = Array(run.utf8)
         return bytes.withUnsafeBytes { frame in
             runBytes.withUnsafeBytes { stats.receive(frame, watcher: watcher, at: now, sendTimes: times, run: $0, snapshotsBefore: &snapshots) }
         }
@@ -193,11 +205,13 @@ final class LoadArithmeticTests: XCTestCase {
         let one = #"{"type":"progress","seq":5,"id":"rcload.t0","title":"rcload.t0","detail":"rcload:k3x9qa:41:xxxxxxxx","state":"running"}"#
         XCTAssertEqual(numbers(one).found, [41])
         XCTAssertEqual(numbers(one).foreign, 0)
-        let array = "[" + (0..<256).map { #"{"type":"update","id":"rcload.t\#($0 % 3)","detail":"rcload:k3x9qa:\#($0 + 1000):"}"# }.joined(separator: ",") + "]"
+        let array =
+            "[" + (0..<256).map { #"{"type":"update","id":"rcload.t\#($0 % 3)","detail":"rcload:k3x9qa:\#($0 + 1000):"}"# }.joined(separator: ",")
+            + "]"
         XCTAssertEqual(numbers(array).found, Array(1000..<1256))
         // The reference server's shape, and padding of any length.
-        let reference = #"{"type":"progress","seq":9,"id":"rcload.t1","detail":"\#(LoadMarker.detail(run: run, number: 123456789, length: 500))"}"#
-        XCTAssertEqual(numbers(reference).found, [123456789])
+        let reference = #"{"type":"progress","seq":9,"id":"rcload.t1","detail":"\#(LoadMarker.detail(run: run, number: 123_456_789, length: 500))"}"#
+        XCTAssertEqual(numbers(reference).found, [123_456_789])
         XCTAssertEqual(LoadMarker.detail(run: run, number: 3, length: 100).utf8.count, 100)
         XCTAssertEqual(LoadMarker.detail(run: run, number: 3, length: 0), "rcload:k3x9qa:3:")
         // Not markers: another run, no digits, no closing colon, a frame cut short.
@@ -237,8 +251,8 @@ final class LoadArithmeticTests: XCTestCase {
 
     func testTimelineSlotsByReceiveTimeWithCoarsePercentiles() {
         var timeline = LatencyTimeline(origin: 1_000_000_000)
-        for value in 1...100 { timeline.record(UInt64(value) * 100, receivedAt: 1_050_000_000) }    // slot 0
-        timeline.record(5_000, receivedAt: 1_350_000_000)                                           // slot 3
+        for value in 1...100 { timeline.record(UInt64(value) * 100, receivedAt: 1_050_000_000) }  // slot 0
+        timeline.record(5_000, receivedAt: 1_350_000_000)  // slot 3
         XCTAssertEqual(timeline.slots.count, 4)
         XCTAssertEqual(timeline.slots[0].count, 100)
         XCTAssertEqual(timeline.slots[0].max, 10_000)
@@ -284,16 +298,17 @@ final class LoadArithmeticTests: XCTestCase {
         result.dataFrames = 4_950
         result.deliverySeconds = 2
         result.connected = 100
-        result.server = ServerFigures(pid: 1, cpuSource: "schedstat", cpuSeconds: 0.099, connectCPUSeconds: 0.01,
-                                      residentKiB: 30_000, residentBeforeKiB: 20_000)
+        result.server = ServerFigures(
+            pid: 1, cpuSource: "schedstat", cpuSeconds: 0.099, connectCPUSeconds: 0.01,
+            residentKiB: 30_000, residentBeforeKiB: 20_000)
         XCTAssertEqual(result.loss, 100)
         XCTAssertEqual(result.lossPercent, 1, accuracy: 1e-12)
         XCTAssertEqual(result.deliveriesPerSecond!, 4_950, accuracy: 1e-9)
         XCTAssertEqual(result.eventsPerFrame!, 2, accuracy: 1e-12)
-        XCTAssertEqual(result.cpuMillisecondsPer1000!, 10, accuracy: 1e-9)         // 99 ms / 9.9 thousand
+        XCTAssertEqual(result.cpuMillisecondsPer1000!, 10, accuracy: 1e-9)  // 99 ms / 9.9 thousand
         XCTAssertEqual(result.deliveriesPerCPUSecond!, 100_000, accuracy: 1e-6)
         XCTAssertEqual(result.residentPerWatcherKiB!, 100, accuracy: 1e-12)
-        result.delivered = 10_500                                                     // more than expected is not negative loss
+        result.delivered = 10_500  // more than expected is not negative loss
         XCTAssertEqual(result.loss, 0)
     }
 
@@ -302,16 +317,36 @@ final class LoadArithmeticTests: XCTestCase {
         func refusal(_ change: (inout LoadTestOptions) -> Void) -> String? {
             var options = LoadTestOptions(url: url)
             change(&options)
-            do { try options.validate(); return nil } catch { return error.description }
+            do {
+                try options.validate()
+                return nil
+            } catch { return error.description }
         }
         XCTAssertNil(refusal { _ in })
         XCTAssertNotNil(refusal { $0.clients = 0 })
         XCTAssertNotNil(refusal { $0.rate = -1 })
-        XCTAssertNotNil(refusal { $0.rate = 0; $0.duration = nil; $0.messages = nil })
-        XCTAssertNotNil(refusal { $0.messages = 0; $0.duration = nil })
-        XCTAssertNil(refusal { $0.messages = 0; $0.duration = 1 })
-        XCTAssertNotNil(refusal { $0.batchSize = 5 })                                // http sends one per request
-        XCTAssertNil(refusal { $0.publish = .batch; $0.batchSize = 5 })
+        XCTAssertNotNil(
+            refusal {
+                $0.rate = 0
+                $0.duration = nil
+                $0.messages = nil
+            })
+        XCTAssertNotNil(
+            refusal {
+                $0.messages = 0
+                $0.duration = nil
+            })
+        XCTAssertNil(
+            refusal {
+                $0.messages = 0
+                $0.duration = 1
+            })
+        XCTAssertNotNil(refusal { $0.batchSize = 5 })  // http sends one per request
+        XCTAssertNil(
+            refusal {
+                $0.publish = .batch
+                $0.batchSize = 5
+            })
         XCTAssertNotNil(refusal { $0.watch = "bad pattern!" })
         XCTAssertNotNil(refusal { $0.tasks = 0 })
         XCTAssertNotNil(refusal { $0.url = ServerURL("https://example.org")! })

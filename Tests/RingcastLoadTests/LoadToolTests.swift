@@ -1,11 +1,11 @@
 import Foundation
 import RingcastClient
-import RingcastLoad
 import RingcastCore
 import RingcastLWS
+import RingcastLoad
+import RingcastPlatform
 import RingcastTestSupport
 import XCTest
-import RingcastPlatform
 
 /// Short real runs of the load tester against an in-process server (real lws on loopback).
 final class LoadToolTests: XCTestCase {
@@ -32,14 +32,15 @@ final class LoadToolTests: XCTestCase {
 
     func testFiftyWatchersAHundredUpdatesOverHTTPAllDeliveredNoLoss() throws {
         let server = try self.server()
-        let result = try run(options(server) {
-            $0.clients = 50
-            $0.messages = 100
-            $0.rate = 0
-            $0.tasks = 3
-            $0.payloadBytes = 64
-            $0.serverPID = getpid()        // the server runs in this process: /proc reading works end to end
-        })
+        let result = try run(
+            options(server) {
+                $0.clients = 50
+                $0.messages = 100
+                $0.rate = 0
+                $0.tasks = 3
+                $0.payloadBytes = 64
+                $0.serverPID = getpid()  // the server runs in this process: /proc reading works end to end
+            })
         XCTAssertEqual(result.connected, 50)
         XCTAssertEqual(result.failed, 0)
         XCTAssertEqual(result.dropped, 0)
@@ -86,14 +87,15 @@ final class LoadToolTests: XCTestCase {
     func testBatchAndWebSocketPublishersAndBatchedFramesCountEventsNotFrames() throws {
         let server = try self.server()
         for mode in [LoadTestOptions.PublishMode.batch, .ws] {
-            let result = try run(options(server) {
-                $0.clients = 20
-                $0.messages = 200
-                $0.rate = 0
-                $0.publish = mode
-                $0.batchSize = 10
-                $0.tasks = 4
-            })
+            let result = try run(
+                options(server) {
+                    $0.clients = 20
+                    $0.messages = 200
+                    $0.rate = 0
+                    $0.publish = mode
+                    $0.batchSize = 10
+                    $0.tasks = 4
+                })
             XCTAssertEqual(result.connected, 20, "\(mode)")
             XCTAssertEqual(result.published, 200, "\(mode)")
             XCTAssertEqual(result.expected, 4_000, "\(mode)")
@@ -111,15 +113,16 @@ final class LoadToolTests: XCTestCase {
             config.publicDir = emptyPublicDirectory
             config.flushMilliseconds = 50
         }
-        let result = try run(options(server) {
-            $0.clients = 20
-            $0.messages = 400
-            $0.rate = 0
-            $0.publish = .ws
-            $0.tasks = 4
-            $0.latestValue = true
-            $0.serverPID = getpid()
-        })
+        let result = try run(
+            options(server) {
+                $0.clients = 20
+                $0.messages = 400
+                $0.rate = 0
+                $0.publish = .ws
+                $0.tasks = 4
+                $0.latestValue = true
+                $0.serverPID = getpid()
+            })
         XCTAssertEqual(result.connected, 20)
         XCTAssertEqual(result.published, 400)
         XCTAssertLessThan(result.delivered, result.expected, "the window merged a task's updates")
@@ -127,26 +130,29 @@ final class LoadToolTests: XCTestCase {
         XCTAssertEqual(result.staleAtEnd, 0, "every watcher ends with every task's last update")
         XCTAssertEqual(result.finalValueSeenBy, 20)
         XCTAssertNotNil(result.cpuMicrosecondsPerPublished)
-        guard case let .object(members) = result.json else { return XCTFail("not an object") }
+        guard case .object(let members) = result.json else { return XCTFail("not an object") }
         XCTAssertNotNil(members.first { $0.0 == "latestValueLatencyMs" })
         XCTAssertTrue(result.table.contains("latest value (ms)"))
-        XCTAssertThrowsError(try LoadTester(options: options(server) {
-            $0.latestValue = true
-            $0.clients = 1_000_000
-            $0.tasks = 1_000
-        }), "a number per watcher and task has a limit")
+        XCTAssertThrowsError(
+            try LoadTester(
+                options: options(server) {
+                    $0.latestValue = true
+                    $0.clients = 1_000_000
+                    $0.tasks = 1_000
+                }), "a number per watcher and task has a limit")
     }
 
     func testOnlyWatchersWhosePatternMatchesAreExpectedToReceive() throws {
         let server = try self.server()
         // Tasks rcload.t0 … t3; the watchers watch only t1: a quarter of the updates.
-        let result = try run(options(server) {
-            $0.clients = 10
-            $0.messages = 40
-            $0.rate = 0
-            $0.tasks = 4
-            $0.watch = "rcload.t1"
-        })
+        let result = try run(
+            options(server) {
+                $0.clients = 10
+                $0.messages = 40
+                $0.rate = 0
+                $0.tasks = 4
+                $0.watch = "rcload.t1"
+            })
         XCTAssertEqual(result.matchingPublished, 10)
         XCTAssertEqual(result.expected, 100)
         XCTAssertEqual(result.delivered, 100)
@@ -156,21 +162,23 @@ final class LoadToolTests: XCTestCase {
 
     func testPacedRunHoldsItsRateAndAnIdleRunPublishesNothing() throws {
         let server = try self.server()
-        let paced = try run(options(server) {
-            $0.clients = 5
-            $0.rate = 50
-            $0.duration = 1
-        })
+        let paced = try run(
+            options(server) {
+                $0.clients = 5
+                $0.rate = 50
+                $0.duration = 1
+            })
         XCTAssertEqual(paced.published, 50, accuracy: 2)
         XCTAssertEqual(paced.publishSeconds, 1, accuracy: 0.2)
         XCTAssertEqual(paced.loss, 0)
 
-        let idle = try run(options(server) {
-            $0.clients = 5
-            $0.messages = 0
-            $0.duration = 0.5
-            $0.serverPID = getpid()
-        })
+        let idle = try run(
+            options(server) {
+                $0.clients = 5
+                $0.messages = 0
+                $0.duration = 0.5
+                $0.serverPID = getpid()
+            })
         XCTAssertEqual(idle.connected, 5)
         XCTAssertEqual(idle.published, 0)
         XCTAssertEqual(idle.expected, 0)
@@ -199,7 +207,12 @@ final class LoadToolTests: XCTestCase {
     func testAnUpdateTheServerRefusesStopsTheRunWithItsError() throws {
         let server = try self.server()
         // detail is limited to 1000 characters: the server answers 422 and the run says so.
-        var options = options(server) { $0.clients = 2; $0.messages = 3; $0.rate = 0; $0.payloadBytes = 5000 }
+        var options = options(server) {
+            $0.clients = 2
+            $0.messages = 3
+            $0.rate = 0
+            $0.payloadBytes = 5000
+        }
         XCTAssertThrowsError(try LoadTester(options: options).execute()) { error in
             XCTAssertTrue("\(error)".contains("422"), "\(error)")
         }
@@ -213,11 +226,18 @@ final class LoadToolTests: XCTestCase {
         let token = "load-token-0123456789abcdef"
         let server = try TestServer {
             $0.publicDir = emptyPublicDirectory
-            $0.publishing = PublishPolicy(publishers: [Publisher(name: "load", token: token, patterns: WatchSet([Glob("rcload.*")]))],
-                                            anonymousLocalPublish: false)
+            $0.publishing = PublishPolicy(
+                publishers: [Publisher(name: "load", token: token, patterns: WatchSet([Glob("rcload.*")]))],
+                anonymousLocalPublish: false)
         }
         for mode in [LoadTestOptions.PublishMode.http, .batch, .ws] {
-            var options = options(server) { $0.clients = 3; $0.messages = 20; $0.rate = 0; $0.publish = mode; $0.batchSize = mode == .http ? 1 : 5 }
+            var options = options(server) {
+                $0.clients = 3
+                $0.messages = 20
+                $0.rate = 0
+                $0.publish = mode
+                $0.batchSize = mode == .http ? 1 : 5
+            }
             XCTAssertThrowsError(try LoadTester(options: options).execute(), "\(mode) without a token") { error in
                 XCTAssertTrue("\(error)".contains("401") || "\(error)".contains("unauthorized"), "\(mode): \(error)")
             }

@@ -55,7 +55,9 @@ final class CoalescingServerTests: XCTestCase {
         }
         publisher.connection.send(#"{"type":"flush","ref":"end"}"#)
         let replies = publisher.wait(timeout: 30, file: file, line: line) { $0.contains { $0.type == "flushed" } }
-        XCTAssertFalse(replies.contains { $0.type == "error" }, "the server refused an event: \(replies.filter { $0.type == "error" }.map(\.event))", file: file, line: line)
+        XCTAssertFalse(
+            replies.contains { $0.type == "error" }, "the server refused an event: \(replies.filter { $0.type == "error" }.map(\.event))", file: file,
+            line: line)
         return burst
     }
 
@@ -64,14 +66,16 @@ final class CoalescingServerTests: XCTestCase {
         let list = try JSONParser.parse(try server.http().request("GET", "/api/tasks?watch=burst.*").body)
         var tasks: [String: JSONValue] = [:]
         for task in list["tasks"]?.arrayValue ?? [] {
-            if case let .string(id)? = task["id"] { tasks[id] = task }
+            if case .string(let id)? = task["id"] { tasks[id] = task }
         }
         return tasks
     }
 
     /// Waits until `watcher` has each task's latest seq; returns its events of the burst.
-    private func burstEvents(_ watcher: TestWatcher, ids: [String], final: [String: JSONValue],
-                             file: StaticString = #filePath, line: UInt = #line) -> [Received] {
+    private func burstEvents(
+        _ watcher: TestWatcher, ids: [String], final: [String: JSONValue],
+        file: StaticString = #filePath, line: UInt = #line
+    ) -> [Received] {
         let wanted = ids.map { final[$0]?["seq"] }
         return watcher.wait(timeout: 20, file: file, line: line) { events in
             ids.indices.allSatisfy { index in events.contains { $0.id == ids[index] && $0.event["seq"] == wanted[index] } }
@@ -119,7 +123,8 @@ final class CoalescingServerTests: XCTestCase {
                 XCTAssertLessThanOrEqual(Double(progress), windows, "\(id): \(progress) progress events in \(elapsed.rounded()) ms")
                 XCTAssertEqual(mine.filter { $0.type == "hide" }.count, burst.hides[id] ?? 0, "every hide of \(id)")
                 XCTAssertEqual(mine.filter { $0.type == "show" }.count, burst.shows[id] ?? 0, "every show of \(id)")
-                XCTAssertEqual(mine.filter { $0.type == "state" }.compactMap { $0.string("state") }, [burst.finalState[id]!], "the terminal state of \(id)")
+                XCTAssertEqual(
+                    mine.filter { $0.type == "state" }.compactMap { $0.string("state") }, [burst.finalState[id]!], "the terminal state of \(id)")
                 // The last event is the task exactly as the server holds it.
                 let last = try XCTUnwrap(mine.last)
                 let task = try XCTUnwrap(final[id])
@@ -155,7 +160,10 @@ final class CoalescingServerTests: XCTestCase {
         let (hello, _) = first.waitForSnapshot()
         let epoch = try XCTUnwrap(hello.string("epoch"))
         // One window: x twice, y, x again. The watcher is sent y@3 and x@4 only.
-        try server.post("/api/events", #"[{"type":"update","id":"x","progress":0.1},{"type":"update","id":"x","progress":0.2},{"type":"update","id":"y","progress":0.5},{"type":"update","id":"x","progress":0.3}]"#)
+        try server.post(
+            "/api/events",
+            #"[{"type":"update","id":"x","progress":0.1},{"type":"update","id":"x","progress":0.2},{"type":"update","id":"y","progress":0.5},{"type":"update","id":"x","progress":0.3}]"#
+        )
         let got = first.wait { $0.contains { $0.id == "x" } }.filter { $0.id != nil && $0.type != "snapshot" }
         XCTAssertEqual(got.compactMap { $0.number("seq") }, [3, 4])
         XCTAssertEqual(got.last?.number("progress"), 0.3)

@@ -1,7 +1,7 @@
 import Foundation
-import RingcastServer
 import RingcastClient
 import RingcastCore
+import RingcastServer
 import RingcastTestSupport
 import XCTest
 
@@ -28,7 +28,8 @@ final class ControlTests: XCTestCase {
         XCTAssertEqual(answer["delivered"], .number(1))
         XCTAssertEqual(answer["task"]?["cancelRequested"], .bool(true))
         let control = try XCTUnwrap(publisher.wait { $0.contains { $0.type == "control" } }.first { $0.type == "control" })
-        XCTAssertEqual(control.event, try JSONParser.parse(#"{"type":"control","id":"etl.copy","action":"cancel","seq":\#(Int(answer["seq"]!.numberValue!))}"#))
+        XCTAssertEqual(
+            control.event, try JSONParser.parse(#"{"type":"control","id":"etl.copy","action":"cancel","seq":\#(Int(answer["seq"]!.numberValue!))}"#))
         let marked = try XCTUnwrap(watcher.wait { $0.contains { $0.event["cancelRequested"] == .bool(true) } }.last)
         XCTAssertEqual(marked.type, "state")
         XCTAssertEqual(marked.string("state"), "running", "cancelling…: still running until the publisher answers")

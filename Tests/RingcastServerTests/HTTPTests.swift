@@ -1,9 +1,9 @@
 import Foundation
 import RingcastClient
 import RingcastCore
+import RingcastPlatform
 import RingcastTestSupport
 import XCTest
-import RingcastPlatform
 
 final class HTTPTests: XCTestCase {
     func testEachKindOfInvalidRequestGetsItsErrorAndTheServerKeepsServing() throws {
@@ -40,7 +40,10 @@ final class HTTPTests: XCTestCase {
             XCTAssertEqual(response.status, item.status, "\(label): \(response.text)")
             let body = try JSONParser.parse(response.body)
             XCTAssertEqual(body["error"], .string(item.code), label)
-            guard case let .string(message)? = body["message"] else { XCTFail("\(label): no message"); continue }
+            guard case .string(let message)? = body["message"] else {
+                XCTFail("\(label): no message")
+                continue
+            }
             XCTAssertFalse(message.isEmpty)
             XCTAssertEqual(body["field"], item.field.map(JSONValue.string) ?? .null, label)
             XCTAssertEqual(response.headers["content-type"], "application/json")
@@ -75,7 +78,7 @@ final class HTTPTests: XCTestCase {
         XCTAssertEqual(answer["task"]?["progress"], .number(0.25))
         XCTAssertEqual(answer["task"]?["title"], .string("Build 42"), "fields not given are kept")
         XCTAssertEqual(answer["task"]?["detail"], .string("compiling"))
-        guard case let .number(rate)? = answer["task"]?["rate"], case let .number(eta)? = answer["task"]?["eta"] else {
+        guard case .number(let rate)? = answer["task"]?["rate"], case .number(let eta)? = answer["task"]?["eta"] else {
             return XCTFail("a running determinate task gets rate and eta: \(answer)")
         }
         XCTAssertGreaterThan(rate, 0.5)
@@ -88,20 +91,22 @@ final class HTTPTests: XCTestCase {
         XCTAssertEqual(got.status, 200)
         XCTAssertEqual(try JSONParser.parse(got.body)["detail"], .string("compiling"))
 
-        let batch = try client.request("POST", "/api/events", json: #"[{"type":"update","id":"b.1","progress":0.3},{"type":"show","id":"b.2","hideAfter":5},{"type":"hide","id":"nope"}]"#)
+        let batch = try client.request(
+            "POST", "/api/events",
+            json: #"[{"type":"update","id":"b.1","progress":0.3},{"type":"show","id":"b.2","hideAfter":5},{"type":"hide","id":"nope"}]"#)
         XCTAssertEqual(batch.status, 200)
         let batchAnswer = try JSONParser.parse(batch.body)
         XCTAssertEqual(batchAnswer["applied"], .number(2))
-        guard case let .array(errors)? = batchAnswer["errors"] else { return XCTFail("no errors list") }
+        guard case .array(let errors)? = batchAnswer["errors"] else { return XCTFail("no errors list") }
         XCTAssertEqual(errors.first?["index"], .number(2))
         XCTAssertEqual(errors.first?["error"], .string("not_found"))
 
         let list = try JSONParser.parse(try client.request("GET", "/api/tasks").body)
         XCTAssertEqual(list["epoch"], .string(server.server.epoch))
-        guard case let .array(tasks)? = list["tasks"] else { return XCTFail("no tasks") }
+        guard case .array(let tasks)? = list["tasks"] else { return XCTFail("no tasks") }
         XCTAssertEqual(tasks.count, 3)
         let filtered = try JSONParser.parse(try client.request("GET", "/api/tasks?watch=b.*").body)
-        guard case let .array(only)? = filtered["tasks"] else { return XCTFail("no tasks") }
+        guard case .array(let only)? = filtered["tasks"] else { return XCTFail("no tasks") }
         XCTAssertEqual(only.count, 2)
 
         let removed = try client.request("DELETE", "/api/tasks/b.1")
@@ -181,7 +186,9 @@ final class HostCheckTests: XCTestCase {
         try server.post("/api/tasks/x", #"{"progress":0.25}"#)
         let evil = "Host: evil.example:\(server.port)\r\nOrigin: http://evil.example:\(server.port)"
         let body = #"{"progress":0.5}"#
-        let publish = try send("POST /api/tasks/x HTTP/1.1\r\n\(evil)\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)", to: server.port)
+        let publish = try send(
+            "POST /api/tasks/x HTTP/1.1\r\n\(evil)\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)",
+            to: server.port)
         XCTAssertTrue(publish.hasPrefix("HTTP/1.1 421"), publish)
         XCTAssertTrue(publish.contains("misdirected_request") && publish.contains("allowedHosts"), publish)
         let delete = try send("DELETE /api/tasks/x HTTP/1.1\r\n\(evil)\r\n\r\n", to: server.port)
@@ -190,13 +197,16 @@ final class HostCheckTests: XCTestCase {
         XCTAssertTrue(page.hasPrefix("HTTP/1.1 421"), "static files too: \(page.prefix(40))")
         XCTAssertEqual(try server.task("x")?["progress"], .number(0.25), "the task was neither changed nor deleted")
 
-        let upgrade = "GET /ws HTTP/1.1\r\nHost: %@\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+        let upgrade =
+            "GET /ws HTTP/1.1\r\nHost: %@\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
         let refused = try send(upgrade.replacingOccurrences(of: "%@", with: "evil.example:\(server.port)"), to: server.port)
         XCTAssertFalse(refused.hasPrefix("HTTP/1.1 101"), refused)
 
         // The names that pass: an allowedHosts entry, localhost, a loopback literal.
         for host in ["progress.example.org:\(server.port)", "localhost:\(server.port)", "127.0.0.1:\(server.port)", "[::1]:\(server.port)"] {
-            let answer = try send("POST /api/tasks/x HTTP/1.1\r\nHost: \(host)\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)", to: server.port)
+            let answer = try send(
+                "POST /api/tasks/x HTTP/1.1\r\nHost: \(host)\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)",
+                to: server.port)
             XCTAssertTrue(answer.hasPrefix("HTTP/1.1 200"), "\(host): \(answer.prefix(60))")
             let accepted = try send(upgrade.replacingOccurrences(of: "%@", with: host), to: server.port)
             XCTAssertTrue(accepted.hasPrefix("HTTP/1.1 101"), "\(host): \(accepted.prefix(60))")

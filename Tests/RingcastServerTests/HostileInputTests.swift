@@ -1,11 +1,11 @@
 import Foundation
-import RingcastServer
 import RingcastClient
 import RingcastCore
 import RingcastLWS
+import RingcastPlatform
+import RingcastServer
 import RingcastTestSupport
 import XCTest
-import RingcastPlatform
 
 /// Bad input gets a clear error and hurts no one else. Every case runs against a real server while
 /// a watcher on another connection keeps receiving: after each, an accepted update (a canary) must
@@ -47,7 +47,11 @@ final class HostileInputTests: XCTestCase {
         XCTAssertEqual(response.status, status, response.text, file: file, line: line)
         let body = try? JSONParser.parse(response.body)
         XCTAssertEqual(body?["error"], .string(code), response.text, file: file, line: line)
-        if case let .string(message)? = body?["message"] { XCTAssertFalse(message.isEmpty, file: file, line: line) } else { XCTFail("no message", file: file, line: line) }
+        if case .string(let message)? = body?["message"] {
+            XCTAssertFalse(message.isEmpty, file: file, line: line)
+        } else {
+            XCTFail("no message", file: file, line: line)
+        }
     }
 
     // MARK: HTTP bodies
@@ -99,8 +103,9 @@ final class HostileInputTests: XCTestCase {
             publisher.connection.send(bad)
         }
         publisher.wait { $0.filter { $0.type == "error" }.count == 4 }
-        XCTAssertEqual(publisher.received.filter { $0.type == "error" }.compactMap { $0.string("error") },
-                       ["invalid_json", "invalid_event", "invalid_field", "invalid_id"])
+        XCTAssertEqual(
+            publisher.received.filter { $0.type == "error" }.compactMap { $0.string("error") },
+            ["invalid_json", "invalid_event", "invalid_field", "invalid_id"])
         try canary()
 
         // A binary frame: an error event, and the socket stays.
@@ -216,8 +221,10 @@ final class HostileInputTests: XCTestCase {
             let socket = try RawSocket(port: server.port)
             switch index % 4 {
             case 0: try? socket.send("POST /api/tasks/x HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"prog")
-            case 1: try? socket.send("GET /ws?watch=* HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                                     + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+            case 1:
+                try? socket.send(
+                    "GET /ws?watch=* HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                        + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
             case 2: try? socket.send("GET /healthz HTTP/1.1\r\nHo")
             default: break
             }
@@ -232,9 +239,10 @@ final class HostileInputTests: XCTestCase {
         try canary()
         XCTAssertTrue(eventually(timeout: 10) { (try? server.http().request("GET", "/healthz").status) == 200 })
         let health = try JSONParser.parse(try server.http().request("GET", "/healthz").body)
-        XCTAssertTrue(eventually(timeout: 10) {
-            (try? JSONParser.parse(try server.http().request("GET", "/healthz").body))?["watchers"] == .number(1)
-        }, "the dropped watchers are gone again: \(health)")
+        XCTAssertTrue(
+            eventually(timeout: 10) {
+                (try? JSONParser.parse(try server.http().request("GET", "/healthz").body))?["watchers"] == .number(1)
+            }, "the dropped watchers are gone again: \(health)")
     }
 }
 
@@ -310,8 +318,9 @@ final class LimitTests: XCTestCase {
         }
         XCTAssertEqual(log.all.filter { $0.contains("maxConnectionsPerAddress") }.count, 1, "logged once per offender: \(log.all)")
         for socket in held { socket.reset() }
-        XCTAssertTrue(eventually(timeout: 5) { (try? server.http().request("GET", "/healthz").status) == 200 },
-                      "once they close, the address may connect again")
+        XCTAssertTrue(
+            eventually(timeout: 5) { (try? server.http().request("GET", "/healthz").status) == 200 },
+            "once they close, the address may connect again")
         let defaults = ServerConfig()
         XCTAssertEqual(defaults.maxConnectionsPerAddress, 1024)
         XCTAssertFalse(defaults.limitLoopback, "by default loopback, which is this machine, is not limited")

@@ -1,10 +1,10 @@
 import Foundation
-import RingcastServer
 import RingcastClient
 import RingcastCore
+import RingcastPlatform
+import RingcastServer
 import RingcastTestSupport
 import XCTest
-import RingcastPlatform
 
 /// Log tails through the real server: appended over HTTP (JSON or text/plain) and on a socket,
 /// followed by a watcher, read back, kept across a restart.
@@ -30,8 +30,12 @@ final class LogTests: XCTestCase {
 
         let logs = watcher.wait { $0.filter { $0.type == "log" }.count == 3 }.filter { $0.type == "log" }
         XCTAssertEqual(logs.map { $0.number("from") }, [0, 2, 4])
-        XCTAssertEqual(logs.map { $0.event["lines"] }, [.array([.string("compiling a.c"), .string("compiling b.c")]),
-                                                       .array([.string("linking"), .string("warning: unused x")]), .array([.string("done")])])
+        XCTAssertEqual(
+            logs.map { $0.event["lines"] },
+            [
+                .array([.string("compiling a.c"), .string("compiling b.c")]),
+                .array([.string("linking"), .string("warning: unused x")]), .array([.string("done")]),
+            ])
         XCTAssertEqual(logs.last?.number("logCount"), 5)
         let tail = try JSONParser.parse(try server.http().request("GET", "/api/tasks/ci.build/log").body)
         XCTAssertEqual(tail["from"], .number(1))
@@ -54,7 +58,8 @@ final class LogTests: XCTestCase {
         XCTAssertEqual(tail["lines"], .array([.string("one"), .string("two")]))
         XCTAssertEqual(tail["logCount"], .number(2))
         try second.post("/api/tasks/gone", "{}")
-        XCTAssertEqual(try JSONParser.parse(try second.http().request("GET", "/api/tasks/gone/log").body)["lines"], .array([]),
-                       "a removed task's log went with it")
+        XCTAssertEqual(
+            try JSONParser.parse(try second.http().request("GET", "/api/tasks/gone/log").body)["lines"], .array([]),
+            "a removed task's log went with it")
     }
 }

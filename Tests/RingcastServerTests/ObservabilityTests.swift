@@ -1,9 +1,10 @@
 import Foundation
-@testable import RingcastServer
 import RingcastClient
 import RingcastCore
 import RingcastTestSupport
 import XCTest
+
+@testable import RingcastServer
 
 /// What an operator watches, against a real server with real traffic: /metrics read by the
 /// Prometheus text-format rules, its counters moving, the Grafana dashboard's queries naming what
@@ -40,16 +41,22 @@ final class ObservabilityTests: XCTestCase {
         publisher.connection.send(#"[{"type":"update","id":"obs.socket","progress":0.5},{"type":"update","id":"obs.socket","state":"done"}]"#)
         watcher.wait { $0.contains { $0.id == "obs.socket" && $0.string("state") == "done" } && $0.filter { $0.id == "obs.http" }.count == 5 }
         // Refusals, by reason: a body over maxMessageBytes, and a Host that names no host of ours.
-        XCTAssertEqual(try server.http().request("POST", "/api/tasks/obs.big", json: #"{"detail":"\#(String(repeating: "x", count: 2000))"}"#).status, 413)
+        XCTAssertEqual(
+            try server.http().request("POST", "/api/tasks/obs.big", json: #"{"detail":"\#(String(repeating: "x", count: 2000))"}"#).status, 413)
         let stranger = try RawSocket(port: server.port)
         try stranger.send("GET /healthz HTTP/1.1\r\nHost: rebound.example\r\n\r\n")
         XCTAssertTrue(String(decoding: stranger.receive(until: Array("\r\n\r\n".utf8)), as: UTF8.self).hasPrefix("HTTP/1.1 421"))
 
         // A thread adds its frame figures every ServiceWorker.frameReportSeconds (not on the delivery path).
-        XCTAssertTrue(try eventually { try scrape(server).value("ringcast_publish_to_write_seconds_count") ?? 0 > before.value("ringcast_publish_to_write_seconds_count") ?? 0 })
+        XCTAssertTrue(
+            try eventually {
+                try scrape(server).value("ringcast_publish_to_write_seconds_count") ?? 0 > before.value("ringcast_publish_to_write_seconds_count")
+                    ?? 0
+            })
         let after = try scrape(server)
         func grew(_ name: String, _ labels: [String: String] = [:], by amount: Double = 1, file: StaticString = #filePath, line: UInt = #line) {
-            let old = before.value(name, labels) ?? 0, new = after.value(name, labels) ?? -1
+            let old = before.value(name, labels) ?? 0
+            let new = after.value(name, labels) ?? -1
             XCTAssertGreaterThanOrEqual(new - old, amount, "\(name)\(labels) went from \(old) to \(new)", file: file, line: line)
         }
         grew("ringcast_http_requests_total", by: 6)
@@ -79,7 +86,8 @@ final class ObservabilityTests: XCTestCase {
         // The done task outlives its one second of retention, then goes.
         XCTAssertTrue(try eventually(timeout: 15) { try scrape(server).value("ringcast_tasks_retired_total") ?? 0 >= 1 })
         publisher.connection.close()
-        XCTAssertTrue(try eventually { try scrape(server).value("ringcast_connections", ["kind": "publisher"]) == 0 }, "a closed socket leaves the gauge")
+        XCTAssertTrue(
+            try eventually { try scrape(server).value("ringcast_connections", ["kind": "publisher"]) == 0 }, "a closed socket leaves the gauge")
 
         // The Grafana dashboard asks only for what the server exports.
         let dashboard = try String(contentsOfFile: repositoryRoot + "/docs/grafana-dashboard.json", encoding: .utf8)
@@ -87,7 +95,8 @@ final class ObservabilityTests: XCTestCase {
         let used = Set(dashboard.matches(of: /ringcast_[a-z_]+/).map { String($0.output) })
         let exported = Set(after.families.keys)
         let unknown = used.filter { name in
-            !exported.contains(name) && !["_bucket", "_sum", "_count"].contains { name.hasSuffix($0) && exported.contains(String(name.dropLast($0.count))) }
+            !exported.contains(name)
+                && !["_bucket", "_sum", "_count"].contains { name.hasSuffix($0) && exported.contains(String(name.dropLast($0.count))) }
         }
         XCTAssertEqual(unknown, [], "docs/grafana-dashboard.json queries metrics /metrics does not export")
         XCTAssertGreaterThan(used.count, 15, "the dashboard shows what there is")
@@ -102,8 +111,10 @@ final class ObservabilityTests: XCTestCase {
             var all: [String] { lock.withLock { items } }
         }
         let lines = Lines()
-        let server = try TestServer(persistence: try SQLitePersistence(path: path, logger: .silent),
-                                    logger: Logger(level: .info) { lines.append($0) }) { $0.publicDir = emptyPublicDirectory }
+        let server = try TestServer(
+            persistence: try SQLitePersistence(path: path, logger: .silent),
+            logger: Logger(level: .info) { lines.append($0) }
+        ) { $0.publicDir = emptyPublicDirectory }
         func readyz() throws -> (status: Int, body: JSONValue) {
             let response = try server.http().request("GET", "/readyz")
             return (response.status, try JSONParser.parse(response.body))
@@ -116,11 +127,12 @@ final class ObservabilityTests: XCTestCase {
         let other = try SQLiteDatabase(path: path)
         try other.execute("BEGIN IMMEDIATE")
         // (SQLite waits its busy timeout, 5 s, before it says so.)
-        XCTAssertTrue(try eventually(timeout: 30) {
-            let answer = try readyz()
-            guard answer.status == 503, case let .string(reason)? = answer.body["reason"] else { return false }
-            return reason.contains("database is locked")
-        }, "storage that cannot take a commit is not ready, and /readyz says why: \((try? readyz()).map { "\($0)" } ?? "no answer")")
+        XCTAssertTrue(
+            try eventually(timeout: 30) {
+                let answer = try readyz()
+                guard answer.status == 503, case .string(let reason)? = answer.body["reason"] else { return false }
+                return reason.contains("database is locked")
+            }, "storage that cannot take a commit is not ready, and /readyz says why: \((try? readyz()).map { "\($0)" } ?? "no answer")")
         XCTAssertEqual(try server.http().request("GET", "/healthz").status, 200, "alive all the same")
         XCTAssertTrue(try eventually { try scrape(server).value("ringcast_ready", ["check": "storage"]) == 0 })
 

@@ -1,8 +1,9 @@
 import Foundation
-@testable import RingcastServer
 import RingcastCore
 import RingcastTestSupport
 import XCTest
+
+@testable import RingcastServer
 
 /// Upgrades keep state: the storage file carries its schema version; a file of the release before
 /// versions opens with every task, and a file of a newer release is refused with a message that says so.
@@ -36,11 +37,14 @@ final class SchemaTests: XCTestCase {
         let expected = try JSONParser.parse(Array(Data(contentsOf: SchemaTests.fixtures.appendingPathComponent("previous-schema.tasks.json"))))
         XCTAssertEqual(expected["epoch"], .string(state.epoch), "the epoch survives, so pages resume")
         XCTAssertEqual(expected["seq"], .number(Double(state.seq)))
-        guard case let .array(tasks)? = expected["tasks"] else { return XCTFail("the fixture's list holds no tasks") }
+        guard case .array(let tasks)? = expected["tasks"] else { return XCTFail("the fixture's list holds no tasks") }
         XCTAssertEqual(state.tasks.count, tasks.count)
         let loaded = Dictionary(uniqueKeysWithValues: state.tasks.map { ($0.id, $0) })
         for task in tasks {
-            guard case let .string(id)? = task["id"], let record = loaded[id] else { XCTFail("\(task) did not come back"); continue }
+            guard case .string(let id)? = task["id"], let record = loaded[id] else {
+                XCTFail("\(task) did not come back")
+                continue
+            }
             // The task as the old server showed it (timer fields are computed with the clock, so
             // they are compared at the time the old server answered).
             var writer = JSONWriter()
@@ -48,7 +52,10 @@ final class SchemaTests: XCTestCase {
             record.writeFields(into: &writer, now: record.updatedAt)
             writer.endObject()
             let now = try JSONParser.parse(writer.bytes)
-            for key in ["title", "detail", "progress", "completed", "total", "state", "visible", "modal", "hideAt", "parent", "staleAfter", "seq", "updatedAt"] {
+            for key in [
+                "title", "detail", "progress", "completed", "total", "state", "visible", "modal", "hideAt", "parent", "staleAfter", "seq",
+                "updatedAt",
+            ] {
                 XCTAssertEqual(now[key], task[key], "\(id).\(key)")
             }
             XCTAssertEqual(now["timer"]?["pausedAt"], task["timer"]?["pausedAt"], "\(id): a paused timer stays paused")

@@ -1,7 +1,7 @@
 import Foundation
-import RingcastServer
 import RingcastClient
 import RingcastCore
+import RingcastServer
 import RingcastTestSupport
 import XCTest
 
@@ -29,21 +29,23 @@ final class StorageTests: XCTestCase {
         try first!.post("/api/tasks/gone", "{}")
         XCTAssertEqual(try first!.http().request("DELETE", "/api/tasks/gone").status, 200)
         let before = try JSONParser.parse(try first!.http().request("GET", "/api/tasks").body)
-        first = nil // stops the server, which flushes what was written behind
+        first = nil  // stops the server, which flushes what was written behind
 
         let second = try server()
         let after = try JSONParser.parse(try second.http().request("GET", "/api/tasks").body)
         XCTAssertEqual(after["epoch"], before["epoch"], "the epoch survives, so watchers can resume")
         XCTAssertEqual(after["seq"], before["seq"])
-        guard case let .array(beforeTasks)? = before["tasks"], case let .array(afterTasks)? = after["tasks"] else { return XCTFail("no tasks") }
+        guard case .array(let beforeTasks)? = before["tasks"], case .array(let afterTasks)? = after["tasks"] else { return XCTFail("no tasks") }
         XCTAssertEqual(afterTasks.count, 6)
         func byID(_ tasks: [JSONValue]) -> [String: JSONValue] {
-            Dictionary(uniqueKeysWithValues: tasks.compactMap { task in
-                if case let .string(id)? = task["id"] { return (id, task) }
-                return nil
-            })
+            Dictionary(
+                uniqueKeysWithValues: tasks.compactMap { task in
+                    if case .string(let id)? = task["id"] { return (id, task) }
+                    return nil
+                })
         }
-        let old = byID(beforeTasks), new = byID(afterTasks)
+        let old = byID(beforeTasks)
+        let new = byID(afterTasks)
         for id in ["keep.progress", "keep.done", "keep.shown", "keep.parent", "keep.child"] {
             XCTAssertEqual(new[id], old[id], "\(id) came back changed")
         }
@@ -54,11 +56,11 @@ final class StorageTests: XCTestCase {
         XCTAssertEqual(new["keep.timer"]?["timer"]?["startedAt"], old["keep.timer"]?["timer"]?["startedAt"], "a timer keeps its phase")
 
         // A page that saw the last seq before the restart resumes with nothing to catch up on.
-        guard case let .string(epoch)? = before["epoch"], case let .number(seq)? = before["seq"] else { return XCTFail("no epoch") }
+        guard case .string(let epoch)? = before["epoch"], case .number(let seq)? = before["seq"] else { return XCTFail("no epoch") }
         let watcher = TestWatcher(second.wsURL + "?since=\(epoch):\(Int(seq))")
         let snapshot = watcher.waitForSnapshot().snapshot
         XCTAssertEqual(snapshot.event["full"], .bool(false), "same epoch: the page resumes instead of starting over")
-        guard case let .array(changed)? = snapshot.event["tasks"] else { return XCTFail("no tasks in the snapshot") }
+        guard case .array(let changed)? = snapshot.event["tasks"] else { return XCTFail("no tasks in the snapshot") }
         XCTAssertTrue(changed.allSatisfy { $0["id"] == .string("keep.timer") }, "only the ticking timer changed since: \(changed)")
         XCTAssertEqual(snapshot.event["removed"], .array([]))
         // The timer ticks on from where it was.
@@ -66,7 +68,7 @@ final class StorageTests: XCTestCase {
         XCTAssertGreaterThan(tick.number("seq")!, seq)
         try second.post("/api/tasks/keep.progress", #"{"progress":0.6}"#)
         let next = try JSONParser.parse(try second.http().request("GET", "/api/tasks/keep.progress").body)
-        guard case let .number(nextSeq)? = next["seq"] else { return XCTFail("no seq") }
+        guard case .number(let nextSeq)? = next["seq"] else { return XCTFail("no seq") }
         XCTAssertGreaterThan(nextSeq, seq, "the sequence carries on after a restart")
     }
 }

@@ -1,13 +1,14 @@
 import Foundation
-#if canImport(FoundationXML)
-import FoundationXML
-#endif
-import RingcastServer
 import RingcastClient
 import RingcastCore
+import RingcastPlatform
+import RingcastServer
 import RingcastTestSupport
 import XCTest
-import RingcastPlatform
+
+#if canImport(FoundationXML)
+    import FoundationXML
+#endif
 
 /// Progress read outside the dashboard, through the real server: the text table for terminals,
 /// the SVG badge, and the ETA a kind's past runs give a new one.
@@ -49,7 +50,8 @@ final class SurfacesTests: XCTestCase {
         try server.post("/api/tasks/ml.train", #"{"title":"Training","completed":21,"total":50,"state":"failed","detail":"input ended at 21/50"}"#)
         try server.post("/api/tasks/rel", #"{"title":"Release"}"#)
         try server.post("/api/tasks/rel.notes", #"{"title":"Notes","state":"done","parent":"rel"}"#)
-        try server.post("/api/tasks/rel.pkg", #"{"title":"\#(String(repeating: "Packages for every platform ", count: 4))","progress":0.25,"parent":"rel"}"#)
+        try server.post(
+            "/api/tasks/rel.pkg", #"{"title":"\#(String(repeating: "Packages for every platform ", count: 4))","progress":0.25,"parent":"rel"}"#)
         try server.post("/api/timers/tea", #"{"seconds":185,"title":"Tea"}"#)
 
         let answer = try get(server, "/api/tasks", headers: [("Accept", "text/plain")])
@@ -57,21 +59,25 @@ final class SurfacesTests: XCTestCase {
         XCTAssertEqual(answer.headers["content-type"], "text/plain; charset=utf-8")
         XCTAssertTrue(answer.text.split(separator: "\n").allSatisfy { $0.count <= 80 }, answer.text)
         let (rows, summary) = try parseTable(answer.text)
-        XCTAssertEqual(rows, [
-            Row(bar: "███████░░░", percent: "70%", task: "Build 42 · compiling", state: "running", eta: ""),
-            Row(bar: "··········", percent: "--", task: "Waiting for a runner", state: "running", eta: ""),
-            Row(bar: "████░░░░░░", percent: "42%", task: "Training · input ended at 21/50", state: "failed", eta: ""),
-            Row(bar: "██████░░░░", percent: "62%", task: "Release", state: "running", eta: ""),
-            Row(bar: "██████████", percent: "100%", task: "Notes", state: "done", eta: ""),
-            Row(bar: "██░░░░░░░░", percent: "25%", task: "Packages for every platform Pac…", state: "running", eta: ""),
-            Row(bar: "░░░░░░░░░░", percent: "0%", task: "Tea", state: "running", eta: "3 min 5 s"),
-        ], answer.text)
+        XCTAssertEqual(
+            rows,
+            [
+                Row(bar: "███████░░░", percent: "70%", task: "Build 42 · compiling", state: "running", eta: ""),
+                Row(bar: "··········", percent: "--", task: "Waiting for a runner", state: "running", eta: ""),
+                Row(bar: "████░░░░░░", percent: "42%", task: "Training · input ended at 21/50", state: "failed", eta: ""),
+                Row(bar: "██████░░░░", percent: "62%", task: "Release", state: "running", eta: ""),
+                Row(bar: "██████████", percent: "100%", task: "Notes", state: "done", eta: ""),
+                Row(bar: "██░░░░░░░░", percent: "25%", task: "Packages for every platform Pac…", state: "running", eta: ""),
+                Row(bar: "░░░░░░░░░░", percent: "0%", task: "Tea", state: "running", eta: "3 min 5 s"),
+            ], answer.text)
         XCTAssertTrue(answer.text.contains("\n██████████ 100%    Notes"), "a child sits under its parent, indented")
         XCTAssertEqual(summary, "7 tasks: 5 running, 1 done, 1 failed")
 
         // ?format=text does the same; ?watch= filters; one task's table holds it and what is under it.
         XCTAssertEqual(try get(server, "/api/tasks?format=text").text, answer.text)
-        XCTAssertEqual(try parseTable(try get(server, "/api/tasks?format=text&watch=ci.*").text).rows.map(\.task), ["Build 42 · compiling", "Waiting for a runner"])
+        XCTAssertEqual(
+            try parseTable(try get(server, "/api/tasks?format=text&watch=ci.*").text).rows.map(\.task),
+            ["Build 42 · compiling", "Waiting for a runner"])
         let release = try get(server, "/api/tasks/rel", headers: [("Accept", "text/plain;q=0.9, application/json;q=0.5")])
         XCTAssertEqual(try parseTable(release.text).rows.map(\.task), ["Release", "Notes", "Packages for every platform Pac…"])
         let wide = try get(server, "/api/tasks?format=text&width=120").text
@@ -97,11 +103,15 @@ final class SurfacesTests: XCTestCase {
         private var inText = false, inTitle = false
         var scripts = 0
 
-        func parser(_ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?, attributes: [String: String] = [:]) {
+        func parser(
+            _ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?, attributes: [String: String] = [:]
+        ) {
             if root == nil { root = name }
             switch name {
             case "rect": if let fill = attributes["fill"] { fills.append(fill) }
-            case "text": inText = true; texts.append("")
+            case "text":
+                inText = true
+                texts.append("")
             case "title": inTitle = true
             case "script", "foreignObject": scripts += 1
             default: break
@@ -193,7 +203,7 @@ final class SurfacesTests: XCTestCase {
             try first!.post("/api/tasks/ci.build-\(run + 1)", #"{"state":"done"}"#)
         }
         let kinds = try JSONParser.parse(try get(first!, "/api/kinds").body)
-        guard case let .array(list)? = kinds["kinds"], let kind = list.first, list.count == 1 else { return XCTFail("\(kinds)") }
+        guard case .array(let list)? = kinds["kinds"], let kind = list.first, list.count == 1 else { return XCTFail("\(kinds)") }
         XCTAssertEqual(kind["kind"], .string("ci.build"))
         XCTAssertEqual(kind["runs"], .number(3))
         let median = try XCTUnwrap(kind.number("median"))
@@ -212,6 +222,6 @@ final class SurfacesTests: XCTestCase {
     }
 }
 
-private extension JSONValue {
-    func number(_ key: String) -> Double? { if case let .number(value)? = self[key] { return value } else { return nil } }
+extension JSONValue {
+    fileprivate func number(_ key: String) -> Double? { if case .number(let value)? = self[key] { return value } else { return nil } }
 }

@@ -1,8 +1,8 @@
 import Foundation
-import RingcastServer
 import RingcastClient
 import RingcastCore
 import RingcastLWS
+import RingcastServer
 import RingcastTestSupport
 import XCTest
 
@@ -14,8 +14,12 @@ final class TLSTests: XCTestCase {
 
     override func setUpWithError() throws {
         folder = try TemporaryFolder("ringcast-tls")
-        let made = try run("/usr/bin/openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
-                                                 "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+        let made = try run(
+            "/usr/bin/openssl",
+            [
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            ])
         XCTAssertEqual(made.status, 0, "openssl could not make a certificate: \(made.output)")
     }
 

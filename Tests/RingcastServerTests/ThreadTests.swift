@@ -1,6 +1,6 @@
 import Foundation
-import RingcastServer
 import RingcastCore
+import RingcastServer
 import RingcastTestSupport
 import XCTest
 
@@ -18,7 +18,8 @@ final class ThreadTests: XCTestCase {
         // Publish from several connections (each lands on one thread or the other) in a known order.
         let clients = (0..<6).map { _ in server.http() }
         for step in 1...60 {
-            XCTAssertEqual(try clients[step % clients.count].request("POST", "/api/tasks/spread.job", json: #"{"completed":\#(step),"total":60}"#).status, 200)
+            XCTAssertEqual(
+                try clients[step % clients.count].request("POST", "/api/tasks/spread.job", json: #"{"completed":\#(step),"total":60}"#).status, 200)
         }
         for (index, watcher) in watchers.enumerated() {
             let seen = watcher.wait { events in events.contains { $0.id == "spread.job" && $0.number("completed") == 60 } }

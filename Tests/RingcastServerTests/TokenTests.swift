@@ -12,11 +12,11 @@ final class TokenTests: XCTestCase {
     private func securedServer(anonymousLocal: Bool) throws -> TestServer {
         setenv("RINGCAST_TEST_CI_TOKEN", ciToken, 1)
         let text = """
-        {"anonymousLocalPublish": \(anonymousLocal), "publishers": [
-          {"name": "ci", "tokenEnv": "RINGCAST_TEST_CI_TOKEN", "patterns": ["ci.*"]},
-          {"name": "deploy", "token": "\(deployToken)", "patterns": ["deploy.*", "release"]}
-        ]}
-        """
+            {"anonymousLocalPublish": \(anonymousLocal), "publishers": [
+              {"name": "ci", "tokenEnv": "RINGCAST_TEST_CI_TOKEN", "patterns": ["ci.*"]},
+              {"name": "deploy", "token": "\(deployToken)", "patterns": ["deploy.*", "release"]}
+            ]}
+            """
         let parsed = try ServerConfig.parse(Array(text.utf8), environment: ProcessInfo.processInfo.environment)
         return try TestServer { $0.publishing = parsed.publishing }
     }
@@ -44,7 +44,8 @@ final class TokenTests: XCTestCase {
         XCTAssertEqual(try client.request("POST", "/api/timers/ci.t", json: #"{"seconds":5}"#, headers: bearer(ciToken)).status, 200)
 
         // A batch is all or nothing: one uncovered id refuses the lot.
-        let batch = try client.request("POST", "/api/events", json: #"[{"type":"update","id":"ci.a"},{"type":"update","id":"deploy.b"}]"#, headers: bearer(ciToken))
+        let batch = try client.request(
+            "POST", "/api/events", json: #"[{"type":"update","id":"ci.a"},{"type":"update","id":"deploy.b"}]"#, headers: bearer(ciToken))
         XCTAssertEqual(batch.status, 403)
         XCTAssertEqual(try JSONParser.parse(batch.body)["field"], .string("events[1].id"))
         XCTAssertEqual(try client.request("GET", "/api/tasks/ci.a").status, 404)

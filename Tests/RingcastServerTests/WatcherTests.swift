@@ -17,7 +17,7 @@ final class WatcherTests: XCTestCase {
         XCTAssertEqual(hello.number("now") ?? 0, nowMs(), accuracy: 2000)
         XCTAssertEqual(snapshot.string("epoch"), server.server.epoch)
         XCTAssertEqual(snapshot.event["full"], .bool(true))
-        guard case let .array(tasks)? = snapshot.event["tasks"] else { return XCTFail("snapshot without tasks") }
+        guard case .array(let tasks)? = snapshot.event["tasks"] else { return XCTFail("snapshot without tasks") }
         XCTAssertEqual(tasks.count, 1)
         XCTAssertEqual(tasks.first?["id"], .string("ci.build"))
         XCTAssertEqual(tasks.first?["progress"], .number(0.25))
@@ -83,7 +83,7 @@ final class WatcherTests: XCTestCase {
         let watcher = TestWatcher(server.wsURL)
         watcher.waitForSnapshot()
         let answer = try server.post("/api/timers/egg", #"{"seconds":2,"interval":0.05,"title":"Egg"}"#)
-        guard case let .number(startedAt)? = answer["task"]?["timer"]?["startedAt"] else { return XCTFail("no startedAt in \(answer)") }
+        guard case .number(let startedAt)? = answer["task"]?["timer"]?["startedAt"] else { return XCTFail("no startedAt in \(answer)") }
         let events = watcher.wait(timeout: 5) { $0.contains { $0.type == "state" && $0.id == "egg" } }
         let ticks = events.filter { $0.type == "tick" && $0.id == "egg" }
         XCTAssertEqual(ticks.count, 40)
@@ -108,8 +108,9 @@ final class WatcherTests: XCTestCase {
         let first = try server.post("/api/timers/a", #"{"seconds":0.6,"interval":0.1}"#)
         Thread.sleep(forTimeInterval: 0.03)
         let second = try server.post("/api/timers/b", #"{"seconds":0.6,"interval":0.1}"#)
-        guard case let .number(startA)? = first["task"]?["timer"]?["startedAt"],
-              case let .number(startB)? = second["task"]?["timer"]?["startedAt"] else { return XCTFail("no startedAt") }
+        guard case .number(let startA)? = first["task"]?["timer"]?["startedAt"],
+            case .number(let startB)? = second["task"]?["timer"]?["startedAt"]
+        else { return XCTFail("no startedAt") }
         XCTAssertEqual(startB - startA, 30, accuracy: 15)
         watcher.wait { events in ["a", "b"].allSatisfy { id in events.contains { $0.id == id && $0.type == "state" } } }
         for (id, start) in [("a", startA), ("b", startB)] {
@@ -130,7 +131,7 @@ final class WatcherTests: XCTestCase {
         let watcher = TestWatcher(server.wsURL)
         watcher.waitForSnapshot()
         let started = try server.post("/api/timers/brew", #"{"seconds":1,"interval":0.1}"#)
-        guard case let .number(startedAt)? = started["task"]?["timer"]?["startedAt"] else { return XCTFail("no startedAt") }
+        guard case .number(let startedAt)? = started["task"]?["timer"]?["startedAt"] else { return XCTFail("no startedAt") }
         watcher.wait { $0.filter { $0.type == "tick" }.count >= 3 }
         let paused = try server.post("/api/timers/brew/pause")
         XCTAssertEqual(paused["task"]?["state"], .string("paused"))
@@ -138,7 +139,7 @@ final class WatcherTests: XCTestCase {
         Thread.sleep(forTimeInterval: 0.5)
         XCTAssertEqual(watcher.events(for: "brew", type: "tick").count, ticksBeforePause, "a paused timer ticked")
         let resumed = try server.post("/api/timers/brew/resume")
-        guard case let .number(newStart)? = resumed["task"]?["timer"]?["startedAt"] else { return XCTFail("no startedAt") }
+        guard case .number(let newStart)? = resumed["task"]?["timer"]?["startedAt"] else { return XCTFail("no startedAt") }
         XCTAssertGreaterThan(newStart - startedAt, 450, "resume must move the start by the pause's length")
         let events = watcher.wait(timeout: 3) { $0.contains { $0.type == "state" && $0.string("state") == "done" } }
         let ticks = events.filter { $0.type == "tick" }
@@ -166,7 +167,7 @@ final class WatcherTests: XCTestCase {
         let snapshot = resumed.waitForSnapshot().snapshot
         XCTAssertEqual(snapshot.event["full"], .bool(false))
         XCTAssertEqual(snapshot.number("since"), Double(seenSeq))
-        guard case let .array(tasks)? = snapshot.event["tasks"] else { return XCTFail("no tasks") }
+        guard case .array(let tasks)? = snapshot.event["tasks"] else { return XCTFail("no tasks") }
         XCTAssertEqual(tasks.compactMap { $0["id"] }, [.string("moving"), .string("new")])
         XCTAssertEqual(tasks.first?["progress"], .number(0.6))
         XCTAssertEqual(snapshot.event["removed"], .array([.string("gone")]))
@@ -174,8 +175,12 @@ final class WatcherTests: XCTestCase {
         let otherEpoch = TestWatcher(server.wsURL + "?since=someotherepoch:\(seenSeq)")
         let full = otherEpoch.waitForSnapshot().snapshot
         XCTAssertEqual(full.event["full"], .bool(true))
-        guard case let .array(all)? = full.event["tasks"] else { return XCTFail("no tasks") }
-        XCTAssertEqual(all.compactMap { task -> String? in if case let .string(id)? = task["id"] { return id }; return nil }.sorted(), ["moving", "new", "old"])
+        guard case .array(let all)? = full.event["tasks"] else { return XCTFail("no tasks") }
+        XCTAssertEqual(
+            all.compactMap { task -> String? in
+                if case .string(let id)? = task["id"] { return id }
+                return nil
+            }.sorted(), ["moving", "new", "old"])
     }
 
     func testBadClientMessagesGetErrorEventsAndTheConnectionStays() throws {
@@ -184,7 +189,8 @@ final class WatcherTests: XCTestCase {
         watcher.waitForSnapshot()
         watcher.connection.send("{not json")
         watcher.connection.send(#"{"type":"explode","id":"x"}"#)
-        watcher.connection.send(#"[{"type":"update","id":"ok.1","progress":0.5},{"type":"update","id":"bad id"},{"type":"update","id":"ok.2","progress":7}]"#)
+        watcher.connection.send(
+            #"[{"type":"update","id":"ok.1","progress":0.5},{"type":"update","id":"bad id"},{"type":"update","id":"ok.2","progress":7}]"#)
         let events = watcher.wait { $0.filter { $0.type == "error" }.count >= 4 && $0.contains { $0.id == "ok.1" } }
         let errors = events.filter { $0.type == "error" }
         XCTAssertEqual(errors.map { $0.string("error") }, ["invalid_json", "invalid_event", "invalid_id", "invalid_field"])
@@ -214,7 +220,7 @@ final class WatcherTests: XCTestCase {
             events.contains { $0.type == "snapshot" && $0.event["full"] == .bool(false) } || events.contains { $0.string("state") == "failed" }
         }
         let resync = events.last { $0.type == "snapshot" }!
-        if resync.event["full"] == .bool(false), case let .array(tasks)? = resync.event["tasks"] {
+        if resync.event["full"] == .bool(false), case .array(let tasks)? = resync.event["tasks"] {
             XCTAssertEqual(tasks.first?["state"], .string("failed"), "the terminal state must survive conflation")
         }
         XCTAssertLessThan(events.filter { $0.id == "hot" }.count, 501)
@@ -293,12 +299,17 @@ final class WatcherTests: XCTestCase {
 /// ticks is within 15 ms of the least over the first quarter, where a timer that counted intervals
 /// in a loop would fall behind by its work per tick. A busy machine delays some ticks; it does not
 /// make a late tick's successors late.
-private func assertOnSchedule(_ ticks: [Received], _ label: String = "tick", file: StaticString = #filePath, line: UInt = #line,
-                              due: (Int) -> Double) {
+private func assertOnSchedule(
+    _ ticks: [Received], _ label: String = "tick", file: StaticString = #filePath, line: UInt = #line,
+    due: (Int) -> Double
+) {
     guard !ticks.isEmpty else { return XCTFail("\(label): no ticks", file: file, line: line) }
     var lateness: [Double] = []
     for (index, tick) in ticks.enumerated() {
-        guard let sent = tick.number("now") else { XCTFail("\(label) \(index + 1) carries no now", file: file, line: line); continue }
+        guard let sent = tick.number("now") else {
+            XCTFail("\(label) \(index + 1) carries no now", file: file, line: line)
+            continue
+        }
         XCTAssertOnTime(sent, due: due(index), early: 2, "\(label) \(index + 1) left the server", file: file, line: line)
         XCTAssertOnTime(tick.at, due: due(index), early: 2, "\(label) \(index + 1) reached the watcher", file: file, line: line)
         lateness.append(sent - due(index))

@@ -1,7 +1,7 @@
 import Foundation
-import RingcastServer
 import RingcastClient
 import RingcastCore
+import RingcastServer
 import RingcastTestSupport
 import XCTest
 
@@ -12,8 +12,11 @@ final class WebhookTests: XCTestCase {
 
     private func server(_ receiver: WebhookReceiver, states: [TaskState] = [.done, .failed, .stalled], maxAttempts: Int = 10) throws -> TestServer {
         try producerServer { config in
-            config.webhooks = [WebhookRule(url: receiver.url, patterns: WatchSet([Glob("ci.*")]), states: states, secret: secret,
-                                           maxAttempts: maxAttempts, timeoutSeconds: 5)]
+            config.webhooks = [
+                WebhookRule(
+                    url: receiver.url, patterns: WatchSet([Glob("ci.*")]), states: states, secret: secret,
+                    maxAttempts: maxAttempts, timeoutSeconds: 5)
+            ]
         }
     }
 
@@ -89,6 +92,12 @@ final class WebhookTests: XCTestCase {
 }
 
 extension JSONValue {
-    var stringValueForTests: String? { if case let .string(s) = self { return s }; return nil }
-    var numberValue: Double? { if case let .number(n) = self { return n }; return nil }
+    var stringValueForTests: String? {
+        if case .string(let s) = self { return s }
+        return nil
+    }
+    var numberValue: Double? {
+        if case .number(let n) = self { return n }
+        return nil
+    }
 }

@@ -119,15 +119,22 @@ package final class RingcastProcess: @unchecked Sendable {
         merged["RINGCAST_TOKEN"] = nil
         merged.merge(environment) { $1 }
         process.environment = merged
-        let outputPipe = Pipe(), errorPipe = Pipe()
+        let outputPipe = Pipe()
+        let errorPipe = Pipe()
         process.standardInput = input
         process.standardOutput = outputPipe
         process.standardError = errorPipe
         try process.run()
         readers.enter()
-        DispatchQueue.global().async { self.output = outputPipe.fileHandleForReading.readDataToEndOfFile(); self.readers.leave() }
+        DispatchQueue.global().async {
+            self.output = outputPipe.fileHandleForReading.readDataToEndOfFile()
+            self.readers.leave()
+        }
         readers.enter()
-        DispatchQueue.global().async { self.errors = errorPipe.fileHandleForReading.readDataToEndOfFile(); self.readers.leave() }
+        DispatchQueue.global().async {
+            self.errors = errorPipe.fileHandleForReading.readDataToEndOfFile()
+            self.readers.leave()
+        }
     }
 
     package func write(_ text: String) { input.fileHandleForWriting.write(Data(text.utf8)) }
@@ -137,12 +144,15 @@ package final class RingcastProcess: @unchecked Sendable {
         closeInput()
         process.waitUntilExit()
         readers.wait()
-        return Result(status: process.terminationStatus, stdout: String(decoding: output, as: UTF8.self), stderr: String(decoding: errors, as: UTF8.self))
+        return Result(
+            status: process.terminationStatus, stdout: String(decoding: output, as: UTF8.self), stderr: String(decoding: errors, as: UTF8.self))
     }
 
     /// Runs to the end with `stdin` as input, against `server` (as RINGCAST_URL) when given.
-    package static func run(_ arguments: [String], server: TestServer? = nil, stdin: String = "",
-                            environment: [String: String] = [:]) throws -> Result {
+    package static func run(
+        _ arguments: [String], server: TestServer? = nil, stdin: String = "",
+        environment: [String: String] = [:]
+    ) throws -> Result {
         var environment = environment
         if let server, environment["RINGCAST_URL"] == nil { environment["RINGCAST_URL"] = server.httpURL }
         let process = try RingcastProcess(arguments, environment: environment)
@@ -156,7 +166,8 @@ package final class RingcastProcess: @unchecked Sendable {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
         return entries.compactMap { entry -> pid_t? in
             guard let pid = pid_t(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
-                  let close = stat.lastIndex(of: ")") else { return nil }
+                let close = stat.lastIndex(of: ")")
+            else { return nil }
             // After the command name in parentheses: state, then the parent's pid.
             let fields = stat[stat.index(after: close)...].split(separator: " ")
             return fields.count > 1 && pid_t(fields[1]) == parent ? pid : nil

@@ -42,7 +42,9 @@ package struct PrometheusScrape {
                     guard families[name]!.help == nil else { throw fail("HELP twice") }
                     families[name]!.help = words.count > 3 ? words[3] : ""
                 } else {
-                    guard words.count == 4, ["counter", "gauge", "histogram", "summary", "untyped"].contains(words[3]) else { throw fail("unknown TYPE") }
+                    guard words.count == 4, ["counter", "gauge", "histogram", "summary", "untyped"].contains(words[3]) else {
+                        throw fail("unknown TYPE")
+                    }
                     guard families[name]!.type == "untyped" else { throw fail("TYPE twice") }
                     families[name]!.type = words[3]
                 }
@@ -84,7 +86,9 @@ package struct PrometheusScrape {
             var bounds: [Double] = []
             var counts: [Double] = []
             for bucket in buckets where bucket.labels.filter({ $0.key != "le" }) == labels {
-                guard let le = bucket.labels["le"], let bound = le == "+Inf" ? Double.infinity : Double(le) else { throw fail("each bucket has an le") }
+                guard let le = bucket.labels["le"], let bound = le == "+Inf" ? Double.infinity : Double(le) else {
+                    throw fail("each bucket has an le")
+                }
                 bounds.append(bound)
                 counts.append(bucket.value)
             }

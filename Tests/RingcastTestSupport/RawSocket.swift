@@ -51,7 +51,10 @@ package final class RawSocket {
         var chunk = [UInt8](repeating: 0, count: 16 * 1024)
         while received.count < limit {
             let count = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
-            if count > 0 { received += chunk[..<count]; continue }
+            if count > 0 {
+                received += chunk[..<count]
+                continue
+            }
             if count < 0, errno == EINTR { continue }
             return (received, count == 0 || (count < 0 && errno == ECONNRESET))
         }
@@ -103,8 +106,9 @@ package final class RawSocket {
 
     /// Sends an upgrade for `path` and reads the server's 101 answer's head.
     package func upgrade(_ path: String = "/ws", host: String = "127.0.0.1") throws -> String {
-        try send("GET \(path) HTTP/1.1\r\nHost: \(host)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                 + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        try send(
+            "GET \(path) HTTP/1.1\r\nHost: \(host)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
         return String(decoding: receive(until: Array("\r\n\r\n".utf8)), as: UTF8.self)
     }
 
@@ -115,7 +119,9 @@ package final class RawSocket {
         switch payload.count {
         case 0..<126: frame.append(0x80 | UInt8(payload.count))
         case 126..<65536: frame += [0x80 | 126, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
-        default: frame.append(0x80 | 127); frame += (0..<8).reversed().map { UInt8((payload.count >> ($0 * 8)) & 0xFF) }
+        default:
+            frame.append(0x80 | 127)
+            frame += (0..<8).reversed().map { UInt8((payload.count >> ($0 * 8)) & 0xFF) }
         }
         frame += mask
         frame += payload.enumerated().map { $0.element ^ mask[$0.offset % 4] }
@@ -136,10 +142,12 @@ package final class RawSocket {
             var start = index + 2
             if length == 126 {
                 guard start + 2 <= bytes.count else { break }
-                length = Int(bytes[start]) << 8 | Int(bytes[start + 1]); start += 2
+                length = Int(bytes[start]) << 8 | Int(bytes[start + 1])
+                start += 2
             } else if length == 127 {
                 guard start + 8 <= bytes.count else { break }
-                length = (0..<8).reduce(0) { $0 << 8 | Int(bytes[start + $1]) }; start += 8
+                length = (0..<8).reduce(0) { $0 << 8 | Int(bytes[start + $1]) }
+                start += 8
             }
             guard start + length <= bytes.count else { break }
             frames.append((opcode, Array(bytes[start..<(start + length)])))
@@ -163,6 +171,7 @@ package struct RawSocketError: Error, CustomStringConvertible {
 /// A process's resident memory, in KiB: by default this one's (the in-process test server's included).
 package func residentKiB(of pid: pid_t = getpid()) -> Int {
     guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-          let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return 0 }
+        let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+    else { return 0 }
     return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
 }

@@ -61,8 +61,12 @@ package func eventually(timeout: Double = 5, _ condition: () throws -> Bool) ret
 /// Asserts that something the server schedules (a hide, a stall, a tick) happened at `due`, as a
 /// loaded machine meets a deadline: never more than `early` ms before it (the clocks are the same
 /// wall clock, read in two threads), and at most `late` ms after it.
-package func XCTAssertOnTime(_ at: Double, due: Double, early: Double = 10, late: Double = 500, _ message: @autoclosure () -> String = "",
-                             file: StaticString = #filePath, line: UInt = #line) {
+// swift-format-ignore: AlwaysUseLowerCamelCase
+// Named as XCTest names its assertions, which is how a reader looks for one.
+package func XCTAssertOnTime(
+    _ at: Double, due: Double, early: Double = 10, late: Double = 500, _ message: @autoclosure () -> String = "",
+    file: StaticString = #filePath, line: UInt = #line
+) {
     let offset = at - due
     XCTAssertGreaterThanOrEqual(offset, -early, "\(message()): \(offset.rounded()) ms before it was due", file: file, line: line)
     XCTAssertLessThanOrEqual(offset, late, "\(message()): \(offset.rounded()) ms after it was due", file: file, line: line)

@@ -1,16 +1,18 @@
 import Foundation
-import RingcastServer
 import RingcastClient
 import RingcastCore
-import XCTest
 import RingcastPlatform
+import RingcastServer
+import XCTest
 
 /// A real server on an ephemeral loopback port, serving the repository's Public/.
 package final class TestServer {
     package let server: Server
     package let port: Int
 
-    package init(persistence: TaskPersistence = MemoryOnlyPersistence(), logger: Logger = .silent, configure: (inout ServerConfig) -> Void = { _ in }) throws {
+    package init(persistence: TaskPersistence = MemoryOnlyPersistence(), logger: Logger = .silent, configure: (inout ServerConfig) -> Void = { _ in })
+        throws
+    {
         var config = ServerConfig()
         config.port = 0
         config.logLevel = .error
@@ -43,7 +45,7 @@ package final class TestServer {
 
     /// The server's current seq, from /healthz.
     package func seq() throws -> Double {
-        guard case let .number(seq)? = try JSONParser.parse(try http().request("GET", "/healthz").body)["seq"] else { return -1 }
+        guard case .number(let seq)? = try JSONParser.parse(try http().request("GET", "/healthz").body)["seq"] else { return -1 }
         return seq
     }
 }

@@ -2,8 +2,8 @@ import Foundation
 import RingcastClient
 import RingcastCore
 import RingcastLWS
-import XCTest
 import RingcastPlatform
+import XCTest
 
 /// One received event, when it arrived, and which of its watcher's frames (counted from 1) held it.
 package struct Received: Sendable {
@@ -17,10 +17,22 @@ package struct Received: Sendable {
         self.frame = frame
     }
 
-    package var type: String? { if case let .string(type)? = event["type"] { return type }; return nil }
-    package var id: String? { if case let .string(id)? = event["id"] { return id }; return nil }
-    package func number(_ key: String) -> Double? { if case let .number(n)? = event[key] { return n }; return nil }
-    package func string(_ key: String) -> String? { if case let .string(s)? = event[key] { return s }; return nil }
+    package var type: String? {
+        if case .string(let type)? = event["type"] { return type }
+        return nil
+    }
+    package var id: String? {
+        if case .string(let id)? = event["id"] { return id }
+        return nil
+    }
+    package func number(_ key: String) -> Double? {
+        if case .number(let n)? = event[key] { return n }
+        return nil
+    }
+    package func string(_ key: String) -> String? {
+        if case .string(let s)? = event[key] { return s }
+        return nil
+    }
 }
 
 /// Items arriving on another thread, and a way to wait until what has arrived passes a test.
@@ -36,19 +48,27 @@ package final class Inbox<Element>: @unchecked Sendable {
     package var isClosed: Bool { condition.withLock { closed } }
 
     package func append(contentsOf new: [Element]) {
-        condition.withLock { items += new; condition.broadcast() }
+        condition.withLock {
+            items += new
+            condition.broadcast()
+        }
     }
 
     /// No more items will come.
     package func close() {
-        condition.withLock { closed = true; condition.broadcast() }
+        condition.withLock {
+            closed = true
+            condition.broadcast()
+        }
     }
 
     /// Waits until `predicate` holds over everything received so far (failing the test after
     /// `timeout`); returns what was received.
     @discardableResult
-    package func wait(timeout: Double = 5, describe: ([Element]) -> String = { "\($0)" }, file: StaticString = #filePath, line: UInt = #line,
-                      until predicate: ([Element]) -> Bool) -> [Element] {
+    package func wait(
+        timeout: Double = 5, describe: ([Element]) -> String = { "\($0)" }, file: StaticString = #filePath, line: UInt = #line,
+        until predicate: ([Element]) -> Bool
+    ) -> [Element] {
         let deadline = Date().addingTimeInterval(timeout)
         condition.lock()
         defer { condition.unlock() }
@@ -99,7 +119,7 @@ package final class TestWatcher: WebSocketDelegate, @unchecked Sendable {
             return
         }
         let batch: [JSONValue]
-        if case let .array(items) = json { batch = items } else { batch = [json] }
+        if case .array(let items) = json { batch = items } else { batch = [json] }
         frames += 1
         inbox.append(contentsOf: batch.map { [frames] in Received(event: $0, at: at, frame: frames) })
     }
@@ -114,10 +134,13 @@ package final class TestWatcher: WebSocketDelegate, @unchecked Sendable {
 
     /// Waits until `predicate` holds over everything received so far; returns what was received.
     @discardableResult
-    package func wait(timeout: Double = 5, file: StaticString = #filePath, line: UInt = #line,
-                      until predicate: ([Received]) -> Bool) -> [Received] {
-        inbox.wait(timeout: timeout, describe: { $0.map { String(decoding: JSONWriter.encode($0.event), as: UTF8.self) }.description },
-                   file: file, line: line, until: predicate)
+    package func wait(
+        timeout: Double = 5, file: StaticString = #filePath, line: UInt = #line,
+        until predicate: ([Received]) -> Bool
+    ) -> [Received] {
+        inbox.wait(
+            timeout: timeout, describe: { $0.map { String(decoding: JSONWriter.encode($0.event), as: UTF8.self) }.description },
+            file: file, line: line, until: predicate)
     }
 
     package func waitForClose(timeout: Double = 5) -> Bool { inbox.waitForClose(timeout: timeout) }

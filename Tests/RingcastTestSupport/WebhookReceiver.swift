@@ -28,7 +28,8 @@ package final class WebhookReceiver: @unchecked Sendable {
     /// - Parameters: `refuse`: answer 503 to that many deliveries first; `refuseAll`: to every one until `accept()`.
     package init(secret: String, refuse: Int = 0, refuseAll: Bool = false, port: Int = 0) throws {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", WebhookReceiver.script, "--secret", secret, "--refuse", String(refuse), "--port", String(port)]
+        process.arguments =
+            ["python3", WebhookReceiver.script, "--secret", secret, "--refuse", String(refuse), "--port", String(port)]
             + (refuseAll ? ["--refuse-all"] : [])
         let output = Pipe()
         process.standardInput = input
@@ -36,7 +37,7 @@ package final class WebhookReceiver: @unchecked Sendable {
         try process.run()
         let handle = output.fileHandleForReading
         let first = readLine(from: handle)
-        guard case let .number(port)? = try? JSONParser.parse(first)["listening"] else {
+        guard case .number(let port)? = try? JSONParser.parse(first)["listening"] else {
             process.terminate()
             throw RawSocketError("the webhook receiver did not start (python3 \(WebhookReceiver.script)): \(first)")
         }
@@ -46,11 +47,20 @@ package final class WebhookReceiver: @unchecked Sendable {
             while true {
                 let line = readLine(from: handle)
                 guard !line.isEmpty, let record = try? JSONParser.parse(line) else { break }
-                func string(_ key: String) -> String { if case let .string(s)? = record[key] { return s }; return "" }
-                func number(_ key: String) -> Int { if case let .number(n)? = record[key] { return Int(n) }; return 0 }
-                inbox.append(contentsOf: [Delivery(n: number("n"), path: string("path"), delivery: string("delivery"),
-                                                   signature: string("signature"), valid: record["valid"] == .bool(true),
-                                                   status: number("status"), body: record["body"] ?? .null, at: nowMs())])
+                func string(_ key: String) -> String {
+                    if case .string(let s)? = record[key] { return s }
+                    return ""
+                }
+                func number(_ key: String) -> Int {
+                    if case .number(let n)? = record[key] { return Int(n) }
+                    return 0
+                }
+                inbox.append(contentsOf: [
+                    Delivery(
+                        n: number("n"), path: string("path"), delivery: string("delivery"),
+                        signature: string("signature"), valid: record["valid"] == .bool(true),
+                        status: number("status"), body: record["body"] ?? .null, at: nowMs())
+                ])
             }
             inbox.close()
         }
@@ -69,9 +79,12 @@ package final class WebhookReceiver: @unchecked Sendable {
     package func accept() { input.fileHandleForWriting.write(Data("accept\n".utf8)) }
 
     @discardableResult
-    package func wait(timeout: Double = 10, file: StaticString = #filePath, line: UInt = #line,
-                      until predicate: ([Delivery]) -> Bool) -> [Delivery] {
-        inbox.wait(timeout: timeout, describe: { $0.map { "\($0.n) \($0.delivery) \($0.status)" }.description }, file: file, line: line,
-                   until: predicate)
+    package func wait(
+        timeout: Double = 10, file: StaticString = #filePath, line: UInt = #line,
+        until predicate: ([Delivery]) -> Bool
+    ) -> [Delivery] {
+        inbox.wait(
+            timeout: timeout, describe: { $0.map { "\($0.n) \($0.delivery) \($0.status)" }.description }, file: file, line: line,
+            until: predicate)
     }
 }

@@ -15,7 +15,7 @@ public final class SchemaValidator {
 
     /// The first way `value` breaks `schema`, as `at: reason`, or nil when it conforms.
     public func violation(of value: JSONValue, against schema: JSONValue, at path: String = "$") -> String? {
-        guard case let .object(keywords) = schema else { return "\(path): the schema is not an object" }
+        guard case .object(let keywords) = schema else { return "\(path): the schema is not an object" }
         for (keyword, argument) in keywords {
             if let failure = check(keyword, argument, value, schema, path) { return failure }
         }
@@ -24,71 +24,74 @@ public final class SchemaValidator {
 
     private func check(_ keyword: String, _ argument: JSONValue, _ value: JSONValue, _ schema: JSONValue, _ path: String) -> String? {
         switch (keyword, argument) {
-        case let ("$ref", .string(reference)):
+        case ("$ref", .string(let reference)):
             let prefix = "#/components/schemas/"
             guard reference.hasPrefix(prefix), let target = component(String(reference.dropFirst(prefix.count))) else {
                 return "\(path): unresolved $ref \(reference)"
             }
             return violation(of: value, against: target, at: path)
-        case let ("type", .string(name)):
+        case ("type", .string(let name)):
             return matchesType(value, name) ? nil : "\(path): expected \(name), found \(value.typeName)"
-        case let ("type", .array(names)):
-            return names.contains { if case let .string(name) = $0 { return matchesType(value, name) } else { return false } }
+        case ("type", .array(let names)):
+            return names.contains { if case .string(let name) = $0 { return matchesType(value, name) } else { return false } }
                 ? nil : "\(path): expected one of \(String(decoding: JSONWriter.encode(argument), as: UTF8.self)), found \(value.typeName)"
-        case let ("enum", .array(options)):
+        case ("enum", .array(let options)):
             return options.contains(value) ? nil : "\(path): \(describe(value)) is not one of \(describe(argument))"
         case ("const", _):
             return value == argument ? nil : "\(path): \(describe(value)) is not \(describe(argument))"
-        case let ("properties", .object(properties)):
-            guard case let .object(members) = value else { return nil }
+        case ("properties", .object(let properties)):
+            guard case .object(let members) = value else { return nil }
             // A name given twice counts with its last value, as JSONValue's subscript and the parsers read it.
             var seen: Set<String> = []
             for (name, member) in members.reversed() where seen.insert(name).inserted {
                 if let property = properties.last(where: { $0.0 == name })?.1,
-                   let failure = violation(of: member, against: property, at: "\(path).\(name)") { return failure }
+                    let failure = violation(of: member, against: property, at: "\(path).\(name)")
+                {
+                    return failure
+                }
             }
             return nil
-        case let ("required", .array(names)):
+        case ("required", .array(let names)):
             guard case .object = value else { return nil }
-            for case let .string(name) in names where value[name] == nil { return "\(path): \(name) is missing" }
+            for case .string(let name) in names where value[name] == nil { return "\(path): \(name) is missing" }
             return nil
         case ("additionalProperties", .bool(false)):
-            guard case let .object(members) = value else { return nil }
+            guard case .object(let members) = value else { return nil }
             var known: [String] = []
-            if case let .object(properties)? = schema["properties"] { known = properties.map(\.0) }
+            if case .object(let properties)? = schema["properties"] { known = properties.map(\.0) }
             return members.first { !known.contains($0.0) }.map { "\(path): unexpected member \($0.0)" }
         case ("items", _):
-            guard case let .array(elements) = value else { return nil }
+            guard case .array(let elements) = value else { return nil }
             for (index, element) in elements.enumerated() {
                 if let failure = violation(of: element, against: argument, at: "\(path)[\(index)]") { return failure }
             }
             return nil
-        case let ("maxItems", .number(limit)):
-            guard case let .array(elements) = value else { return nil }
+        case ("maxItems", .number(let limit)):
+            guard case .array(let elements) = value else { return nil }
             return Double(elements.count) <= limit ? nil : "\(path): more than \(Int(limit)) items"
-        case let ("minItems", .number(limit)):
-            guard case let .array(elements) = value else { return nil }
+        case ("minItems", .number(let limit)):
+            guard case .array(let elements) = value else { return nil }
             return Double(elements.count) >= limit ? nil : "\(path): fewer than \(Int(limit)) items"
-        case let ("minimum", .number(bound)):
-            guard case let .number(number) = value else { return nil }
+        case ("minimum", .number(let bound)):
+            guard case .number(let number) = value else { return nil }
             return number >= bound ? nil : "\(path): \(number) is below \(bound)"
-        case let ("maximum", .number(bound)):
-            guard case let .number(number) = value else { return nil }
+        case ("maximum", .number(let bound)):
+            guard case .number(let number) = value else { return nil }
             return number <= bound ? nil : "\(path): \(number) is above \(bound)"
-        case let ("exclusiveMinimum", .number(bound)):
-            guard case let .number(number) = value else { return nil }
+        case ("exclusiveMinimum", .number(let bound)):
+            guard case .number(let number) = value else { return nil }
             return number > bound ? nil : "\(path): \(number) is not above \(bound)"
-        case let ("minLength", .number(limit)):
-            guard case let .string(text) = value else { return nil }
+        case ("minLength", .number(let limit)):
+            guard case .string(let text) = value else { return nil }
             return Double(text.unicodeScalars.count) >= limit ? nil : "\(path): shorter than \(Int(limit)) characters"
-        case let ("maxLength", .number(limit)):
-            guard case let .string(text) = value else { return nil }
+        case ("maxLength", .number(let limit)):
+            guard case .string(let text) = value else { return nil }
             return Double(text.unicodeScalars.count) <= limit ? nil : "\(path): longer than \(Int(limit)) characters"
-        case let ("pattern", .string(pattern)):
-            guard case let .string(text) = value else { return nil }
+        case ("pattern", .string(let pattern)):
+            guard case .string(let text) = value else { return nil }
             guard let regex = regex(pattern) else { return "\(path): the pattern \(pattern) does not compile" }
             return (try? regex.wholeMatch(in: text)) != nil ? nil : "\(path): \(describe(value)) does not match \(pattern)"
-        case let ("oneOf", .array(choices)):
+        case ("oneOf", .array(let choices)):
             let matching = choices.filter { violation(of: value, against: $0, at: path) == nil }.count
             if matching == 1 { return nil }
             if matching > 1 { return "\(path): matches \(matching) schemas of a oneOf" }
@@ -105,7 +108,7 @@ public final class SchemaValidator {
         switch (name, value) {
         case ("null", .null), ("boolean", .bool), ("number", .number), ("string", .string), ("array", .array), ("object", .object):
             return true
-        case let ("integer", .number(number)):
+        case ("integer", .number(let number)):
             return number == number.rounded()
         default:
             return false

@@ -59,21 +59,25 @@ public struct ServerConfig: Equatable, Sendable {
 
     public init() {}
 
-    public static let keys = ["host", "port", "publicDir", "allowedOrigins", "allowedHosts", "heartbeatSeconds", "maxMessageBytes",
-                              "fanOutLogEvents", "maxEventsPerFrame", "staticMaxAge", "logLevel", "publishers", "anonymousLocalPublish",
-                              "storage", "retentionSeconds", "maxTasks", "maxPublishRate", "maxConnectionsPerAddress", "limitLoopback", "tls",
-                              "handshakeTimeoutSeconds", "threads", "webhooks", "abandonAfterSeconds", "logLines", "logFormat", "flushMilliseconds"]
+    public static let keys = [
+        "host", "port", "publicDir", "allowedOrigins", "allowedHosts", "heartbeatSeconds", "maxMessageBytes",
+        "fanOutLogEvents", "maxEventsPerFrame", "staticMaxAge", "logLevel", "publishers", "anonymousLocalPublish",
+        "storage", "retentionSeconds", "maxTasks", "maxPublishRate", "maxConnectionsPerAddress", "limitLoopback", "tls",
+        "handshakeTimeoutSeconds", "threads", "webhooks", "abandonAfterSeconds", "logLines", "logFormat", "flushMilliseconds",
+    ]
 
     /// Parses a config file's contents; the error names the field and says what to write instead.
     /// `environment` supplies the variables that publishers' `tokenEnv` name.
-    public static func parse(_ bytes: [UInt8], source: String = "config.json", environment: [String: String] = [:]) throws(ConfigError) -> ServerConfig {
+    public static func parse(_ bytes: [UInt8], source: String = "config.json", environment: [String: String] = [:]) throws(ConfigError)
+        -> ServerConfig
+    {
         let json: JSONValue
         do {
             json = try JSONParser.parse(ConfigText.withoutComments(bytes))
         } catch {
             throw ConfigError("\(source): \(error)")
         }
-        guard case let .object(members) = json else { throw ConfigError("\(source): the top level must be a JSON object") }
+        guard case .object(let members) = json else { throw ConfigError("\(source): the top level must be a JSON object") }
         var config = ServerConfig()
         for (key, value) in members {
             func fail(_ expected: String) -> ConfigError {
@@ -81,7 +85,7 @@ public struct ServerConfig: Equatable, Sendable {
                 return ConfigError("\(source): \"\(key)\" must be \(expected), not \(found)")
             }
             func number(_ range: ClosedRange<Double>, _ expected: String) throws(ConfigError) -> Double {
-                guard case let .number(n) = value, range.contains(n) else { throw fail(expected) }
+                guard case .number(let n) = value, range.contains(n) else { throw fail(expected) }
                 return n
             }
             func integer(_ range: ClosedRange<Double>, _ expected: String) throws(ConfigError) -> Int {
@@ -90,7 +94,7 @@ public struct ServerConfig: Equatable, Sendable {
                 return Int(n)
             }
             func string() throws(ConfigError) -> String {
-                guard case let .string(s) = value, !s.isEmpty else { throw fail("a non-empty string") }
+                guard case .string(let s) = value, !s.isEmpty else { throw fail("a non-empty string") }
                 return s
             }
             switch key {
@@ -98,9 +102,9 @@ public struct ServerConfig: Equatable, Sendable {
             case "port": config.port = try integer(0...65535, "a port number from 0 to 65535 (0 picks a free port)")
             case "publicDir": config.publicDir = try string()
             case "allowedOrigins":
-                guard case let .array(items) = value else { throw fail("a list of origins like [\"https://example.com\"]") }
+                guard case .array(let items) = value else { throw fail("a list of origins like [\"https://example.com\"]") }
                 config.allowedOrigins = try items.map { item throws(ConfigError) in
-                    guard case let .string(origin) = item, origin.hasPrefix("http://") || origin.hasPrefix("https://") else {
+                    guard case .string(let origin) = item, origin.hasPrefix("http://") || origin.hasPrefix("https://") else {
                         throw ConfigError("\(source): \"allowedOrigins\" entries must be origins like \"https://example.com\"")
                     }
                     return origin.hasSuffix("/") ? String(origin.dropLast()) : origin
@@ -111,25 +115,27 @@ public struct ServerConfig: Equatable, Sendable {
             case "maxEventsPerFrame": config.maxEventsPerFrame = try integer(1...10_000, "a count between 1 and 10000")
             case "staticMaxAge": config.staticMaxAge = try integer(0...31_536_000, "seconds, 0 or more")
             case "logLevel":
-                guard case let .string(name) = value, let level = LogLevel(rawValue: name) else {
+                guard case .string(let name) = value, let level = LogLevel(rawValue: name) else {
                     throw fail("one of \(LogLevel.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
                 config.logLevel = level
             case "logFormat":
-                guard case let .string(name) = value, let format = LogFormat(rawValue: name) else {
+                guard case .string(let name) = value, let format = LogFormat(rawValue: name) else {
                     throw fail("one of \(LogFormat.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
                 config.logFormat = format
             case "storage":
-                guard case let .string(storage) = value, !storage.isEmpty else {
+                guard case .string(let storage) = value, !storage.isEmpty else {
                     throw fail("\"memory\" or the path of an SQLite file, like \"data/ringcast.db\"")
                 }
                 config.storage = storage
             case "allowedHosts":
-                guard case let .array(items) = value else { throw fail("a list of host names like [\"ringcast.example.com\"]") }
+                guard case .array(let items) = value else { throw fail("a list of host names like [\"ringcast.example.com\"]") }
                 config.allowedHosts = try items.map { item throws(ConfigError) in
-                    guard case let .string(name) = item, HostPolicy.isValidEntry(name) else {
-                        throw ConfigError("\(source): \"allowedHosts\" entries must be host names like \"ringcast.example.com\" or \".example.com\" (no port, no scheme), or \"*\"")
+                    guard case .string(let name) = item, HostPolicy.isValidEntry(name) else {
+                        throw ConfigError(
+                            "\(source): \"allowedHosts\" entries must be host names like \"ringcast.example.com\" or \".example.com\" (no port, no scheme), or \"*\""
+                        )
                     }
                     return name.lowercased()
                 }
@@ -139,34 +145,39 @@ public struct ServerConfig: Equatable, Sendable {
             case "maxConnectionsPerAddress": config.maxConnectionsPerAddress = try integer(0...10_000_000, "a count, 0 for no limit")
             case "handshakeTimeoutSeconds": config.handshakeTimeoutSeconds = try integer(1...3600, "whole seconds between 1 and 3600")
             case "limitLoopback":
-                guard case let .bool(flag) = value else { throw fail("true or false") }
+                guard case .bool(let flag) = value else { throw fail("true or false") }
                 config.limitLoopback = flag
             case "tls":
-                guard case .object = value, case let .string(cert)? = value["cert"], !cert.isEmpty,
-                      case let .string(key)? = value["key"], !key.isEmpty else {
+                guard case .object = value, case .string(let cert)? = value["cert"], !cert.isEmpty,
+                    case .string(let key)? = value["key"], !key.isEmpty
+                else {
                     throw fail("{\"cert\": \"cert.pem\", \"key\": \"key.pem\"} (PEM files)")
                 }
-                if case let .object(members) = value, let extra = members.first(where: { $0.0 != "cert" && $0.0 != "key" }) {
+                if case .object(let members) = value, let extra = members.first(where: { $0.0 != "cert" && $0.0 != "key" }) {
                     throw ConfigError("\(source): \"tls\" has no setting \"\(extra.0)\"; it takes \"cert\" and \"key\"")
                 }
                 config.tls = TLSFiles(cert: cert, key: key)
             case "threads": config.threads = try integer(0...256, "a count of service threads from 1 to 256, or 0 for one per core")
             case "webhooks":
-                guard case let .array(items) = value else { throw fail("a list of {\"url\", \"patterns\", \"states\", \"secretEnv\"}") }
+                guard case .array(let items) = value else { throw fail("a list of {\"url\", \"patterns\", \"states\", \"secretEnv\"}") }
                 config.webhooks = try items.enumerated().map { index, item throws(ConfigError) in
                     try WebhookRule.parse(item, at: "\(source): webhooks[\(index)]", environment: environment)
                 }
             case "abandonAfterSeconds": config.abandonAfterSeconds = try number(0...31_536_000, "seconds, 0 for never")
             case "logLines": config.logLines = try integer(logLinesRange, "a count between 1 and 10000")
             case "flushMilliseconds":
-                config.flushMilliseconds = try integer(0...1000, "whole milliseconds from 0 (write every event at once) to 1000, e.g. 16 for at most one frame per watcher per 60 Hz frame")
+                config.flushMilliseconds = try integer(
+                    0...1000,
+                    "whole milliseconds from 0 (write every event at once) to 1000, e.g. 16 for at most one frame per watcher per 60 Hz frame")
             case "redis":
-                throw ConfigError("\(source): \"\(key)\" is not supported by this version of Ringcast; remove it (a setting the server does not carry out is refused, never ignored)")
+                throw ConfigError(
+                    "\(source): \"\(key)\" is not supported by this version of Ringcast; remove it (a setting the server does not carry out is refused, never ignored)"
+                )
             case "anonymousLocalPublish":
-                guard case let .bool(flag) = value else { throw fail("true or false") }
+                guard case .bool(let flag) = value else { throw fail("true or false") }
                 config.publishing.anonymousLocalPublish = flag
             case "publishers":
-                guard case let .array(items) = value else { throw fail("a list of {\"name\", \"token\" or \"tokenEnv\", \"patterns\"}") }
+                guard case .array(let items) = value else { throw fail("a list of {\"name\", \"token\" or \"tokenEnv\", \"patterns\"}") }
                 config.publishing.publishers = try items.enumerated().map { index, item throws(ConfigError) in
                     try parsePublisher(item, at: "\(source): publishers[\(index)]", environment: environment)
                 }
@@ -178,11 +189,15 @@ public struct ServerConfig: Equatable, Sendable {
     }
 
     private static func parsePublisher(_ item: JSONValue, at place: String, environment: [String: String]) throws(ConfigError) -> Publisher {
-        guard case .object = item, case let .string(name)? = item["name"], !name.isEmpty else {
+        guard case .object = item, case .string(let name)? = item["name"], !name.isEmpty else {
             throw ConfigError("\(place) needs a \"name\" (e.g. {\"name\": \"ci\", \"tokenEnv\": \"RINGCAST_CI_TOKEN\", \"patterns\": [\"ci.*\"]})")
         }
-        if case let .object(members) = item, let extra = members.first(where: { !ServerConfig.nestedKeys["publishers[]", default: []].contains($0.0) }) {
-            throw ConfigError("\(place) has no setting \"\(extra.0)\"; a publisher takes \(ServerConfig.nestedKeys["publishers[]", default: []].map { "\"\($0)\"" }.joined(separator: ", "))")
+        if case .object(let members) = item,
+            let extra = members.first(where: { !ServerConfig.nestedKeys["publishers[]", default: []].contains($0.0) })
+        {
+            throw ConfigError(
+                "\(place) has no setting \"\(extra.0)\"; a publisher takes \(ServerConfig.nestedKeys["publishers[]", default: []].map { "\"\($0)\"" }.joined(separator: ", "))"
+            )
         }
         let token = try parseSecret(item, "token", at: place, environment: environment, holding: "the token")
         guard token.utf8.count >= 16 else {
@@ -193,12 +208,14 @@ public struct ServerConfig: Equatable, Sendable {
 
     /// `"KEY": "literal"` or `"KEYEnv": "VARIABLE"` (exactly one): a secret kept in the file or,
     /// better, in the environment (publishers' tokens, webhooks' signing secrets).
-    static func parseSecret(_ item: JSONValue, _ key: String, at place: String, environment: [String: String],
-                            holding what: String) throws(ConfigError) -> String {
+    static func parseSecret(
+        _ item: JSONValue, _ key: String, at place: String, environment: [String: String],
+        holding what: String
+    ) throws(ConfigError) -> String {
         switch (item[key], item[key + "Env"]) {
-        case let (.string(literal)?, nil):
+        case (.string(let literal)?, nil):
             return literal
-        case let (nil, .string(variable)?):
+        case (nil, .string(let variable)?):
             guard let value = environment[variable], !value.isEmpty else {
                 throw ConfigError("\(place).\(key)Env: the environment variable \(variable) is not set; export it before starting the server")
             }
@@ -210,12 +227,12 @@ public struct ServerConfig: Equatable, Sendable {
 
     /// `"patterns": ["ci.*", …]`, a non-empty list of valid id patterns (publishers' and webhooks').
     static func parsePatterns(_ value: JSONValue?, at place: String) throws(ConfigError) -> WatchSet {
-        guard case let .array(patternValues)? = value, !patternValues.isEmpty else {
+        guard case .array(let patternValues)? = value, !patternValues.isEmpty else {
             throw ConfigError("\(place).patterns must be a non-empty list of id patterns, like [\"ci.*\"]")
         }
         var patterns: [Glob] = []
         for value in patternValues {
-            guard case let .string(pattern) = value, Glob.isValid(pattern) else {
+            guard case .string(let pattern) = value, Glob.isValid(pattern) else {
                 throw ConfigError("\(place).patterns: \(value) is not a valid id pattern (letters, digits, '.', '_', '-', '*', '?')")
             }
             patterns.append(Glob(pattern))

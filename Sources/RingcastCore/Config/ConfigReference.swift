@@ -28,24 +28,47 @@ extension ServerConfig {
 
     /// Every setting, in the order the example shows them.
     public static let reference: [Reference] = [
-        Reference("host", #""127.0.0.1""#, "The address to listen on, and the only one (an IPv4 address binds exactly that). RINGCAST_HOST overrides it; --host overrides both."),
+        Reference(
+            "host", #""127.0.0.1""#,
+            "The address to listen on, and the only one (an IPv4 address binds exactly that). RINGCAST_HOST overrides it; --host overrides both."),
         Reference("port", "8080", "The TCP port; 0 takes a free one. RINGCAST_PORT overrides it; --port overrides both."),
-        Reference("allowedHosts", "[]", "Names the Host header may carry besides host, localhost and IP literals (\".example.com\" allows every subdomain, \"*\" turns the check off)."),
-        Reference("tls", #"{"cert": "cert.pem", "key": "key.pem"}"#, "Serve https:// and wss:// with this PEM certificate and key (relative to this file).", commentedOut: true),
+        Reference(
+            "allowedHosts", "[]",
+            "Names the Host header may carry besides host, localhost and IP literals (\".example.com\" allows every subdomain, \"*\" turns the check off)."
+        ),
+        Reference(
+            "tls", #"{"cert": "cert.pem", "key": "key.pem"}"#, "Serve https:// and wss:// with this PEM certificate and key (relative to this file).",
+            commentedOut: true),
         Reference("publicDir", #""Public""#, "The only directory served over HTTP: the dashboard (relative to this file)."),
         Reference("staticMaxAge", "60", "Seconds browsers may cache static files (they revalidate with ETag)."),
-        Reference("storage", #""memory""#, "\"memory\", an SQLite file (relative to this file) that keeps every task across restarts, or redis://HOST[:PORT][/DB] to share state with other nodes. RINGCAST_STORAGE overrides it."),
+        Reference(
+            "storage", #""memory""#,
+            "\"memory\", an SQLite file (relative to this file) that keeps every task across restarts, or redis://HOST[:PORT][/DB] to share state with other nodes. RINGCAST_STORAGE overrides it."
+        ),
         Reference("retentionSeconds", "86400", "Seconds after which a finished or hidden task nothing touched is removed."),
         Reference("maxTasks", "10000", "The most tasks held; past it a new task is refused (409)."),
-        Reference("allowedOrigins", "[]", "Other sites whose pages may open /ws or publish, like \"https://example.com\"; the server's own origin always may."),
+        Reference(
+            "allowedOrigins", "[]",
+            "Other sites whose pages may open /ws or publish, like \"https://example.com\"; the server's own origin always may."),
         Reference("heartbeatSeconds", "15", "Seconds between heartbeats to every WebSocket; a page reconnects after two silent ones."),
         Reference("fanOutLogEvents", "4096", "Events kept per watch-pattern set for watchers that are behind; past that they resync by state."),
         Reference("maxEventsPerFrame", "256", "The most events a watcher that is behind receives in one frame."),
-        Reference("flushMilliseconds", "0", "A coalescing window: each watcher gets at most one frame per window with the latest of each task changed in it (sticky events always); 0: write every event at once."),
+        Reference(
+            "flushMilliseconds", "0",
+            "A coalescing window: each watcher gets at most one frame per window with the latest of each task changed in it (sticky events always); 0: write every event at once."
+        ),
         Reference("anonymousLocalPublish", "true", "Whether loopback may publish without a token."),
-        Reference("publishers", "[]", "Who may publish what: {\"name\": \"ci\", \"tokenEnv\": \"RINGCAST_CI_TOKEN\", \"patterns\": [\"ci.*\"]}, with \"token\" instead of \"tokenEnv\" to write the token here."),
-        Reference("webhooks", "[]", "Signed POSTs when a task enters a state: {\"url\": \"http://127.0.0.1:9000/hook\", \"patterns\": [\"ci.*\"], \"states\": [\"done\", \"failed\", \"stalled\"], \"secretEnv\": \"RINGCAST_HOOK_SECRET\"}, with \"secret\" instead of \"secretEnv\" to write it here; \"maxAttempts\" (10) and \"timeoutSeconds\" (10) too."),
-        Reference("abandonAfterSeconds", "3600", "Seconds a stalled task stays stalled before it ends failed, \"abandoned\" (a task's abandonAfter wins); 0: never."),
+        Reference(
+            "publishers", "[]",
+            "Who may publish what: {\"name\": \"ci\", \"tokenEnv\": \"RINGCAST_CI_TOKEN\", \"patterns\": [\"ci.*\"]}, with \"token\" instead of \"tokenEnv\" to write the token here."
+        ),
+        Reference(
+            "webhooks", "[]",
+            "Signed POSTs when a task enters a state: {\"url\": \"http://127.0.0.1:9000/hook\", \"patterns\": [\"ci.*\"], \"states\": [\"done\", \"failed\", \"stalled\"], \"secretEnv\": \"RINGCAST_HOOK_SECRET\"}, with \"secret\" instead of \"secretEnv\" to write it here; \"maxAttempts\" (10) and \"timeoutSeconds\" (10) too."
+        ),
+        Reference(
+            "abandonAfterSeconds", "3600",
+            "Seconds a stalled task stays stalled before it ends failed, \"abandoned\" (a task's abandonAfter wins); 0: never."),
         Reference("logLines", "100", "Lines of each task's log the server keeps."),
         Reference("maxPublishRate", "100000", "Events a second one connection may publish; 0: no limit."),
         Reference("maxMessageBytes", "1048576", "The largest HTTP body or WebSocket message accepted, in bytes."),
@@ -69,7 +92,10 @@ public enum ConfigText {
         while index < result.count {
             let byte = result[index]
             if inString {
-                if byte == UInt8(ascii: "\\") { index += 2; continue }
+                if byte == UInt8(ascii: "\\") {
+                    index += 2
+                    continue
+                }
                 if byte == UInt8(ascii: "\"") { inString = false }
             } else if byte == UInt8(ascii: "\"") {
                 inString = true

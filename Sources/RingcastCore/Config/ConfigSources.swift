@@ -14,8 +14,8 @@ public enum ConfigOrigin: Equatable, Sendable, CustomStringConvertible {
         switch self {
         case .defaultValue: return "default"
         case .file: return "file"
-        case let .environment(name): return name
-        case let .option(name): return name
+        case .environment(let name): return name
+        case .option(let name): return name
         }
     }
 }
@@ -69,7 +69,7 @@ extension ServerConfig {
     /// the file's setting would be (the error names the variable and the field).
     public static func load(_ bytes: [UInt8], source: String, environment: [String: String]) throws(ConfigError) -> LoadedConfig {
         var loaded = LoadedConfig(config: try parse(bytes, source: source, environment: environment), source: source)
-        if case let .object(members)? = try? JSONParser.parse(ConfigText.withoutComments(bytes)) {
+        if case .object(let members)? = try? JSONParser.parse(ConfigText.withoutComments(bytes)) {
             for (key, _) in members { loaded.note(key, from: .file) }
         }
         for (variable, key) in environmentOverrides {

@@ -37,14 +37,18 @@ public final class OutboundEvent: Sendable {
     static func task(_ type: EventType, _ record: TaskRecord, now: Double, extraFields: ((inout JSONWriter) -> Void)? = nil) -> OutboundEvent {
         var writer = JSONWriter(capacity: 320)
         writer.beginObject()
-        writer.key("type"); writer.string(type.rawValue)
+        writer.key("type")
+        writer.string(type.rawValue)
         record.writeFields(into: &writer, now: now)
         extraFields?(&writer)
         if type == .tick, let timer = record.timer {
             let elapsed = timer.elapsedSeconds(tick: timer.ticksEmitted)
-            writer.key("remaining"); writer.number(roundedSeconds(timer.seconds - elapsed))
-            writer.key("elapsed"); writer.number(roundedSeconds(elapsed))
-            writer.key("now"); writer.number(now.rounded())
+            writer.key("remaining")
+            writer.number(roundedSeconds(timer.seconds - elapsed))
+            writer.key("elapsed")
+            writer.number(roundedSeconds(elapsed))
+            writer.key("now")
+            writer.number(now.rounded())
         }
         writer.endObject()
         return OutboundEvent(type: type, seq: record.seq, id: record.id, bytes: writer.bytes)
@@ -53,9 +57,12 @@ public final class OutboundEvent: Sendable {
     static func removal(id: String, seq: UInt64) -> OutboundEvent {
         var writer = JSONWriter(capacity: 64)
         writer.beginObject()
-        writer.key("type"); writer.string("remove")
-        writer.key("seq"); writer.number(Int(seq))
-        writer.key("id"); writer.string(id)
+        writer.key("type")
+        writer.string("remove")
+        writer.key("seq")
+        writer.number(Int(seq))
+        writer.key("id")
+        writer.string(id)
         writer.endObject()
         return OutboundEvent(type: .remove, seq: seq, id: id, bytes: writer.bytes)
     }
@@ -63,8 +70,10 @@ public final class OutboundEvent: Sendable {
     public static func heartbeat(now: Double) -> OutboundEvent {
         var writer = JSONWriter(capacity: 48)
         writer.beginObject()
-        writer.key("type"); writer.string("heartbeat")
-        writer.key("now"); writer.number(now.rounded())
+        writer.key("type")
+        writer.string("heartbeat")
+        writer.key("now")
+        writer.number(now.rounded())
         writer.endObject()
         return OutboundEvent(type: .heartbeat, seq: 0, id: "", bytes: writer.bytes)
     }

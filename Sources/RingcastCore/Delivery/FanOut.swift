@@ -342,10 +342,15 @@ public final class FanOut {
         frame.reserveCapacity(min(maxBytesPerFrame, (log.head - subscription.cursor) * (first.bytes.count + 1)) + 2)
         var count = 0
         var skipped = false
-        var lowestSeq = UInt64.max, highestSeq: UInt64 = 0
+        var lowestSeq = UInt64.max
+        var highestSeq: UInt64 = 0
         while subscription.cursor < log.head, count < maxEventsPerFrame {
             let event = log[subscription.cursor]
-            if event.isAlreadySent(to: subscription) { subscription.cursor += 1; skipped = true; continue }
+            if event.isAlreadySent(to: subscription) {
+                subscription.cursor += 1
+                skipped = true
+                continue
+            }
             if count > 0, frame.count + event.bytes.count + 2 > maxBytesPerFrame { break }
             if count > 0 { frame.append(UInt8(ascii: ",")) }
             frame.append(contentsOf: event.bytes)
@@ -362,9 +367,10 @@ public final class FanOut {
         // The same bytes for the group's other members at this place, if it has others; a frame
         // that skipped events this member had seen is this member's alone.
         if !skipped, group.members.count > 1 {
-            group.sharedFrame = SharedFrame(start: start, head: log.head, next: subscription.cursor, lowestSeq: lowestSeq,
-                                            highestSeq: highestSeq, bytes: frame, events: count,
-                                            takers: group.members.count - 1)
+            group.sharedFrame = SharedFrame(
+                start: start, head: log.head, next: subscription.cursor, lowestSeq: lowestSeq,
+                highestSeq: highestSeq, bytes: frame, events: count,
+                takers: group.members.count - 1)
         }
         return .frame(frame, events: count)
     }

@@ -26,9 +26,9 @@ struct PatternIndex<Member: AnyObject> {
     mutating func insert(_ member: Member, for globs: [Glob]) {
         for glob in globs {
             switch PatternIndex.shape(of: glob) {
-            case let .exact(id):
+            case .exact(let id):
                 exact[id, default: []].append(member)
-            case let .prefix(prefix):
+            case .prefix(let prefix):
                 prefixes[prefix, default: []].append(member)
                 let length = prefix.utf8.count
                 if let index = prefixLengths.firstIndex(where: { $0.length == length }) {
@@ -46,10 +46,10 @@ struct PatternIndex<Member: AnyObject> {
     mutating func remove(_ member: Member, for globs: [Glob]) {
         for glob in globs {
             switch PatternIndex.shape(of: glob) {
-            case let .exact(id):
+            case .exact(let id):
                 exact[id]?.removeAll { $0 === member }
                 if exact[id]?.isEmpty == true { exact.removeValue(forKey: id) }
-            case let .prefix(prefix):
+            case .prefix(let prefix):
                 prefixes[prefix]?.removeAll { $0 === member }
                 if prefixes[prefix]?.isEmpty == true { prefixes.removeValue(forKey: prefix) }
                 let length = prefix.utf8.count

@@ -75,8 +75,10 @@ public enum Badge {
     // MARK: Drawing
 
     static func svg(_ look: Look) -> [UInt8] {
-        let label = cut(xmlText(look.label), to: maxLabel), message = xmlText(look.message)
-        let labelWidth = textWidth(label) + 12, messageWidth = textWidth(message) + 12
+        let label = cut(xmlText(look.label), to: maxLabel)
+        let message = xmlText(look.message)
+        let labelWidth = textWidth(label) + 12
+        let messageWidth = textWidth(message) + 12
         let width = labelWidth + messageWidth
         let summary = escape("\(label): \(message)")
         var parts = [

@@ -10,25 +10,25 @@ public enum JSONValue: Equatable, Sendable {
     public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
         switch (lhs, rhs) {
         case (.null, .null): return true
-        case let (.bool(a), .bool(b)): return a == b
-        case let (.number(a), .number(b)): return a == b
-        case let (.string(a), .string(b)): return a == b
-        case let (.array(a), .array(b)): return a == b
-        case let (.object(a), .object(b)):
+        case (.bool(let a), .bool(let b)): return a == b
+        case (.number(let a), .number(let b)): return a == b
+        case (.string(let a), .string(let b)): return a == b
+        case (.array(let a), .array(let b)): return a == b
+        case (.object(let a), .object(let b)):
             return a.count == b.count && zip(a, b).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
         default: return false
         }
     }
 
     public subscript(key: String) -> JSONValue? {
-        guard case let .object(members) = self else { return nil }
+        guard case .object(let members) = self else { return nil }
         return members.last(where: { $0.0 == key })?.1
     }
 
-    public var numberValue: Double? { if case let .number(n) = self { return n } else { return nil } }
-    public var stringValue: String? { if case let .string(s) = self { return s } else { return nil } }
-    public var boolValue: Bool? { if case let .bool(b) = self { return b } else { return nil } }
-    public var arrayValue: [JSONValue]? { if case let .array(a) = self { return a } else { return nil } }
+    public var numberValue: Double? { if case .number(let n) = self { return n } else { return nil } }
+    public var stringValue: String? { if case .string(let s) = self { return s } else { return nil } }
+    public var boolValue: Bool? { if case .bool(let b) = self { return b } else { return nil } }
+    public var arrayValue: [JSONValue]? { if case .array(let a) = self { return a } else { return nil } }
 
     public var typeName: String {
         switch self {
@@ -90,9 +90,15 @@ public struct JSONParser {
         case UInt8(ascii: "{"): return try parseObject(depth: depth)
         case UInt8(ascii: "["): return try parseArray(depth: depth)
         case UInt8(ascii: "\""): return .string(try parseString())
-        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
-        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
-        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+        case UInt8(ascii: "t"):
+            try expectLiteral("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try expectLiteral("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try expectLiteral("null")
+            return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try parseNumber())
         default: throw error("unexpected character")
         }
@@ -112,7 +118,10 @@ public struct JSONParser {
         index += 1
         var members: [(String, JSONValue)] = []
         skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return .object(members) }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            return .object(members)
+        }
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
@@ -124,8 +133,14 @@ public struct JSONParser {
             members.append((key, try parseValue(depth: depth + 1)))
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input") }
-            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "}") { index += 1; return .object(members) }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                return .object(members)
+            }
             throw error("expected ',' or '}'")
         }
     }
@@ -134,14 +149,23 @@ public struct JSONParser {
         index += 1
         var elements: [JSONValue] = []
         skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "]") { index += 1; return .array(elements) }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+            index += 1
+            return .array(elements)
+        }
         while true {
             skipWhitespace()
             elements.append(try parseValue(depth: depth + 1))
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input") }
-            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "]") { index += 1; return .array(elements) }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "]") {
+                index += 1
+                return .array(elements)
+            }
             throw error("expected ',' or ']'")
         }
     }
@@ -285,10 +309,24 @@ public struct JSONWriter {
     /// Appends bytes already encoded in place, separators and all (the kept end of an object).
     public mutating func appendEncoded(_ encoded: [UInt8]) { bytes.append(contentsOf: encoded) }
 
-    public mutating func beginObject() { separate(); bytes.append(UInt8(ascii: "{")); needsComma = false }
-    public mutating func endObject() { bytes.append(UInt8(ascii: "}")); needsComma = true }
-    public mutating func beginArray() { separate(); bytes.append(UInt8(ascii: "[")); needsComma = false }
-    public mutating func endArray() { bytes.append(UInt8(ascii: "]")); needsComma = true }
+    public mutating func beginObject() {
+        separate()
+        bytes.append(UInt8(ascii: "{"))
+        needsComma = false
+    }
+    public mutating func endObject() {
+        bytes.append(UInt8(ascii: "}"))
+        needsComma = true
+    }
+    public mutating func beginArray() {
+        separate()
+        bytes.append(UInt8(ascii: "["))
+        needsComma = false
+    }
+    public mutating func endArray() {
+        bytes.append(UInt8(ascii: "]"))
+        needsComma = true
+    }
 
     public mutating func key(_ name: String) {
         separate()
@@ -297,9 +335,21 @@ public struct JSONWriter {
         needsComma = false
     }
 
-    public mutating func string(_ value: String) { separate(); appendQuoted(value); needsComma = true }
-    public mutating func bool(_ value: Bool) { separate(); appendASCII(value ? "true" : "false"); needsComma = true }
-    public mutating func null() { separate(); appendASCII("null"); needsComma = true }
+    public mutating func string(_ value: String) {
+        separate()
+        appendQuoted(value)
+        needsComma = true
+    }
+    public mutating func bool(_ value: Bool) {
+        separate()
+        appendASCII(value ? "true" : "false")
+        needsComma = true
+    }
+    public mutating func null() {
+        separate()
+        appendASCII("null")
+        needsComma = true
+    }
 
     public mutating func number(_ value: Double) {
         separate()
@@ -313,24 +363,35 @@ public struct JSONWriter {
         needsComma = true
     }
 
-    public mutating func number(_ value: Int) { separate(); appendInteger(Int64(value)); needsComma = true }
+    public mutating func number(_ value: Int) {
+        separate()
+        appendInteger(Int64(value))
+        needsComma = true
+    }
 
     /// Splices already-encoded JSON in as one value.
-    public mutating func raw(_ encoded: [UInt8]) { separate(); bytes.append(contentsOf: encoded); needsComma = true }
+    public mutating func raw(_ encoded: [UInt8]) {
+        separate()
+        bytes.append(contentsOf: encoded)
+        needsComma = true
+    }
 
     public mutating func value(_ value: JSONValue) {
         switch value {
         case .null: null()
-        case let .bool(b): bool(b)
-        case let .number(n): number(n)
-        case let .string(s): string(s)
-        case let .array(elements):
+        case .bool(let b): bool(b)
+        case .number(let n): number(n)
+        case .string(let s): string(s)
+        case .array(let elements):
             beginArray()
             for element in elements { self.value(element) }
             endArray()
-        case let .object(members):
+        case .object(let members):
             beginObject()
-            for (name, member) in members { key(name); self.value(member) }
+            for (name, member) in members {
+                key(name)
+                self.value(member)
+            }
             endObject()
         }
     }
@@ -378,11 +439,21 @@ public struct JSONWriter {
         }
         for byte in text.utf8 {
             switch byte {
-            case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\\")); bytes.append(byte)
-            case UInt8(ascii: "\\"): bytes.append(UInt8(ascii: "\\")); bytes.append(byte)
-            case UInt8(ascii: "\n"): bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "n"))
-            case UInt8(ascii: "\r"): bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "r"))
-            case UInt8(ascii: "\t"): bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "t"))
+            case UInt8(ascii: "\""):
+                bytes.append(UInt8(ascii: "\\"))
+                bytes.append(byte)
+            case UInt8(ascii: "\\"):
+                bytes.append(UInt8(ascii: "\\"))
+                bytes.append(byte)
+            case UInt8(ascii: "\n"):
+                bytes.append(UInt8(ascii: "\\"))
+                bytes.append(UInt8(ascii: "n"))
+            case UInt8(ascii: "\r"):
+                bytes.append(UInt8(ascii: "\\"))
+                bytes.append(UInt8(ascii: "r"))
+            case UInt8(ascii: "\t"):
+                bytes.append(UInt8(ascii: "\\"))
+                bytes.append(UInt8(ascii: "t"))
             case 0..<0x20:
                 let hex = Array("0123456789abcdef".utf8)
                 bytes.append(contentsOf: Array("\\u00".utf8))

@@ -32,7 +32,8 @@ public enum TextTable {
         }
         _ = try width(request)
         guard request.query["format"] == nil, let accept = request.headers.accept else { return false }
-        let text = quality(of: "text", "plain", in: accept), json = quality(of: "application", "json", in: accept)
+        let text = quality(of: "text", "plain", in: accept)
+        let json = quality(of: "application", "json", in: accept)
         return text.q > json.q || (text.q == json.q && text.q > 0 && text.specificity > json.specificity)
     }
 
@@ -60,7 +61,9 @@ public enum TextTable {
     public static func width(_ request: APIRequest) throws(APIError) -> Int {
         guard let text = request.query["width"] else { return defaultWidth }
         guard let width = Int(text), widths.contains(width) else {
-            throw APIError(.invalidField, "width '\(text.prefix(20))' is not a number of columns from \(widths.lowerBound) to \(widths.upperBound)", field: "width")
+            throw APIError(
+                .invalidField, "width '\(text.prefix(20))' is not a number of columns from \(widths.lowerBound) to \(widths.upperBound)",
+                field: "width")
         }
         return width
     }
@@ -99,7 +102,8 @@ public enum TextTable {
     static func row(_ task: TaskRecord, depth: Int, titleColumns: Int, now: Double? = nil) -> String {
         var name = String(repeating: "  ", count: min(depth, 8)) + clean(task.title)
         if let detail = task.detail, !detail.isEmpty { name += " · " + clean(detail) }
-        let line = bar(task.progress) + " " + percent(task.progress) + "  " + fit(name, titleColumns) + "  "
+        let line =
+            bar(task.progress) + " " + percent(task.progress) + "  " + fit(name, titleColumns) + "  "
             + pad(task.state.rawValue, stateColumns) + "  " + eta(task, now: now)
         return trimmingTrailingSpaces(line)
     }
@@ -173,7 +177,7 @@ public enum TextTable {
         if first.properties.isEmojiPresentation || character.unicodeScalars.contains(where: { $0.value == 0xFE0F }) { return 2 }
         switch first.value {
         case 0x1100...0x115F, 0x2E80...0x303E, 0x3041...0x33FF, 0x3400...0x4DBF, 0x4E00...0x9FFF, 0xA000...0xA4CF,
-             0xAC00...0xD7A3, 0xF900...0xFAFF, 0xFE30...0xFE4F, 0xFF00...0xFF60, 0xFFE0...0xFFE6, 0x20000...0x3FFFD:
+            0xAC00...0xD7A3, 0xF900...0xFAFF, 0xFE30...0xFE4F, 0xFF00...0xFF60, 0xFFE0...0xFFE6, 0x20000...0x3FFFD:
             return 2
         default:
             return 1
@@ -223,7 +227,9 @@ extension StringProtocol {
 extension API {
     /// `GET /api/tasks` as text: the watched tasks. `GET /api/tasks/{id}` as text: the task and
     /// everything under it.
-    func textAnswer(_ request: APIRequest, watch: WatchSet = WatchSet([Glob("*")]), under id: String? = nil, now: Double) throws(APIError) -> APIResponse {
+    func textAnswer(_ request: APIRequest, watch: WatchSet = WatchSet([Glob("*")]), under id: String? = nil, now: Double) throws(APIError)
+        -> APIResponse
+    {
         let width = try TextTable.width(request)
         var tasks: [TaskRecord]
         if let id {

@@ -9,13 +9,14 @@ public enum TaskControl: String, Sendable, CaseIterable {
     static func parseList(_ value: JSONValue?) throws(APIError) -> [TaskControl]? {
         guard let value else { return nil }
         if value == .null { return [] }
-        guard case let .array(items) = value else {
+        guard case .array(let items) = value else {
             throw APIError(.invalidField, "controls must be a list like [\"cancel\", \"pause\"], not \(value.typeName)", field: "controls")
         }
         var controls: [TaskControl] = []
         for (index, item) in items.enumerated() {
-            guard case let .string(name) = item, let control = TaskControl(rawValue: name) else {
-                throw APIError(.invalidField, "controls[\(index)] is not one of \(allCases.map(\.rawValue).joined(separator: ", "))", field: "controls")
+            guard case .string(let name) = item, let control = TaskControl(rawValue: name) else {
+                throw APIError(
+                    .invalidField, "controls[\(index)] is not one of \(allCases.map(\.rawValue).joined(separator: ", "))", field: "controls")
             }
             if !controls.contains(control) { controls.append(control) }
         }
@@ -33,16 +34,31 @@ extension TaskRecord {
             for control in controls { writer.string(control.rawValue) }
             writer.endArray()
         }
-        if cancelRequested { writer.key("cancelRequested"); writer.bool(true) }
-        if pauseRequested { writer.key("pauseRequested"); writer.bool(true) }
-        if let abandonAfter { writer.key("abandonAfter"); writer.number(abandonAfter) }
-        if logCount > 0 { writer.key("logCount"); writer.number(logCount) }
+        if cancelRequested {
+            writer.key("cancelRequested")
+            writer.bool(true)
+        }
+        if pauseRequested {
+            writer.key("pauseRequested")
+            writer.bool(true)
+        }
+        if let abandonAfter {
+            writer.key("abandonAfter")
+            writer.number(abandonAfter)
+        }
+        if logCount > 0 {
+            writer.key("logCount")
+            writer.number(logCount)
+        }
     }
 
     /// The same fields as `encodedForStorage` wrote them (`stalledAt` in its `stored` part).
     mutating func readFollowUpFields(_ json: JSONValue, stored: JSONValue) {
-        if case let .array(names)? = json["controls"] {
-            controls = names.compactMap { if case let .string(name) = $0 { return TaskControl(rawValue: name) }; return nil }
+        if case .array(let names)? = json["controls"] {
+            controls = names.compactMap {
+                if case .string(let name) = $0 { return TaskControl(rawValue: name) }
+                return nil
+            }
         }
         if case .bool(true)? = json["cancelRequested"] { cancelRequested = true }
         if case .bool(true)? = json["pauseRequested"] { pauseRequested = true }
@@ -59,7 +75,8 @@ extension TaskStore {
         guard var task = tasks[id] else { throw notFound(id) }
         guard task.controls.contains(action) else {
             let offered = task.controls.isEmpty ? "offers no controls" : "offers only \(task.controls.map(\.rawValue).joined(separator: ", "))"
-            throw APIError(.conflict, "task '\(id)' does not offer \(action.rawValue): its publisher \(offered) (the task's \"controls\")", field: "id")
+            throw APIError(
+                .conflict, "task '\(id)' does not offer \(action.rawValue): its publisher \(offered) (the task's \"controls\")", field: "id")
         }
         guard !task.state.isTerminal else {
             throw APIError(.conflict, "task '\(id)' is already \(task.state.rawValue): there is nothing to \(action.rawValue)", field: "id")
@@ -175,10 +192,14 @@ extension API {
     static func controlFrame(id: String, action: TaskControl, seq: UInt64) -> [UInt8] {
         var writer = JSONWriter(capacity: 96)
         writer.beginObject()
-        writer.key("type"); writer.string("control")
-        writer.key("id"); writer.string(id)
-        writer.key("action"); writer.string(action.rawValue)
-        writer.key("seq"); writer.number(Int(seq))
+        writer.key("type")
+        writer.string("control")
+        writer.key("id")
+        writer.string(id)
+        writer.key("action")
+        writer.string(action.rawValue)
+        writer.key("seq")
+        writer.number(Int(seq))
         writer.endObject()
         return writer.bytes
     }
@@ -194,7 +215,8 @@ extension API {
         var writer = JSONWriter(capacity: 384)
         writer.beginObject()
         writeAnswerFields(change, id: id, into: &writer, now: now)
-        writer.key("delivered"); writer.number(deliveries.count)
+        writer.key("delivered")
+        writer.number(deliveries.count)
         writer.endObject()
         var response = APIResponse(body: writer.bytes, events: change.events)
         response.controls = deliveries

@@ -6,8 +6,6 @@
 struct LogTail {
     private(set) var lines: [String]
 
-    init(lines: [String]) { self.lines = lines }
-
     mutating func append(_ new: [String], keep: Int) {
         lines += new
         if lines.count > keep { lines.removeFirst(lines.count - keep) }
@@ -24,13 +22,13 @@ struct LogTail {
         guard let value = object.members["lines"] else {
             throw APIError(.missingField, "a log needs \"lines\", a list of strings (or send text/plain, one line a line)", field: "lines")
         }
-        guard case let .array(items) = value else {
+        guard case .array(let items) = value else {
             throw APIError(.invalidField, "lines must be a list of strings, not \(value.typeName)", field: "lines")
         }
         var lines: [String] = []
         lines.reserveCapacity(items.count)
         for (index, item) in items.enumerated() {
-            guard case let .string(line) = item else {
+            guard case .string(let line) = item else {
                 throw APIError(.invalidField, "lines[\(index)] must be a string, not \(item.typeName)", field: "lines")
             }
             // One element is one line: a line break inside it starts another. Split as code points:
@@ -45,7 +43,8 @@ struct LogTail {
     static func parseBody(_ body: [UInt8], contentType: String?) throws(APIError) -> [String] {
         let type = contentType.map { String($0.prefix { $0 != ";" }.filter { $0 != " " && $0 != "\t" }).lowercased() }
         guard type == "text/plain" else {
-            let json = body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) ? JSONValue.object([]) : try JSONParser.parseForAPI(body)
+            let json =
+                body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) ? JSONValue.object([]) : try JSONParser.parseForAPI(body)
             return try parseLines(json)
         }
         var parts = body.split(separator: 0x0A, omittingEmptySubsequences: false)
@@ -104,7 +103,8 @@ extension TaskStore {
         task.logCount += lines.count
         persistence.saveLog(id: id, lines: tail.lines)
         let change = commit(task, .log, now: now, urgent: false) { writer in
-            writer.key("from"); writer.number(from)
+            writer.key("from")
+            writer.number(from)
             writer.key("lines")
             writer.beginArray()
             for line in kept { writer.string(line) }
@@ -125,9 +125,12 @@ extension TaskStore {
         guard let (lines, count) = log(of: id) else { throw APIError(.notFound, "no task '\(id)'", field: "id") }
         var writer = JSONWriter(capacity: 64 + lines.reduce(0) { $0 + $1.utf8.count + 4 })
         writer.beginObject()
-        writer.key("id"); writer.string(id)
-        writer.key("logCount"); writer.number(count)
-        writer.key("from"); writer.number(count - lines.count)
+        writer.key("id")
+        writer.string(id)
+        writer.key("logCount")
+        writer.number(count)
+        writer.key("from")
+        writer.number(count - lines.count)
         writer.key("lines")
         writer.beginArray()
         for line in lines { writer.string(line) }

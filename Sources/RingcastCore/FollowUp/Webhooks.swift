@@ -15,8 +15,10 @@ public struct WebhookRule: Equatable, Sendable {
     public static let defaultMaxAttempts = 10
     public static let keys = ["url", "patterns", "states", "secret", "secretEnv", "maxAttempts", "timeoutSeconds"]
 
-    public init(url: String, patterns: WatchSet = WatchSet([Glob("*")]), states: [TaskState] = WebhookRule.defaultStates,
-                secret: String, maxAttempts: Int = WebhookRule.defaultMaxAttempts, timeoutSeconds: Double = 10) {
+    public init(
+        url: String, patterns: WatchSet = WatchSet([Glob("*")]), states: [TaskState] = WebhookRule.defaultStates,
+        secret: String, maxAttempts: Int = WebhookRule.defaultMaxAttempts, timeoutSeconds: Double = 10
+    ) {
         self.url = url
         self.patterns = patterns
         self.states = states
@@ -31,32 +33,35 @@ public struct WebhookRule: Equatable, Sendable {
     }
 
     static func parse(_ item: JSONValue, at place: String, environment: [String: String]) throws(ConfigError) -> WebhookRule {
-        guard case let .object(members) = item else {
+        guard case .object(let members) = item else {
             throw ConfigError("\(place) must be an object like {\"url\": \"http://127.0.0.1:9000/hook\", \"secretEnv\": \"HOOK_SECRET\"}")
         }
         if let unknown = members.first(where: { !keys.contains($0.0) }) {
             throw ConfigError("\(place) has no setting \"\(unknown.0)\"; it takes \(keys.joined(separator: ", "))")
         }
-        guard case let .string(url)? = item["url"], !url.isEmpty else {
+        guard case .string(let url)? = item["url"], !url.isEmpty else {
             throw ConfigError("\(place).url is missing: the http:// address to POST to, like \"http://127.0.0.1:9000/hook\"")
         }
         if url.lowercased().hasPrefix("https://") {
-            throw ConfigError("\(place).url: https:// is not supported for webhooks by this version of Ringcast; use http:// (to a TLS proxy on this machine if the receiver needs TLS)")
+            throw ConfigError(
+                "\(place).url: https:// is not supported for webhooks by this version of Ringcast; use http:// (to a TLS proxy on this machine if the receiver needs TLS)"
+            )
         }
         guard url.lowercased().hasPrefix("http://"), url.dropFirst(7).prefix(while: { $0 != "/" && $0 != "?" }).count > 0 else {
             throw ConfigError("\(place).url '\(url)' is not an http:// URL like \"http://127.0.0.1:9000/hook\"")
         }
-        let patterns = try item["patterns"].map { value throws(ConfigError) in try ServerConfig.parsePatterns(value, at: place) }
+        let patterns =
+            try item["patterns"].map { value throws(ConfigError) in try ServerConfig.parsePatterns(value, at: place) }
             ?? WatchSet([Glob("*")])
         var states = defaultStates
         if let value = item["states"] {
             let names = TaskState.allCases.map(\.rawValue).joined(separator: ", ")
-            guard case let .array(values) = value, !values.isEmpty else {
+            guard case .array(let values) = value, !values.isEmpty else {
                 throw ConfigError("\(place).states must be a non-empty list of states (\(names))")
             }
             states = []
             for value in values {
-                guard case let .string(name) = value, let state = TaskState(rawValue: name) else {
+                guard case .string(let name) = value, let state = TaskState(rawValue: name) else {
                     throw ConfigError("\(place).states: \(value) is not a state; use \(names)")
                 }
                 if !states.contains(state) { states.append(state) }
@@ -66,13 +71,13 @@ public struct WebhookRule: Equatable, Sendable {
         guard !secret.isEmpty else { throw ConfigError("\(place).secret is empty: give the receiver's signing secret") }
         var rule = WebhookRule(url: url, patterns: patterns, states: states, secret: secret)
         if let value = item["maxAttempts"] {
-            guard case let .number(n) = value, n == n.rounded(), (1...100).contains(n) else {
+            guard case .number(let n) = value, n == n.rounded(), (1...100).contains(n) else {
                 throw ConfigError("\(place).maxAttempts must be a whole number from 1 to 100")
             }
             rule.maxAttempts = Int(n)
         }
         if let value = item["timeoutSeconds"] {
-            guard case let .number(n) = value, (1...300).contains(n) else {
+            guard case .number(let n) = value, (1...300).contains(n) else {
                 throw ConfigError("\(place).timeoutSeconds must be seconds from 1 to 300")
             }
             rule.timeoutSeconds = n
@@ -127,11 +132,18 @@ public final class WebhookPlanner {
             let id = "\(epoch)-\(task.seq)-\(index)"
             var writer = JSONWriter(capacity: 512)
             writer.beginObject()
-            writer.key("delivery"); writer.string(id)
-            writer.key("event"); writer.string("state")
-            writer.key("state"); writer.string(task.state.rawValue)
-            if let previous { writer.key("previousState"); writer.string(previous.rawValue) }
-            writer.key("at"); writer.number(now.rounded())
+            writer.key("delivery")
+            writer.string(id)
+            writer.key("event")
+            writer.string("state")
+            writer.key("state")
+            writer.string(task.state.rawValue)
+            if let previous {
+                writer.key("previousState")
+                writer.string(previous.rawValue)
+            }
+            writer.key("at")
+            writer.number(now.rounded())
             writer.key("task")
             writer.beginObject()
             task.writeFields(into: &writer, now: now)
@@ -146,13 +158,16 @@ public final class WebhookPlanner {
     /// Deliveries storage held at start, to send again (their hook is found by URL, in case the
     /// list in config.json changed); those whose URL no hook has any more are returned apart.
     public func restore(_ deliveries: [WebhookDelivery]) -> (kept: [WebhookDelivery], orphaned: [WebhookDelivery]) {
-        var kept: [WebhookDelivery] = [], orphaned: [WebhookDelivery] = []
+        var kept: [WebhookDelivery] = []
+        var orphaned: [WebhookDelivery] = []
         for delivery in deliveries {
             if rules.indices.contains(delivery.hook), rules[delivery.hook].url == delivery.url {
                 kept.append(delivery)
             } else if let index = rules.firstIndex(where: { $0.url == delivery.url }) {
-                kept.append(WebhookDelivery(id: delivery.id, hook: index, url: delivery.url, body: delivery.body,
-                                            attempts: delivery.attempts, due: delivery.due))
+                kept.append(
+                    WebhookDelivery(
+                        id: delivery.id, hook: index, url: delivery.url, body: delivery.body,
+                        attempts: delivery.attempts, due: delivery.due))
             } else {
                 orphaned.append(delivery)
             }
@@ -200,7 +215,8 @@ public struct FollowUpMetrics: Sendable {
             ("webhook_failures_total", "Webhook deliveries given up after their last attempt.", webhookFailures),
             ("control_requests_total", "Cancel, pause and resume requests accepted.", controlRequests),
         ]
-        let text = counters.map { prometheusMetric($0.name, "counter", $0.help, $0.value) }.joined()
+        let text =
+            counters.map { prometheusMetric($0.name, "counter", $0.help, $0.value) }.joined()
             + prometheusMetric("webhook_outbox", "gauge", "Webhook deliveries waiting for a 2xx (persisted with the state).", webhookOutbox)
         return Array(text.utf8)
     }

@@ -15,9 +15,9 @@ public enum Command: Equatable, Sendable {
 
     public var id: String {
         switch self {
-        case let .update(id, _), let .show(id, _), let .hide(id), let .startTimer(id, _),
-             let .pauseTimer(id), let .resumeTimer(id), let .cancelTimer(id), let .remove(id),
-             let .appendLog(id, _), let .requestControl(id, _):
+        case .update(let id, _), .show(let id, _), .hide(let id), .startTimer(let id, _),
+            .pauseTimer(let id), .resumeTimer(let id), .cancelTimer(let id), .remove(let id),
+            .appendLog(let id, _), .requestControl(let id, _):
             return id
         }
     }
@@ -35,13 +35,13 @@ public enum Command: Equatable, Sendable {
 
     /// Parses one event of a batch: `{"type": "update", "id": "ci.build", "progress": 0.4}`.
     public static func parse(event: JSONValue) throws(APIError) -> Command {
-        guard case let .object(members) = event else {
+        guard case .object(let members) = event else {
             throw APIError(.invalidEvent, "an event must be a JSON object, not \(event.typeName)")
         }
-        guard case let .string(type)? = event["type"] else {
+        guard case .string(let type)? = event["type"] else {
             throw APIError(.missingField, "an event needs \"type\", one of: \(eventTypes.joined(separator: ", "))", field: "type")
         }
-        guard case let .string(id)? = event["id"] else {
+        guard case .string(let id)? = event["id"] else {
             throw APIError(.missingField, "an event needs \"id\", the task id", field: "id")
         }
         try validateID(id)
@@ -49,12 +49,22 @@ public enum Command: Equatable, Sendable {
         switch type {
         case "update", "progress", "state": return .update(id: id, patch: try TaskPatch.parse(fields))
         case "show": return .show(id: id, options: try ShowOptions.parse(fields))
-        case "hide": try expectNoFields(fields, for: "hide"); return .hide(id: id)
+        case "hide":
+            try expectNoFields(fields, for: "hide")
+            return .hide(id: id)
         case "timer": return .startTimer(id: id, spec: try TimerStart.parse(fields))
-        case "pause": try expectNoFields(fields, for: "pause"); return .pauseTimer(id: id)
-        case "resume": try expectNoFields(fields, for: "resume"); return .resumeTimer(id: id)
-        case "cancel": try expectNoFields(fields, for: "cancel"); return .cancelTimer(id: id)
-        case "remove": try expectNoFields(fields, for: "remove"); return .remove(id: id)
+        case "pause":
+            try expectNoFields(fields, for: "pause")
+            return .pauseTimer(id: id)
+        case "resume":
+            try expectNoFields(fields, for: "resume")
+            return .resumeTimer(id: id)
+        case "cancel":
+            try expectNoFields(fields, for: "cancel")
+            return .cancelTimer(id: id)
+        case "remove":
+            try expectNoFields(fields, for: "remove")
+            return .remove(id: id)
         case "log": return .appendLog(id: id, lines: try LogTail.parseLines(fields))
         default:
             throw APIError(.invalidEvent, "unknown event type '\(type)': use one of \(eventTypes.joined(separator: ", "))", field: "type")
@@ -63,12 +73,14 @@ public enum Command: Equatable, Sendable {
 
     public static func validateID(_ id: String) throws(APIError) {
         guard TaskID.isValid(id) else {
-            throw APIError(.invalidID, "task id '\(id.prefix(140))' is not valid: 1–128 letters, digits, '.', '_' or '-', starting with a letter or digit", field: "id")
+            throw APIError(
+                .invalidID, "task id '\(id.prefix(140))' is not valid: 1–128 letters, digits, '.', '_' or '-', starting with a letter or digit",
+                field: "id")
         }
     }
 
     static func expectNoFields(_ fields: JSONValue, for type: String) throws(APIError) {
-        guard case let .object(members) = fields else {
+        guard case .object(let members) = fields else {
             throw APIError(.invalidJSON, "'\(type)' takes no fields: send no body or {}, not \(fields.typeName)")
         }
         if let first = members.first {
@@ -99,8 +111,10 @@ public struct TaskPatch: Equatable, Sendable {
 
     public init() {}
 
-    public static let fields = ["title", "detail", "progress", "completed", "total", "state", "visible", "hideAfter", "modal", "parent", "staleAfter",
-                                "controls", "abandonAfter", "kind"]
+    public static let fields = [
+        "title", "detail", "progress", "completed", "total", "state", "visible", "hideAfter", "modal", "parent", "staleAfter",
+        "controls", "abandonAfter", "kind",
+    ]
     /// The largest `completed` or `total`: 2^53, the largest unit count a browser holds exactly, and
     /// small enough that a parent's sum over its children stays finite.
     public static let maxUnits = 9_007_199_254_740_992.0
@@ -110,26 +124,38 @@ public struct TaskPatch: Equatable, Sendable {
         var patch = TaskPatch()
         patch.title = try object.string("title", maxLength: 200)
         patch.detail = try object.nullable("detail") { () throws(APIError) in try object.string("detail", maxLength: 1000) }
-        patch.progress = try object.nullable("progress") { () throws(APIError) in try object.number("progress", in: 0...1, hint: "send 0.42 for 42%") }
-        patch.completed = try object.nullable("completed") { () throws(APIError) in try object.number("completed", in: 0...maxUnits, hint: "at most 2^53") }
-        patch.total = try object.nullable("total") { () throws(APIError) in try object.number("total", in: Double.leastNonzeroMagnitude...maxUnits, hint: "above 0, at most 2^53") }
+        patch.progress = try object.nullable("progress") { () throws(APIError) in try object.number("progress", in: 0...1, hint: "send 0.42 for 42%")
+        }
+        patch.completed = try object.nullable("completed") { () throws(APIError) in
+            try object.number("completed", in: 0...maxUnits, hint: "at most 2^53")
+        }
+        patch.total = try object.nullable("total") { () throws(APIError) in
+            try object.number("total", in: Double.leastNonzeroMagnitude...maxUnits, hint: "above 0, at most 2^53")
+        }
         if let state = try object.string("state", maxLength: 20) {
             guard let parsed = TaskState(rawValue: state), TaskState.settable.contains(parsed) else {
-                throw APIError(.invalidField, "state '\(state)' is not one of \(TaskState.settable.map(\.rawValue).joined(separator: ", "))", field: "state")
+                throw APIError(
+                    .invalidField, "state '\(state)' is not one of \(TaskState.settable.map(\.rawValue).joined(separator: ", "))", field: "state")
             }
             patch.state = parsed
         }
         patch.visible = try object.bool("visible")
-        patch.hideAfter = try object.nullable("hideAfter") { () throws(APIError) in try object.number("hideAfter", in: 0.001...31_536_000, hint: "seconds, above 0") }
+        patch.hideAfter = try object.nullable("hideAfter") { () throws(APIError) in
+            try object.number("hideAfter", in: 0.001...31_536_000, hint: "seconds, above 0")
+        }
         patch.modal = try object.bool("modal")
         patch.parent = try object.nullable("parent") { () throws(APIError) in
             guard let parent = try object.string("parent", maxLength: 128) else { return nil }
             guard TaskID.isValid(parent) else { throw APIError(.invalidField, "parent '\(parent)' is not a valid task id", field: "parent") }
             return parent
         }
-        patch.staleAfter = try object.nullable("staleAfter") { () throws(APIError) in try object.number("staleAfter", in: 0.001...31_536_000, hint: "seconds, above 0") }
+        patch.staleAfter = try object.nullable("staleAfter") { () throws(APIError) in
+            try object.number("staleAfter", in: 0.001...31_536_000, hint: "seconds, above 0")
+        }
         patch.controls = try TaskControl.parseList(object.members["controls"])
-        patch.abandonAfter = try object.nullable("abandonAfter") { () throws(APIError) in try object.number("abandonAfter", in: 0.001...31_536_000, hint: "seconds, above 0") }
+        patch.abandonAfter = try object.nullable("abandonAfter") { () throws(APIError) in
+            try object.number("abandonAfter", in: 0.001...31_536_000, hint: "seconds, above 0")
+        }
         patch.kind = try object.nullable("kind") { () throws(APIError) in try TaskKind.parse(object.string("kind", maxLength: 128)) }
         return patch
     }
@@ -194,7 +220,7 @@ struct FieldReader {
     let members: [String: JSONValue]
 
     init(_ value: JSONValue, allowed: [String]) throws(APIError) {
-        guard case let .object(pairs) = value else {
+        guard case .object(let pairs) = value else {
             throw APIError(.invalidJSON, "the body must be a JSON object, not \(value.typeName)")
         }
         var members: [String: JSONValue] = [:]
@@ -216,7 +242,7 @@ struct FieldReader {
 
     func string(_ key: String, maxLength: Int) throws(APIError) -> String? {
         guard let value = members[key] else { return nil }
-        guard case let .string(text) = value else {
+        guard case .string(let text) = value else {
             throw APIError(.invalidField, "\(key) must be a string, not \(value.typeName)", field: key)
         }
         // Counted in Unicode scalars, as JSON Schema's maxLength counts (OpenAPI.swift documents it so).
@@ -228,7 +254,7 @@ struct FieldReader {
 
     func number(_ key: String, in range: ClosedRange<Double>, hint: String? = nil) throws(APIError) -> Double? {
         guard let value = members[key] else { return nil }
-        guard case let .number(number) = value else {
+        guard case .number(let number) = value else {
             throw APIError(.invalidField, "\(key) must be a number, not \(value.typeName)" + (hint.map { " (\($0))" } ?? ""), field: key)
         }
         guard range.contains(number) else {
@@ -239,7 +265,7 @@ struct FieldReader {
 
     func bool(_ key: String) throws(APIError) -> Bool? {
         guard let value = members[key] else { return nil }
-        guard case let .bool(flag) = value else {
+        guard case .bool(let flag) = value else {
             throw APIError(.invalidField, "\(key) must be true or false, not \(value.typeName)", field: key)
         }
         return flag
@@ -261,7 +287,7 @@ extension Command {
         }
         let type: String
         switch self {
-        case let .update(_, patch):
+        case .update(_, let patch):
             type = "update"
             add("title", patch.title)
             add("detail", patch.detail, JSONValue.string)
@@ -277,13 +303,13 @@ extension Command {
             add("controls", patch.controls.map { JSONValue.array($0.map { .string($0.rawValue) }) })
             add("abandonAfter", patch.abandonAfter, JSONValue.number)
             add("kind", patch.kind, JSONValue.string)
-        case let .show(_, options):
+        case .show(_, let options):
             type = "show"
             add("hideAfter", options.hideAfter)
             add("modal", options.modal)
             add("detail", options.detail)
         case .hide: type = "hide"
-        case let .startTimer(_, spec):
+        case .startTimer(_, let spec):
             type = "timer"
             add("seconds", spec.seconds)
             add("interval", spec.interval)
@@ -294,10 +320,10 @@ extension Command {
         case .resumeTimer: type = "resume"
         case .cancelTimer: type = "cancel"
         case .remove: type = "remove"
-        case let .appendLog(_, lines):
+        case .appendLog(_, let lines):
             type = "log"
             add("lines", JSONValue.array(lines.map(JSONValue.string)))
-        case let .requestControl(_, action):
+        case .requestControl(_, let action):
             // Not an event a publisher may send: only a cluster's log carries it (`LogEntry`).
             type = Command.controlRequestType
             add("action", action.rawValue)
@@ -311,7 +337,7 @@ extension Command {
     /// A command as a cluster's log holds it: an event `parse(event:)` takes, or a control request.
     public static func parse(logged event: JSONValue) throws(APIError) -> Command {
         guard event["type"] == .string(controlRequestType) else { return try parse(event: event) }
-        guard case let .string(id)? = event["id"], case let .string(name)? = event["action"], let action = TaskControl(rawValue: name) else {
+        guard case .string(let id)? = event["id"], case .string(let name)? = event["action"], let action = TaskControl(rawValue: name) else {
             throw APIError(.invalidEvent, "a logged control request needs an id and an action")
         }
         return .requestControl(id: id, action: action)

@@ -35,15 +35,22 @@ public struct Glob: Hashable, Sendable, CustomStringConvertible {
 
     // Iterative wildcard matching with one backtrack point: linear in practice, never exponential.
     private static func match<T: RandomAccessCollection>(_ pattern: [UInt8], _ text: T) -> Bool where T.Element == UInt8, T.Index == Int {
-        var p = 0, t = text.startIndex
-        var starP = -1, starT = 0
+        var p = 0
+        var t = text.startIndex
+        var starP = -1
+        var starT = 0
         while t < text.endIndex {
             if p < pattern.count, pattern[p] == UInt8(ascii: "?") || pattern[p] == text[t] {
-                p += 1; t += 1
+                p += 1
+                t += 1
             } else if p < pattern.count, pattern[p] == UInt8(ascii: "*") {
-                starP = p; starT = t; p += 1
+                starP = p
+                starT = t
+                p += 1
             } else if starP >= 0 {
-                p = starP + 1; starT += 1; t = starT
+                p = starP + 1
+                starT += 1
+                t = starT
             } else {
                 return false
             }
@@ -70,7 +77,9 @@ public struct WatchSet: Hashable, Sendable {
         for part in list.split(separator: ",", omittingEmptySubsequences: true) {
             let text = String(part)
             guard Glob.isValid(text) else {
-                return .failure(APIError(.invalidPattern, "watch pattern '\(text)' is not valid: use letters, digits, '.', '_', '-', '*' and '?'", field: "watch"))
+                return .failure(
+                    APIError(.invalidPattern, "watch pattern '\(text)' is not valid: use letters, digits, '.', '_', '-', '*' and '?'", field: "watch")
+                )
             }
             if !globs.contains(Glob(text)) { globs.append(Glob(text)) }
         }

@@ -24,7 +24,8 @@ public enum TaskKind {
     static func parse(_ text: String?) throws(APIError) -> String? {
         guard let text else { return nil }
         guard TaskID.isValid(text) else {
-            throw APIError(.invalidField, "kind '\(text.prefix(140))' is not valid: like a task id, 1–128 letters, digits, '.', '_' or '-'", field: "kind")
+            throw APIError(
+                .invalidField, "kind '\(text.prefix(140))' is not valid: like a task id, 1–128 letters, digits, '.', '_' or '-'", field: "kind")
         }
         return text
     }
@@ -96,12 +97,24 @@ public struct KindHistory: Sendable {
         writer.beginArray()
         for (kind, runs) in kinds.sorted(by: { $0.key < $1.key }) {
             writer.beginObject()
-            writer.key("kind"); writer.string(kind)
-            writer.key("runs"); writer.number(runs.seconds.count)
-            if let median = runs.median { writer.key("median"); writer.number(roundedSeconds(median)) }
-            if let p90 = runs.p90 { writer.key("p90"); writer.number(p90) }
-            if let last = runs.seconds.last { writer.key("last"); writer.number(last) }
-            writer.key("lastFinishedAt"); writer.number(runs.lastFinishedAt.rounded())
+            writer.key("kind")
+            writer.string(kind)
+            writer.key("runs")
+            writer.number(runs.seconds.count)
+            if let median = runs.median {
+                writer.key("median")
+                writer.number(roundedSeconds(median))
+            }
+            if let p90 = runs.p90 {
+                writer.key("p90")
+                writer.number(p90)
+            }
+            if let last = runs.seconds.last {
+                writer.key("last")
+                writer.number(last)
+            }
+            writer.key("lastFinishedAt")
+            writer.number(runs.lastFinishedAt.rounded())
             writer.endObject()
         }
         writer.endArray()
@@ -117,19 +130,32 @@ extension TaskRecord {
     /// The public fields, each left out while unset: `kind` (only when the publisher named one),
     /// `expectedSeconds`, `slow`.
     func writeHistoryFields(into writer: inout JSONWriter) {
-        if let kind { writer.key("kind"); writer.string(kind) }
-        if let expectedSeconds { writer.key("expectedSeconds"); writer.number(expectedSeconds) }
-        if slow { writer.key("slow"); writer.bool(true) }
+        if let kind {
+            writer.key("kind")
+            writer.string(kind)
+        }
+        if let expectedSeconds {
+            writer.key("expectedSeconds")
+            writer.number(expectedSeconds)
+        }
+        if slow {
+            writer.key("slow")
+            writer.bool(true)
+        }
     }
 
     /// Inside `encodedForStorage`'s `stored` object: when the run began, and when it turns slow.
     func writeHistoryStorage(into writer: inout JSONWriter) {
-        writer.key("runStartedAt"); writer.number(runStartedAt)
-        if let slowAfter { writer.key("slowAfter"); writer.number(slowAfter) }
+        writer.key("runStartedAt")
+        writer.number(runStartedAt)
+        if let slowAfter {
+            writer.key("slowAfter")
+            writer.number(slowAfter)
+        }
     }
 
     mutating func readHistoryFields(_ json: JSONValue, stored: JSONValue) {
-        if case let .string(kind)? = json["kind"], TaskID.isValid(kind) { self.kind = kind }
+        if case .string(let kind)? = json["kind"], TaskID.isValid(kind) { self.kind = kind }
         expectedSeconds = json.number("expectedSeconds")
         if case .bool(true)? = json["slow"] { slow = true }
         // A task stored before this field existed: its run is taken to have begun at its last change.

@@ -30,31 +30,42 @@ public struct LogEntry: Sendable {
     public func encoded() -> [UInt8] {
         var writer = JSONWriter(capacity: 256)
         writer.beginObject()
-        writer.key("n"); writer.string(node)
-        writer.key("k"); writer.number(Double(token))
-        writer.key("w"); writer.number(worker)
-        writer.key("t"); writer.number(now)
+        writer.key("n")
+        writer.string(node)
+        writer.key("k")
+        writer.number(Double(token))
+        writer.key("w")
+        writer.number(worker)
+        writer.key("t")
+        writer.number(now)
         switch kind {
-        case let .request(commands, answer):
-            writer.key("x"); writer.string(answer == .task ? "task" : "batch")
-            writer.key("c"); writer.beginArray()
+        case .request(let commands, let answer):
+            writer.key("x")
+            writer.string(answer == .task ? "task" : "batch")
+            writer.key("c")
+            writer.beginArray()
             for command in commands { writer.value(command.encodedEvent) }
             writer.endArray()
-        case let .message(plan):
-            writer.key("x"); writer.string("message")
-            writer.key("b"); writer.bool(plan.isBatch)
+        case .message(let plan):
+            writer.key("x")
+            writer.string("message")
+            writer.key("b")
+            writer.bool(plan.isBatch)
             if let flush = plan.flush {
                 writer.key("f")
                 if let ref = flush { writer.string(ref) } else { writer.null() }
             }
-            writer.key("c"); writer.beginArray()
+            writer.key("c")
+            writer.beginArray()
             for (_, command) in plan.commands { writer.value(command.encodedEvent) }
             writer.endArray()
-            writer.key("i"); writer.beginArray()
+            writer.key("i")
+            writer.beginArray()
             for (index, _) in plan.commands { writer.number(index) }
             writer.endArray()
         case .due:
-            writer.key("x"); writer.string("due")
+            writer.key("x")
+            writer.string("due")
         }
         writer.endObject()
         return writer.bytes
@@ -63,10 +74,11 @@ public struct LogEntry: Sendable {
     /// The entry `encoded()` wrote; nil when the bytes are not one (a newer node's entry this node
     /// cannot read is skipped by the caller, who logs it).
     public init?(decoding bytes: [UInt8]) {
-        guard let json = try? JSONParser.parse(bytes), case let .string(node)? = json["n"], let token = json.number("k"),
-              let worker = json.number("w"), let now = json.number("t"), case let .string(kind)? = json["x"] else { return nil }
+        guard let json = try? JSONParser.parse(bytes), case .string(let node)? = json["n"], let token = json.number("k"),
+            let worker = json.number("w"), let now = json.number("t"), case .string(let kind)? = json["x"]
+        else { return nil }
         func commands() -> [Command]? {
-            guard case let .array(events)? = json["c"] else { return nil }
+            guard case .array(let events)? = json["c"] else { return nil }
             var parsed: [Command] = []
             for event in events {
                 guard let command = try? Command.parse(logged: event) else { return nil }
@@ -79,16 +91,16 @@ public struct LogEntry: Sendable {
             guard let commands = commands() else { return nil }
             self.kind = .request(commands, kind == "task" ? .task : .batch)
         case "message":
-            guard let commands = commands(), case let .array(indices)? = json["i"], indices.count == commands.count else { return nil }
+            guard let commands = commands(), case .array(let indices)? = json["i"], indices.count == commands.count else { return nil }
             var plan = MessagePlan()
             plan.isBatch = json["b"] == .bool(true)
             switch json["f"] {
-            case let .string(ref)?: plan.flush = .some(ref)
+            case .string(let ref)?: plan.flush = .some(ref)
             case .null?: plan.flush = .some(nil)
             default: break
             }
             for (index, command) in zip(indices, commands) {
-                guard case let .number(position) = index else { return nil }
+                guard case .number(let position) = index else { return nil }
                 plan.commands.append((Int(position), command))
             }
             self.kind = .message(plan)

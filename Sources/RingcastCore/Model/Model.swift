@@ -5,7 +5,7 @@ public enum TaskID {
     static func isIDByte(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-             UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
+            UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
             return true
         default:
             return false
@@ -115,7 +115,11 @@ public struct RateEstimator: Equatable, Sendable {
     /// open, so the next step is measured from the last one that counted (a title update does not
     /// shorten it, and steps applied in the same millisecond are not lost).
     public mutating func observe(progress: Double, at time: Double) -> Double? {
-        guard let lastProgress else { lastProgress = progress; lastTime = time; return rate }
+        guard let lastProgress else {
+            lastProgress = progress
+            lastTime = time
+            return rate
+        }
         let delta = progress - lastProgress
         let seconds = (time - lastTime) / 1000
         if delta < 0 {
@@ -124,7 +128,11 @@ public struct RateEstimator: Equatable, Sendable {
             lastTime = time
             return nil
         }
-        if seconds < 0 { self.lastProgress = progress; lastTime = time; return rate }  // the clock went back
+        if seconds < 0 {
+            self.lastProgress = progress
+            lastTime = time
+            return rate
+        }  // the clock went back
         guard delta > 0, seconds > 0 else { return rate }
         let alpha = RateEstimator.smoothing
         averageDelta = alpha * delta + (1 - alpha) * averageDelta
@@ -232,36 +240,76 @@ public struct TaskRecord: Equatable, Sendable {
 
     /// Writes the task's fields (without braces) so events and snapshots share one encoding.
     public func writeFields(into writer: inout JSONWriter, now: Double) {
-        writer.key("id"); writer.string(id)
-        writer.key("title"); writer.string(title)
-        if let detail { writer.key("detail"); writer.string(detail) }
+        writer.key("id")
+        writer.string(id)
+        writer.key("title")
+        writer.string(title)
+        if let detail {
+            writer.key("detail")
+            writer.string(detail)
+        }
         writer.key("progress")
         if let progress { writer.number(progress) } else { writer.null() }
-        if let completed { writer.key("completed"); writer.number(completed) }
-        if let total { writer.key("total"); writer.number(total) }
-        writer.key("state"); writer.string(state.rawValue)
-        writer.key("visible"); writer.bool(visible)
-        writer.key("modal"); writer.bool(modal)
-        if let hideAt { writer.key("hideAt"); writer.number(hideAt.rounded()) }
-        if let rate { writer.key("rate"); writer.number(rate) }
-        if let eta { writer.key("eta"); writer.number(eta) }
-        writer.key("updatedAt"); writer.number(updatedAt.rounded())
-        writer.key("seq"); writer.number(Int(seq))
-        if let parent { writer.key("parent"); writer.string(parent) }
-        if let staleAfter { writer.key("staleAfter"); writer.number(staleAfter) }
+        if let completed {
+            writer.key("completed")
+            writer.number(completed)
+        }
+        if let total {
+            writer.key("total")
+            writer.number(total)
+        }
+        writer.key("state")
+        writer.string(state.rawValue)
+        writer.key("visible")
+        writer.bool(visible)
+        writer.key("modal")
+        writer.bool(modal)
+        if let hideAt {
+            writer.key("hideAt")
+            writer.number(hideAt.rounded())
+        }
+        if let rate {
+            writer.key("rate")
+            writer.number(rate)
+        }
+        if let eta {
+            writer.key("eta")
+            writer.number(eta)
+        }
+        writer.key("updatedAt")
+        writer.number(updatedAt.rounded())
+        writer.key("seq")
+        writer.number(Int(seq))
+        if let parent {
+            writer.key("parent")
+            writer.string(parent)
+        }
+        if let staleAfter {
+            writer.key("staleAfter")
+            writer.number(staleAfter)
+        }
         writeFollowUpFields(into: &writer)
         writeHistoryFields(into: &writer)
         if let timer {
             writer.key("timer")
             writer.beginObject()
-            writer.key("seconds"); writer.number(timer.seconds)
-            writer.key("interval"); writer.number(timer.interval)
-            writer.key("startedAt"); writer.number(timer.startedAt.rounded())
-            writer.key("endsAt"); writer.number(timer.endsAt.rounded())
-            if let pausedAt = timer.pausedAt { writer.key("pausedAt"); writer.number(pausedAt.rounded()) }
+            writer.key("seconds")
+            writer.number(timer.seconds)
+            writer.key("interval")
+            writer.number(timer.interval)
+            writer.key("startedAt")
+            writer.number(timer.startedAt.rounded())
+            writer.key("endsAt")
+            writer.number(timer.endsAt.rounded())
+            if let pausedAt = timer.pausedAt {
+                writer.key("pausedAt")
+                writer.number(pausedAt.rounded())
+            }
             let elapsed = timer.elapsedSeconds(tick: timer.ticksEmitted)
-            writer.key("remaining"); writer.number(roundedSeconds(timer.seconds - elapsed))
-            writer.key("elapsed"); writer.number(roundedSeconds(elapsed))
+            writer.key("remaining")
+            writer.number(roundedSeconds(timer.seconds - elapsed))
+            writer.key("elapsed")
+            writer.number(roundedSeconds(elapsed))
             writer.endObject()
         }
     }

@@ -63,8 +63,10 @@ public struct PersistedState: Sendable {
     /// Kind → the lengths of its last finished runs (ETA from history).
     public var history: [String: KindRuns]
 
-    public init(epoch: String, seq: UInt64, tasks: [TaskRecord], logs: [String: [String]] = [:], deliveries: [WebhookDelivery] = [],
-                appliedNow: Double = 0, history: [String: KindRuns] = [:]) {
+    public init(
+        epoch: String, seq: UInt64, tasks: [TaskRecord], logs: [String: [String]] = [:], deliveries: [WebhookDelivery] = [],
+        appliedNow: Double = 0, history: [String: KindRuns] = [:]
+    ) {
         self.epoch = epoch
         self.seq = seq
         self.tasks = tasks

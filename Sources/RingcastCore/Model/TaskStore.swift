@@ -46,8 +46,10 @@ public final class TaskStore {
     /// Kind → the lengths of its last finished runs.
     public internal(set) var history = KindHistory()
 
-    public init(persistence: TaskPersistence = MemoryOnlyPersistence(), maxRemembered: Int = 10_000, epoch: String? = nil,
-                retentionSeconds: Double = ServerConfig().retentionSeconds, maxTasks: Int = ServerConfig().maxTasks) {
+    public init(
+        persistence: TaskPersistence = MemoryOnlyPersistence(), maxRemembered: Int = 10_000, epoch: String? = nil,
+        retentionSeconds: Double = ServerConfig().retentionSeconds, maxTasks: Int = ServerConfig().maxTasks
+    ) {
         self.persistence = persistence
         self.maxRemembered = maxRemembered
         self.retentionSeconds = retentionSeconds
@@ -100,19 +102,21 @@ public final class TaskStore {
 
     public func apply(_ command: Command, now: Double) throws(APIError) -> Change {
         if tasks[command.id] == nil, command.createsTask, tasks.count >= maxTasks {
-            throw APIError(.tooManyTasks, "the server already holds \(maxTasks) tasks (maxTasks): remove finished ones, or raise \"maxTasks\" in config.json", field: "id")
+            throw APIError(
+                .tooManyTasks, "the server already holds \(maxTasks) tasks (maxTasks): remove finished ones, or raise \"maxTasks\" in config.json",
+                field: "id")
         }
         switch command {
-        case let .update(id, patch): return update(id, patch, now: now)
-        case let .show(id, options): return show(id, options, now: now)
-        case let .hide(id): return try hide(id, now: now)
-        case let .startTimer(id, spec): return startTimer(id, spec, now: now)
-        case let .pauseTimer(id): return try changeTimer(id, now: now, verb: "pause")
-        case let .resumeTimer(id): return try changeTimer(id, now: now, verb: "resume")
-        case let .cancelTimer(id): return try changeTimer(id, now: now, verb: "cancel")
-        case let .remove(id): return try remove(id, now: now)
-        case let .appendLog(id, lines): return try appendLog(id, lines, now: now)
-        case let .requestControl(id, action): return try requestControl(id, action, now: now)
+        case .update(let id, let patch): return update(id, patch, now: now)
+        case .show(let id, let options): return show(id, options, now: now)
+        case .hide(let id): return try hide(id, now: now)
+        case .startTimer(let id, let spec): return startTimer(id, spec, now: now)
+        case .pauseTimer(let id): return try changeTimer(id, now: now, verb: "pause")
+        case .resumeTimer(let id): return try changeTimer(id, now: now, verb: "resume")
+        case .cancelTimer(let id): return try changeTimer(id, now: now, verb: "cancel")
+        case .remove(let id): return try remove(id, now: now)
+        case .appendLog(let id, let lines): return try appendLog(id, lines, now: now)
+        case .requestControl(let id, let action): return try requestControl(id, action, now: now)
         }
     }
 
@@ -152,7 +156,10 @@ public final class TaskStore {
         }
         if let visible = patch.visible {
             task.visible = visible
-            if !visible { task.hideAt = nil; task.modal = false }
+            if !visible {
+                task.hideAt = nil
+                task.modal = false
+            }
         }
         if let modal = patch.modal { task.modal = modal && task.visible }
         if let hideAfter = patch.hideAfter { task.hideAt = hideAfter.map { now + $0 * 1000 } }
@@ -176,7 +183,8 @@ public final class TaskStore {
         // done or failed included), visibility, a modal or a hide deadline. Plain progress is written behind.
         let sticky: Bool
         if let existing {
-            sticky = existing.state != task.state || existing.visible != task.visible || existing.modal != task.modal
+            sticky =
+                existing.state != task.state || existing.visible != task.visible || existing.modal != task.modal
                 || existing.hideAt != task.hideAt || existing.timer != task.timer
         } else {
             sticky = task.state != .running || !task.visible || task.modal || task.hideAt != nil
@@ -289,8 +297,10 @@ public final class TaskStore {
     /// Stamps the change with the next seq, stores it, and encodes its event once.
     /// `urgent` (by default: the event is sticky, or ends a timer) asks storage to commit the change
     /// before anything about it leaves.
-    func commit(_ task: TaskRecord, _ type: EventType, now: Double, depth: Int = 0, urgent: Bool? = nil,
-                extraFields: ((inout JSONWriter) -> Void)? = nil) -> Change {
+    func commit(
+        _ task: TaskRecord, _ type: EventType, now: Double, depth: Int = 0, urgent: Bool? = nil,
+        extraFields: ((inout JSONWriter) -> Void)? = nil
+    ) -> Change {
         var task = task
         let oldParent = tasks[task.id]?.parent
         let oldState = tasks[task.id]?.state
@@ -456,13 +466,18 @@ public final class TaskStore {
     public func encodeSnapshot(matching watch: WatchSet, since: UInt64? = nil, now: Double) -> [UInt8] {
         var writer = JSONWriter(capacity: 256 + tasks.count * 256)
         writer.beginObject()
-        writer.key("type"); writer.string("snapshot")
-        writer.key("epoch"); writer.string(epoch)
-        writer.key("seq"); writer.number(Int(seq))
+        writer.key("type")
+        writer.string("snapshot")
+        writer.key("epoch")
+        writer.string(epoch)
+        writer.key("seq")
+        writer.number(Int(seq))
         let delta = since.flatMap { changes(since: $0, matching: watch) }
-        writer.key("full"); writer.bool(delta == nil)
+        writer.key("full")
+        writer.bool(delta == nil)
         if let since, let delta {
-            writer.key("since"); writer.number(Int(since))
+            writer.key("since")
+            writer.number(Int(since))
             writeTasks(delta.tasks, into: &writer, now: now)
             writer.key("removed")
             writer.beginArray()
@@ -478,8 +493,10 @@ public final class TaskStore {
     public func encodeTaskList(matching watch: WatchSet, now: Double) -> [UInt8] {
         var writer = JSONWriter(capacity: 256 + tasks.count * 256)
         writer.beginObject()
-        writer.key("epoch"); writer.string(epoch)
-        writer.key("seq"); writer.number(Int(seq))
+        writer.key("epoch")
+        writer.string(epoch)
+        writer.key("seq")
+        writer.number(Int(seq))
         writeTasks(tasks(matching: watch), into: &writer, now: now)
         writer.endObject()
         return writer.bytes
@@ -501,19 +518,26 @@ public final class TaskStore {
         if helloParts?.epoch != epoch || helloParts?.heartbeatSeconds != heartbeatSeconds {
             var head = JSONWriter(capacity: 96)
             head.beginObject()
-            head.key("type"); head.string("hello")
-            head.key("protocol"); head.number(ProtocolInfo.version)
-            head.key("epoch"); head.string(epoch)
+            head.key("type")
+            head.string("hello")
+            head.key("protocol")
+            head.number(ProtocolInfo.version)
+            head.key("epoch")
+            head.string(epoch)
             var tail = JSONWriter(continuingObject: [], capacity: 64)
-            tail.key("heartbeat"); tail.number(heartbeatSeconds)
-            tail.key("server"); tail.string(RingcastVersion.version)
+            tail.key("heartbeat")
+            tail.number(heartbeatSeconds)
+            tail.key("server")
+            tail.string(RingcastVersion.version)
             tail.endObject()
             helloParts = (epoch, heartbeatSeconds, head.bytes, tail.bytes)
         }
         let parts = helloParts!
         var writer = JSONWriter(continuingObject: parts.head, capacity: parts.head.count + parts.tail.count + 48)
-        writer.key("seq"); writer.number(Int(seq))
-        writer.key("now"); writer.number(now.rounded())
+        writer.key("seq")
+        writer.number(Int(seq))
+        writer.key("now")
+        writer.number(now.rounded())
         writer.appendEncoded(parts.tail)
         return writer.bytes
     }
@@ -576,7 +600,8 @@ struct DeadlineQueue {
     private mutating func siftDown(_ index: Int) {
         var parent = index
         while true {
-            let left = 2 * parent + 1, right = left + 1
+            let left = 2 * parent + 1
+            let right = left + 1
             var smallest = parent
             if left < heap.count, precedes(heap[left], heap[smallest]) { smallest = left }
             if right < heap.count, precedes(heap[right], heap[smallest]) { smallest = right }

@@ -28,11 +28,15 @@ public struct LogRecord: Sendable {
     public func jsonLine(unixMilliseconds: Double) -> String {
         var writer = JSONWriter(capacity: 160)
         writer.beginObject()
-        writer.key("time"); writer.string(UTCTime.iso8601(unixMilliseconds: unixMilliseconds))
-        writer.key("level"); writer.string(level.rawValue)
-        writer.key("message"); writer.string(message)
+        writer.key("time")
+        writer.string(UTCTime.iso8601(unixMilliseconds: unixMilliseconds))
+        writer.key("level")
+        writer.string(level.rawValue)
+        writer.key("message")
+        writer.string(message)
         for (key, value) in fields where key != "time" && key != "level" && key != "message" {
-            writer.key(key); writer.value(value)
+            writer.key(key)
+            writer.value(value)
         }
         writer.endObject()
         return String(decoding: writer.bytes, as: UTF8.self)
@@ -47,8 +51,10 @@ public struct LogDestination: Sendable {
 
     /// Each record as one line in `format`, handed to `write` (without its newline); JSON lines
     /// are stamped with `now()`, Unix milliseconds.
-    public static func lines(_ format: LogFormat, now: @escaping @Sendable () -> Double,
-                             write: @escaping @Sendable (String) -> Void) -> LogDestination {
+    public static func lines(
+        _ format: LogFormat, now: @escaping @Sendable () -> Double,
+        write: @escaping @Sendable (String) -> Void
+    ) -> LogDestination {
         switch format {
         case .text: return LogDestination { write($0.text) }
         case .json: return LogDestination { write($0.jsonLine(unixMilliseconds: now())) }
@@ -61,8 +67,10 @@ public enum UTCTime {
     /// `2026-12-01T09:46:10.685Z`.
     public static func iso8601(unixMilliseconds: Double) -> String {
         let total = Int64(unixMilliseconds.rounded(.down))
-        let seconds = floorDivide(total, 1000), millis = total - seconds * 1000
-        let days = floorDivide(seconds, 86_400), ofDay = seconds - days * 86_400
+        let seconds = floorDivide(total, 1000)
+        let millis = total - seconds * 1000
+        let days = floorDivide(seconds, 86_400)
+        let ofDay = seconds - days * 86_400
         // Howard Hinnant's civil_from_days: the proleptic Gregorian date of a day count from 1970-01-01.
         let z = days + 719_468
         let era = floorDivide(z, 146_097)
@@ -120,6 +128,8 @@ public struct Logger: Sendable {
 
     public func debug(_ message: @autoclosure () -> String, fields: @autoclosure () -> [LogField] = []) { log(.debug, message(), fields: fields()) }
     public func info(_ message: @autoclosure () -> String, fields: @autoclosure () -> [LogField] = []) { log(.info, message(), fields: fields()) }
-    public func warning(_ message: @autoclosure () -> String, fields: @autoclosure () -> [LogField] = []) { log(.warning, message(), fields: fields()) }
+    public func warning(_ message: @autoclosure () -> String, fields: @autoclosure () -> [LogField] = []) {
+        log(.warning, message(), fields: fields())
+    }
     public func error(_ message: @autoclosure () -> String, fields: @autoclosure () -> [LogField] = []) { log(.error, message(), fields: fields()) }
 }

@@ -33,7 +33,10 @@ public struct Histogram: Equatable, Sendable {
     /// The counts at or below each bound, then the total (`+Inf`): what the text format shows.
     public var cumulativeCounts: [Int] {
         var running = 0
-        return counts.map { running += $0; return running }
+        return counts.map {
+            running += $0
+            return running
+        }
     }
 
     /// Both together, as if every observation had gone into one; the bounds must be the same.

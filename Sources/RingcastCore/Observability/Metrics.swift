@@ -25,9 +25,10 @@ public struct ServerMetrics {
         text.counter("ringcast_events_published_total", "Events produced by changes to tasks.", eventsPublished)
         text.counter("ringcast_frames_sent_total", "WebSocket frames written to watchers.", transport.framesSent)
         text.counter("ringcast_events_sent_total", "Events written to watchers (a frame may hold several).", transport.eventsSent)
-        text.counter("ringcast_events_coalesced_total",
-                     "Progress and tick events that a later event of the same task replaced within a flushMilliseconds window (counted by each service thread).",
-                     transport.eventsCoalesced)
+        text.counter(
+            "ringcast_events_coalesced_total",
+            "Progress and tick events that a later event of the same task replaced within a flushMilliseconds window (counted by each service thread).",
+            transport.eventsCoalesced)
         text.counter("ringcast_resyncs_total", "Watchers that fell out of the fan-out log and were sent state instead.", transport.resyncs)
         text.counter("ringcast_watchers_opened_total", "WebSocket connections accepted.", transport.socketsOpened)
         text.counter("ringcast_client_messages_total", "Messages received from WebSocket clients.", clientMessages)
@@ -37,8 +38,9 @@ public struct ServerMetrics {
         text.gauge("ringcast_watchers", "WebSocket connections open now.", Double(transport.watchers))
         text.gauge("ringcast_tasks", "Tasks held now.", Double(tasks))
         text.gauge("ringcast_seq", "The current sequence number.", Double(seq))
-        text.gauge("ringcast_pattern_sets", "Distinct watch-pattern sets, each with its own fan-out log (summed over service threads).",
-                   Double(transport.patternSets))
+        text.gauge(
+            "ringcast_pattern_sets", "Distinct watch-pattern sets, each with its own fan-out log (summed over service threads).",
+            Double(transport.patternSets))
         text.gauge("ringcast_service_threads", "Service threads, each with its own libwebsockets context.", Double(transport.threads))
     }
 }
@@ -65,7 +67,9 @@ public struct TransportMetrics: Equatable, Sendable {
     public init() {}
 
     // Every field, by kind, for `+`; MetricsTests checks that no field is left out.
-    static var counterFields: [WritableKeyPath<TransportMetrics, Int>] { [\.connectionsAccepted, \.connectionsClosed, \.webSocketBytes, \.httpBytes] }
+    static var counterFields: [WritableKeyPath<TransportMetrics, Int>] {
+        [\.connectionsAccepted, \.connectionsClosed, \.webSocketBytes, \.httpBytes]
+    }
     static var labeledFields: [WritableKeyPath<TransportMetrics, LabeledCounts>] { [\.webSocketsOpened, \.webSocketsClosed] }
     static var histogramFields: [WritableKeyPath<TransportMetrics, Histogram>] { [\.eventsPerFrame, \.publishToWrite] }
 
@@ -115,39 +119,52 @@ public struct MetricsSnapshot {
 
     public func render() -> [UInt8] {
         var text = PrometheusText()
-        let transport = transport, sockets = transport.metrics
+        let transport = transport
+        let sockets = transport.metrics
         text.family("ringcast_build_info", "gauge", "Always 1; the labels say which release and protocol version this server runs.")
         text.sample("ringcast_build_info", [("version", RingcastVersion.version), ("protocol", String(ProtocolInfo.version))], 1)
         text.gauge("ringcast_start_time_seconds", "When the server started, in Unix seconds.", transport.startTime)
         counters.render(into: &text, transport, tasks: tasks, seq: seq)
 
-        let watchers = sockets.webSocketsOpen("watcher"), publishers = sockets.webSocketsOpen("publisher")
-        text.gauge("ringcast_connections", "Sockets open now, by what they carry: HTTP requests, or a watcher's or a publisher's WebSocket.",
-                   label: "kind", [("http", Double(max(0, transport.openSockets - watchers - publishers))),
-                                   ("publisher", Double(publishers)), ("watcher", Double(watchers))])
+        let watchers = sockets.webSocketsOpen("watcher")
+        let publishers = sockets.webSocketsOpen("publisher")
+        text.gauge(
+            "ringcast_connections", "Sockets open now, by what they carry: HTTP requests, or a watcher's or a publisher's WebSocket.",
+            label: "kind",
+            [
+                ("http", Double(max(0, transport.openSockets - watchers - publishers))),
+                ("publisher", Double(publishers)), ("watcher", Double(watchers)),
+            ])
         text.counter("ringcast_connections_accepted_total", "Sockets accepted (HTTP; some become WebSockets).", sockets.connectionsAccepted)
-        text.counter("ringcast_websockets_opened_total", "WebSockets opened on /ws, by kind.", label: "kind", sockets.webSocketsOpened,
-                     always: ["publisher", "watcher"])
-        text.counter("ringcast_bytes_sent_total", "Payload bytes written: WebSocket frames, and API answers (static files are not counted).",
-                     label: "kind", LabeledCounts(["http": sockets.httpBytes, "websocket": sockets.webSocketBytes]))
+        text.counter(
+            "ringcast_websockets_opened_total", "WebSockets opened on /ws, by kind.", label: "kind", sockets.webSocketsOpened,
+            always: ["publisher", "watcher"])
+        text.counter(
+            "ringcast_bytes_sent_total", "Payload bytes written: WebSocket frames, and API answers (static files are not counted).",
+            label: "kind", LabeledCounts(["http": sockets.httpBytes, "websocket": sockets.webSocketBytes]))
         text.histogram("ringcast_events_per_frame", "Events in each frame written to a watcher.", sockets.eventsPerFrame)
-        text.histogram("ringcast_publish_to_write_seconds",
-                       "Seconds from a change being applied to the frame with the newest of its events being written to a watcher.",
-                       sockets.publishToWrite)
-        text.counter("ringcast_refusals_total", "Clients refused or closed, by reason.", label: "reason", transport.refusals,
-                     always: RefusalReason.allCases.map(\.rawValue))
+        text.histogram(
+            "ringcast_publish_to_write_seconds",
+            "Seconds from a change being applied to the frame with the newest of its events being written to a watcher.",
+            sockets.publishToWrite)
+        text.counter(
+            "ringcast_refusals_total", "Clients refused or closed, by reason.", label: "reason", transport.refusals,
+            always: RefusalReason.allCases.map(\.rawValue))
 
-        text.gauge("ringcast_tasks_by_state", "Tasks held now, by state.", label: "state",
-                   TaskState.allCases.map { ($0.rawValue, Double(tasksByState[$0, default: 0])) })
+        text.gauge(
+            "ringcast_tasks_by_state", "Tasks held now, by state.", label: "state",
+            TaskState.allCases.map { ($0.rawValue, Double(tasksByState[$0, default: 0])) })
         text.counter("ringcast_tasks_retired_total", "Tasks removed because their retention (retentionSeconds) ran out.", retired)
 
         if let storage = transport.storage {
-            text.histogram("ringcast_storage_commit_seconds", "Seconds each storage transaction took (a group commit of many changes).",
-                           storage.commitSeconds)
+            text.histogram(
+                "ringcast_storage_commit_seconds", "Seconds each storage transaction took (a group commit of many changes).",
+                storage.commitSeconds)
             text.counter("ringcast_storage_commit_failures_total", "Storage transactions that failed after their retries.", storage.commitFailures)
         }
-        text.gauge("ringcast_ready", "1 while the dependency answers (what /readyz reports), else 0.", label: "check",
-                   transport.readiness.map { ($0.name, $0.ready ? 1 : 0) })
+        text.gauge(
+            "ringcast_ready", "1 while the dependency answers (what /readyz reports), else 0.", label: "check",
+            transport.readiness.map { ($0.name, $0.ready ? 1 : 0) })
         return text.bytes + followUp.render()
     }
 }

@@ -64,7 +64,10 @@ public struct ReadinessTracker: Sendable {
 
     public func status(now: Double) -> ReadinessStatus {
         if let askedAt, isOverdue(now: now) {
-            return ReadinessStatus(name: name, failure: "\(name) has not answered for \((((now - askedAt) / 100).rounded() / 10).plain) s (the deadline is \((deadline / 1000).plain) s)")
+            return ReadinessStatus(
+                name: name,
+                failure:
+                    "\(name) has not answered for \((((now - askedAt) / 100).rounded() / 10).plain) s (the deadline is \((deadline / 1000).plain) s)")
         }
         guard answeredAt != nil else { return ReadinessStatus(name: name, failure: "\(name) has not answered yet") }
         return ReadinessStatus(name: name, failure: failure.map { "\(name): \($0)" })

@@ -10,8 +10,10 @@ public struct RequestHeaders: Sendable, Equatable {
     /// A badge's ETag the client has: a 304 when it is still the badge (Badge.swift).
     public var ifNoneMatch: String?
 
-    public init(host: String? = nil, origin: String? = nil, authorization: String? = nil, contentType: String? = nil,
-                accept: String? = nil, ifNoneMatch: String? = nil) {
+    public init(
+        host: String? = nil, origin: String? = nil, authorization: String? = nil, contentType: String? = nil,
+        accept: String? = nil, ifNoneMatch: String? = nil
+    ) {
         self.host = host
         self.origin = origin
         self.authorization = authorization
@@ -34,8 +36,10 @@ public struct APIRequest: Sendable {
     /// The transport stopped collecting the body at `maxMessageBytes`.
     public var bodyTooLarge: Bool
 
-    public init(method: String, path: String, query: [String: String] = [:], body: [UInt8] = [],
-                headers: RequestHeaders = RequestHeaders(), fromLoopback: Bool = true, bodyTooLarge: Bool = false) {
+    public init(
+        method: String, path: String, query: [String: String] = [:], body: [UInt8] = [],
+        headers: RequestHeaders = RequestHeaders(), fromLoopback: Bool = true, bodyTooLarge: Bool = false
+    ) {
         self.method = method
         self.path = path
         self.query = query
@@ -176,8 +180,8 @@ public final class API {
     /// `status` is asked only by `/healthz` and `/metrics`.
     public func handle(_ request: APIRequest, now: Double, status: () -> TransportStatus = { TransportStatus() }) -> APIResponse {
         switch plan(request, now: now, status: status) {
-        case let .answer(response): return response
-        case let .apply(commands, answer): return execute(commands, answer: answer, now: now)
+        case .answer(let response): return response
+        case .apply(let commands, let answer): return execute(commands, answer: answer, now: now)
         }
     }
 
@@ -194,7 +198,8 @@ public final class API {
         } else if request.path == "/metrics" {
             response = APIResponse(body: metricsSnapshot(transport: status()).render(), contentType: "text/plain; version=0.0.4")
         } else if request.bodyTooLarge {
-            response = APIResponse(APIError(.bodyTooLarge, "the body is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); send less, or split a batch"))
+            response = APIResponse(
+                APIError(.bodyTooLarge, "the body is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); send less, or split a batch"))
         } else if request.path == "/healthz" {
             let transport = status()
             response = APIResponse(body: healthBody(watchers: transport.watchers, redis: transport.redis))
@@ -205,7 +210,7 @@ public final class API {
                 if request.method != "GET" { try checkOrigin(request.headers) }
                 let credential = policy.identify(authorization: request.headers.authorization, fromLoopback: request.fromLoopback)
                 let plan = try route(request, now: now, credential: credential)
-                guard case let .answer(answer) = plan else { return plan }
+                guard case .answer(let answer) = plan else { return plan }
                 response = answer
             } catch {
                 response = APIResponse(error)
@@ -235,7 +240,7 @@ public final class API {
             response = APIResponse(body: encodeBatchAnswer(result), events: result.events)
         case .control:
             do throws(APIError) {
-                guard case let .requestControl(id, action)? = commands.first else { throw APIError(.invalidEvent, "nothing to apply") }
+                guard case .requestControl(let id, let action)? = commands.first else { throw APIError(.invalidEvent, "nothing to apply") }
                 response = try answerControl(id, action, now: now)
             } catch {
                 response = APIResponse(error)
@@ -289,7 +294,8 @@ public final class API {
             if parts[3] == "log" {
                 switch request.method {
                 case "GET": return .answer(APIResponse(body: try store.encodeLog(of: id)))
-                case "POST": return try apply(.appendLog(id: id, lines: LogTail.parseBody(request.body, contentType: request.headers.contentType)), now: now)
+                case "POST":
+                    return try apply(.appendLog(id: id, lines: LogTail.parseBody(request.body, contentType: request.headers.contentType)), now: now)
                 default: throw methodNotAllowed(request, "GET, POST")
                 }
             }
@@ -346,7 +352,6 @@ public final class API {
         }
     }
 
-
     private func answer(_ command: Command, now: Double) throws(APIError) -> APIResponse {
         let change = try apply(command, now: now)
         var writer = JSONWriter(capacity: 384)
@@ -366,14 +371,16 @@ public final class API {
 
     /// `"seq"`, then `"task"` (or `"removed"` when the change removed task `id`): an answer's fields.
     func writeAnswerFields(_ change: Change, id: String, into writer: inout JSONWriter, now: Double) {
-        writer.key("seq"); writer.number(Int(store.seq))
+        writer.key("seq")
+        writer.number(Int(store.seq))
         if let task = change.task {
             writer.key("task")
             writer.beginObject()
             task.writeFields(into: &writer, now: now)
             writer.endObject()
         } else {
-            writer.key("removed"); writer.string(id)
+            writer.key("removed")
+            writer.string(id)
         }
     }
 
@@ -382,7 +389,7 @@ public final class API {
     public func parseBatch(_ json: JSONValue) throws(APIError) -> [Command] {
         let items: [JSONValue]
         switch json {
-        case let .array(elements): items = elements
+        case .array(let elements): items = elements
         case .object: items = [json]
         default: throw APIError(.invalidJSON, "expected an array of events or one event object, not \(json.typeName)")
         }
@@ -419,13 +426,16 @@ public final class API {
     private func encodeBatchAnswer(_ result: BatchResult) -> [UInt8] {
         var writer = JSONWriter()
         writer.beginObject()
-        writer.key("seq"); writer.number(Int(store.seq))
-        writer.key("applied"); writer.number(result.applied)
+        writer.key("seq")
+        writer.number(Int(store.seq))
+        writer.key("applied")
+        writer.number(result.applied)
         writer.key("errors")
         writer.beginArray()
         for (index, error) in result.errors {
             writer.beginObject()
-            writer.key("index"); writer.number(index)
+            writer.key("index")
+            writer.number(index)
             error.writeFields(into: &writer)
             writer.endObject()
         }
@@ -437,14 +447,24 @@ public final class API {
     func healthBody(watchers: Int, redis: String? = nil) -> [UInt8] {
         var writer = JSONWriter()
         writer.beginObject()
-        writer.key("ok"); writer.bool(true)
-        writer.key("protocol"); writer.number(ProtocolInfo.version)
-        writer.key("server"); writer.string(RingcastVersion.version)
-        writer.key("epoch"); writer.string(store.epoch)
-        writer.key("seq"); writer.number(Int(store.seq))
-        writer.key("tasks"); writer.number(store.tasks.count)
-        writer.key("watchers"); writer.number(watchers)
-        if let redis { writer.key("redis"); writer.string(redis) }
+        writer.key("ok")
+        writer.bool(true)
+        writer.key("protocol")
+        writer.number(ProtocolInfo.version)
+        writer.key("server")
+        writer.string(RingcastVersion.version)
+        writer.key("epoch")
+        writer.string(store.epoch)
+        writer.key("seq")
+        writer.number(Int(store.seq))
+        writer.key("tasks")
+        writer.number(store.tasks.count)
+        writer.key("watchers")
+        writer.number(watchers)
+        if let redis {
+            writer.key("redis")
+            writer.string(redis)
+        }
         writer.endObject()
         return writer.bytes
     }

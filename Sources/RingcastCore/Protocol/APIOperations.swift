@@ -6,16 +6,25 @@ extension API {
         let failures = checks.compactMap(\.failure)
         var writer = JSONWriter()
         writer.beginObject()
-        writer.key("ready"); writer.bool(failures.isEmpty)
-        if !failures.isEmpty { writer.key("reason"); writer.string(failures.joined(separator: "; ")) }
-        writer.key("server"); writer.string(RingcastVersion.version)
+        writer.key("ready")
+        writer.bool(failures.isEmpty)
+        if !failures.isEmpty {
+            writer.key("reason")
+            writer.string(failures.joined(separator: "; "))
+        }
+        writer.key("server")
+        writer.string(RingcastVersion.version)
         writer.key("checks")
         writer.beginObject()
         for check in checks {
             writer.key(check.name)
             writer.beginObject()
-            writer.key("ready"); writer.bool(check.ready)
-            if let failure = check.failure { writer.key("reason"); writer.string(failure) }
+            writer.key("ready")
+            writer.bool(check.ready)
+            if let failure = check.failure {
+                writer.key("reason")
+                writer.string(failure)
+            }
             writer.endObject()
         }
         writer.endObject()
@@ -28,7 +37,8 @@ extension API {
     public func metricsSnapshot(transport: TransportStatus) -> MetricsSnapshot {
         var byState: [TaskState: Int] = [:]
         for task in store.tasks.values { byState[task.state, default: 0] += 1 }
-        return MetricsSnapshot(counters: metrics, transport: transport, tasks: store.tasks.count, tasksByState: byState,
-                               seq: store.seq, retired: store.retiredCount, followUp: followUpMetrics)
+        return MetricsSnapshot(
+            counters: metrics, transport: transport, tasks: store.tasks.count, tasksByState: byState,
+            seq: store.seq, retired: store.retiredCount, followUp: followUpMetrics)
     }
 }

@@ -52,9 +52,12 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
     public var status: Int { code.status }
 
     /// The answer to a change that storage could not keep.
-    public static let storageFailed = APIError(.storageFailed, "the change was applied but storage could not keep it (see the server's log); send it again")
+    public static let storageFailed = APIError(
+        .storageFailed, "the change was applied but storage could not keep it (see the server's log); send it again")
     /// A request whose line the transport could not read whole: a CR, LF or NUL in its path or query.
-    public static let cutRequestLine = APIError(.invalidRequest, "the request line was cut short: a percent-encoded CR, LF or NUL (%0D, %0A, %00) is not allowed in a path or query; remove it")
+    public static let cutRequestLine = APIError(
+        .invalidRequest,
+        "the request line was cut short: a percent-encoded CR, LF or NUL (%0D, %0A, %00) is not allowed in a path or query; remove it")
     public var description: String { "\(code.rawValue): \(message)" }
 
     /// The same error, its field prefixed by where it sat in a batch (`events[2].progress`).
@@ -63,8 +66,10 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
     }
 
     public func writeFields(into writer: inout JSONWriter) {
-        writer.key("error"); writer.string(code.rawValue)
-        writer.key("message"); writer.string(message)
+        writer.key("error")
+        writer.string(code.rawValue)
+        writer.key("message")
+        writer.string(message)
         writer.key("field")
         if let field { writer.string(field) } else { writer.null() }
     }
@@ -82,8 +87,12 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
     public func encodedEvent(id: String? = nil) -> [UInt8] {
         var writer = JSONWriter()
         writer.beginObject()
-        writer.key("type"); writer.string("error")
-        if let id { writer.key("id"); writer.string(id) }
+        writer.key("type")
+        writer.string("error")
+        if let id {
+            writer.key("id")
+            writer.string(id)
+        }
         writeFields(into: &writer)
         writer.endObject()
         return writer.bytes

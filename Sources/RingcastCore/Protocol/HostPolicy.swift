@@ -31,7 +31,9 @@ public struct HostPolicy: Equatable, Sendable {
     /// The 421 a request for another name gets.
     public func refusal(_ header: String) -> APIError {
         let name = HostPolicy.name(ofHeader: header) ?? header
-        return APIError(.misdirected, "this server does not answer to the name '\(name.prefix(100))': if it is yours, add it to \"allowedHosts\" in config.json", field: "Host")
+        return APIError(
+            .misdirected, "this server does not answer to the name '\(name.prefix(100))': if it is yours, add it to \"allowedHosts\" in config.json",
+            field: "Host")
     }
 
     /// `Example.COM:8080` → `example.com`; `[::1]:80` → `::1`; nil when the header is not a host.
@@ -63,10 +65,12 @@ public struct HostPolicy: Equatable, Sendable {
         }
         if end > 0, bytes[end - 1] == UInt8(ascii: ".") { end -= 1 }  // "localhost." is "localhost"
         let name = bytes[0..<end]
-        guard !name.isEmpty, name.allSatisfy({ byte in
-            isDigit(byte) || (byte | 0x20 >= UInt8(ascii: "a") && byte | 0x20 <= UInt8(ascii: "z"))
-                || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
-        }) else { return nil }
+        guard !name.isEmpty,
+            name.allSatisfy({ byte in
+                isDigit(byte) || (byte | 0x20 >= UInt8(ascii: "a") && byte | 0x20 <= UInt8(ascii: "z"))
+                    || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+            })
+        else { return nil }
         return lowercased(name)
     }
 

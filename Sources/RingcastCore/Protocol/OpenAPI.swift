@@ -59,13 +59,13 @@ public enum OpenAPI {
     /// What a 405 answer's `Allow` header says: the methods the document names on the path, or nil
     /// when it names no such path.
     public static func allowedMethods(path: String) -> String? {
-        guard let (_, item) = pathItem(path), case let .object(members) = item else { return nil }
+        guard let (_, item) = pathItem(path), case .object(let members) = item else { return nil }
         let names = members.map { $0.0.uppercased() }.filter { methods.contains($0) }
         return names.isEmpty ? nil : names.joined(separator: ", ")
     }
 
     private static func pathItem(_ path: String) -> (String, JSONValue)? {
-        guard case let .object(paths)? = document["paths"] else { return nil }
+        guard case .object(let paths)? = document["paths"] else { return nil }
         let segments = path.split(separator: "/", omittingEmptySubsequences: false)
         for (template, item) in paths {
             let pattern = template.split(separator: "/", omittingEmptySubsequences: false)
@@ -96,19 +96,19 @@ public enum OpenAPI {
                 "title": "Ringcast HTTP API",
                 "version": .string("\(ProtocolInfo.version)"),
                 "description": """
-                    Services publish progress here; browsers watch it on the WebSocket at /ws (not an HTTP \
-                    operation, so not described here). docs/PROTOCOL.md is the whole contract, with the merge \
-                    rules, events and examples. Every answer carries cache-control: no-store, except a badge's \
-                    (max-age=10). Every error body is {"error", "message", "field"}. A request whose Host header \
-                    names no host of this server is answered 421 misdirected_request before anything else; one \
-                    whose path or query holds a percent-encoded CR or LF, 400 invalid_request (a NUL, %00, \
-                    closes the connection unanswered: libwebsockets drops it). A request that carries an Origin \
-                    header may change state only when the origin is the server's own or is in allowedOrigins \
-                    (else 403). An unknown path under /api answers 404 not_found; a method an endpoint does not \
-                    take, 405 method_not_allowed with an Allow header naming the methods it takes (after the \
-                    Origin and token checks of a change). HTTP/1.1 pipelining is refused: a connection that \
-                    sends a request before the answer to the one before has left is closed.
-                    """,
+                Services publish progress here; browsers watch it on the WebSocket at /ws (not an HTTP \
+                operation, so not described here). docs/PROTOCOL.md is the whole contract, with the merge \
+                rules, events and examples. Every answer carries cache-control: no-store, except a badge's \
+                (max-age=10). Every error body is {"error", "message", "field"}. A request whose Host header \
+                names no host of this server is answered 421 misdirected_request before anything else; one \
+                whose path or query holds a percent-encoded CR or LF, 400 invalid_request (a NUL, %00, \
+                closes the connection unanswered: libwebsockets drops it). A request that carries an Origin \
+                header may change state only when the origin is the server's own or is in allowedOrigins \
+                (else 403). An unknown path under /api answers 404 not_found; a method an endpoint does not \
+                take, 405 method_not_allowed with an Allow header naming the methods it takes (after the \
+                Origin and token checks of a change). HTTP/1.1 pipelining is refused: a connection that \
+                sends a request before the answer to the one before has left is closed.
+                """,
             ],
             "paths": paths(),
             "components": [
@@ -117,11 +117,11 @@ public enum OpenAPI {
                     "bearer": [
                         "type": "http", "scheme": "bearer",
                         "description": """
-                            A publisher's token from config.json ("publishers"). Needed for every change, \
-                            except from loopback while "anonymousLocalPublish" is true (the shipped default). \
-                            A token that is sent is always checked.
-                            """,
-                    ],
+                        A publisher's token from config.json ("publishers"). Needed for every change, \
+                        except from loopback while "anonymousLocalPublish" is true (the shipped default). \
+                        A token that is sent is always checked.
+                        """,
+                    ]
                 ],
             ],
         ]
@@ -141,21 +141,35 @@ public enum OpenAPI {
         // application/json (OpenAPI names no Accept parameter: the answers list both media types).
         let format: Node = [
             "name": "format", "in": "query", "required": false,
-            "description": "text: a table for terminals (text/plain), as an Accept header that ranks text/plain above application/json also asks; json (the default): JSON, whatever Accept says.",
+            "description":
+                "text: a table for terminals (text/plain), as an Accept header that ranks text/plain above application/json also asks; json (the default): JSON, whatever Accept says.",
             "schema": ["type": "string", "enum": ["text", "json"]],
         ]
         let width: Node = [
             "name": "width", "in": "query", "required": false,
-            "description": .string("The text table's width in columns (default \(TextTable.defaultWidth)); refused out of range even when JSON is answered."),
-            "schema": ["type": "integer", "minimum": .number(Double(TextTable.widths.lowerBound)), "maximum": .number(Double(TextTable.widths.upperBound))],
+            "description": .string(
+                "The text table's width in columns (default \(TextTable.defaultWidth)); refused out of range even when JSON is answered."),
+            "schema": [
+                "type": "integer", "minimum": .number(Double(TextTable.widths.lowerBound)), "maximum": .number(Double(TextTable.widths.upperBound)),
+            ],
         ]
-        let text: (Answer) -> Answer = { $0.or("text/plain", ["type": "string", "minLength": 1, "description": .string("""
-            With format=text or Accept: text/plain (charset utf-8): a header line, a row a task (a bar, \
-            the percentage, title · detail, state, time left), a line that counts them; no line wider than width.
-            """)]) }
+        let text: (Answer) -> Answer = {
+            $0.or(
+                "text/plain",
+                [
+                    "type": "string", "minLength": 1,
+                    "description": .string(
+                        """
+                        With format=text or Accept: text/plain (charset utf-8): a header line, a row a task (a bar, \
+                        the percentage, title · detail, state, time left), a line that counts them; no line wider than width.
+                        """),
+                ])
+        }
         let label: Node = [
             "name": "label", "in": "query", "required": false,
-            "description": .string("The badge's left text instead of the task's title; the first \(Badge.maxLabel) characters are shown. (No CR, LF or NUL: the transport refuses those in a URL.)"),
+            "description": .string(
+                "The badge's left text instead of the task's title; the first \(Badge.maxLabel) characters are shown. (No CR, LF or NUL: the transport refuses those in a URL.)"
+            ),
             "schema": ["type": "string", "pattern": .string(urlText)],
         ]
         let ifNoneMatch: Node = [
@@ -167,111 +181,155 @@ public enum OpenAPI {
             ("ETag", "The badge's strong tag.", ["type": "string", "pattern": "^\"[0-9a-f]{32}\"$"]),
             ("Cache-Control", "Badges are short-lived.", ["const": .string(Badge.cacheControl)]),
         ]
-        let update = body(ref("TaskPatch"), required: false, examples: [
-            "progress": #"{"title": "Build 42", "progress": 0.42, "detail": "compiling"}"#,
-            "units": #"{"completed": 84, "total": 200}"#,
-            "done": #"{"state": "done"}"#,
-            "child": #"{"title": "Unit tests", "parent": "ci", "progress": 0.5, "staleAfter": 30}"#,
-            "controls": #"{"controls": ["cancel", "pause", "resume"], "staleAfter": 30, "abandonAfter": 600}"#,
-            "kind": #"{"title": "Build 43", "kind": "ci.build", "progress": 0}"#,
-        ])
+        let update = body(
+            ref("TaskPatch"), required: false,
+            examples: [
+                "progress": #"{"title": "Build 42", "progress": 0.42, "detail": "compiling"}"#,
+                "units": #"{"completed": 84, "total": 200}"#,
+                "done": #"{"state": "done"}"#,
+                "child": #"{"title": "Unit tests", "parent": "ci", "progress": 0.5, "staleAfter": 30}"#,
+                "controls": #"{"controls": ["cancel", "pause", "resume"], "staleAfter": 30, "abandonAfter": 600}"#,
+                "kind": #"{"title": "Build 43", "kind": "ci.build", "progress": 0}"#,
+            ])
         let updated: Answer = .json("The task as it now is, and the seq of the change.", "Change")
         let updateErrors: [APIError.Code] = [.invalidJSON, .invalidID, .invalidField, .unknownField, .tooManyTasks]
         let asIs: Answer = .json("The task as it now is.", "Change")
-        let asked: Answer = .json("The task with the request marked, and how many of the task's publisher sockets were told (0: none is connected; the request waits).", "ControlAnswer")
+        let asked: Answer = .json(
+            "The task with the request marked, and how many of the task's publisher sockets were told (0: none is connected; the request waits).",
+            "ControlAnswer")
         return [
-            Operation("GET", "/api/tasks", "listTasks", "List the tasks (a snapshot), optionally only those a watch list matches; as text for terminals.",
-                      .read, parameters: [watch, format, width], ok: text(.json("The tasks, oldest change first.", "TaskList")),
-                      errors: [.invalidPattern, .invalidField]),
-            Operation("GET", "/api/tasks/{id}", "getTask", "One task; as text for terminals, with every task under it.", .read,
-                      parameters: [format, width], ok: text(.json("The task.", "Task")), errors: [.invalidID, .notFound, .invalidField]),
-            Operation("POST", "/api/tasks/{id}", "updateTask", "Create or update a task: merges the fields given (docs/PROTOCOL.md, Merge rules).",
-                      .change, body: update, ok: updated, errors: updateErrors),
-            Operation("PUT", "/api/tasks/{id}", "putTask", "Create or update a task, as POST does.", .change, body: update, ok: updated, errors: updateErrors),
-            Operation("PATCH", "/api/tasks/{id}", "patchTask", "Create or update a task, as POST does.", .change, body: update, ok: updated, errors: updateErrors),
-            Operation("DELETE", "/api/tasks/{id}", "removeTask", "Remove a task: watchers get a remove event.",
-                      .change, ok: .json("The id removed, and the seq of the removal.", "Removed"), errors: [.invalidID, .notFound]),
-            Operation("POST", "/api/tasks/{id}/show", "showTask",
-                      "Show a task (creating it if new), optionally for a while: the server hides it by itself after hideAfter seconds.",
-                      .change, body: body(ref("ShowOptions"), required: false, examples: ["saving": #"{"hideAfter": 3, "modal": true, "detail": "Saving…"}"#]),
-                      ok: asIs, errors: [.invalidJSON, .invalidID, .invalidField, .unknownField, .tooManyTasks]),
-            Operation("POST", "/api/tasks/{id}/hide", "hideTask", "Hide a task.", .change, body: noFields, ok: asIs,
-                      errors: noFieldsErrors + [.notFound]),
-            Operation("POST", "/api/tasks/{id}/cancel", "cancelTask",
-                      "Ask the task's publisher to cancel it: marks cancelRequested and sends a control frame to every WebSocket that published it. The task must offer cancel in its controls.",
-                      .change, body: noFields, ok: asked, errors: noFieldsErrors + [.notFound, .conflict]),
-            Operation("POST", "/api/tasks/{id}/pause", "pauseTask",
-                      "Ask the task's publisher to pause it: marks pauseRequested. The task must offer pause and not be paused already.",
-                      .change, body: noFields, ok: asked, errors: noFieldsErrors + [.notFound, .conflict]),
-            Operation("POST", "/api/tasks/{id}/resume", "resumeTask",
-                      "Ask the publisher of a paused task (or one with a pause request waiting) to go on: clears pauseRequested. The task must offer resume.",
-                      .change, body: noFields, ok: asked, errors: noFieldsErrors + [.notFound, .conflict]),
-            Operation("GET", "/api/tasks/{id}/log", "readLog", "The lines kept of a task's log: the last logLines (config) it received.",
-                      .read, ok: .json("The tail of the log, and how many lines it has received in all.", "LogTail"), errors: [.invalidID, .notFound]),
-            Operation("POST", "/api/tasks/{id}/log", "appendLog",
-                      "Append lines to the log of a task that exists. A log line renews the task's lease, and a stalled task runs again. Watchers receive a log event.",
-                      .change, body: logBody, ok: asIs, errors: [.invalidJSON, .invalidID, .invalidField, .unknownField, .missingField, .notFound]),
-            Operation("POST", "/api/timers/{id}", "startTimer",
-                      "Start (or restart) a countdown timer: the server ticks it every interval, derived from its start, never counted.",
-                      .change, body: body(ref("TimerStart"), required: true, examples: [
-                          "tea": #"{"seconds": 180, "interval": 1, "title": "Tea"}"#,
-                          "shared phase": #"{"seconds": 60, "startAt": 1764489600000, "hideAfter": 5}"#,
-                      ]),
-                      ok: .json("The timer's task.", "Change"), errors: [.invalidJSON, .invalidID, .invalidField, .unknownField, .missingField, .tooManyTasks]),
-            Operation("POST", "/api/timers/{id}/pause", "pauseTimer", "Pause a timer: its ticks stop (state paused).",
-                      .change, body: noFields, ok: asIs, errors: noFieldsErrors + timerErrors),
-            Operation("POST", "/api/timers/{id}/resume", "resumeTimer", "Resume a paused timer: every remaining tick shifts by the pause's length.",
-                      .change, body: noFields, ok: asIs, errors: noFieldsErrors + timerErrors),
-            Operation("POST", "/api/timers/{id}/cancel", "cancelTimer", "Cancel a timer (state cancelled).",
-                      .change, body: noFields, ok: asIs, errors: noFieldsErrors + timerErrors),
-            Operation("POST", "/api/events", "publishEvents", """
+            Operation(
+                "GET", "/api/tasks", "listTasks", "List the tasks (a snapshot), optionally only those a watch list matches; as text for terminals.",
+                .read, parameters: [watch, format, width], ok: text(.json("The tasks, oldest change first.", "TaskList")),
+                errors: [.invalidPattern, .invalidField]),
+            Operation(
+                "GET", "/api/tasks/{id}", "getTask", "One task; as text for terminals, with every task under it.", .read,
+                parameters: [format, width], ok: text(.json("The task.", "Task")), errors: [.invalidID, .notFound, .invalidField]),
+            Operation(
+                "POST", "/api/tasks/{id}", "updateTask", "Create or update a task: merges the fields given (docs/PROTOCOL.md, Merge rules).",
+                .change, body: update, ok: updated, errors: updateErrors),
+            Operation(
+                "PUT", "/api/tasks/{id}", "putTask", "Create or update a task, as POST does.", .change, body: update, ok: updated,
+                errors: updateErrors),
+            Operation(
+                "PATCH", "/api/tasks/{id}", "patchTask", "Create or update a task, as POST does.", .change, body: update, ok: updated,
+                errors: updateErrors),
+            Operation(
+                "DELETE", "/api/tasks/{id}", "removeTask", "Remove a task: watchers get a remove event.",
+                .change, ok: .json("The id removed, and the seq of the removal.", "Removed"), errors: [.invalidID, .notFound]),
+            Operation(
+                "POST", "/api/tasks/{id}/show", "showTask",
+                "Show a task (creating it if new), optionally for a while: the server hides it by itself after hideAfter seconds.",
+                .change,
+                body: body(ref("ShowOptions"), required: false, examples: ["saving": #"{"hideAfter": 3, "modal": true, "detail": "Saving…"}"#]),
+                ok: asIs, errors: [.invalidJSON, .invalidID, .invalidField, .unknownField, .tooManyTasks]),
+            Operation(
+                "POST", "/api/tasks/{id}/hide", "hideTask", "Hide a task.", .change, body: noFields, ok: asIs,
+                errors: noFieldsErrors + [.notFound]),
+            Operation(
+                "POST", "/api/tasks/{id}/cancel", "cancelTask",
+                "Ask the task's publisher to cancel it: marks cancelRequested and sends a control frame to every WebSocket that published it. The task must offer cancel in its controls.",
+                .change, body: noFields, ok: asked, errors: noFieldsErrors + [.notFound, .conflict]),
+            Operation(
+                "POST", "/api/tasks/{id}/pause", "pauseTask",
+                "Ask the task's publisher to pause it: marks pauseRequested. The task must offer pause and not be paused already.",
+                .change, body: noFields, ok: asked, errors: noFieldsErrors + [.notFound, .conflict]),
+            Operation(
+                "POST", "/api/tasks/{id}/resume", "resumeTask",
+                "Ask the publisher of a paused task (or one with a pause request waiting) to go on: clears pauseRequested. The task must offer resume.",
+                .change, body: noFields, ok: asked, errors: noFieldsErrors + [.notFound, .conflict]),
+            Operation(
+                "GET", "/api/tasks/{id}/log", "readLog", "The lines kept of a task's log: the last logLines (config) it received.",
+                .read, ok: .json("The tail of the log, and how many lines it has received in all.", "LogTail"), errors: [.invalidID, .notFound]),
+            Operation(
+                "POST", "/api/tasks/{id}/log", "appendLog",
+                "Append lines to the log of a task that exists. A log line renews the task's lease, and a stalled task runs again. Watchers receive a log event.",
+                .change, body: logBody, ok: asIs, errors: [.invalidJSON, .invalidID, .invalidField, .unknownField, .missingField, .notFound]),
+            Operation(
+                "POST", "/api/timers/{id}", "startTimer",
+                "Start (or restart) a countdown timer: the server ticks it every interval, derived from its start, never counted.",
+                .change,
+                body: body(
+                    ref("TimerStart"), required: true,
+                    examples: [
+                        "tea": #"{"seconds": 180, "interval": 1, "title": "Tea"}"#,
+                        "shared phase": #"{"seconds": 60, "startAt": 1764489600000, "hideAfter": 5}"#,
+                    ]),
+                ok: .json("The timer's task.", "Change"),
+                errors: [.invalidJSON, .invalidID, .invalidField, .unknownField, .missingField, .tooManyTasks]),
+            Operation(
+                "POST", "/api/timers/{id}/pause", "pauseTimer", "Pause a timer: its ticks stop (state paused).",
+                .change, body: noFields, ok: asIs, errors: noFieldsErrors + timerErrors),
+            Operation(
+                "POST", "/api/timers/{id}/resume", "resumeTimer", "Resume a paused timer: every remaining tick shifts by the pause's length.",
+                .change, body: noFields, ok: asIs, errors: noFieldsErrors + timerErrors),
+            Operation(
+                "POST", "/api/timers/{id}/cancel", "cancelTimer", "Cancel a timer (state cancelled).",
+                .change, body: noFields, ok: asIs, errors: noFieldsErrors + timerErrors),
+            Operation(
+                "POST", "/api/events", "publishEvents",
+                """
                 A batch: an array of events (or one event object), applied in order. The whole batch is \
                 validated first: a malformed event, or one the token may not send, refuses all of it \
                 (its field is named like events[3].progress). Events that fail only when applied (an \
                 unknown task, a finished timer, a new task past maxTasks) are listed in errors; the rest still apply.
                 """,
-                      .change, body: body(ref("Batch"), required: true, examples: [
-                          "batch": #"[{"type": "update", "id": "ci.test", "progress": 0.5}, {"type": "show", "id": "ci.test", "hideAfter": 10}, {"type": "hide", "id": "nope"}]"#,
-                          "one event": #"{"type": "timer", "id": "tea", "seconds": 180}"#,
-                          "log": #"[{"type": "update", "id": "ci.log", "title": "Log"}, {"type": "log", "id": "ci.log", "lines": ["compiling a.c"]}]"#,
-                      ]),
-                      ok: .json("How many events applied, and why each of the others did not.", "BatchAnswer"),
-                      errors: [.invalidJSON, .invalidEvent, .invalidID, .invalidField, .unknownField, .missingField]),
-            Operation("GET", "/api/openapi.json", "openAPI", "This document.", .read,
-                      ok: Answer("The OpenAPI 3.1 document of this API.", "application/json", ["type": "object", "required": ["openapi", "paths"]]),
-                      errors: []),
-            Operation("GET", "/api/kinds", "listKinds", "The kinds that have finished runs: how many are kept, their median, 90th percentile and last length.",
-                      .read, ok: .json("Every kind with runs, by name.", "KindList"), errors: []),
-            Operation("GET", "/badge/{id}.svg", "badge", """
+                .change,
+                body: body(
+                    ref("Batch"), required: true,
+                    examples: [
+                        "batch":
+                            #"[{"type": "update", "id": "ci.test", "progress": 0.5}, {"type": "show", "id": "ci.test", "hideAfter": 10}, {"type": "hide", "id": "nope"}]"#,
+                        "one event": #"{"type": "timer", "id": "tea", "seconds": 180}"#,
+                        "log": #"[{"type": "update", "id": "ci.log", "title": "Log"}, {"type": "log", "id": "ci.log", "lines": ["compiling a.c"]}]"#,
+                    ]),
+                ok: .json("How many events applied, and why each of the others did not.", "BatchAnswer"),
+                errors: [.invalidJSON, .invalidEvent, .invalidID, .invalidField, .unknownField, .missingField]),
+            Operation(
+                "GET", "/api/openapi.json", "openAPI", "This document.", .read,
+                ok: Answer("The OpenAPI 3.1 document of this API.", "application/json", ["type": "object", "required": ["openapi", "paths"]]),
+                errors: []),
+            Operation(
+                "GET", "/api/kinds", "listKinds",
+                "The kinds that have finished runs: how many are kept, their median, 90th percentile and last length.",
+                .read, ok: .json("Every kind with runs, by name.", "KindList"), errors: []),
+            Operation(
+                "GET", "/badge/{id}.svg", "badge",
+                """
                 An SVG badge of the task for a README: its title (or label) on grey, then the percentage of \
                 a running task over a bar of it, or its state word, in the state's colour. A task that does not \
                 exist, or an id that is not valid, gets a grey "unknown" badge (200), so an image never breaks.
                 """,
-                      .read, parameters: [label, ifNoneMatch],
-                      ok: Answer("The badge: no script, no style attribute.", Badge.contentType, ["type": "string", "minLength": 1], headers: badgeHeaders),
-                      also: [(304, Answer("If-None-Match names the badge's ETag: no body.", headers: badgeHeaders))],
-                      errors: [.notFound]),
+                .read, parameters: [label, ifNoneMatch],
+                ok: Answer(
+                    "The badge: no script, no style attribute.", Badge.contentType, ["type": "string", "minLength": 1], headers: badgeHeaders),
+                also: [(304, Answer("If-None-Match names the badge's ETag: no body.", headers: badgeHeaders))],
+                errors: [.notFound]),
             Operation("GET", "/healthz", "health", "Liveness and a few counts.", .read, ok: .json("The server is serving.", "Health"), errors: []),
-            Operation("GET", "/readyz", "ready", """
+            Operation(
+                "GET", "/readyz", "ready",
+                """
                 Readiness: whether what the server depends on (storage; Redis when a node uses it) answered \
                 its last question. The server asks every 2 s and answers from the last answers.
                 """,
-                      .read, ok: .json("Every dependency answers.", "Ready"),
-                      also: [(503, .json("A dependency failed, has not answered for 10 s, or has not answered yet (just after start).", "NotReady"))],
-                      errors: []),
-            Operation("GET", "/metrics", "metrics", "Counters and gauges in Prometheus' text format (version 0.0.4).", .probe,
-                      ok: Answer("One HELP, TYPE and sample line per metric.", "text/plain", ["type": "string", "minLength": 1]), errors: []),
+                .read, ok: .json("Every dependency answers.", "Ready"),
+                also: [(503, .json("A dependency failed, has not answered for 10 s, or has not answered yet (just after start).", "NotReady"))],
+                errors: []),
+            Operation(
+                "GET", "/metrics", "metrics", "Counters and gauges in Prometheus' text format (version 0.0.4).", .probe,
+                ok: Answer("One HELP, TYPE and sample line per metric.", "text/plain", ["type": "string", "minLength": 1]), errors: []),
         ]
     }()
 
     /// The path parameters a template may name, by name.
     private static let pathParameters: [String: Node] = [
-        "id": ["name": "id", "in": "path", "required": true, "schema": ref("TaskID"), "description": "The task id, e.g. ci.build-42."],
+        "id": ["name": "id", "in": "path", "required": true, "schema": ref("TaskID"), "description": "The task id, e.g. ci.build-42."]
     ]
     /// A badge's `{id}` is any file name before `.svg`: an id that is not valid gets the unknown badge.
     private static let badgeID: Node = [
         "name": "id", "in": "path", "required": true, "schema": ["type": "string", "minLength": 1, "pattern": "^[^/\\r\\n\\x00]+$"],
-        "description": "The task id, e.g. ci.build-42; anything else gets the unknown badge (but a /, a CR, LF or NUL: no badge path, or a URL the transport refuses).",
+        "description":
+            "The task id, e.g. ci.build-42; anything else gets the unknown badge (but a /, a CR, LF or NUL: no badge path, or a URL the transport refuses).",
     ]
 
     /// The operations grouped by path, each path with the parameters its template names.
@@ -301,15 +359,22 @@ public enum OpenAPI {
     private static let timerErrors: [APIError.Code] = [.notFound, .notATimer, .conflict]
 
     /// A log's lines: `{"lines": […]}`, or text/plain, one line a line.
-    private static let logBody = body(ref("LogLines"), required: true, examples: [
-        "lines": #"{"lines": ["compiling a.c", "compiling b.c"]}"#,
-    ], plainText: [
-        "schema": ["type": "string", "minLength": 1, "description": .string("""
-            One line a line; a last line break ends the last line. At most \(LogTail.maxLinesPerRequest) lines \
-            (else 413); a line longer than \(LogTail.maxLineCharacters) characters is cut, ending in …
-            """)],
-        "examples": ["lines": ["value": "linking\nwarning: unused x\n"]],
-    ])
+    private static let logBody = body(
+        ref("LogLines"), required: true,
+        examples: [
+            "lines": #"{"lines": ["compiling a.c", "compiling b.c"]}"#
+        ],
+        plainText: [
+            "schema": [
+                "type": "string", "minLength": 1,
+                "description": .string(
+                    """
+                    One line a line; a last line break ends the last line. At most \(LogTail.maxLinesPerRequest) lines \
+                    (else 413); a line longer than \(LogTail.maxLineCharacters) characters is cut, ending in …
+                    """),
+            ],
+            "examples": ["lines": ["value": "linking\nwarning: unused x\n"]],
+        ])
 
     /// A JSON request body with its examples (and, where the endpoint also reads text, its text/plain form).
     fileprivate static func body(_ schema: Node, required: Bool, examples: KeyValuePairs<String, String>, plainText: Node? = nil) -> Node {
@@ -335,8 +400,10 @@ public enum OpenAPI {
             let codes = errorCodes.filter { entry in errors.contains(entry.code) && entry.code.status == status }
             precondition(Set(codes.map(\.code)) == Set(errors.filter { $0.status == status }), "an error code missing from errorCodes")
             let description = codes.map { "\($0.code.rawValue): \($0.when)" }.joined(separator: "; ")
-            let answer: Node = ["description": .string(description),
-                                "content": ["application/json": ["schema": errorSchema(codes.map(\.code))]]]
+            let answer: Node = [
+                "description": .string(description),
+                "content": ["application/json": ["schema": errorSchema(codes.map(\.code))]],
+            ]
             members.append((String(status), answer.json))
         }
         return Node(.object(members))
@@ -361,7 +428,8 @@ public enum OpenAPI {
         let control: Node = ["enum": Node(.array(TaskControl.allCases.map { .string($0.rawValue) }))]
         let lines: Node = [
             "type": "array", "items": ["type": "string"], "minItems": 1, "maxItems": .number(Double(LogTail.maxLinesPerRequest)),
-            "description": .string("""
+            "description": .string(
+                """
                 The lines, oldest first. A line break inside an element starts another line; at most \(LogTail.maxLinesPerRequest) \
                 lines in all (else 413); a line longer than \(LogTail.maxLineCharacters) characters is cut, ending in …
                 """),
@@ -372,23 +440,33 @@ public enum OpenAPI {
         let patchFields: Node = [
             "title": ["type": "string", "maxLength": 200, "description": "A new task's title defaults to its id."],
             "detail": ["type": ["string", "null"], "maxLength": 1000, "description": "null clears it."],
-            "progress": ["type": ["number", "null"], "minimum": 0, "maximum": 1,
-                         "description": "0 to 1; null makes the task indeterminate (a spinner)."],
-            "completed": ["type": ["number", "null"], "minimum": 0, "maximum": .number(TaskPatch.maxUnits),
-                          "description": "Units done; with total and no progress, progress = completed / total."],
+            "progress": [
+                "type": ["number", "null"], "minimum": 0, "maximum": 1,
+                "description": "0 to 1; null makes the task indeterminate (a spinner).",
+            ],
+            "completed": [
+                "type": ["number", "null"], "minimum": 0, "maximum": .number(TaskPatch.maxUnits),
+                "description": "Units done; with total and no progress, progress = completed / total.",
+            ],
             "total": ["type": ["number", "null"], "exclusiveMinimum": 0, "maximum": .number(TaskPatch.maxUnits)],
             "state": settableState.with("description", "done also sets progress to 1; stalled is the server's own."),
             "visible": ["type": "boolean", "description": "false hides the task and clears hideAt and modal."],
             "hideAfter": nullableSeconds.with("description", "Seconds until the server hides the task by itself; null cancels."),
             "modal": ["type": "boolean", "description": "A modal task covers the dashboard until it is hidden."],
-            "parent": ["type": ["string", "null"], "pattern": .string(TaskID.pattern),
-                       "description": "Groups the task under another, which must exist; null ungroups."],
+            "parent": [
+                "type": ["string", "null"], "pattern": .string(TaskID.pattern),
+                "description": "Groups the task under another, which must exist; null ungroups.",
+            ],
             "staleAfter": nullableSeconds.with("description", "A lease: no update for that long turns a running task stalled."),
-            "controls": ["type": ["array", "null"], "items": control,
-                         "description": "What watchers may ask of the publisher (POST /api/tasks/{id}/cancel …); [] or null offers none."],
+            "controls": [
+                "type": ["array", "null"], "items": control,
+                "description": "What watchers may ask of the publisher (POST /api/tasks/{id}/cancel …); [] or null offers none.",
+            ],
             "abandonAfter": nullableSeconds.with("description", "A task stalled that long ends failed; null: the server's abandonAfterSeconds."),
-            "kind": ["type": ["string", "null"], "pattern": .string(TaskID.pattern),
-                     "description": "The kind whose past runs give its ETA, spelled like an id; null: the id without its trailing number."],
+            "kind": [
+                "type": ["string", "null"], "pattern": .string(TaskID.pattern),
+                "description": "The kind whose past runs give its ETA, spelled like an id; null: the id without its trailing number.",
+            ],
         ]
         let showFields: Node = [
             "hideAfter": seconds.with("description", "Seconds until the server hides the task by itself; a later show restarts the clock."),
@@ -397,140 +475,185 @@ public enum OpenAPI {
         ]
         let timerFields: Node = [
             "seconds": seconds.with("description", "The countdown's length."),
-            "interval": ["type": "number", "minimum": .number(interval.min), "maximum": .number(interval.max),
-                         "description": "Seconds between ticks; default 1."],
+            "interval": [
+                "type": "number", "minimum": .number(interval.min), "maximum": .number(interval.max),
+                "description": "Seconds between ticks; default 1.",
+            ],
             "title": ["type": "string", "maxLength": 200],
             "hideAfter": seconds.with("description", "Hide that long after the countdown ends or is cancelled."),
-            "startAt": ["type": "number", "minimum": 0, "maximum": .number(maxStartAt),
-                        "description": "Unix ms; timers given the same value share a phase. Default: when the request arrives."],
+            "startAt": [
+                "type": "number", "minimum": 0, "maximum": .number(maxStartAt),
+                "description": "Unix ms; timers given the same value share a phase. Default: when the request arrives.",
+            ],
         ]
         let error = errorSchema(errorCodes.map(\.code))
         return [
-            "TaskID": ["type": "string", "pattern": .string(TaskID.pattern),
-                       "description": "1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit; dots group ids."],
-            "Task": object([
-                "id": ref("TaskID"),
-                "title": ["type": "string", "maxLength": 200],
-                "detail": ["type": "string", "maxLength": 1000],
-                "progress": ["type": ["number", "null"], "minimum": 0, "maximum": 1],
-                "completed": ["type": "number", "minimum": 0],
-                "total": ["type": "number", "exclusiveMinimum": 0],
-                "state": state,
-                "visible": ["type": "boolean"],
-                "modal": ["type": "boolean"],
-                "hideAt": millis,
-                "rate": ["type": "number", "minimum": 0, "description": "Progress per second (smoothed); running determinate tasks only."],
-                "eta": ["type": "number", "minimum": 0,
-                        "description": "Seconds left at the current rate; until that rate has settled, what its kind's past runs say (an indeterminate task's too)."],
-                "updatedAt": millis,
-                "seq": ["type": "integer", "minimum": 1, "description": "The seq of the task's last change."],
-                "parent": ref("TaskID"),
-                "staleAfter": seconds,
-                "controls": ["type": "array", "items": control, "minItems": 1, "maxItems": .number(Double(TaskControl.allCases.count)),
-                             "description": "What the publisher lets watchers ask of it; left out when none."],
-                "cancelRequested": ["const": true, "description": "A cancel request waits for the publisher's answer."],
-                "pauseRequested": ["const": true, "description": "A pause request waits for the publisher's answer."],
-                "abandonAfter": seconds.with("description", "The task's own abandonAfter, when it set one."),
-                "logCount": ["type": "integer", "minimum": 1, "description": "Lines its log has received; left out while none."],
-                "kind": ref("TaskID").with("description", "The kind the publisher named; left out when it named none."),
-                "expectedSeconds": ["type": "number", "minimum": 0, "description": "The median length of its kind's last runs, taken when the run began; left out when the kind has none."],
-                "slow": ["const": true, "description": "Running past its kind's 90th percentile; left out otherwise."],
-                "timer": ref("Timer"),
-            ], required: ["id", "title", "progress", "state", "visible", "modal", "updatedAt", "seq"]),
-            "Timer": object([
-                "seconds": seconds,
-                "interval": ["type": "number", "minimum": .number(interval.min), "maximum": .number(interval.max)],
-                "startedAt": millis.with("description", "Unix ms; moves forward by the length of every pause."),
-                "endsAt": millis,
-                "pausedAt": millis,
-                "remaining": ["type": "number", "minimum": 0],
-                "elapsed": ["type": "number", "minimum": 0],
-            ], required: ["seconds", "interval", "startedAt", "endsAt", "remaining", "elapsed"]),
+            "TaskID": [
+                "type": "string", "pattern": .string(TaskID.pattern),
+                "description": "1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit; dots group ids.",
+            ],
+            "Task": object(
+                [
+                    "id": ref("TaskID"),
+                    "title": ["type": "string", "maxLength": 200],
+                    "detail": ["type": "string", "maxLength": 1000],
+                    "progress": ["type": ["number", "null"], "minimum": 0, "maximum": 1],
+                    "completed": ["type": "number", "minimum": 0],
+                    "total": ["type": "number", "exclusiveMinimum": 0],
+                    "state": state,
+                    "visible": ["type": "boolean"],
+                    "modal": ["type": "boolean"],
+                    "hideAt": millis,
+                    "rate": ["type": "number", "minimum": 0, "description": "Progress per second (smoothed); running determinate tasks only."],
+                    "eta": [
+                        "type": "number", "minimum": 0,
+                        "description":
+                            "Seconds left at the current rate; until that rate has settled, what its kind's past runs say (an indeterminate task's too).",
+                    ],
+                    "updatedAt": millis,
+                    "seq": ["type": "integer", "minimum": 1, "description": "The seq of the task's last change."],
+                    "parent": ref("TaskID"),
+                    "staleAfter": seconds,
+                    "controls": [
+                        "type": "array", "items": control, "minItems": 1, "maxItems": .number(Double(TaskControl.allCases.count)),
+                        "description": "What the publisher lets watchers ask of it; left out when none.",
+                    ],
+                    "cancelRequested": ["const": true, "description": "A cancel request waits for the publisher's answer."],
+                    "pauseRequested": ["const": true, "description": "A pause request waits for the publisher's answer."],
+                    "abandonAfter": seconds.with("description", "The task's own abandonAfter, when it set one."),
+                    "logCount": ["type": "integer", "minimum": 1, "description": "Lines its log has received; left out while none."],
+                    "kind": ref("TaskID").with("description", "The kind the publisher named; left out when it named none."),
+                    "expectedSeconds": [
+                        "type": "number", "minimum": 0,
+                        "description": "The median length of its kind's last runs, taken when the run began; left out when the kind has none.",
+                    ],
+                    "slow": ["const": true, "description": "Running past its kind's 90th percentile; left out otherwise."],
+                    "timer": ref("Timer"),
+                ], required: ["id", "title", "progress", "state", "visible", "modal", "updatedAt", "seq"]),
+            "Timer": object(
+                [
+                    "seconds": seconds,
+                    "interval": ["type": "number", "minimum": .number(interval.min), "maximum": .number(interval.max)],
+                    "startedAt": millis.with("description", "Unix ms; moves forward by the length of every pause."),
+                    "endsAt": millis,
+                    "pausedAt": millis,
+                    "remaining": ["type": "number", "minimum": 0],
+                    "elapsed": ["type": "number", "minimum": 0],
+                ], required: ["seconds", "interval", "startedAt", "endsAt", "remaining", "elapsed"]),
             "TaskPatch": object(patchFields, required: [], description: "Fields to merge; unknown fields are refused."),
             "ShowOptions": object(showFields, required: []),
             "TimerStart": object(timerFields, required: ["seconds"]),
             "NoFields": object([:], required: [], description: "Takes no fields."),
             "LogLines": object(["lines": lines], required: ["lines"]),
-            "Event": ["oneOf": [
-                event(["update", "progress", "state"], patchFields),
-                event(["show"], showFields),
-                event(["timer"], timerFields, required: ["seconds"]),
-                event(["log"], ["lines": lines], required: ["lines"]),
-                event(["hide", "pause", "resume", "cancel", "remove"], [:]),
-            ]],
-            "Batch": ["oneOf": [
-                ["type": "array", "items": ref("Event"), "maxItems": .number(Double(API.maxBatchEvents))],
-                ref("Event"),
-            ]],
+            "Event": [
+                "oneOf": [
+                    event(["update", "progress", "state"], patchFields),
+                    event(["show"], showFields),
+                    event(["timer"], timerFields, required: ["seconds"]),
+                    event(["log"], ["lines": lines], required: ["lines"]),
+                    event(["hide", "pause", "resume", "cancel", "remove"], [:]),
+                ]
+            ],
+            "Batch": [
+                "oneOf": [
+                    ["type": "array", "items": ref("Event"), "maxItems": .number(Double(API.maxBatchEvents))],
+                    ref("Event"),
+                ]
+            ],
             "Change": object(["seq": ["type": "integer", "minimum": 1], "task": ref("Task")], required: ["seq", "task"]),
-            "ControlAnswer": object([
-                "seq": ["type": "integer", "minimum": 1], "task": ref("Task"),
-                "delivered": ["type": "integer", "minimum": 0, "description": "The publisher sockets told now; 0: the request waits for one."],
-            ], required: ["seq", "task", "delivered"]),
-            "LogTail": object([
-                "id": ref("TaskID"),
-                "logCount": ["type": "integer", "minimum": 0, "description": "Lines the log has received in all."],
-                "from": ["type": "integer", "minimum": 0, "description": "The number of the first line given: logCount minus the lines kept."],
-                "lines": ["type": "array", "items": ["type": "string", "maxLength": .number(Double(LogTail.maxLineCharacters))],
-                          "maxItems": .number(Double(ServerConfig.logLinesRange.upperBound)),
-                          "description": "The last logLines (config) lines, oldest first."],
-            ], required: ["id", "logCount", "from", "lines"]),
+            "ControlAnswer": object(
+                [
+                    "seq": ["type": "integer", "minimum": 1], "task": ref("Task"),
+                    "delivered": ["type": "integer", "minimum": 0, "description": "The publisher sockets told now; 0: the request waits for one."],
+                ], required: ["seq", "task", "delivered"]),
+            "LogTail": object(
+                [
+                    "id": ref("TaskID"),
+                    "logCount": ["type": "integer", "minimum": 0, "description": "Lines the log has received in all."],
+                    "from": ["type": "integer", "minimum": 0, "description": "The number of the first line given: logCount minus the lines kept."],
+                    "lines": [
+                        "type": "array", "items": ["type": "string", "maxLength": .number(Double(LogTail.maxLineCharacters))],
+                        "maxItems": .number(Double(ServerConfig.logLinesRange.upperBound)),
+                        "description": "The last logLines (config) lines, oldest first.",
+                    ],
+                ], required: ["id", "logCount", "from", "lines"]),
             "Removed": object(["seq": ["type": "integer", "minimum": 1], "removed": ref("TaskID")], required: ["seq", "removed"]),
-            "TaskList": object([
-                "epoch": ["type": "string", "pattern": .string(epochPattern)],
-                "seq": ["type": "integer", "minimum": 0],
-                "tasks": ["type": "array", "items": ref("Task")],
-            ], required: ["epoch", "seq", "tasks"]),
-            "BatchAnswer": object([
-                "seq": ["type": "integer", "minimum": 0],
-                "applied": ["type": "integer", "minimum": 0],
-                "errors": ["type": "array", "items": object([
-                    "index": ["type": "integer", "minimum": 0],
-                    "error": ["enum": Node(.array(applyErrors.map { .string($0.rawValue) }))],
-                    "message": ["type": "string", "minLength": 1],
-                    "field": ["type": ["string", "null"]],
-                ], required: ["index", "error", "message", "field"])],
-            ], required: ["seq", "applied", "errors"]),
-            "Health": object([
-                "ok": ["const": true],
-                "protocol": ["const": .number(Double(ProtocolInfo.version))],
-                "server": ["type": "string", "minLength": 1, "description": "The release, like 0.2.0."],
-                "epoch": ["type": "string", "pattern": .string(epochPattern)],
-                "seq": ["type": "integer", "minimum": 0],
-                "tasks": ["type": "integer", "minimum": 0],
-                "watchers": ["type": "integer", "minimum": 0],
-                "redis": ["type": "string", "pattern": "^(connected|unavailable since [0-9]+)$",
-                          "description": "In a cluster (storage redis://…): whether this node reaches Redis."],
-            ], required: ["ok", "protocol", "server", "epoch", "seq", "tasks", "watchers"]),
-            "Ready": object([
-                "ready": ["const": true],
-                "server": ["type": "string", "minLength": 1],
-                "checks": ref("ReadinessChecks"),
-            ], required: ["ready", "server", "checks"]),
-            "NotReady": object([
-                "ready": ["const": false],
-                "reason": ["type": "string", "minLength": 1, "description": "Why, for each dependency not ready, joined with '; '."],
-                "server": ["type": "string", "minLength": 1],
-                "checks": ref("ReadinessChecks"),
-            ], required: ["ready", "reason", "server", "checks"]),
-            "ReadinessChecks": object([
-                "storage": ref("ReadinessCheck"),
-                "redis": ref("ReadinessCheck"),
-            ], required: [], description: "Each dependency the server asks, by name."),
-            "ReadinessCheck": object([
-                "ready": ["type": "boolean"],
-                "reason": ["type": "string", "minLength": 1, "description": "Only when not ready."],
-            ], required: ["ready"]),
-            "KindList": object([
-                "kinds": ["type": "array", "maxItems": .number(Double(KindHistory.maxKinds)), "items": object([
-                    "kind": ref("TaskID"),
-                    "runs": ["type": "integer", "minimum": 0, "maximum": .number(Double(KindHistory.runsKept)), "description": "Finished runs kept."],
-                    "median": ["type": "number", "minimum": 0, "description": "Seconds: the middle run (the mean of the middle two)."],
-                    "p90": ["type": "number", "minimum": 0, "description": "Seconds: the 90th percentile, nearest rank."],
-                    "last": ["type": "number", "minimum": 0, "description": "Seconds the newest run took."],
-                    "lastFinishedAt": millis,
-                ], required: ["kind", "runs", "lastFinishedAt"])],
-            ], required: ["kinds"]),
+            "TaskList": object(
+                [
+                    "epoch": ["type": "string", "pattern": .string(epochPattern)],
+                    "seq": ["type": "integer", "minimum": 0],
+                    "tasks": ["type": "array", "items": ref("Task")],
+                ], required: ["epoch", "seq", "tasks"]),
+            "BatchAnswer": object(
+                [
+                    "seq": ["type": "integer", "minimum": 0],
+                    "applied": ["type": "integer", "minimum": 0],
+                    "errors": [
+                        "type": "array",
+                        "items": object(
+                            [
+                                "index": ["type": "integer", "minimum": 0],
+                                "error": ["enum": Node(.array(applyErrors.map { .string($0.rawValue) }))],
+                                "message": ["type": "string", "minLength": 1],
+                                "field": ["type": ["string", "null"]],
+                            ], required: ["index", "error", "message", "field"]),
+                    ],
+                ], required: ["seq", "applied", "errors"]),
+            "Health": object(
+                [
+                    "ok": ["const": true],
+                    "protocol": ["const": .number(Double(ProtocolInfo.version))],
+                    "server": ["type": "string", "minLength": 1, "description": "The release, like 0.2.0."],
+                    "epoch": ["type": "string", "pattern": .string(epochPattern)],
+                    "seq": ["type": "integer", "minimum": 0],
+                    "tasks": ["type": "integer", "minimum": 0],
+                    "watchers": ["type": "integer", "minimum": 0],
+                    "redis": [
+                        "type": "string", "pattern": "^(connected|unavailable since [0-9]+)$",
+                        "description": "In a cluster (storage redis://…): whether this node reaches Redis.",
+                    ],
+                ], required: ["ok", "protocol", "server", "epoch", "seq", "tasks", "watchers"]),
+            "Ready": object(
+                [
+                    "ready": ["const": true],
+                    "server": ["type": "string", "minLength": 1],
+                    "checks": ref("ReadinessChecks"),
+                ], required: ["ready", "server", "checks"]),
+            "NotReady": object(
+                [
+                    "ready": ["const": false],
+                    "reason": ["type": "string", "minLength": 1, "description": "Why, for each dependency not ready, joined with '; '."],
+                    "server": ["type": "string", "minLength": 1],
+                    "checks": ref("ReadinessChecks"),
+                ], required: ["ready", "reason", "server", "checks"]),
+            "ReadinessChecks": object(
+                [
+                    "storage": ref("ReadinessCheck"),
+                    "redis": ref("ReadinessCheck"),
+                ], required: [], description: "Each dependency the server asks, by name."),
+            "ReadinessCheck": object(
+                [
+                    "ready": ["type": "boolean"],
+                    "reason": ["type": "string", "minLength": 1, "description": "Only when not ready."],
+                ], required: ["ready"]),
+            "KindList": object(
+                [
+                    "kinds": [
+                        "type": "array", "maxItems": .number(Double(KindHistory.maxKinds)),
+                        "items": object(
+                            [
+                                "kind": ref("TaskID"),
+                                "runs": [
+                                    "type": "integer", "minimum": 0, "maximum": .number(Double(KindHistory.runsKept)),
+                                    "description": "Finished runs kept.",
+                                ],
+                                "median": ["type": "number", "minimum": 0, "description": "Seconds: the middle run (the mean of the middle two)."],
+                                "p90": ["type": "number", "minimum": 0, "description": "Seconds: the 90th percentile, nearest rank."],
+                                "last": ["type": "number", "minimum": 0, "description": "Seconds the newest run took."],
+                                "lastFinishedAt": millis,
+                            ], required: ["kind", "runs", "lastFinishedAt"]),
+                    ]
+                ], required: ["kinds"]),
             "Error": error,
         ]
     }
@@ -542,11 +665,12 @@ public enum OpenAPI {
     }
 
     private static func errorSchema(_ codes: [APIError.Code]) -> Node {
-        object([
-            "error": ["enum": Node(.array(codes.map { .string($0.rawValue) }))],
-            "message": ["type": "string", "minLength": 1, "description": "What was wrong, and what to send instead."],
-            "field": ["type": ["string", "null"], "description": "The offending field (in a batch: events[2].progress), or null."],
-        ], required: ["error", "message", "field"])
+        object(
+            [
+                "error": ["enum": Node(.array(codes.map { .string($0.rawValue) }))],
+                "message": ["type": "string", "minLength": 1, "description": "What was wrong, and what to send instead."],
+                "field": ["type": ["string", "null"], "description": "The offending field (in a batch: events[2].progress), or null."],
+            ], required: ["error", "message", "field"])
     }
 
     private static func object(_ properties: Node, required: [String], description: String? = nil) -> Node {
@@ -593,8 +717,10 @@ struct OpenAPIOperation {
     /// The codes it can refuse with besides those of its access.
     let errors: [APIError.Code]
 
-    init(_ method: String, _ path: String, _ id: String, _ summary: String, _ access: Access, parameters: [OpenAPINode] = [],
-         body: OpenAPINode? = nil, ok: OpenAPIAnswer, also: [(status: Int, answer: OpenAPIAnswer)] = [], errors: [APIError.Code]) {
+    init(
+        _ method: String, _ path: String, _ id: String, _ summary: String, _ access: Access, parameters: [OpenAPINode] = [],
+        body: OpenAPINode? = nil, ok: OpenAPIAnswer, also: [(status: Int, answer: OpenAPIAnswer)] = [], errors: [APIError.Code]
+    ) {
         self.method = method
         self.path = path
         self.id = id
@@ -648,10 +774,14 @@ struct OpenAPIAnswer {
     var node: OpenAPINode {
         var answer: OpenAPINode = ["description": .string(description)]
         if !headers.isEmpty {
-            answer = answer.with("headers", OpenAPINode(.object(headers.map { header in
-                let node: OpenAPINode = ["description": .string(header.description), "required": true, "schema": header.schema]
-                return (header.name, node.json)
-            })))
+            answer = answer.with(
+                "headers",
+                OpenAPINode(
+                    .object(
+                        headers.map { header in
+                            let node: OpenAPINode = ["description": .string(header.description), "required": true, "schema": header.schema]
+                            return (header.name, node.json)
+                        })))
         }
         guard !contents.isEmpty else { return answer }
         return answer.with("content", OpenAPINode(.object(contents.map { ($0.type, (["schema": $0.schema] as OpenAPINode).json) })))
@@ -660,7 +790,8 @@ struct OpenAPIAnswer {
 
 /// A JSON value written as a Swift literal; only this file uses it, to write the document.
 struct OpenAPINode: ExpressibleByDictionaryLiteral, ExpressibleByArrayLiteral, ExpressibleByStringLiteral,
-             ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral, ExpressibleByBooleanLiteral {
+    ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral, ExpressibleByBooleanLiteral
+{
     var json: JSONValue
 
     init(_ json: JSONValue) { self.json = json }
@@ -677,7 +808,7 @@ struct OpenAPINode: ExpressibleByDictionaryLiteral, ExpressibleByArrayLiteral, E
 
     /// The object with `key` set (replaced where it was, appended where it was not).
     func with(_ key: String, _ value: OpenAPINode) -> OpenAPINode {
-        guard case var .object(members) = json else { return self }
+        guard case .object(var members) = json else { return self }
         if let index = members.firstIndex(where: { $0.0 == key }) {
             members[index].1 = value.json
         } else {
@@ -688,7 +819,7 @@ struct OpenAPINode: ExpressibleByDictionaryLiteral, ExpressibleByArrayLiteral, E
 
     /// Both objects' members, `other`'s last.
     func merging(_ other: OpenAPINode) -> OpenAPINode {
-        guard case let .object(mine) = json, case let .object(theirs) = other.json else { return self }
+        guard case .object(let mine) = json, case .object(let theirs) = other.json else { return self }
         return OpenAPINode(.object(mine + theirs))
     }
 }

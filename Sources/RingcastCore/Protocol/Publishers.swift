@@ -54,14 +54,17 @@ public struct PublishPolicy: Equatable, Sendable {
         switch credential {
         case .anonymousLocal:
             return
-        case let .publisher(publisher):
+        case .publisher(let publisher):
             guard publisher.patterns.matches(id) else {
-                throw APIError(.forbidden, "publisher '\(publisher.name)' may not change '\(id)': its patterns are \(publisher.patterns.key)", field: "id")
+                throw APIError(
+                    .forbidden, "publisher '\(publisher.name)' may not change '\(id)': its patterns are \(publisher.patterns.key)", field: "id")
             }
         case .missing:
-            throw APIError(.unauthorized, anonymousLocalPublish
-                ? "publishing from another machine needs a token: send Authorization: Bearer TOKEN (see \"publishers\" in config.json)"
-                : "publishing needs a token: send Authorization: Bearer TOKEN (see \"publishers\" in config.json)")
+            throw APIError(
+                .unauthorized,
+                anonymousLocalPublish
+                    ? "publishing from another machine needs a token: send Authorization: Bearer TOKEN (see \"publishers\" in config.json)"
+                    : "publishing needs a token: send Authorization: Bearer TOKEN (see \"publishers\" in config.json)")
         case .invalid:
             throw APIError(.unauthorized, "the token matches no publisher in config.json; check it, or the publisher's tokenEnv variable")
         }

@@ -122,7 +122,7 @@ extension API {
         case .binary:
             refuse(APIError(.invalidEvent, "binary frames are not part of the protocol: send each message as a text frame of JSON"))
             return plan
-        case let .text(text):
+        case .text(let text):
             bytes = text
         }
         let json: JSONValue
@@ -150,7 +150,7 @@ extension API {
             return plan
         }
         let items: [JSONValue]
-        if case let .array(elements) = json { items = elements } else { items = [json] }
+        if case .array(let elements) = json { items = elements } else { items = [json] }
         plan.isBatch = items.count > 1
         plan.socketKey = session.key
         for (index, item) in items.enumerated() {
@@ -160,7 +160,7 @@ extension API {
                 plan.commands.append((index, command))
             } catch {
                 var taskID: String?
-                if case let .string(id)? = item["id"], TaskID.isValid(id) { taskID = id }
+                if case .string(let id)? = item["id"], TaskID.isValid(id) { taskID = id }
                 refuse(plan.isBatch ? error.within("events[\(index)]") : error, at: index, id: taskID)
             }
         }
@@ -191,20 +191,24 @@ extension API {
 
     /// `{"type":"auth","token":"…"}`: for browsers, which cannot set headers on a WebSocket.
     private func authenticate(_ session: inout SocketSession, _ message: JSONValue) throws(APIError) -> [UInt8] {
-        guard case let .string(token)? = message["token"] else {
+        guard case .string(let token)? = message["token"] else {
             throw APIError(.missingField, "an auth message needs \"token\"", field: "token")
         }
         let credential = policy.identify(authorization: token, fromLoopback: session.fromLoopback)
-        guard case let .publisher(publisher) = credential else {
+        guard case .publisher(let publisher) = credential else {
             throw APIError(.unauthorized, "the token matches no publisher in config.json", field: "token")
         }
         session.credential = credential
         var writer = JSONWriter()
         writer.beginObject()
-        writer.key("type"); writer.string("auth")
-        writer.key("ok"); writer.bool(true)
-        writer.key("publisher"); writer.string(publisher.name)
-        writer.key("patterns"); writer.string(publisher.patterns.key)
+        writer.key("type")
+        writer.string("auth")
+        writer.key("ok")
+        writer.bool(true)
+        writer.key("publisher")
+        writer.string(publisher.name)
+        writer.key("patterns")
+        writer.string(publisher.patterns.key)
         writer.endObject()
         return writer.bytes
     }
@@ -214,9 +218,14 @@ extension API {
     private func flushed(ref: String?) -> [UInt8] {
         var writer = JSONWriter()
         writer.beginObject()
-        writer.key("type"); writer.string("flushed")
-        if let ref { writer.key("ref"); writer.string(ref) }
-        writer.key("seq"); writer.number(Int(store.seq))
+        writer.key("type")
+        writer.string("flushed")
+        if let ref {
+            writer.key("ref")
+            writer.string(ref)
+        }
+        writer.key("seq")
+        writer.number(Int(store.seq))
         writer.endObject()
         return writer.bytes
     }

@@ -82,7 +82,7 @@ final class HookSender: @unchecked Sendable {
         let client = HTTPClient(host: url.host, port: url.port, timeoutSeconds: rule.timeoutSeconds)
         while let delivery = nextDue() {
             let outcome = attempt(delivery, with: client)
-            if case let .retrying(again, _) = outcome { enqueue(again) }
+            if case .retrying(let again, _) = outcome { enqueue(again) }
             report(delivery, outcome)
         }
     }
@@ -106,12 +106,14 @@ final class HookSender: @unchecked Sendable {
     private func attempt(_ delivery: WebhookDelivery, with client: HTTPClient) -> WebhookOutcome {
         var reason: String
         do {
-            let response = try client.request("POST", url.path, body: delivery.body, headers: [
-                ("X-Ringcast-Signature", HMACSHA256.signatureHeader(delivery.body, key: rule.secret)),
-                ("X-Ringcast-Delivery", delivery.id),
-                ("X-Ringcast-Event", "state"),
-                ("User-Agent", "ringcast/\(ProtocolInfo.version)"),
-            ])
+            let response = try client.request(
+                "POST", url.path, body: delivery.body,
+                headers: [
+                    ("X-Ringcast-Signature", HMACSHA256.signatureHeader(delivery.body, key: rule.secret)),
+                    ("X-Ringcast-Delivery", delivery.id),
+                    ("X-Ringcast-Event", "state"),
+                    ("User-Agent", "ringcast/\(ProtocolInfo.version)"),
+                ])
             if (200..<300).contains(response.status) { return .delivered(status: response.status) }
             reason = "answered \(response.status)"
         } catch {
@@ -134,7 +136,8 @@ extension SharedState {
         try read { _, store in
             guard let planner = store.webhooks else {
                 if !store.restoredDeliveries.isEmpty {
-                    logger.warning("webhooks: \(store.restoredDeliveries.count) deliveries still owed were dropped: config.json has no \"webhooks\" any more")
+                    logger.warning(
+                        "webhooks: \(store.restoredDeliveries.count) deliveries still owed were dropped: config.json has no \"webhooks\" any more")
                 }
                 return nil
             }
@@ -143,7 +146,8 @@ extension SharedState {
             }
             let restored = planner.takePending()
             if restored.count < store.restoredDeliveries.count {
-                logger.warning("webhooks: \(store.restoredDeliveries.count - restored.count) deliveries still owed were dropped: no hook has their URL any more")
+                logger.warning(
+                    "webhooks: \(store.restoredDeliveries.count - restored.count) deliveries still owed were dropped: no hook has their URL any more")
             }
             if !restored.isEmpty { logger.info("webhooks: \(restored.count) deliveries still owed from before the restart") }
             senders.send(restored)
@@ -156,16 +160,17 @@ extension SharedState {
         _ = change(from: 0) { (api: API, store: TaskStore, _: inout Bool) -> ((), [OutboundEvent]) in
             let attempts = store.webhooks.flatMap { $0.rules.indices.contains(delivery.hook) ? $0.rules[delivery.hook].maxAttempts : nil } ?? 0
             switch outcome {
-            case let .delivered(status):
+            case .delivered(let status):
                 api.webhookAttempted(delivered: true, willRetry: false)
                 persistence.removeDelivery(id: delivery.id)
                 logger.debug("webhook \(delivery.id) delivered to \(delivery.url) (\(status))")
-            case let .retrying(again, reason):
+            case .retrying(let again, let reason):
                 api.webhookAttempted(delivered: false, willRetry: true)
                 persistence.saveDelivery(again, urgent: false)
                 let wait = ((again.due - Clock.now()) / 1000 * 10).rounded() / 10
-                logger.debug("webhook \(delivery.id) to \(delivery.url): \(reason); attempt \(again.attempts) of \(attempts), again in \(wait.plain) s")
-            case let .gaveUp(reason):
+                logger.debug(
+                    "webhook \(delivery.id) to \(delivery.url): \(reason); attempt \(again.attempts) of \(attempts), again in \(wait.plain) s")
+            case .gaveUp(let reason):
                 api.webhookAttempted(delivered: false, willRetry: false)
                 persistence.removeDelivery(id: delivery.id)
                 logger.warning("webhook \(delivery.id) to \(delivery.url) given up after \(attempts) attempts: \(reason)")

@@ -1,8 +1,8 @@
 import Foundation
 import RingcastCore
 import RingcastLWS
-import Synchronization
 import RingcastPlatform
+import Synchronization
 
 /// What the server keeps for operators besides the API's counters: its start time, and the
 /// readiness probes with their last answers (for /readyz). Worker 0 asks every probe every
@@ -29,8 +29,11 @@ final class OperationsState: @unchecked Sendable {
     init(probes: [ReadinessProbe], logger: Logger) {
         self.probes = probes
         self.logger = logger
-        answers = Locked((probes.map { ReadinessTracker(name: $0.readinessName, deadlineSeconds: OperationsState.readinessDeadline) },
-                         probes.map { _ in nil }))
+        answers = Locked(
+            (
+                probes.map { ReadinessTracker(name: $0.readinessName, deadlineSeconds: OperationsState.readinessDeadline) },
+                probes.map { _ in nil }
+            ))
     }
 
     /// What /readyz and /metrics report; a change they are the first to see is logged too.
@@ -85,7 +88,8 @@ final class OperationsState: @unchecked Sendable {
             if status.ready {
                 logger.info("\(status.name) answers again: ready", fields: [("event", .string("ready")), ("check", .string(status.name))])
             } else {
-                logger.error("not ready: \(status.failure ?? status.name)", fields: [("event", .string("not_ready")), ("check", .string(status.name))])
+                logger.error(
+                    "not ready: \(status.failure ?? status.name)", fields: [("event", .string("not_ready")), ("check", .string(status.name))])
             }
         }
     }
@@ -115,7 +119,6 @@ struct PublishTimes {
         return seqs[slot] == seq ? times[slot] : nil
     }
 }
-
 
 /// Redis answers while the cluster's connections do: they notice a lost server themselves.
 extension RedisCluster: ReadinessProbe {

@@ -1,8 +1,8 @@
 import Foundation
 import RingcastCore
 import RingcastLWS
-import Synchronization
 import RingcastPlatform
+import Synchronization
 
 /// The single writer behind every service thread: the store, the API and storage, and one lock
 /// that every worker takes to change or read them, so seq stays one ordered space. A change's
@@ -285,10 +285,10 @@ final class SharedState: @unchecked Sendable {
                 let events: [OutboundEvent]
                 let outcome: Completion?
                 switch entry.kind {
-                case let .request(commands, answer):
+                case .request(let commands, let answer):
                     let response = api.execute(commands, answer: answer, now: now)
                     (events, outcome) = (response.events, .request(response))
-                case let .message(plan):
+                case .message(let plan):
                     let reply = api.execute(plan, now: now)
                     (events, outcome) = (reply.events, .message(reply))
                 case .due:
@@ -301,7 +301,7 @@ final class SharedState: @unchecked Sendable {
                 } else {
                     _ = store.webhooks?.takePending()
                 }
-                if case let .request(response)? = outcome { for control in response.controls { control.send() } }
+                if case .request(let response)? = outcome { for control in response.controls { control.send() } }
                 if let outcome, entry.node == node, entry.worker < mail.count {
                     mail[entry.worker].completions.append((entry.token, outcome))
                     notify.insert(entry.worker)
@@ -342,8 +342,9 @@ final class SharedState: @unchecked Sendable {
     /// The whole state, for the cluster's checkpoint.
     func checkpointBody() -> (epoch: String, body: [UInt8]) {
         lock.withLock {
-            let state = PersistedState(epoch: store.epoch, seq: store.seq, tasks: store.tasks.values.sorted { $0.seq < $1.seq },
-                                       history: store.history.kinds)
+            let state = PersistedState(
+                epoch: store.epoch, seq: store.seq, tasks: store.tasks.values.sorted { $0.seq < $1.seq },
+                history: store.history.kinds)
             return (store.epoch, state.checkpointBody(appliedNow: appliedNow))
         }
     }

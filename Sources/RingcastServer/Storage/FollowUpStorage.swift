@@ -23,7 +23,8 @@ struct FollowUpStatements {
         self.database = database
         upsertLog = try database.prepare("INSERT INTO task_logs (id, lines) VALUES (?1, ?2) ON CONFLICT(id) DO UPDATE SET lines = excluded.lines")
         deleteLog = try database.prepare("DELETE FROM task_logs WHERE id = ?1")
-        upsertDelivery = try database.prepare("""
+        upsertDelivery = try database.prepare(
+            """
             INSERT INTO webhook_outbox (delivery, hook, url, body, attempts, due) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
             ON CONFLICT(delivery) DO UPDATE SET attempts = excluded.attempts, due = excluded.due
             """)
@@ -61,14 +62,19 @@ struct FollowUpStatements {
     func load() throws(SQLiteError) -> (logs: [String: [String]], deliveries: [WebhookDelivery]) {
         var logs: [String: [String]] = [:]
         try database.prepare("SELECT id, lines FROM task_logs").forEachRow { row in
-            guard let id = row.text(0), case let .array(items)? = try? JSONParser.parse(row.blob(1)) else { return }
-            logs[id] = items.compactMap { if case let .string(line) = $0 { return line }; return nil }
+            guard let id = row.text(0), case .array(let items)? = try? JSONParser.parse(row.blob(1)) else { return }
+            logs[id] = items.compactMap {
+                if case .string(let line) = $0 { return line }
+                return nil
+            }
         }
         var deliveries: [WebhookDelivery] = []
         try database.prepare("SELECT delivery, hook, url, body, attempts, due FROM webhook_outbox ORDER BY due").forEachRow { row in
             guard let id = row.text(0), let url = row.text(2) else { return }
-            deliveries.append(WebhookDelivery(id: id, hook: Int(row.int64(1)), url: url, body: row.blob(3),
-                                              attempts: Int(row.int64(4)), due: Double(row.int64(5))))
+            deliveries.append(
+                WebhookDelivery(
+                    id: id, hook: Int(row.int64(1)), url: url, body: row.blob(3),
+                    attempts: Int(row.int64(4)), due: Double(row.int64(5))))
         }
         return (logs, deliveries)
     }

@@ -17,7 +17,8 @@ struct HistoryStatements {
 
     init(_ database: SQLiteDatabase) throws(SQLiteError) {
         self.database = database
-        upsert = try database.prepare("""
+        upsert = try database.prepare(
+            """
             INSERT INTO kind_history (kind, seconds, last_finished_at) VALUES (?1, ?2, ?3)
             ON CONFLICT(kind) DO UPDATE SET seconds = excluded.seconds, last_finished_at = excluded.last_finished_at
             """)
@@ -42,8 +43,11 @@ struct HistoryStatements {
     func load() throws(SQLiteError) -> [String: KindRuns] {
         var kinds: [String: KindRuns] = [:]
         try database.prepare("SELECT kind, seconds, last_finished_at FROM kind_history").forEachRow { row in
-            guard let kind = row.text(0), case let .array(items)? = try? JSONParser.parse(row.blob(1)) else { return }
-            let seconds = items.compactMap { if case let .number(value) = $0 { return value }; return nil }
+            guard let kind = row.text(0), case .array(let items)? = try? JSONParser.parse(row.blob(1)) else { return }
+            let seconds = items.compactMap {
+                if case .number(let value) = $0 { return value }
+                return nil
+            }
             kinds[kind] = KindRuns(seconds: seconds, lastFinishedAt: Double(row.int64(2)))
         }
         return kinds
@@ -57,9 +61,11 @@ extension KindHistory {
         var body: [UInt8] = []
         for (kind, runs) in kinds.sorted(by: { $0.key < $1.key }) {
             body.append(UInt8(ascii: "\n"))
-            body += JSONWriter.encode(.object([
-                ("history", .string(kind)), ("seconds", .array(runs.seconds.map(JSONValue.number))), ("lastFinishedAt", .number(runs.lastFinishedAt)),
-            ]))
+            body += JSONWriter.encode(
+                .object([
+                    ("history", .string(kind)), ("seconds", .array(runs.seconds.map(JSONValue.number))),
+                    ("lastFinishedAt", .number(runs.lastFinishedAt)),
+                ]))
         }
         return body
     }
@@ -68,9 +74,14 @@ extension KindHistory {
     static func fromCheckpoint(_ lines: [[UInt8]]) -> [String: KindRuns] {
         var kinds: [String: KindRuns] = [:]
         for line in lines where line.starts(with: Array(#"{"history":"#.utf8)) {
-            guard let json = try? JSONParser.parse(line), case let .string(kind)? = json["history"], case let .array(items)? = json["seconds"],
-                  case let .number(last)? = json["lastFinishedAt"] else { continue }
-            kinds[kind] = KindRuns(seconds: items.compactMap { if case let .number(value) = $0 { return value }; return nil }, lastFinishedAt: last)
+            guard let json = try? JSONParser.parse(line), case .string(let kind)? = json["history"], case .array(let items)? = json["seconds"],
+                case .number(let last)? = json["lastFinishedAt"]
+            else { continue }
+            kinds[kind] = KindRuns(
+                seconds: items.compactMap {
+                    if case .number(let value) = $0 { return value }
+                    return nil
+                }, lastFinishedAt: last)
         }
         return kinds
     }

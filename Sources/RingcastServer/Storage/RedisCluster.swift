@@ -1,8 +1,8 @@
 import Foundation
 import RingcastCore
 import RingcastLWS
-import RingcastRedis
 import RingcastPlatform
+import RingcastRedis
 
 /// The cluster engine, `"storage": "redis://HOST:PORT"`: several `ringcast` nodes share state
 /// through one log in Redis. A node checks and authorizes what it is asked (`API.plan`), appends it
@@ -188,7 +188,10 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
                 return queue
             }
             if batch.isEmpty {
-                condition.withLock { writerStopped = true; condition.broadcast() }
+                condition.withLock {
+                    writerStopped = true
+                    condition.broadcast()
+                }
                 return
             }
             do {
@@ -197,7 +200,7 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
                 markAvailable()
                 backoff.reset()
                 for (request, reply) in zip(batch, replies) {
-                    if case let .error(message) = reply { refuse(request, because: "Redis refused it: \(message)") }
+                    if case .error(let message) = reply { refuse(request, because: "Redis refused it: \(message)") }
                 }
             } catch {
                 redis = nil
@@ -211,11 +214,13 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
     private func command(for request: Request) -> [[UInt8]] {
         func strings(_ values: [String]) -> [[UInt8]] { values.map { Array($0.utf8) } }
         switch request {
-        case let .append(entry):
+        case .append(let entry):
             return strings(["EVAL", RedisCluster.appendScript, "3", Key.epoch, Key.index, Key.log, epochNow]) + [entry.encoded()]
-        case let .claim(deadline, entry):
-            return strings(["EVAL", RedisCluster.claimScript, "4", Key.epoch, Key.due, Key.index, Key.log, epochNow, String(deadline)]) + [entry.encoded()]
-        case let .checkpoint(index, id, body):
+        case .claim(let deadline, let entry):
+            return strings(["EVAL", RedisCluster.claimScript, "4", Key.epoch, Key.due, Key.index, Key.log, epochNow, String(deadline)]) + [
+                entry.encoded()
+            ]
+        case .checkpoint(let index, let id, let body):
             return strings(["EVAL", RedisCluster.checkpointScript, "2", Key.checkpoint, Key.log, String(index), id]) + [body]
         }
     }
@@ -224,7 +229,7 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
     private var epochNow: String { condition.withLock { epoch } }
 
     private func refuse(_ request: Request, because reason: String) {
-        guard case let .append(entry) = request, let state else { return }
+        guard case .append(let entry) = request, let state else { return }
         state.unavailable(entry, APIError(.storageFailed, "the change was not applied: \(reason)"))
     }
 
@@ -257,7 +262,10 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
                 backoff.wait(until: { condition.withLock { !running } })
             }
         }
-        condition.withLock { readerStopped = true; condition.broadcast() }
+        condition.withLock {
+            readerStopped = true
+            condition.broadcast()
+        }
     }
 
     private struct LogGap: Error { let reason: String }
@@ -275,7 +283,8 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
                     ["HSET", Key.checkpoint, "i", String(lastIndex), "id", "0-0"].map { Array($0.utf8) } + [Array("body".utf8), seeded.body],
                 ])
                 lastID = "0-0"
-                logger.warning("storage \(url): Redis had lost the cluster's state; this node put its own back (epoch \(seeded.epoch), \(lastIndex) entries)")
+                logger.warning(
+                    "storage \(url): Redis had lost the cluster's state; this node put its own back (epoch \(seeded.epoch), \(lastIndex) entries)")
                 return
             }
         }
@@ -284,17 +293,21 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
         let firstIndex = first.flatMap(RedisCluster.entryFields)?.index
         let indexNow = try redis.command(["GET", Key.index]).integer ?? 0
         // Reading on from here works if the entries after this node's last one are all still there.
-        let canContinue = epochNow == epoch && indexNow >= lastIndex
+        let canContinue =
+            epochNow == epoch && indexNow >= lastIndex
             && (indexNow == lastIndex || (firstIndex.map { $0 <= lastIndex + 1 } ?? false))
         if !canContinue {
-            var index: Int64 = 0, id = "0-0"
-            let reloaded = try RedisCluster.readCheckpoint(redis, epoch: epochNow, cursor: &index, id: &id)
+            var index: Int64 = 0
+            var id = "0-0"
+            let reloaded =
+                try RedisCluster.readCheckpoint(redis, epoch: epochNow, cursor: &index, id: &id)
                 ?? PersistedState(epoch: epochNow, seq: 0, tasks: [])
             condition.withLock { epoch = epochNow }
             lastIndex = index
             lastID = id
             state.reload(reloaded)
-            logger.info("storage \(url): reloaded the cluster's state (epoch \(epochNow), \(reloaded.tasks.count) tasks); every watcher gets a snapshot")
+            logger.info(
+                "storage \(url): reloaded the cluster's state (epoch \(epochNow), \(reloaded.tasks.count) tasks); every watcher gets a snapshot")
         }
     }
 
@@ -304,7 +317,7 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
         if let block { arguments += ["BLOCK", String(block)] }
         redis.setTimeout(seconds: Double(block ?? 0) / 1000 + 5)
         let reply = try redis.command(arguments + ["STREAMS", Key.log, lastID])
-        if case let .error(message) = reply { throw RedisError.reply(message) }
+        if case .error(let message) = reply { throw RedisError.reply(message) }
         guard let streams = reply.array, let stream = streams.first?.array, stream.count == 2, let items = stream[1].array else { return [] }
         var entries: [LogEntry] = []
         for item in items {
@@ -336,12 +349,13 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
     /// An XREAD/XRANGE item `[id, [field, value, …]]` as (id, index, entry bytes).
     private static func entryFields(_ item: RedisValue) -> (id: String, index: Int64, bytes: [UInt8])? {
         guard let pair = item.array, pair.count == 2, let id = pair[0].text, let fields = pair[1].array else { return nil }
-        var index: Int64?, bytes: [UInt8]?
+        var index: Int64?
+        var bytes: [UInt8]?
         var position = 0
         while position + 1 < fields.count {
             switch fields[position].text {
             case "i": index = fields[position + 1].integer
-            case "e": if case let .string(value) = fields[position + 1] { bytes = value }
+            case "e": if case .string(let value) = fields[position + 1] { bytes = value }
             default: break
             }
             position += 2
@@ -359,8 +373,9 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
             if let name = fields[position].text { values[name] = fields[position + 1] }
             position += 2
         }
-        guard let index = values["i"]?.integer, let streamID = values["id"]?.text, case let .string(body)? = values["body"],
-              let state = PersistedState(checkpoint: body), state.epoch == epoch else { return nil }
+        guard let index = values["i"]?.integer, let streamID = values["id"]?.text, case .string(let body)? = values["body"],
+            let state = PersistedState(checkpoint: body), state.epoch == epoch
+        else { return nil }
         cursor = index
         id = streamID
         return state
@@ -418,9 +433,12 @@ extension PersistedState {
     func checkpointBody(appliedNow: Double) -> [UInt8] {
         var writer = JSONWriter(capacity: 64)
         writer.beginObject()
-        writer.key("epoch"); writer.string(epoch)
-        writer.key("seq"); writer.number(Int(seq))
-        writer.key("now"); writer.number(appliedNow)
+        writer.key("epoch")
+        writer.string(epoch)
+        writer.key("seq")
+        writer.number(Int(seq))
+        writer.key("now")
+        writer.number(appliedNow)
         writer.endObject()
         var body = writer.bytes
         for task in tasks {
@@ -433,11 +451,13 @@ extension PersistedState {
 
     init?(checkpoint body: [UInt8]) {
         let lines = body.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true)
-        guard let head = lines.first, let meta = try? JSONParser.parse(Array(head)), case let .string(epoch)? = meta["epoch"],
-              case let .number(seq)? = meta["seq"] else { return nil }
+        guard let head = lines.first, let meta = try? JSONParser.parse(Array(head)), case .string(let epoch)? = meta["epoch"],
+            case .number(let seq)? = meta["seq"]
+        else { return nil }
         var now = 0.0
-        if case let .number(value)? = meta["now"] { now = value }
-        self.init(epoch: epoch, seq: UInt64(seq), tasks: lines.dropFirst().compactMap { TaskRecord(stored: Array($0)) }, appliedNow: now,
-                  history: KindHistory.fromCheckpoint(lines.dropFirst().map(Array.init)))
+        if case .number(let value)? = meta["now"] { now = value }
+        self.init(
+            epoch: epoch, seq: UInt64(seq), tasks: lines.dropFirst().compactMap { TaskRecord(stored: Array($0)) }, appliedNow: now,
+            history: KindHistory.fromCheckpoint(lines.dropFirst().map(Array.init)))
     }
 }

@@ -71,7 +71,8 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
         try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         do {
             database = try SQLiteDatabase(path: path)
-            try database.execute("""
+            try database.execute(
+                """
                 PRAGMA journal_mode = WAL;
                 PRAGMA synchronous = NORMAL;
                 """)
@@ -81,13 +82,18 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
             followUp = try FollowUpStatements(database)
             try database.execute(HistoryStatements.schema)
             history = try HistoryStatements(database)
-            upsertTask = try database.prepare("INSERT INTO tasks (id, seq, body) VALUES (?1, ?2, ?3) ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, body = excluded.body")
+            upsertTask = try database.prepare(
+                "INSERT INTO tasks (id, seq, body) VALUES (?1, ?2, ?3) ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, body = excluded.body")
             deleteTask = try database.prepare("DELETE FROM tasks WHERE id = ?1")
             setMeta = try database.prepare("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)")
         } catch let error as SQLiteSchema.TooNew {
-            throw ServerError("the storage file '\(path)' was written by a newer release of Ringcast (schema version \(error.found); Ringcast \(RingcastVersion.version) reads versions up to \(SQLiteSchema.current)): run that release or a later one, or point \"storage\" at another file")
+            throw ServerError(
+                "the storage file '\(path)' was written by a newer release of Ringcast (schema version \(error.found); Ringcast \(RingcastVersion.version) reads versions up to \(SQLiteSchema.current)): run that release or a later one, or point \"storage\" at another file"
+            )
         } catch let error as SQLiteError {
-            throw ServerError("cannot open the storage file '\(path)': \(error.message) (\(error.call)); point \"storage\" in config.json at a writable path, or set it to \"memory\"")
+            throw ServerError(
+                "cannot open the storage file '\(path)': \(error.message) (\(error.call)); point \"storage\" in config.json at a writable path, or set it to \"memory\""
+            )
         }
     }
 
@@ -105,8 +111,9 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
             self.epoch = epoch
             self.seq = seq
             let (logs, deliveries) = try followUp.load()
-            logger.info("storage: \(tasks.count) tasks of epoch \(epoch) restored from \(path)"
-                        + (deliveries.isEmpty ? "" : ", with \(deliveries.count) webhook deliveries still owed"))
+            logger.info(
+                "storage: \(tasks.count) tasks of epoch \(epoch) restored from \(path)"
+                    + (deliveries.isEmpty ? "" : ", with \(deliveries.count) webhook deliveries still owed"))
             return PersistedState(epoch: epoch, seq: seq, tasks: tasks, logs: logs, deliveries: deliveries, history: try history.load())
         } catch {
             logger.error("storage: reading \(path) failed, starting empty: \(error)")
@@ -140,7 +147,9 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
 
     public func saveHistory(kind: String, runs: KindRuns?) { pendingHistory[kind] = .some(runs) }
 
-    public var hasPendingWrites: Bool { !pendingSaves.isEmpty || !pendingRemovals.isEmpty || !pendingLogs.isEmpty || !pendingDeliveries.isEmpty || !pendingHistory.isEmpty }
+    public var hasPendingWrites: Bool {
+        !pendingSaves.isEmpty || !pendingRemovals.isEmpty || !pendingLogs.isEmpty || !pendingDeliveries.isEmpty || !pendingHistory.isEmpty
+    }
     public var hasUrgentWrites: Bool { urgentPending }
 
     public func startWriting(report: @escaping @Sendable (UInt64, Bool) -> Void) {
@@ -160,8 +169,9 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
 
     public func commit() -> UInt64 {
         issued += 1
-        let batch = Batch(saves: Array(pendingSaves.values), removals: Array(pendingRemovals), logs: pendingLogs, deliveries: pendingDeliveries,
-                          history: pendingHistory, epoch: epoch ?? "", seq: seq, ticket: issued)
+        let batch = Batch(
+            saves: Array(pendingSaves.values), removals: Array(pendingRemovals), logs: pendingLogs, deliveries: pendingDeliveries,
+            history: pendingHistory, epoch: epoch ?? "", seq: seq, ticket: issued)
         pendingSaves.removeAll(keepingCapacity: true)
         pendingRemovals.removeAll(keepingCapacity: true)
         pendingLogs.removeAll(keepingCapacity: true)
@@ -204,7 +214,10 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
         while true {
             let (batches, probes, report): ([Batch], [@Sendable (String?) -> Void], (@Sendable (UInt64, Bool) -> Void)?) = condition.withLock {
                 while queue.isEmpty, self.probes.isEmpty, writerState == .running { condition.wait() }
-                defer { queue.removeAll(keepingCapacity: true); self.probes.removeAll() }
+                defer {
+                    queue.removeAll(keepingCapacity: true)
+                    self.probes.removeAll()
+                }
                 return (queue, self.probes, self.report)
             }
             if batches.isEmpty, probes.isEmpty {
@@ -226,7 +239,9 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
     private func write(_ batches: [Batch]) -> Bool {
         // The newest word on each task wins: a save after a removal brings it back, and the reverse.
         var latest: [String: TaskRecord?] = [:]
-        var logs: [String: [String]?] = [:], deliveries: [String: WebhookDelivery?] = [:], kinds: [String: KindRuns?] = [:]
+        var logs: [String: [String]?] = [:]
+        var deliveries: [String: WebhookDelivery?] = [:]
+        var kinds: [String: KindRuns?] = [:]
         for batch in batches {
             for id in batch.removals { latest[id] = .some(nil) }
             for task in batch.saves { latest[task.id] = .some(task) }
@@ -260,7 +275,8 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
                 if attempt > 1 { logger.info("storage: writing to \(path) works again") }
                 return true
             } catch {
-                logger.error("storage: writing \(latest.count) changes to \(path) failed (attempt \(attempt) of \(SQLitePersistence.attempts)): \(error)")
+                logger.error(
+                    "storage: writing \(latest.count) changes to \(path) failed (attempt \(attempt) of \(SQLitePersistence.attempts)): \(error)")
                 if attempt < SQLitePersistence.attempts { usleep(UInt32(20_000 * attempt)) }
             }
         }

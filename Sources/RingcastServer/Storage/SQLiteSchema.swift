@@ -15,10 +15,12 @@ enum SQLiteSchema {
     static let migrations = [
         // 1: the tables Ringcast 0.1 wrote. 0.1 stamped no version, so its files read 0 and become
         // version 1 unchanged; an empty file gets the tables.
-        Migration(version: 1, sql: """
-            CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-            CREATE TABLE IF NOT EXISTS tasks (id TEXT PRIMARY KEY, seq INTEGER NOT NULL, body BLOB NOT NULL);
-            """),
+        Migration(
+            version: 1,
+            sql: """
+                CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                CREATE TABLE IF NOT EXISTS tasks (id TEXT PRIMARY KEY, seq INTEGER NOT NULL, body BLOB NOT NULL);
+                """),
         // 2: log tails and the webhook outbox (FollowUpStorage.swift).
         Migration(version: 2, sql: FollowUpStatements.schema),
     ]

@@ -7,7 +7,7 @@ import RingcastPlatform
 extension ServiceWorker: ServiceHandler {
     func handle(_ event: ServiceEvent, on link: LWSConnection) -> Bool {
         switch event {
-        case let .accepted(address):
+        case .accepted(let address):
             return admitsConnection(from: address)
         case .created:
             // lws makes the accepted socket's connection right after `accepted`, on this thread.
@@ -28,7 +28,7 @@ extension ServiceWorker: ServiceHandler {
         case .httpRequest:
             // The path lws passes is the part after the mount point; the full one comes from the headers.
             return beginHTTP(link)
-        case let .httpBody(piece):
+        case .httpBody(let piece):
             receiveBody(piece, on: link)
             return true
         case .httpBodyComplete:
@@ -44,7 +44,7 @@ extension ServiceWorker: ServiceHandler {
             return openSocket(link)
         case .writeable:
             return writeSocket(on: link)
-        case let .received(piece, isLast, isBinary):
+        case .received(let piece, let isLast, let isBinary):
             return receive(piece, isLast: isLast, isBinary: isBinary, on: link)
         case .peerClosing:
             link.withAttachment(as: Connection.self) { $0.socket?.peerIsClosing = true }
@@ -68,7 +68,8 @@ extension ServiceWorker: ServiceHandler {
         let loopback = address.isLoopback
         var countedAs: String?
         if config.maxConnectionsPerAddress > 0 && (!loopback || config.limitLoopback) {
-            let limit = config.maxConnectionsPerAddress, text = address.text
+            let limit = config.maxConnectionsPerAddress
+            let text = address.text
             let open: Int? = server.connectionsByAddress.withLock { counts in
                 let open = counts[text, default: 0]
                 guard open < limit else { return open }
@@ -77,14 +78,16 @@ extension ServiceWorker: ServiceHandler {
             }
             if let open {
                 state.record { $0.connectionsRefused += 1 }
-                server.logRefusal("connections", offender: text,
-                                  "refused a connection from \(text): it holds \(open) already (maxConnectionsPerAddress is \(limit))")
+                server.logRefusal(
+                    "connections", offender: text,
+                    "refused a connection from \(text): it holds \(open) already (maxConnectionsPerAddress is \(limit))")
                 return false
             }
             countedAs = text
         }
-        acceptedPeer = Peer(address: address, isLoopback: loopback, countedAs: countedAs,
-                            allowance: TokenBucket(rate: config.maxPublishRate, now: Clock.now()))
+        acceptedPeer = Peer(
+            address: address, isLoopback: loopback, countedAs: countedAs,
+            allowance: TokenBucket(rate: config.maxPublishRate, now: Clock.now()))
         return true
     }
 

@@ -19,13 +19,13 @@ final class Connection {
     init(_ role: Role) { self.role = role }
 
     var exchange: HTTPExchange? {
-        if case let .http(exchange) = role { return exchange }
+        if case .http(let exchange) = role { return exchange }
         return nil
     }
 
     var socket: SocketPeer? {
         switch role {
-        case let .watcher(socket), let .publisher(socket): return socket
+        case .watcher(let socket), .publisher(let socket): return socket
         case .http: return nil
         }
     }

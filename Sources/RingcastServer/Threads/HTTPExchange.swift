@@ -23,8 +23,11 @@ extension ServiceWorker {
                 metrics.httpRequests += 1
                 metrics.httpErrors += 1
             }
-            server.logRefusal(error.code == .misdirected ? "host" : "request", offender: link.peerAddress, "refused \(link.requestLine()?.path ?? "a request") from \(link.peerAddress): \(error.message)")
-            _ = link.writeHTTP(status: error.status, contentType: "application/json", body: error.encodedBody, headers: [("cache-control:", "no-store")])
+            server.logRefusal(
+                error.code == .misdirected ? "host" : "request", offender: link.peerAddress,
+                "refused \(link.requestLine()?.path ?? "a request") from \(link.peerAddress): \(error.message)")
+            _ = link.writeHTTP(
+                status: error.status, contentType: "application/json", body: error.encodedBody, headers: [("cache-control:", "no-store")])
             return false
         }
     }
@@ -33,8 +36,9 @@ extension ServiceWorker {
         guard let (method, path) = link.requestLine() else { return false }
         let request = APIRequest(
             method: method, path: path, query: link.queryArguments(),
-            headers: RequestHeaders(host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization),
-                                    contentType: link.header(.contentType), accept: link.header(.accept), ifNoneMatch: link.header(.ifNoneMatch)),
+            headers: RequestHeaders(
+                host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization),
+                contentType: link.header(.contentType), accept: link.header(.accept), ifNoneMatch: link.header(.ifNoneMatch)),
             fromLoopback: isFromLoopback(link))
         let exchange = HTTPExchange(request: request, bodyLimit: config.maxMessageBytes)
         // lws hands the same session memory to the next request of a kept-alive connection.
@@ -76,7 +80,12 @@ extension ServiceWorker {
         let now = Clock.now()
         let peer = peers[link.identifier]
         let publishes = request.method != "GET" && request.method != "HEAD"
-        if request.bodyTooLarge { server.logRefusal("oversize", offender: link.peerAddress, "refused \(request.method) \(request.path) from \(link.peerAddress): the body is larger than maxMessageBytes (\(config.maxMessageBytes))") }
+        if request.bodyTooLarge {
+            server.logRefusal(
+                "oversize", offender: link.peerAddress,
+                "refused \(request.method) \(request.path) from \(link.peerAddress): the body is larger than maxMessageBytes (\(config.maxMessageBytes))"
+            )
+        }
         let response: APIResponse
         let ticket: UInt64
         if publishes, let peer, !peer.allowance.allows(now: now) {
@@ -85,21 +94,27 @@ extension ServiceWorker {
                 metrics.httpErrors += 1
                 metrics.rateLimited += 1
             }
-            server.logRefusal("rate", offender: peer.address.text, "refused requests from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")
-            response = APIResponse(APIError(.rateLimited, "this connection publishes more than \(config.maxPublishRate.plain) events a second (maxPublishRate): slow down, batch, or raise \"maxPublishRate\" in config.json"))
+            server.logRefusal(
+                "rate", offender: peer.address.text,
+                "refused requests from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")
+            response = APIResponse(
+                APIError(
+                    .rateLimited,
+                    "this connection publishes more than \(config.maxPublishRate.plain) events a second (maxPublishRate): slow down, batch, or raise \"maxPublishRate\" in config.json"
+                ))
             ticket = 0
         } else if state.isClustered {
             let server = self.server
             switch state.read({ api, _ in api.plan(request, now: now) { server.transportStatus } }) {
-            case let .answer(answer):
+            case .answer(let answer):
                 (response, ticket) = (answer, 0)
-            case let .apply(commands, shape):
+            case .apply(let commands, let shape):
                 peer?.allowance.spend(max(1, commands.count), now: now)
                 submit(.request(commands, shape), now: now) { outcome in
                     guard exchange.isOpen else { return }
                     switch outcome {
-                    case let .request(applied): exchange.response = applied
-                    case let .refused(error): exchange.response = APIResponse(error)
+                    case .request(let applied): exchange.response = applied
+                    case .refused(let error): exchange.response = APIResponse(error)
                     case .message: return
                     }
                     link.requestWrite()
@@ -131,8 +146,9 @@ extension ServiceWorker {
         guard let exchange = link.attachment(as: Connection.self)?.exchange, let response = exchange.response else { return true }
         exchange.response = nil
         count { $0.httpBytes += response.body.count }
-        let written = link.writeHTTP(status: response.status, contentType: response.contentType, body: response.body,
-                                     headers: [("cache-control:", response.cacheControl)] + response.headers)
+        let written = link.writeHTTP(
+            status: response.status, contentType: response.contentType, body: response.body,
+            headers: [("cache-control:", response.cacheControl)] + response.headers)
         release(link.detach())
         guard written else { return false }
         return link.completeHTTPTransaction()

@@ -1,8 +1,8 @@
 import Foundation
 import RingcastCore
 import RingcastLWS
-import Synchronization
 import RingcastPlatform
+import Synchronization
 
 /// One service thread of the server: its libwebsockets context (serving the sockets its own
 /// SO_REUSEPORT listener accepts), its connections, its watchers' fan-out and heartbeat. What is
@@ -161,7 +161,10 @@ final class ServiceWorker: @unchecked Sendable {
     }
 
     private func arm(_ deadline: Double?) {
-        guard let deadline else { deadlineTimer?.cancel(); return }
+        guard let deadline else {
+            deadlineTimer?.cancel()
+            return
+        }
         deadlineTimer?.schedule(microseconds: Int64(((deadline - Clock.now()) * 1000).rounded(.up)))
     }
 
@@ -173,7 +176,12 @@ final class ServiceWorker: @unchecked Sendable {
     /// applied it (or Redis refused it). Refused at once while Redis cannot be reached.
     func submit(_ kind: LogEntry.Kind, now: Double, outcome: @escaping (SharedState.Completion) -> Void) {
         guard let cluster = state.cluster, cluster.isAvailable else {
-            outcome(.refused(APIError(.storageFailed, "the change was not applied: this node cannot reach Redis at \(state.cluster?.url.description ?? "?") (see /healthz); try again, or another node")))
+            outcome(
+                .refused(
+                    APIError(
+                        .storageFailed,
+                        "the change was not applied: this node cannot reach Redis at \(state.cluster?.url.description ?? "?") (see /healthz); try again, or another node"
+                    )))
             return
         }
         lastToken += 1

@@ -15,7 +15,9 @@ extension ServiceWorker {
             try gate.checkHost(link.header(.host))
             try gate.checkOrigin(RequestHeaders(host: link.header(.host), origin: link.header(.origin)))
         } catch {
-            server.logRefusal(error.code == .misdirected ? "host" : error.code == .invalidRequest ? "request" : "origin", offender: link.peerAddress, "refused a WebSocket from \(link.peerAddress): \(error.message)")
+            server.logRefusal(
+                error.code == .misdirected ? "host" : error.code == .invalidRequest ? "request" : "origin", offender: link.peerAddress,
+                "refused a WebSocket from \(link.peerAddress): \(error.message)")
             return false
         }
         return true
@@ -24,14 +26,14 @@ extension ServiceWorker {
     func openSocket(_ link: LWSConnection) -> Bool {
         let socket = SocketPeer(link: link, worker: self, messageLimit: config.maxMessageBytes)
         switch SocketRequest.parse(link.queryArguments()) {
-        case let .failure(error):
+        case .failure(let error):
             release(link.attach(Connection(.watcher(socket))))
             socket.closeReason = (.policyViolation, "invalid \(error.field ?? "query")")
             let (frame, seq) = state.read { api, store in (api.refusalFrame(error), store.seq) }
             let subscription = fanOut.subscribe(SocketRequest.nothing, lastSeq: seq, writer: socket)
             socket.subscription = subscription
             subscription.sendDirect(frame)
-        case let .success(request):
+        case .success(let request):
             let headers = RequestHeaders(host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization))
             let fromLoopback = isFromLoopback(link)
             // The snapshot and the seq it was taken at, in one look: events up to that seq still in
@@ -120,11 +122,11 @@ extension ServiceWorker {
             let written: Bool
             let sent: (bytes: Int, events: Int)
             switch plan {
-            case let .frame(bytes, count):
+            case .frame(let bytes, let count):
                 counters.wrote(events: count)
                 written = link.writeText(bytes)
                 sent = (bytes.count, count)
-            case let .resync(since):
+            case .resync(let since):
                 let (snapshot, seq) = state.read { _, store in
                     (store.encodeSnapshot(matching: subscription.watch, since: since, now: Clock.now()), store.seq)
                 }
@@ -134,7 +136,8 @@ extension ServiceWorker {
                 sent = (snapshot.count, 1)
             }
             guard written else { return false }
-            noteFrameWritten(bytes: sent.bytes, events: sent.events, newestSeq: subscription.newestSeqSent > seenBefore ? subscription.newestSeqSent : nil)
+            noteFrameWritten(
+                bytes: sent.bytes, events: sent.events, newestSeq: subscription.newestSeqSent > seenBefore ? subscription.newestSeqSent : nil)
             frames += 1
             // lws takes a second write in one callback only while nothing of the first is buffered.
         } while frames < Self.framesPerWriteable && subscription.hasPending && !link.isChoked
@@ -151,10 +154,16 @@ extension ServiceWorker {
         let (bytes, tooLarge) = socket.incoming.take()
         let now = Clock.now()
         let peer = peers[link.identifier]
-        if tooLarge { server.logRefusal("oversize", offender: link.peerAddress, "dropped a WebSocket message from \(link.peerAddress): larger than maxMessageBytes (\(config.maxMessageBytes))") }
+        if tooLarge {
+            server.logRefusal(
+                "oversize", offender: link.peerAddress,
+                "dropped a WebSocket message from \(link.peerAddress): larger than maxMessageBytes (\(config.maxMessageBytes))")
+        }
         if let peer, !peer.allowance.allows(now: now) {
             state.record { $0.rateLimited += 1 }
-            server.logRefusal("rate", offender: peer.address.text, "closed a WebSocket from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")
+            server.logRefusal(
+                "rate", offender: peer.address.text,
+                "closed a WebSocket from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")
             link.setCloseReason(.policyViolation, "publish rate over maxPublishRate")
             return false
         }
@@ -172,11 +181,11 @@ extension ServiceWorker {
             let commands = plan.commands.map(\.command)
             submit(.message(plan), now: now) { [state] outcome in
                 switch outcome {
-                case let .message(reply):
+                case .message(let reply):
                     for frame in reply.frames { subscription.sendDirect(frame) }
                     // This node's record of who publishes what, and any request already waiting.
                     for frame in state.read({ api, _ in api.notePublished(commands, by: key) }) { subscription.sendDirect(frame) }
-                case let .refused(error): subscription.sendDirect(error.encodedEvent())
+                case .refused(let error): subscription.sendDirect(error.encodedEvent())
                 case .request: break
                 }
             }
@@ -200,9 +209,9 @@ extension ServiceWorker {
     func release(_ previous: AnyObject?) {
         guard let connection = previous as? Connection else { return }
         switch connection.role {
-        case let .http(exchange):
+        case .http(let exchange):
             exchange.isOpen = false
-        case let .watcher(socket), let .publisher(socket):
+        case .watcher(let socket), .publisher(let socket):
             if let session = socket.session { count { $0.webSocketsClosed[session.request.mode == .publish ? "publisher" : "watcher"] += 1 } }
             if let subscription = socket.subscription { fanOut.unsubscribe(subscription) }
             socket.subscription = nil

@@ -13,7 +13,10 @@ precondition(n == 42)
 _ = try? await rc.withTask("ex.throws") { _ in throw Boom() }
 let copy = Progress(totalUnitCount: 10)
 let tracking = rc.track(copy, as: "ex.copy", title: "Copy")
-for _ in 0..<10 { copy.completedUnitCount += 1; try await Task.sleep(nanoseconds: 20_000_000) }
+for _ in 0..<10 {
+    copy.completedUnitCount += 1
+    try await Task.sleep(nanoseconds: 20_000_000)
+}
 try await Task.sleep(nanoseconds: 500_000_000)
 tracking.stop()
 await rc.close()
