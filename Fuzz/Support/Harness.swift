@@ -112,7 +112,7 @@ let fixtureLogLines = 8
 func fixture() -> API {
     var config = ServerConfig()
     config.allowedOrigins = ["https://allowed.example"]
-    config.publishing = PublishPolicy(publishers: [Publisher(name: "ci", token: publisherToken, patterns: WatchSet([Glob("ci.*")]))])
+    config.access = AccessPolicy(publishers: [.publisher(name: "ci", token: publisherToken, patterns: WatchSet([Glob("ci.*")]))])
     config.logLines = fixtureLogLines
     let api = API(store: TaskStore(epoch: "fuzzepoch001"), config: config)
     for (method, path, body) in [

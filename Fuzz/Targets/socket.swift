@@ -20,10 +20,10 @@ public func fuzzSocket(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         return 0
     }
     let opened = api.openSocket(socketRequest, headers: upgrade.headers, fromLoopback: upgrade.fromLoopback, now: t0)
-    var session = opened.0
+    var session = opened.session
     let sink = FrameSink()
     api.socketOpened(session, sink: sink)
-    for frame in opened.1 { _ = parseJSON(frame, "an opening frame") }
+    for frame in opened.frames { _ = parseJSON(frame, "an opening frame") }
     var published: Set<String> = []
     for (index, step) in parts.dropFirst().prefix(16).enumerated() {
         let now = t0 + 500 * Double(index + 1)

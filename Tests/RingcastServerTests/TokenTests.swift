@@ -18,7 +18,7 @@ final class TokenTests: XCTestCase {
             ]}
             """
         let parsed = try ServerConfig.parse(Array(text.utf8), environment: ProcessInfo.processInfo.environment)
-        return try TestServer { $0.publishing = parsed.publishing }
+        return try TestServer { $0.access = parsed.access }
     }
 
     private func bearer(_ token: String) -> [(String, String)] { [("Authorization", "Bearer \(token)")] }
