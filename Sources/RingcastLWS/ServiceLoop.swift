@@ -32,7 +32,7 @@ package enum ServiceEvent {
     case received(UnsafeRawBufferPointer, isLast: Bool, isBinary: Bool)
     case writeable
     /// The peer sent a close frame, with its status code when it gave one.
-    case peerClosing(code: Int?)
+    case peerClosing(code: Int?, reason: String)
     case closed
     /// A client connection could not be made.
     case connectFailed(String)
@@ -525,11 +525,13 @@ package final class ServiceLoop: @unchecked Sendable {
             return handler.handle(.writeable, on: connection) ? 0 : -1
         case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
             var code: Int?
+            var reason = ""
             if let input, length >= 2 {
                 let status = input.assumingMemoryBound(to: UInt8.self)
                 code = Int(status[0]) << 8 | Int(status[1])
+                reason = String(decoding: UnsafeBufferPointer(start: status + 2, count: length - 2), as: UTF8.self)
             }
-            return handler.handle(.peerClosing(code: code), on: connection) ? 0 : -1
+            return handler.handle(.peerClosing(code: code, reason: reason), on: connection) ? 0 : -1
         case LWS_CALLBACK_CLOSED, LWS_CALLBACK_CLIENT_CLOSED:
             _ = handler.handle(.closed, on: connection)
             return 0

@@ -70,7 +70,8 @@ final class ControlTests: XCTestCase {
         XCTAssertEqual(response.controls.count, 1, "only the socket that published the task")
         response.controls.forEach { $0.send() }
         let seq = try XCTUnwrap(body["seq"]?.numberValue)
-        XCTAssertEqual(frames(fanOut, subscription), [json(#"{"type":"control","id":"etl.copy","action":"cancel","seq":\#(Int(seq)),"by":"local"}"#)],
+        XCTAssertEqual(
+            frames(fanOut, subscription), [json(#"{"type":"control","id":"etl.copy","action":"cancel","seq":\#(Int(seq)),"by":"local"}"#)],
             "the publisher hears who asked")
         XCTAssertEqual(frames(fanOut, bystander), [])
         XCTAssertEqual(api.followUpMetrics.controlRequests, 1)

@@ -143,7 +143,8 @@ final class SocketProtocolTests: XCTestCase {
         XCTAssertEqual(noToken.frames.first?["error"], .string("missing_field"))
 
         let auth = send(api, #"{"type":"auth","token":"\#(token)"}"#, &anonymous)
-        XCTAssertEqual(auth.frames.first, json(#"{"type":"auth","ok":true,"publisher":"ci","patterns":"ci.*","name":"ci","kind":"publisher","read":"ci.*"}"#))
+        XCTAssertEqual(
+            auth.frames.first, json(#"{"type":"auth","ok":true,"publisher":"ci","patterns":"ci.*","name":"ci","kind":"publisher","read":"ci.*"}"#))
         XCTAssertEqual(send(api, #"{"type":"update","id":"ci.a","progress":0.1}"#, &anonymous).events.count, 1)
         let outside = send(api, #"{"type":"update","id":"deploy.web","progress":0.1}"#, &anonymous)
         XCTAssertEqual(outside.frames.first?["error"], .string("forbidden"), "a token covers only its patterns")

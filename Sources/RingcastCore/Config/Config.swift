@@ -198,23 +198,27 @@ public struct ServerConfig: Equatable, Sendable {
                 case .array:
                     config.access.anonymousRead = .patterns(try parsePatterns(value, at: "\(source): anonymousRead"))
                 default:
-                    throw fail("\"loopback\" (the default), true (anyone), false (nobody without a token) or a list of id patterns like [\"public.*\"]")
+                    throw fail(
+                        "\"loopback\" (the default), true (anyone), false (nobody without a token) or a list of id patterns like [\"public.*\"]")
                 }
             case "tokenSecretEnv":
                 let variable = try string()
                 guard let secret = environment[variable], !secret.isEmpty else {
-                    throw ConfigError("\(source): tokenSecretEnv: the environment variable \(variable) is not set; export it before starting the server")
+                    throw ConfigError(
+                        "\(source): tokenSecretEnv: the environment variable \(variable) is not set; export it before starting the server")
                 }
                 guard secret.utf8.count >= 32 else {
                     throw ConfigError(
-                        "\(source): tokenSecretEnv: the key in \(variable) is shorter than 32 bytes; HS256 wants at least 256 bits (openssl rand -hex 32)")
+                        "\(source): tokenSecretEnv: the key in \(variable) is shorter than 32 bytes; HS256 wants at least 256 bits (openssl rand -hex 32)"
+                    )
                 }
                 config.access.tokenSecret = Array(secret.utf8)
             case "trustedProxies":
                 guard case .array(let items) = value else { throw fail("a list of proxy addresses like [\"127.0.0.1\"]") }
                 config.trustedProxies = try items.map { item throws(ConfigError) in
                     guard case .string(let address) = item, ForwardedFor.isAddress(address) else {
-                        throw ConfigError("\(source): \"trustedProxies\" entries must be IP addresses like \"127.0.0.1\" or \"::1\" (no port, no name)")
+                        throw ConfigError(
+                            "\(source): \"trustedProxies\" entries must be IP addresses like \"127.0.0.1\" or \"::1\" (no port, no name)")
                     }
                     return ForwardedFor.normalized(address)
                 }
@@ -232,6 +236,12 @@ public struct ServerConfig: Equatable, Sendable {
         var names: Set<String> = []
         for (index, entry) in access.entries.enumerated() {
             let place = "\(source): \(entry.role.rawValue)s entry '\(entry.name)'"
+            let reserved = [AccessPolicy.localName, AccessPolicy.anonymousName, Principal.server.name, "signed"]
+            guard !reserved.contains(entry.name) else {
+                throw ConfigError(
+                    "\(place): the name is the server's own for \(entry.name == "signed" ? "signed tokens without a sub" : "access without a token or its own changes"); choose another"
+                )
+            }
             guard names.insert(entry.name).inserted else {
                 throw ConfigError("\(place): the name is used twice; every publisher and reader needs a name of its own (logs and quotas name it)")
             }
@@ -254,7 +264,8 @@ public struct ServerConfig: Equatable, Sendable {
         }
         if case .object(let members) = item, let extra = members.first(where: { !allowed.contains($0.0) }) {
             let why = role == .reader && extra.0 == "maxTasks" ? " (a reader publishes nothing, so it holds no tasks)" : ""
-            throw ConfigError("\(place) has no setting \"\(extra.0)\"\(why); a \(role.rawValue) takes \(allowed.map { "\"\($0)\"" }.joined(separator: ", "))")
+            throw ConfigError(
+                "\(place) has no setting \"\(extra.0)\"\(why); a \(role.rawValue) takes \(allowed.map { "\"\($0)\"" }.joined(separator: ", "))")
         }
         let token = try parseSecret(item, "token", at: place, environment: environment, holding: "the token")
         guard token.utf8.count >= 16 else {

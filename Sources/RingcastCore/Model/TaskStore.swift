@@ -568,7 +568,7 @@ public final class TaskStore {
 }
 
 public enum ProtocolInfo {
-    public static let version = 2
+    public static let version = 3
 }
 
 /// A min-heap of (time, task id), ties broken by id so the order never depends on how entries

@@ -28,8 +28,14 @@ public enum OpenAPI {
         (.invalidID, "the task id in the path or event is not a valid id"),
         (.invalidEvent, "an event of a batch is not an object or has an unknown type"),
         (.invalidPattern, "a watch pattern is not valid"),
-        (.unauthorized, "no token where one is needed (to publish, or to read what anonymousRead does not cover), or a token that does not hold: unknown, expired, not yet valid or wrongly signed"),
-        (.forbidden, "an Origin not in allowedOrigins, or a token whose patterns do not cover the id (or the parent or kind a task names, or every id for /metrics)"),
+        (
+            .unauthorized,
+            "no token where one is needed (to publish, or to read what anonymousRead does not cover), or a token that does not hold: unknown, expired, not yet valid or wrongly signed"
+        ),
+        (
+            .forbidden,
+            "an Origin not in allowedOrigins, or a token whose patterns do not cover the id (or the parent or kind a task names, or every id for /metrics)"
+        ),
         (.notFound, "no such task, or no such endpoint"),
         (.methodNotAllowed, "the endpoint exists but not with this method"),
         (.notATimer, "pause, resume or cancel of a task that is not a timer"),

@@ -16,7 +16,8 @@ extension API {
             } else {
                 let fields = try FieldReader(try JSONParser.parseForAPI(request.body), allowed: ["token"])
                 guard let given = try fields.string("token", maxLength: SignedToken.maxBytes), !given.isEmpty else {
-                    throw APIError(.missingField, "sign in with {\"token\": \"…\"}: the token a publisher, reader or backend gave you", field: "token")
+                    throw APIError(
+                        .missingField, "sign in with {\"token\": \"…\"}: the token a publisher, reader or backend gave you", field: "token")
                 }
                 token = given
             }
