@@ -35,8 +35,7 @@ keep_work=${KEEP_WORK:-}
 pids=()
 cleanup() {
   local pid
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+  for pid in "${pids[@]}"; do stop_server "$pid"; done
   if [ -n "$keep_work" ]; then echo "$script: scratch folder kept: $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
@@ -163,7 +162,7 @@ server_stop_seconds=3
 start_server() {
   local name=$1
   shift
-  : >"$work/$name.out"
+  : >"$work/$name.out" # there before the server opens it, for await_server
   "${pin_server[@]}" "$@" >"$work/$name.out" 2>>"$server_logs/$name.stderr" &
   server_pid=$!
   pids+=("$server_pid")
