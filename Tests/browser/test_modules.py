@@ -53,3 +53,27 @@ def test_every_module_of_the_widget_may_be_imported_from_another_origin(server, 
             # A module script from another origin is fetched in CORS mode, without credentials.
             assert r.headers.get("Access-Control-Allow-Origin") in ("*", site.origin), (path, dict(r.headers))
             assert r.headers.get("Content-Type", "").startswith("text/javascript"), (path, dict(r.headers))
+
+
+def test_modules_import_each_other_without_cycles_and_the_widget_without_the_grid():
+    graph = {}
+    for entry in ["js/app.js", "ringcast-widget.js", *(f"js/{p.name}" for p in (PUBLIC / "js").glob("*.js"))]:
+        graph.update(module_graph(entry))
+    done, path = set(), []
+
+    def visit(module):
+        assert module not in path, f"an import cycle: {' -> '.join([*path[path.index(module):], module])}"
+        if module in done:
+            return
+        path.append(module)
+        for dep in graph[module]:
+            visit(dep)
+        path.pop()
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module)
+    # What a page showing one task needs is apart from the dashboard's grid.
+    grid = {"js/render.js", "js/placement.js", "js/sections.js", "js/card.js", "js/family.js", "js/filter.js",
+            "js/catch-up.js", "js/modal.js", "js/summary.js", "js/sparklines.js"}
+    assert not grid & set(module_graph("ringcast-widget.js")), sorted(grid & set(module_graph("ringcast-widget.js")))
