@@ -78,7 +78,7 @@ export class SignIn {
     setGrant(current.answer);
     this.showSignedIn(current.answer);
     if (!current.answer.read || current.answer.read.length === 0) {
-      this.show('Sign in to see tasks: this server shows nothing without a token.');
+      this.show('This server shows nothing without a token.');
       return false;
     }
     return true;

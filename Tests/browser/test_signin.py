@@ -23,9 +23,9 @@ def mint(read, publish, seconds=600, sub="alice"):
 
 
 @pytest.fixture(scope="module")
-def guarded():
+def guarded(site):
     """A server that shows nothing without a token, loopback included; tasks published from loopback."""
-    s = Server(settings={"anonymousRead": False, "tokenSecretEnv": "RINGCAST_TEST_TOKEN_SECRET"},
+    s = Server(allowed_origins=[site.origin], settings={"anonymousRead": False, "tokenSecretEnv": "RINGCAST_TEST_TOKEN_SECRET"},
                env={"RINGCAST_TEST_TOKEN_SECRET": SECRET})
     s.start()
     for task, title in (("ci.job", "CI job"), ("deploy.job", "Deploy job")):
@@ -152,3 +152,18 @@ def test_a_pasted_token_signs_in_and_one_that_expires_brings_the_form_back(guard
     # ...until it expires: the server closes the socket (4440) and the page asks again.
     wait(d, lambda: form_shown(d), timeout=15, message="the form once the token expired")
     assert "expired" in reason(d), reason(d)
+
+
+def test_the_widget_on_another_site_reads_with_its_token_attribute_sent_in_no_url(guarded, browser, site):
+    d = browser
+    token = mint(read=["ci.*"], publish=[], sub="partner-page")
+    requested_urls(d)
+    d.get(site.partner_page("widget-token.html", guarded,
+                            f'<ringcast-task server="{guarded.ws_base}" task="ci.job" token="{token}"></ringcast-task>'))
+    title = ("const w = document.querySelector('ringcast-task');"
+             "const t = w && w.shadowRoot && w.shadowRoot.querySelector('.title'); return t ? t.textContent : '';")
+    wait(d, lambda: d.execute_script(title) == "CI job", message="the widget's task")
+    urls = requested_urls(d)
+    assert any("/ws?watch=ci.job" in u for u in urls), urls
+    assert not [u for u in urls if token in u], "the token goes in the auth message, not the socket's URL"
+    d.get("about:blank")
