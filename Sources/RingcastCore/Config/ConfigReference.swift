@@ -72,7 +72,9 @@ extension ServerConfig {
             "Who reads without a token: \"loopback\" (this machine only), true (anyone), false (nobody), or a list of id patterns anyone may read, like [\"public.*\"]."
         ),
         Reference(
-            "anonymousLocalMaxTasks", "10000", "The most tasks anonymous loopback publishing may hold, apart from every publisher's own share."),
+            "anonymousLocalMaxTasks", "500",
+            "The most tasks anonymous loopback publishing may hold, apart from every publisher's own share (default: maxTasks).",
+            commentedOut: true),
         Reference(
             "tokenSecretEnv", #""RINGCAST_TOKEN_SECRET""#,
             "The environment variable holding the HS256 key (32 bytes or more) of signed tokens (JWTs with exp, sub and ringcast.read / ringcast.publish) a backend mints.",
