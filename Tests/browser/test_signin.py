@@ -142,8 +142,8 @@ def test_a_pasted_token_signs_in_and_one_that_expires_brings_the_form_back(guard
     wait(d, lambda: "matches no publisher or reader" in reason(d), message="the refusal's reason")
     assert "ringcast_token" not in {c["name"] for c in d.get_cookies()}
 
-    # A reader's grant for three seconds: the cards show, without buttons (it publishes nothing)...
-    brief = mint(read=["ci.*"], publish=[], seconds=3, sub="visitor")
+    # A reader's grant for eight seconds: the cards show, without buttons (it publishes nothing)...
+    brief = mint(read=["ci.*"], publish=[], seconds=8, sub="visitor")
     field.clear()
     field.send_keys(brief)
     d.find_element(By.CSS_SELECTOR, "#signin button[type=submit]").click()
@@ -152,6 +152,11 @@ def test_a_pasted_token_signs_in_and_one_that_expires_brings_the_form_back(guard
     # ...until it expires: the server closes the socket (4440) and the page asks again.
     wait(d, lambda: form_shown(d), timeout=15, message="the form once the token expired")
     assert "expired" in reason(d), reason(d)
+    # Signing in again works with the expired cookie still in the browser.
+    field = d.find_element(By.ID, "signin-token")
+    field.send_keys(mint(read=["*"], publish=[], sub="visitor"))
+    d.find_element(By.CSS_SELECTOR, "#signin button[type=submit]").click()
+    wait(d, lambda: live(d) and card_ids(d) == {"ci.job", "deploy.job"}, message="signed in again")
 
 
 def test_the_widget_on_another_site_reads_with_its_token_attribute_sent_in_no_url(guarded, browser, site):

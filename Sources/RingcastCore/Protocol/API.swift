@@ -311,10 +311,10 @@ public final class API {
     private func route(_ request: APIRequest, now: Double, credential: Credential) throws(APIError) -> RequestPlan {
         // A token that does not hold, or no token where publishing needs one, hears so before
         // anything about the request's body.
-        if case .refused(let error) = credential { throw error }
-        if request.method != "GET", credential.grant?.publish.isNothing == true, credential.grant?.kind == .anonymous,
-            !(request.path == "/api/session")
-        {
+        // Signing in again (or out) with an expired cookie still in the browser must work.
+        let signsInOrOut = request.path == "/api/session" && request.method != "GET"
+        if case .refused(let error) = credential, !signsInOrOut { throw error }
+        if request.method != "GET", credential.grant?.publish.isNothing == true, credential.grant?.kind == .anonymous, !signsInOrOut {
             try policy.authorizePublish(credential, id: "")
         }
         let principal = credential.grant?.principal ?? .server
