@@ -10,16 +10,14 @@ extension API {
             guard let grant = credential.grant else { throw APIError(.unauthorized, "not signed in") }
             return APIResponse(body: sessionBody(grant, signedIn: credential != .anonymous(grant)))
         case "POST":
-            let token: String
-            if let presented = AccessPolicy.presentedToken(authorization: request.headers.authorization, cookie: nil) {
-                token = presented
-            } else {
-                let fields = try FieldReader(try JSONParser.parseForAPI(request.body), allowed: ["token"])
-                guard let given = try fields.string("token", maxLength: SignedToken.maxBytes), !given.isEmpty else {
-                    throw APIError(
-                        .missingField, "sign in with {\"token\": \"…\"}: the token a publisher, reader or backend gave you", field: "token")
-                }
-                token = given
+            // The body, when there is one, is checked whatever else carries a token.
+            let isEmpty = request.body.allSatisfy { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
+            let fields = try FieldReader(isEmpty ? .object([]) : try JSONParser.parseForAPI(request.body), allowed: ["token"])
+            let given = try fields.string("token", maxLength: SignedToken.maxBytes)
+            if given?.isEmpty == true { throw APIError(.invalidField, "token is empty: send the token itself", field: "token") }
+            guard let token = given ?? AccessPolicy.presentedToken(authorization: request.headers.authorization, cookie: nil) else {
+                throw APIError(
+                    .missingField, "sign in with {\"token\": \"…\"}: the token a publisher, reader or backend gave you", field: "token")
             }
             // Refused with the reason (unknown, expired, wrongly signed) before any cookie is set.
             let grant = try AccessPolicy.granted(policy.identify(token: token, now: now))
