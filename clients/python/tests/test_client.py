@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from conftest import wait_for
-
 from ringcast import Ringcast, RingcastError
 
 

@@ -8,7 +8,7 @@ publishes `paused` and blocks until a resume (publishing `running`) or a cancel.
 from __future__ import annotations
 
 import threading
-from typing import Callable, Optional
+from typing import Callable
 
 from ._errors import Cancelled
 
@@ -16,7 +16,7 @@ OFFERED = ["cancel", "pause", "resume"]
 
 
 class ControlState:
-    def __init__(self, id: str, on_cancel: Optional[Callable[[], None]] = None) -> None:
+    def __init__(self, id: str, on_cancel: Callable[[], None] | None = None) -> None:
         self.id = id
         self.on_cancel = on_cancel
         self._changed = threading.Condition()

@@ -7,7 +7,7 @@ import http.client
 import json
 import ssl
 import urllib.parse
-from typing import Any, Optional
+from typing import Any
 
 from ._errors import RingcastError
 
@@ -18,7 +18,7 @@ class Endpoint:
     """A server given as `http://HOST:PORT` (or `https://`, `ws://`, `wss://`); a path is kept as
     a prefix in front of `/api` and `/ws`, for a server behind a proxy under a path."""
 
-    def __init__(self, url: str, ssl_context: Optional[ssl.SSLContext] = None) -> None:
+    def __init__(self, url: str, ssl_context: ssl.SSLContext | None = None) -> None:
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("http", "https", "ws", "wss") or not parsed.hostname:
             raise RingcastError("invalid_url", f"'{url}' is not a server URL: use http://HOST:PORT", "url")
@@ -37,7 +37,7 @@ class Endpoint:
     def path(self, rest: str) -> str:
         return self.base_path + rest
 
-    def request(self, method: str, rest: str, body: Any = None, token: Optional[str] = None, timeout: float = 10.0) -> Any:
+    def request(self, method: str, rest: str, body: Any = None, token: str | None = None, timeout: float = 10.0) -> Any:
         """One HTTP request; returns the decoded JSON answer or raises RingcastError (the server's
         error body, or `unreachable` when no answer came)."""
         headers = {"Accept": "application/json"}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 
 class RingcastError(Exception):
     """What the server (or the client, checking with the server's rules before sending) refused,
@@ -18,9 +16,9 @@ class RingcastError(Exception):
         self,
         error: str,
         message: str,
-        field: Optional[str] = None,
-        id: Optional[str] = None,
-        status: Optional[int] = None,
+        field: str | None = None,
+        id: str | None = None,
+        status: int | None = None,
     ) -> None:
         super().__init__(error, message, field)
         self.error = error
@@ -38,7 +36,7 @@ class RingcastError(Exception):
         return f"RingcastError(error={self.error!r}, message={self.message!r}, field={self.field!r}, id={self.id!r})"
 
     @classmethod
-    def from_answer(cls, body: object, status: Optional[int] = None, id: Optional[str] = None) -> RingcastError:
+    def from_answer(cls, body: object, status: int | None = None, id: str | None = None) -> RingcastError:
         """The error body the server sends (`{"error", "message", "field"}`), or a stand-in for a
         body that is not one."""
         if isinstance(body, dict) and isinstance(body.get("error"), str):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from typing import Any, Optional, Union
+from typing import Any, Union
 
 from ._errors import RingcastError
 
@@ -16,7 +16,7 @@ class _Unset:
     """The default of every optional argument: "leave it as it is". None, by contrast, is sent as
     JSON null, which clears a field (or makes progress indeterminate)."""
 
-    _instance: Optional[_Unset] = None
+    _instance: _Unset | None = None
 
     def __new__(cls) -> _Unset:
         if cls._instance is None:
@@ -58,10 +58,9 @@ def check_id(id: object, field: str = "id") -> str:
 
 def _number(name: str, value: object, low: float, high: float, hint: str, low_open: bool = False) -> Number:
     kind = type(value)
-    if kind is int or kind is float:
-        # The common case, without the ABC checks below (this runs in the caller's loop).
-        if low < value <= high or (value == low and not low_open):  # type: ignore[operator]
-            return value  # type: ignore[return-value]
+    # The common case, without the ABC checks below (this runs in the caller's loop).
+    if (kind is int or kind is float) and (low < value <= high or (value == low and not low_open)):  # type: ignore[operator]
+        return value  # type: ignore[return-value]
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise RingcastError("invalid_field", f"{name} must be a number, not {type(value).__name__} ({hint})", name)
     number: Number = int(value) if isinstance(value, numbers.Integral) else float(value)

@@ -25,6 +25,7 @@ the WebSocket, `_marker_ref` and `_markers` belong to the publisher thread."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import heapq
 import itertools
 import json
@@ -34,7 +35,7 @@ import select
 import socket
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 from ._endpoint import Endpoint
 from ._errors import RingcastError
@@ -90,13 +91,13 @@ class Publisher:
     def __init__(
         self,
         endpoint: Endpoint,
-        token: Optional[str],
+        token: str | None,
         *,
         send_interval: float,
         queue_limit: int,
         connect_timeout: float,
-        on_error: Optional[Callable[[RingcastError], None]],
-        on_control: Optional[Callable[[str, str], None]],
+        on_error: Callable[[RingcastError], None] | None,
+        on_control: Callable[[str, str], None] | None,
     ) -> None:
         self.endpoint = endpoint
         self.send_interval = send_interval
@@ -121,7 +122,7 @@ class Publisher:
         self._flushers = 0
         self._state = "connecting"
         self._ever_connected = False
-        self._problem: Optional[str] = None
+        self._problem: str | None = None
         self._unraised: list[RingcastError] = []
         self._leases: dict[str, float] = {}
         self._last_sent: dict[str, float] = {}
@@ -131,6 +132,7 @@ class Publisher:
         self._wake_pending = False
         self._last_write = 0.0
         self._acknowledges = True
+        self._failed_attempts = 0
 
         self._wake_reader, self._wake_writer = socket.socketpair()
         self._wake_reader.setblocking(False)
@@ -202,9 +204,11 @@ class Publisher:
             waiting.merge = 0
         return True
 
-    def flush(self, timeout: Optional[float]) -> None:
+    def flush(self, timeout: float | None, unless_unreached: bool = False) -> None:
         """Returns once the server has acknowledged as kept everything queued before the call;
-        raises the first refusal the server reported since the last flush, or `timeout`."""
+        raises the first refusal the server reported since the last flush, or `timeout`. With
+        `unless_unreached`, gives up (`unreachable`) as soon as a first attempt to connect failed
+        and none ever succeeded: at exit, a program without a server is not held up."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             target = self._last_seq
@@ -218,6 +222,8 @@ class Publisher:
                     while self._acked_through < target:
                         if self._state == "closed":
                             raise RingcastError("closed", "the client closed before the server acknowledged what was queued")
+                        if unless_unreached and not self._ever_connected and self._failed_attempts:
+                            raise RingcastError("unreachable", self._problem or f"{self.endpoint.url} was never reached")
                         remaining = None if deadline is None else deadline - time.monotonic()
                         if remaining is not None and remaining <= 0:
                             raise RingcastError(
@@ -232,7 +238,7 @@ class Publisher:
         if refused:
             raise refused[0]
 
-    def lease(self, id: str, seconds: Optional[float]) -> None:
+    def lease(self, id: str, seconds: float | None) -> None:
         """Keeps renewing task `id`'s lease every third of `seconds` while the client runs (None stops)."""
         with self._lock:
             if seconds is None:
@@ -271,7 +277,7 @@ class Publisher:
             return self._state == "open"
 
     @property
-    def problem(self) -> Optional[str]:
+    def problem(self) -> str | None:
         with self._lock:
             return self._problem
 
@@ -311,10 +317,8 @@ class Publisher:
         """Under the lock: makes the thread look at the queue now."""
         if not self._wake_pending:
             self._wake_pending = True
-            try:
+            with contextlib.suppress(OSError):
                 self._wake_writer.send(b"\0")
-            except OSError:
-                pass
 
     def _run(self) -> None:
         attempt = 0
@@ -379,9 +383,10 @@ class Publisher:
         except OSError:
             pass
 
-    def _lost(self, problem: str, error: Optional[RingcastError] = None) -> None:
+    def _lost(self, problem: str, error: RingcastError | None = None) -> None:
         """The connection failed or closed: what it held unacknowledged goes back to the queue."""
         with self._lock:
+            self._failed_attempts += 1
             if self._problem != problem:
                 log.debug("ringcast: %s", problem)
             self._problem = problem
@@ -460,7 +465,7 @@ class Publisher:
             wait = min(wait, max(0.0, self._timers[0][0] - now))
         return wait
 
-    def _handle(self, text: str, greeted: bool) -> Optional[float]:
+    def _handle(self, text: str, greeted: bool) -> float | None:
         """One message from the server; returns the heartbeat interval when it is the `hello`."""
         try:
             message = json.loads(text)

@@ -9,12 +9,12 @@ messages read so far and never blocks for more."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import os
 import socket
 import ssl
 import struct
-from typing import Optional
 
 _ACCEPT_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 _MAX_MESSAGE = 16 * 1024 * 1024
@@ -70,7 +70,7 @@ class WebSocket:
         self._sock = sock
         self._buffer = bytearray(buffered)
         self._fragments: list[bytes] = []
-        self._fragment_opcode: Optional[int] = None
+        self._fragment_opcode: int | None = None
         self._closed = False
 
     @classmethod
@@ -83,7 +83,7 @@ class WebSocket:
         secure: bool,
         headers: list[tuple[str, str]],
         timeout: float,
-        ssl_context: Optional[ssl.SSLContext] = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> WebSocket:
         """Opens the TCP (and TLS) connection and upgrades it; raises OSError (HandshakeRefused for
         an HTTP answer other than 101). `timeout` bounds each read and write from then on too."""
@@ -214,23 +214,17 @@ class WebSocket:
         if self._closed:
             return
         self._closed = True
-        try:
+        with contextlib.suppress(OSError):
             self._sock.sendall(encode_frame(_CLOSE, code))
-        except OSError:
-            pass
 
     def close(self, code: int = 1000) -> None:
         """Sends a close frame (once) and closes the socket without waiting for the answer."""
         if not self._closed:
             self._closed = True
-            try:
+            with contextlib.suppress(OSError):
                 self._sock.sendall(encode_frame(_CLOSE, struct.pack("!H", code)))
-            except OSError:
-                pass
-        try:
+        with contextlib.suppress(OSError):
             self._sock.close()
-        except OSError:
-            pass
 
 
 def _read_head(sock: socket.socket) -> tuple[str, bytes]:

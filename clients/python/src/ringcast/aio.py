@@ -7,9 +7,10 @@ thread, never on the loop. The publisher thread is the same as `Ringcast`'s."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import sys
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 from ._control import ControlState
 from ._errors import Cancelled, RingcastError
@@ -30,7 +31,7 @@ class AsyncRingcast:
                 await task.advance()
     """
 
-    def __init__(self, url: Optional[str] = None, token: Optional[str] = None, **options: Any) -> None:
+    def __init__(self, url: str | None = None, token: str | None = None, **options: Any) -> None:
         self.client = Ringcast(url, token, **options)
 
     async def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -49,15 +50,15 @@ class AsyncRingcast:
             parent=parent, stale_after=stale_after, controls=controls, visible=visible, modal=modal, hide_after=hide_after,
             kind=kind, abandon_after=abandon_after)
 
-    async def show(self, id: str, *, hide_after: Optional[float] = None, modal: Optional[bool] = None, detail: Optional[str] = None) -> None:
+    async def show(self, id: str, *, hide_after: float | None = None, modal: bool | None = None, detail: str | None = None) -> None:
         await self._call(self.client.show, id, hide_after=hide_after, modal=modal, detail=detail)
 
     async def hide(self, id: str) -> None:
         await self._call(self.client.hide, id)
 
     async def timer(
-        self, id: str, seconds: float, *, interval: Optional[float] = None, title: Optional[str] = None,
-        hide_after: Optional[float] = None, start_at: Optional[float] = None,
+        self, id: str, seconds: float, *, interval: float | None = None, title: str | None = None,
+        hide_after: float | None = None, start_at: float | None = None,
     ) -> None:
         await self._call(self.client.timer, id, seconds, interval=interval, title=title, hide_after=hide_after, start_at=start_at)
 
@@ -76,10 +77,10 @@ class AsyncRingcast:
     async def remove(self, id: str) -> None:
         await self._call(self.client.remove, id)
 
-    async def flush(self, timeout: Optional[float] = 10.0) -> None:
+    async def flush(self, timeout: float | None = 10.0) -> None:
         await asyncio.get_running_loop().run_in_executor(None, self.client.flush, timeout)
 
-    async def close(self, timeout: Optional[float] = None) -> None:
+    async def close(self, timeout: float | None = None) -> None:
         await asyncio.get_running_loop().run_in_executor(None, self.client.close, timeout)
 
     async def get(self, id: str) -> dict[str, Any]:
@@ -103,8 +104,8 @@ class AsyncRingcast:
         await self.close()
 
     def task(
-        self, id: str, *, title: Optional[str] = None, total: Optional[float] = None, parent: Optional[str] = None,
-        stale_after: Optional[float] = 10.0, cancellable: bool = True, on_cancel: Optional[Callable[[], None]] = None,
+        self, id: str, *, title: str | None = None, total: float | None = None, parent: str | None = None,
+        stale_after: float | None = 10.0, cancellable: bool = True, on_cancel: Callable[[], None] | None = None,
     ) -> AsyncTask:
         """`async with rc.task(id) as t:` — as Ringcast.task, and a cancel from the dashboard also
         cancels the asyncio task running the block (its next await raises CancelledError); the
@@ -121,8 +122,8 @@ class AsyncTask:
     def __init__(self, rc: AsyncRingcast, core: TaskCore) -> None:
         self._rc = rc
         self._core = core
-        self._handler: Optional[Callable[[str], None]] = None
-        self._running: Optional[asyncio.Task[Any]] = None
+        self._handler: Callable[[str], None] | None = None
+        self._running: asyncio.Task[Any] | None = None
 
     @property
     def id(self) -> str:
@@ -161,7 +162,7 @@ class AsyncTask:
             self._core.start_lease()
         return self
 
-    async def __aexit__(self, kind: object, error: Optional[BaseException], traceback: object) -> None:
+    async def __aexit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
         if self._core.root is not self._core:
             state, detail = ending_for(error, None)
             await self._send(self._core.finish_events(state, detail if detail is not None else UNSET))
@@ -173,10 +174,9 @@ class AsyncTask:
             await self._send(self._core.end_events(error))
         finally:
             self._core.close(self._handler)
-        try:
+        # Kept in errors; the block's own outcome is what matters here.
+        with contextlib.suppress(RingcastError):
             await self._rc.flush(self._rc.client.timeout)
-        except RingcastError:
-            pass  # kept in errors; the block's own outcome is what matters here
         if ours and isinstance(error, asyncio.CancelledError):
             current = asyncio.current_task()
             if current is not None and sys.version_info >= (3, 11):
@@ -191,7 +191,7 @@ class AsyncTask:
         await self._checkpoint()
         await self._send(self._core.advance_events(amount))
 
-    async def child(self, name: str, *, title: Optional[str] = None, weight: float = 1, total: Optional[float] = None) -> AsyncTask:
+    async def child(self, name: str, *, title: str | None = None, weight: float = 1, total: float | None = None) -> AsyncTask:
         core = self._core.child(name, title=title, weight=weight, total=total)
         child = AsyncTask(self._rc, core)
         await child._send(core.start(None))

@@ -8,7 +8,7 @@ import os
 import ssl
 import threading
 import weakref
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 from ._endpoint import DEFAULT_URL, Endpoint
 from ._errors import RingcastError
@@ -21,7 +21,7 @@ log = logging.getLogger("ringcast")
 _fork_generation = 0
 _live: weakref.WeakSet[Ringcast] = weakref.WeakSet()
 _live_lock = threading.Lock()
-_default: Optional[Ringcast] = None
+_default: Ringcast | None = None
 
 
 class Ringcast:
@@ -47,16 +47,16 @@ class Ringcast:
 
     def __init__(
         self,
-        url: Optional[str] = None,
-        token: Optional[str] = None,
+        url: str | None = None,
+        token: str | None = None,
         *,
         send_interval: float = 0.05,
         queue_limit: int = 10000,
         timeout: float = 10.0,
         exit_timeout: float = 5.0,
-        on_error: Optional[Callable[[RingcastError], None]] = None,
-        on_control: Optional[Callable[[str, str], None]] = None,
-        ssl_context: Optional[ssl.SSLContext] = None,
+        on_error: Callable[[RingcastError], None] | None = None,
+        on_control: Callable[[str, str], None] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.url = url or os.environ.get("RINGCAST_URL") or DEFAULT_URL
         token = token if token is not None else (os.environ.get("RINGCAST_TOKEN") or None)
@@ -134,7 +134,7 @@ class Ringcast:
             # An event of its own: it is never merged, and a server that does not know the field refuses only it.
             self.publisher.enqueue("update", id, {"controls": offered})
 
-    def show(self, id: str, *, hide_after: Optional[float] = None, modal: Optional[bool] = None, detail: Optional[str] = None) -> None:
+    def show(self, id: str, *, hide_after: float | None = None, modal: bool | None = None, detail: str | None = None) -> None:
         """Shows the task (creating it if new); with `hide_after` the server hides it by itself then."""
         check_id(id)
         self.publisher.enqueue("show", id, show_fields(hide_after=hide_after, modal=modal, detail=detail))
@@ -144,8 +144,8 @@ class Ringcast:
         self.publisher.enqueue("hide", id, {})
 
     def timer(
-        self, id: str, seconds: float, *, interval: Optional[float] = None, title: Optional[str] = None,
-        hide_after: Optional[float] = None, start_at: Optional[float] = None,
+        self, id: str, seconds: float, *, interval: float | None = None, title: str | None = None,
+        hide_after: float | None = None, start_at: float | None = None,
     ) -> None:
         """Starts a countdown of `seconds` that the server ticks every `interval` (1 s)."""
         check_id(id)
@@ -173,14 +173,14 @@ class Ringcast:
         check_id(id)
         self.publisher.enqueue("remove", id, {})
 
-    def flush(self, timeout: Optional[float] = 10.0) -> None:
+    def flush(self, timeout: float | None = 10.0) -> None:
         """Returns once the server has kept everything queued before the call (committed to its
         storage: docs/PROTOCOL.md, "What an answer means"). Raises RingcastError: the first
         refusal the server reported since the last flush, or `timeout` when no acknowledgement
         came in time (what is queued stays queued, and goes when the server is back)."""
         self.publisher.flush(timeout)
 
-    def close(self, timeout: Optional[float] = None) -> None:
+    def close(self, timeout: float | None = None) -> None:
         """Ends what tqdm bars left undecided, flushes (at most `timeout` seconds, default the
         client's `timeout`) and stops the client's thread. Safe to call twice."""
         if self._closed:
@@ -206,12 +206,12 @@ class Ringcast:
         self,
         id: str,
         *,
-        title: Optional[str] = None,
-        total: Optional[float] = None,
-        parent: Optional[str] = None,
-        stale_after: Optional[float] = 10.0,
+        title: str | None = None,
+        total: float | None = None,
+        parent: str | None = None,
+        stale_after: float | None = 10.0,
         cancellable: bool = True,
-        on_cancel: Optional[Callable[[], None]] = None,
+        on_cancel: Callable[[], None] | None = None,
     ) -> Any:
         """A task that ends the way its `with` block ends: `done`, `failed` with the exception's
         text, or `cancelled` on KeyboardInterrupt or a cancel from the dashboard. See Task."""
@@ -276,13 +276,13 @@ class Ringcast:
         self._run_closing_hooks()
         publisher = self.publisher
         if publisher.pending:
-            if publisher.ever_connected:
-                try:
-                    publisher.flush(self.exit_timeout)
-                except RingcastError as error:
+            try:
+                publisher.flush(self.exit_timeout, unless_unreached=True)
+            except RingcastError as error:
+                if error.error == "unreachable":
+                    log.warning("ringcast: nothing was published: %s", error.message)
+                else:
                     log.warning("ringcast: at exit: %s", error)
-            else:
-                log.warning("ringcast: nothing was published: %s", publisher.problem or f"{self.url} was never reached")
         self._closed = True
         publisher.close(1.0)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from typing import Optional
 
 from .client import Ringcast, default_client
 
@@ -19,7 +18,7 @@ class LogHandler(logging.Handler):
         logging.getLogger("etl").addHandler(ringcast.LogHandler("etl.import"))
     """
 
-    def __init__(self, task: str, client: Optional[Ringcast] = None, level: int = logging.NOTSET) -> None:
+    def __init__(self, task: str, client: Ringcast | None = None, level: int = logging.NOTSET) -> None:
         super().__init__(level)
         self.task = task
         self._client = client

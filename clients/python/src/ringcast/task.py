@@ -7,7 +7,8 @@ state the end takes) lives in TaskCore, which only computes events; Task (here) 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Optional
+import contextlib
+from typing import Any, Callable
 
 from ._control import OFFERED, ControlState
 from ._errors import Cancelled, RingcastError
@@ -17,7 +18,7 @@ from ._publisher import Publisher
 Event = tuple[str, str, dict[str, Any]]
 
 
-def fresh_fields(stale_after: Optional[float]) -> dict[str, Any]:
+def fresh_fields(stale_after: float | None) -> dict[str, Any]:
     """What a new run sets, as `ringcast run` does: running, visible, no detail, no pending hide, the lease."""
     return {"detail": None, "state": "running", "visible": True, "hideAfter": None, "staleAfter": stale_after}
 
@@ -28,7 +29,7 @@ def describe(error: BaseException) -> str:
     return clip_detail(f"{type(error).__name__}: {text}" if text else type(error).__name__)
 
 
-def ending_for(error: Optional[BaseException], control: Optional[ControlState]) -> tuple[str, Optional[str]]:
+def ending_for(error: BaseException | None, control: ControlState | None) -> tuple[str, str | None]:
     """The state (and detail) a task ends in when its work ended with `error` (None: normally)."""
     if error is None:
         # A cancel handled by the caller's on_cancel ends the task cancelled however the block ends.
@@ -42,8 +43,8 @@ class TaskCore:
     """One task of a scope and what it has sent; the root holds the scope's children and controls."""
 
     def __init__(
-        self, publisher: Publisher, id: str, *, title: Optional[str], total: Optional[float], parent: Optional[str],
-        stale_after: Optional[float], weight: Optional[float], root: Optional[TaskCore], control: Optional[ControlState],
+        self, publisher: Publisher, id: str, *, title: str | None, total: float | None, parent: str | None,
+        stale_after: float | None, weight: float | None, root: TaskCore | None, control: ControlState | None,
     ) -> None:
         check_id(id)
         self.publisher = publisher
@@ -52,9 +53,9 @@ class TaskCore:
         self.weight = weight
         self.stale_after = stale_after
         self.control = control
-        self.total: Optional[float] = total
+        self.total: float | None = total
         self.completed: float = 0
-        self.finished: Optional[str] = None
+        self.finished: str | None = None
         self.children: list[TaskCore] = []
         fields = fresh_fields(stale_after)
         fields.update(update_fields(title=title if title is not None else UNSET, parent=parent if parent is not None else UNSET))
@@ -70,7 +71,7 @@ class TaskCore:
     def open(self) -> bool:
         return self.finished is None and self.root.finished is None
 
-    def start(self, on_request: Optional[Callable[[str], None]]) -> list[Event]:
+    def start(self, on_request: Callable[[str], None] | None) -> list[Event]:
         """The events that open the task (sent before `start_lease`)."""
         events = self.opening
         if on_request is not None:
@@ -106,7 +107,7 @@ class TaskCore:
                 fields.update(progress=fraction, completed=fraction * self.weight, total=self.weight)
         return [("update", self.id, fields)]
 
-    def _fraction(self, fields: dict[str, Any]) -> Optional[float]:
+    def _fraction(self, fields: dict[str, Any]) -> float | None:
         if "progress" in fields:
             return fields["progress"]  # type: ignore[no-any-return]
         if self.total:
@@ -117,7 +118,7 @@ class TaskCore:
         completed = self.completed + amount
         return self.update_events(progress=UNSET, completed=completed, total=UNSET, title=UNSET, detail=UNSET)
 
-    def child(self, name: str, *, title: Optional[str], weight: float, total: Optional[float]) -> TaskCore:
+    def child(self, name: str, *, title: str | None, weight: float, total: float | None) -> TaskCore:
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0 or weight != weight:
             raise RingcastError(
                 "invalid_field", f"weight {weight} is out of range: a number above 0 (children of weights 2 and 1: the first counts twice)",
@@ -138,7 +139,7 @@ class TaskCore:
         self.publisher.lease(self.id, None)
         return [("update", self.id, fields)]
 
-    def end_events(self, error: Optional[BaseException]) -> list[Event]:
+    def end_events(self, error: BaseException | None) -> list[Event]:
         """The end of the root's scope: children still running end with it, then the root."""
         state, detail = ending_for(error, self.control)
         events: list[Event] = []
@@ -149,7 +150,7 @@ class TaskCore:
             events += self.finish_events(state, detail if detail is not None else UNSET)
         return events
 
-    def close(self, handler: Optional[Callable[[str], None]]) -> None:
+    def close(self, handler: Callable[[str], None] | None) -> None:
         for task in [self, *self.children]:
             self.publisher.lease(task.id, None)
         if handler is not None:
@@ -174,9 +175,9 @@ class Task:
     the dashboard resumes (the task shows `paused` meanwhile)."""
 
     def __init__(
-        self, client: Any, id: str, *, title: Optional[str] = None, total: Optional[float] = None, parent: Optional[str] = None,
-        stale_after: Optional[float] = 10.0, cancellable: bool = True, on_cancel: Optional[Callable[[], None]] = None,
-        core: Optional[TaskCore] = None,
+        self, client: Any, id: str, *, title: str | None = None, total: float | None = None, parent: str | None = None,
+        stale_after: float | None = 10.0, cancellable: bool = True, on_cancel: Callable[[], None] | None = None,
+        core: TaskCore | None = None,
     ) -> None:
         self._client = client
         control = ControlState(id, on_cancel) if cancellable and core is None else None
@@ -204,7 +205,7 @@ class Task:
             self._core.start_lease()
         return self
 
-    def __exit__(self, kind: object, error: Optional[BaseException], traceback: object) -> None:
+    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
         if self._core.root is not self._core:
             # A child in a `with` block of its own ends the way that block ends; its scope goes on.
             state, detail = ending_for(error, None)
@@ -214,10 +215,9 @@ class Task:
             self._send(self._core.end_events(error))
         finally:
             self._core.close(self._handler)
-        try:
+        # Kept in client.errors; the block's own outcome is what matters here.
+        with contextlib.suppress(RingcastError):
             self._client.flush(self._client.timeout)
-        except RingcastError:
-            pass  # kept in client.errors; the block's own outcome is what matters here
 
     def update(self, *, progress: Any = UNSET, completed: Any = UNSET, total: Any = UNSET, title: Any = UNSET, detail: Any = UNSET) -> None:
         """Reports progress (a fraction, or unit counts), a new title or detail; first hears the
@@ -230,7 +230,7 @@ class Task:
         self._core.checkpoint(self._publish_state)
         self._send(self._core.advance_events(amount))
 
-    def child(self, name: str, *, title: Optional[str] = None, weight: float = 1, total: Optional[float] = None) -> Task:
+    def child(self, name: str, *, title: str | None = None, weight: float = 1, total: float | None = None) -> Task:
         """A child task `ID.name` whose progress counts `weight` in this one's (weights 2 and 1:
         the first counts twice). It ends with its scope (done, or cancelled when the scope did
         not end done), or earlier with `finish()` or its own `with` block. A parent rolls its

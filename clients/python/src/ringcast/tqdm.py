@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 import weakref
-from typing import Any, Optional
+from typing import Any
 
 from tqdm import tqdm as _tqdm
 
@@ -73,15 +73,15 @@ class Mirror:
     where it counts, `closed()` where it closes: each in the bar's thread."""
 
     def __init__(
-        self, bar: Any, *, task: Optional[str], client: Optional[Ringcast], parent: Any, interval: float,
-        stale_after: Optional[float], on_cancel: Any = None,
+        self, bar: Any, *, task: str | None, client: Ringcast | None, parent: Any, interval: float,
+        stale_after: float | None, on_cancel: Any = None,
     ) -> None:
         self.bar = bar
         self.client = client or default_client()
         self.interval = interval
         self.stale_after = stale_after
         outer = self._outer(bar) if parent is UNSET else None
-        self.parent_id: Optional[str] = outer.id if outer is not None else (parent if parent is not UNSET else None)
+        self.parent_id: str | None = outer.id if outer is not None else (parent if parent is not UNSET else None)
         self.id = check_id(task or self._derived_id(bar, outer))
         self.control = ControlState(self.id, on_cancel)
         self.leave = bool(bar.leave) if bar.leave is not None else outer is None
@@ -93,7 +93,7 @@ class Mirror:
         self.thread = threading.get_ident()
 
     @staticmethod
-    def _outer(bar: Any) -> Optional[Mirror]:
+    def _outer(bar: Any) -> Mirror | None:
         """The bar this one nests in: the innermost open one in this thread, else (a bar placed
         with `position` from another thread) the open one at position 0."""
         stack = [m for m in _stack() if not m.ended]
@@ -106,7 +106,7 @@ class Mirror:
         return None
 
     @staticmethod
-    def _derived_id(bar: Any, outer: Optional[Mirror]) -> str:
+    def _derived_id(bar: Any, outer: Mirror | None) -> str:
         desc = _slug(str(bar.desc or "").rstrip(": "))
         if outer is not None:
             return f"{outer.id}.{desc or 'bar' + str(abs(getattr(bar, 'pos', 0)))}"
@@ -136,10 +136,14 @@ class Mirror:
             return update_fields(completed=min(n, total), total=total)
         return {"progress": None, "completed": max(0, n or 0), "total": None}
 
-    def _detail(self) -> Optional[str]:
+    def _detail(self) -> str | None:
         info = self.bar.format_dict
         parts = []
         rate = info.get("rate")
+        elapsed = info.get("elapsed")
+        if rate is None and elapsed:
+            # tqdm's own fallback before its moving average has a step: the mean rate so far.
+            rate = (info["n"] - (info.get("initial") or 0)) / elapsed
         if rate:
             unit = info.get("unit") or "it"
             if info.get("unit_scale"):
@@ -195,7 +199,7 @@ class Mirror:
             error = Cancelled(self.id)
         self.end(error)
 
-    def end(self, error: Optional[BaseException]) -> None:
+    def end(self, error: BaseException | None) -> None:
         # The bar's thread, an excepthook and the publisher thread's decision may all get here.
         with self.ending:
             if self.ended:
@@ -235,7 +239,7 @@ class Mirror:
         self.client.on_closing(lambda: self.end(None))
 
 
-def _decide(thread: Optional[int], error: BaseException) -> None:
+def _decide(thread: int | None, error: BaseException) -> None:
     for mirror in list(_undecided):
         if thread is None or mirror.thread == thread:
             mirror.end(error)
@@ -278,11 +282,11 @@ class tqdm(_tqdm):  # noqa: N801 (tqdm's own name, so that it drops in)
     - `ringcast_on_cancel`: called on a cancel request instead of raising Cancelled."""
 
     def __init__(
-        self, *args: Any, ringcast_task: Optional[str] = None, ringcast_client: Optional[Ringcast] = None,
-        ringcast_parent: Any = UNSET, ringcast_interval: float = 0.25, ringcast_stale_after: Optional[float] = 10.0,
+        self, *args: Any, ringcast_task: str | None = None, ringcast_client: Ringcast | None = None,
+        ringcast_parent: Any = UNSET, ringcast_interval: float = 0.25, ringcast_stale_after: float | None = 10.0,
         ringcast_on_cancel: Any = None, **kwargs: Any,
     ) -> None:
-        self._ringcast: Optional[Mirror] = None
+        self._ringcast: Mirror | None = None
         super().__init__(*args, **kwargs)
         if self.disable:
             return
@@ -290,7 +294,7 @@ class tqdm(_tqdm):  # noqa: N801 (tqdm's own name, so that it drops in)
                                 interval=ringcast_interval, stale_after=ringcast_stale_after, on_cancel=ringcast_on_cancel)
         self._ringcast.start()
 
-    def display(self, msg: Optional[str] = None, pos: Optional[int] = None) -> Any:
+    def display(self, msg: str | None = None, pos: int | None = None) -> Any:
         shown = super().display(msg, pos)
         if self._ringcast is not None:
             self._ringcast.observe()
@@ -323,8 +327,8 @@ def trange(*args: Any, **kwargs: Any) -> tqdm:
 
 
 def wrap(
-    bar: Any, task: Optional[str] = None, *, client: Optional[Ringcast] = None, parent: Any = UNSET,
-    interval: float = 0.25, stale_after: Optional[float] = 10.0, on_cancel: Any = None,
+    bar: Any, task: str | None = None, *, client: Ringcast | None = None, parent: Any = UNSET,
+    interval: float = 0.25, stale_after: float | None = 10.0, on_cancel: Any = None,
 ) -> Any:
     """Mirrors a tqdm bar made elsewhere (by a library) to task `task`, as the subclass does;
     returns the bar. A disabled or closed bar, or one mirrored already, is returned as it is."""
@@ -333,7 +337,7 @@ def wrap(
     mirror = Mirror(bar, task=task, client=client, parent=parent, interval=interval, stale_after=stale_after, on_cancel=on_cancel)
     display, update, close = bar.display, bar.update, bar.close
 
-    def mirrored_display(msg: Optional[str] = None, pos: Optional[int] = None) -> Any:
+    def mirrored_display(msg: str | None = None, pos: int | None = None) -> Any:
         shown = display(msg, pos)
         mirror.observe()
         return shown
