@@ -5,9 +5,11 @@ what tqdm prints does not change."""
 from __future__ import annotations
 
 import io
+import signal
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 import ringcast
@@ -39,16 +41,30 @@ def test_the_training_loop_ends_done_at_100_percent_with_total_500(live, train_p
 
 
 def test_a_second_run_cancelled_from_the_api_ends_cancelled_with_the_loop_stopped_early(live, train_py):
-    process = subprocess.Popen([sys.executable, str(train_py)], env=live.env(), stderr=subprocess.PIPE, text=True)
+    # The program starts held (the shell stops itself, then execs python in its place) and is let
+    # run in slices of 10 ms until the server has its task: however slowly this test or the
+    # client's connection goes on a loaded machine, the request below comes while the loop runs.
+    held = ["sh", "-c", 'kill -STOP $$; exec "$0" "$@"', sys.executable, str(train_py)]
+    process = subprocess.Popen(held, env=live.env(), stderr=subprocess.PIPE, text=True)
     try:
-        live.wait_task("ml.train", lambda t: t["state"] == "running" and t.get("controls") == ["cancel", "pause", "resume"])
+        task = None
+        for _ in range(3000):
+            task = live.task("ml.train")
+            if task["state"] == "running" and task.get("controls") == ["cancel", "pause", "resume"]:
+                break
+            process.send_signal(signal.SIGCONT)
+            time.sleep(0.01)
+            process.send_signal(signal.SIGSTOP)
+        assert task["state"] == "running" and task["completed"] < 500
         answer = live.post("/api/tasks/ml.train/cancel")
-        assert answer["delivered"] == 1
+        assert answer["delivered"] == 1 and answer["task"]["cancelRequested"] is True
+        process.send_signal(signal.SIGCONT)
         _, stderr = process.communicate(timeout=60)
     finally:
         if process.poll() is None:
+            process.send_signal(signal.SIGCONT)
             process.kill()
-    assert process.returncode != 0
+    assert process.returncode != 0, stderr[-2000:]
     assert "ringcast._errors.Cancelled: task ml.train was cancelled from the dashboard" in stderr
     task = live.task("ml.train")
     assert task["state"] == "cancelled" and "cancelRequested" not in task
@@ -77,6 +93,7 @@ def test_the_bar_mirrors_n_total_description_rate_and_postfix(rc, live, task_id)
         task = live.task(task_id)
         assert (task["completed"], task["total"], task["title"], task["state"]) == (120, 200, "rows", "running")
         assert task["detail"].endswith(" row/s · orders.csv")
+    rc.flush()
     assert live.task(task_id)["state"] == "done"
 
 
