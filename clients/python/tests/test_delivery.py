@@ -64,8 +64,11 @@ def test_states_shows_hides_and_log_lines_are_never_merged_away(live, task_id):
         import select
 
         def collect():
-            while select.select([watcher], [], [], 0.05)[0] or watcher.has_buffered():
-                for text in watcher.receive():
+            while True:
+                readable = bool(select.select([watcher], [], [], 0.05)[0])
+                if not (readable or watcher.has_buffered()):
+                    break
+                for text in watcher.receive(readable):
                     message = json.loads(text)
                     watcher_events.extend(message if isinstance(message, list) else [message])
             return any(e.get("type") == "state" and e.get("state") == "done" for e in watcher_events)

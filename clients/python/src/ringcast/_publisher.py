@@ -428,7 +428,7 @@ class Publisher:
                 if self._wake_reader in readable:
                     self._drain_wake()
                 if ws in readable or ws.has_buffered():
-                    for text in ws.receive():
+                    for text in ws.receive(readable=ws in readable or ws.tls_pending()):
                         last_heard = time.monotonic()
                         heartbeat = self._handle(text, greeted)
                         if heartbeat is not None and not greeted:

@@ -69,6 +69,9 @@ class WebSocket:
     def __init__(self, sock: socket.socket, buffered: bytes) -> None:
         self._sock = sock
         self._buffer = bytearray(buffered)
+        # Bytes not looked at yet (what came with the handshake's answer); what stays in the
+        # buffer after a parse is an incomplete frame, which only more reading can finish.
+        self._unparsed = bool(buffered)
         self._fragments: list[bytes] = []
         self._fragment_opcode: int | None = None
         self._closed = False
@@ -133,28 +136,33 @@ class WebSocket:
     def has_buffered(self) -> bool:
         """Whether bytes wait that select would not report: leftovers of the handshake, or TLS
         records the ssl module has decrypted already."""
-        if self._buffer:
-            return True
+        return self._unparsed or self.tls_pending()
+
+    def tls_pending(self) -> bool:
         pending = getattr(self._sock, "pending", None)
         return bool(pending and pending())
 
     def send_text(self, payload: bytes) -> None:
         self._sock.sendall(encode_frame(_TEXT, payload))
 
-    def receive(self) -> list[str]:
-        """Reads what is there (call it when select says the socket is readable) and returns the
-        complete text messages; raises ConnectionClosed when the peer has closed."""
-        try:
-            chunk = self._sock.recv(65536)
-        except ssl.SSLWantReadError:
-            chunk = None
-        if chunk == b"":
-            raise ConnectionClosed(1006, "the server went away")
-        if chunk:
-            self._buffer += chunk
+    def receive(self, readable: bool = True) -> list[str]:
+        """Returns the complete text messages that have arrived, reading the socket first when
+        `readable` (select said so, or TLS holds decrypted bytes); without it, only what is
+        buffered already (the handshake's answer may have brought the first frames with it).
+        Raises ConnectionClosed when the peer has closed."""
+        if readable:
+            try:
+                chunk = self._sock.recv(65536)
+            except ssl.SSLWantReadError:
+                chunk = None
+            if chunk == b"":
+                raise ConnectionClosed(1006, "the server went away")
+            if chunk:
+                self._buffer += chunk
         return self._parse()
 
     def _parse(self) -> list[str]:
+        self._unparsed = False
         messages: list[str] = []
         buffer = self._buffer
         while True:
