@@ -18,6 +18,7 @@ sys.path.insert(0, str(REPO / "Tests" / "browser"))
 os.environ.setdefault("RINGCAST_BIN", str(REPO / ".build" / "debug" / "ringcast"))
 
 from harness import Server  # noqa: E402
+
 from ringcast import Ringcast  # noqa: E402
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+
 import ringcast
 from ringcast import AsyncRingcast
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import wait_for
+
 from ringcast import Ringcast, RingcastError
 
 

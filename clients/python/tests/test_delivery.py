@@ -7,6 +7,7 @@ import time
 
 from conftest import Live, wait_for
 from harness import Server
+
 from ringcast import Ringcast
 
 

@@ -12,8 +12,9 @@ import textwrap
 import threading
 
 import pytest
-import ringcast
 from conftest import wait_for
+
+import ringcast
 from ringcast import Cancelled
 
 

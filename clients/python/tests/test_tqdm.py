@@ -12,10 +12,11 @@ import threading
 import time
 
 import pytest
-import ringcast
-import ringcast.tqdm as bridge
 import tqdm as tqdm_package
 from conftest import wait_for
+
+import ringcast
+import ringcast.tqdm as bridge
 
 # The program from the issue, byte for byte.
 TRAIN = """from ringcast.tqdm import tqdm

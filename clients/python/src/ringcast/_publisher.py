@@ -14,7 +14,8 @@ appended to a waiting log event of the same task. Frames leave at most every `se
 unless something urgent (a state, a show or hide, a flush) waits.
 
 What was written stays held until the server's `flushed` covers it; the thread sends such a
-marker behind its writes by itself (one at a time, more while someone waits in flush()). A
+marker behind its writes by itself (one at a time, at most every `ack_interval`; at once while
+someone waits in flush()). A
 connection that dies puts what it had not had acknowledged back at the front of the queue, so
 after a reconnect the server has the latest state of every task, and a waiting flush() returns
 once that is kept.
@@ -101,6 +102,9 @@ class Publisher:
     ) -> None:
         self.endpoint = endpoint
         self.send_interval = send_interval
+        # Seconds between the markers the thread sends by itself: each brings an answer the thread
+        # must wake for, and in a loop that holds the GIL every wake costs the loop a switch.
+        self.ack_interval = 0.5
         self.queue_limit = queue_limit
         self.connect_timeout = connect_timeout
         self.on_error = on_error
@@ -138,6 +142,7 @@ class Publisher:
         self._wake_reader.setblocking(False)
         self._marker_ref = -1
         self._markers = 0
+        self._marker_time = 0.0
         self._thread = threading.Thread(target=self._run, name="ringcast-publisher", daemon=True)
         self._thread.start()
 
@@ -410,6 +415,7 @@ class Publisher:
         """Runs one connection until it fails or the client closes; True when it was greeted."""
         self._marker_ref = -1
         self._markers = 0
+        self._marker_time = 0.0
         greeted = False
         silence_limit = self.connect_timeout
         last_heard = time.monotonic()
@@ -457,8 +463,9 @@ class Publisher:
         wait = 1.0
         if greeted and self._queue:
             wait = 0.0 if self._urgent else max(0.0, self._last_write + self.send_interval - now)
-        elif greeted and self._flushers and self._last_written > self._marker_ref:
-            wait = 0.0
+        elif greeted and self._last_written > self._marker_ref:
+            # A marker is owed: at once for a flush() waiting, else when the interval is up.
+            wait = 0.0 if self._flushers else max(0.0, self._marker_time + self.ack_interval - now)
         if self._leases:
             wait = min(wait, min(self._leases.values()) / 3)
         if self._timers:
@@ -575,7 +582,8 @@ class Publisher:
             body = events[0] if len(events) == 1 else events
             ws.send_text(json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8"))
         with self._lock:
-            wanted = self._acknowledges and self._last_written > self._marker_ref and (self._markers == 0 or self._flushers > 0)
+            wanted = self._acknowledges and self._last_written > self._marker_ref and (
+                self._flushers > 0 or (self._markers == 0 and now >= self._marker_time + self.ack_interval))
             ref = self._last_written
             if wanted:
                 self.stats.markers += 1
@@ -583,6 +591,7 @@ class Publisher:
             ws.send_text(b'{"type":"flush","ref":"%d"}' % ref)
             self._marker_ref = ref
             self._markers += 1
+            self._marker_time = now
 
     def _run_timers(self, now: float) -> None:
         while True:
