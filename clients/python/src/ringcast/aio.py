@@ -17,7 +17,7 @@ from ._errors import Cancelled, RingcastError
 from ._fields import UNSET
 from ._publisher import Statistics
 from .client import Ringcast
-from .task import Event, TaskCore, ending_for
+from .task import Event, TaskCore, TaskView, ending_for
 
 __all__ = ["AsyncRingcast", "AsyncTask"]
 
@@ -116,7 +116,7 @@ class AsyncRingcast:
         return AsyncTask(self, core)
 
 
-class AsyncTask:
+class AsyncTask(TaskView):
     """A task inside `async with rc.task(…) as t:`, or a child of one; as `ringcast.Task`, awaited."""
 
     def __init__(self, rc: AsyncRingcast, core: TaskCore) -> None:
@@ -124,19 +124,6 @@ class AsyncTask:
         self._core = core
         self._handler: Callable[[str], None] | None = None
         self._running: asyncio.Task[Any] | None = None
-
-    @property
-    def id(self) -> str:
-        return self._core.id
-
-    @property
-    def completed(self) -> float:
-        return self._core.completed
-
-    @property
-    def cancel_requested(self) -> bool:
-        control = self._core.root.control
-        return control is not None and control.cancel_requested
 
     async def __aenter__(self) -> AsyncTask:
         control = self._core.control

@@ -157,7 +157,27 @@ class TaskCore:
             self.publisher.withdraw_controls(self.id, handler)
 
 
-class Task:
+class TaskView:
+    """What a Task and an AsyncTask show of the task they work on."""
+
+    _core: TaskCore
+
+    @property
+    def id(self) -> str:
+        return self._core.id
+
+    @property
+    def completed(self) -> float:
+        return self._core.completed
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether the dashboard asked to cancel this task's scope."""
+        control = self._core.root.control
+        return control is not None and control.cancel_requested
+
+
+class Task(TaskView):
     """A task worked on inside `with rc.task(id, …) as t:` (or a child of one).
 
     On entry the task is made fresh (running, visible, its old detail and any pending hide
@@ -184,20 +204,6 @@ class Task:
         self._core = core or TaskCore(client.publisher, id, title=title, total=total, parent=parent, stale_after=stale_after,
                                       weight=None, root=None, control=control)
         self._handler = control.handle if control is not None else None
-
-    @property
-    def id(self) -> str:
-        return self._core.id
-
-    @property
-    def completed(self) -> float:
-        return self._core.completed
-
-    @property
-    def cancel_requested(self) -> bool:
-        """Whether the dashboard asked to cancel this task's scope."""
-        control = self._core.root.control
-        return control is not None and control.cancel_requested
 
     def __enter__(self) -> Task:
         if self._core.root is self._core:
