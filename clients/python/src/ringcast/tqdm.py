@@ -236,7 +236,25 @@ class Mirror:
         if self in stack:
             stack.remove(self)
         self.client.publisher.call_later(DECIDE_AFTER, lambda: self.end(None))
-        self.client.on_closing(lambda: self.end(None))
+        _decide_at_close(self.client)
+
+
+_deciding_clients: weakref.WeakSet[Ringcast] = weakref.WeakSet()
+
+
+def _decide_at_close(client: Ringcast) -> None:
+    """Ends, when `client` closes (or the program exits), the bars of it still undecided; one hook a client."""
+    with _hooks_lock:
+        if client in _deciding_clients:
+            return
+        _deciding_clients.add(client)
+
+    def decide() -> None:
+        for mirror in list(_undecided):
+            if mirror.client is client:
+                mirror.end(None)
+
+    client.on_closing(decide)
 
 
 def _decide(thread: int | None, error: BaseException) -> None:
