@@ -9,9 +9,6 @@ mode=${1:-build}
 packages=(pkg-config libwebsockets-dev libev-dev libwebsockets-evlib-ev libsqlite3-dev libhiredis-dev)
 if [ "$mode" = test ]; then
   packages+=(procps iproute2 openssl curl redis-server)
-  # The client tests (make test-clients): Node for the Node module, and a real progress bar for it
-  # to mirror (the `progress` package, Debian's node-progress). Any package named nodejs will do.
-  packages+=(nodejs node-progress)
 fi
 if [ "$mode" = test ] || [ "$mode" = deb ]; then
   packages+=(systemd dpkg-dev binutils lintian)

@@ -187,7 +187,7 @@ test('a pause holds the next update until resume', async () => {
 });
 
 test('a node-progress bar is mirrored and ends with it, or throws Cancelled at its next tick', async () => {
-  // Debian's node-progress (scripts/deps.sh installs it): a bar made the usual way.
+  // Debian's node-progress (scripts/clients-deps.sh installs it): a bar made the usual way.
   const ProgressBar = createRequire(import.meta.url)('/usr/share/nodejs/progress');
   const rc = client();
   const bar = rc.mirror(new ProgressBar(':bar :current/:total', { total: 40 }), { task: 'node.bar', title: 'Files', interval: 0 });
