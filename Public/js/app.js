@@ -1,7 +1,7 @@
 // Entry point: wires the connection, the store, the dashboard, the search box, the notification
 // bell, the splash and the status indicator.
 
-import { Connection, socketURL } from './connection.js';
+import { Connection, pageServer, socketURL } from './connection.js';
 import { Store } from './store.js';
 import { Dashboard } from './render.js';
 import { Splash } from './splash.js';
@@ -14,6 +14,7 @@ const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
 const watch = (params.get('watch') || '*').trim() || '*';
 
+const server = pageServer(location);
 const store = new Store();
 const splash = new Splash($('splash'));
 const titleAndIcon = new TitleAndIcon($('favicon'));
@@ -88,7 +89,7 @@ store.subscribe((c) => {
 });
 
 const connection = new Connection({
-  url: (since) => socketURL(location, watch, since),
+  url: (since) => socketURL(server, watch, since),
   since: () => store.since(),
   onEvent: (ev) => store.handle(ev),
   onStatus: showStatus,

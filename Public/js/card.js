@@ -1,51 +1,27 @@
-// The DOM of one task card, built once; render.js fills it in and writes only what changed.
+// A task's card on the dashboard: its face (face.js), the children summary, the buttons, and the
+// details and log tail shown while it is expanded. Built once; each update writes only what changed.
 
-import { createRing } from './ring.js';
+import { createFace, writeFace } from './face.js';
+import { offeredActions, setButtons } from './controls.js';
+import { LogView } from './tail.js';
+import { el, write } from './dom.js';
 
 let nextDomId = 0;
 
-export function el(tag, className, text) {
-  const e = document.createElement(tag);
-  if (className) e.className = className;
-  if (text != null) e.textContent = text;
-  return e;
-}
-
-/** Calls `apply(value)` unless `value` is what was written last under `key` (skips unchanged DOM writes). */
-export function write(last, key, value, apply) {
-  if (last[key] === value) return;
-  last[key] = value;
-  apply(value);
-}
-
 /**
- * A card for `task`: ring, title, badge, detail, units · rate · ETA, children summary, and the
- * details shown on click. `no` orders cards by creation. The sparkline is added when first drawn.
+ * A card for `task`. `no` orders cards by creation. The sparkline is added when first drawn;
+ * the box for children when the first moves in.
  */
 export function createCard(task, no) {
   const root = el('article', 'task');
   root.dataset.id = task.id;
   root.tabIndex = 0;
   root.dataset.expanded = 'false';
+  const face = createFace(root);
   const titleId = `task-title-${++nextDomId}`;
+  face.title.id = titleId;
   root.setAttribute('aria-labelledby', titleId);
   const main = el('div', 'task-main');
-  const ring = createRing();
-  const info = el('div', 'info');
-  const head = el('div', 'head');
-  const title = el('h2', 'title');
-  title.id = titleId;
-  const badge = el('span', 'badge');
-  badge.hidden = true;
-  head.append(title, badge);
-  const detail = el('p', 'detail');
-  const meta = el('p', 'meta');
-  const units = el('span', 'units');
-  const rate = el('span', 'rate');
-  const eta = el('span', 'eta');
-  // What this kind of task usually takes, from its past runs ("usually 3 min", "slower than usual").
-  const usual = el('span', 'usual');
-  meta.append(units, rate, eta, usual);
   const kids = el('p', 'kids');
   kids.hidden = true;
   // Cancel / pause / resume (js/controls.js), and what a refused request was told.
@@ -54,8 +30,8 @@ export function createCard(task, no) {
   const actionNote = el('p', 'action-note');
   actionNote.hidden = true;
   actionNote.setAttribute('role', 'status');
-  info.append(head, detail, meta, kids, actions, actionNote);
-  main.append(ring.el, info);
+  face.info.append(kids, actions, actionNote);
+  main.append(face.ring.el, face.info);
   const more = el('dl', 'more');
   more.hidden = true;
   const moreId = el('dd', 'more-id', task.id);
@@ -69,9 +45,56 @@ export function createCard(task, no) {
   logBox.setAttribute('aria-label', `Output of ${task.title || task.id}`);
   root.append(main, more, logBox);
   return {
-    id: task.id, no, el: root, ring, head, title, badge, detail, meta, units, rate, eta, usual, kids, more, moreUpdated,
-    actions, actionNote, logBox, logView: null,
+    ...face, id: task.id, no, el: root, kids, more, moreUpdated, actions, actionNote, logBox, logView: null,
     childBox: null, section: null, key: 0, spark: null, sparkVersion: -1, sparkAt: 0, sparkDrawn: false,
-    leaving: false, leaveTimer: 0, last: {},
+    leaving: false, leaveTimer: 0,
   };
+}
+
+/** Brings `card` up to `task`: its face says `text` (face.js), its children line `steps`. */
+export function updateCard(card, task, text, steps) {
+  const L = card.last;
+  writeFace(card, text);
+  const actions = offeredActions(task);
+  write(L, 'actions', actions.join(','), () => setButtons(card.actions, actions, text.title));
+  if (L.expanded) followLog(card, task);
+  write(L, 'kids', steps, (v) => {
+    card.kids.textContent = v;
+    card.kids.hidden = !v;
+  });
+  if (L.expanded) write(L, 'updated', updatedText(task), (v) => { card.moreUpdated.textContent = v; });
+}
+
+/** Unfolds or folds the card's details (and its log tail). */
+export function setExpanded(card, task, open) {
+  card.last.expanded = open;
+  card.more.hidden = !open;
+  card.el.dataset.expanded = String(open);
+  if (open && task) {
+    card.moreUpdated.textContent = updatedText(task);
+    followLog(card, task);
+  }
+  if (!open) closeLog(card);
+}
+
+/** An expanded card with log lines shows their tail, and follows it. */
+function followLog(card, task) {
+  const count = task.logCount || 0;
+  if (!count) return;
+  if (!card.logView) {
+    card.logView = new LogView(card.logBox, card.id);
+    card.logView.load();
+  } else {
+    card.logView.catchUp(count);
+  }
+}
+
+export function closeLog(card) {
+  if (!card.logView) return;
+  card.logView.close();
+  card.logView = null;
+}
+
+function updatedText(task) {
+  return task.updatedAt ? new Date(task.updatedAt).toLocaleTimeString() : '';
 }

@@ -35,10 +35,13 @@ export class Connection {
   }
 
   start() {
-    document.addEventListener('visibilitychange', () => this.visibilityChanged());
-    window.addEventListener('online', () => this.reconnectNow());
-    window.addEventListener('offline', () => this.setStatus('offline', 'Offline'));
-    window.addEventListener('pagehide', () => this.stop());
+    // Listening to the page ends with close(); stop() alone is undone by the page coming back.
+    this.listening = new AbortController();
+    const signal = this.listening.signal;
+    document.addEventListener('visibilitychange', () => this.visibilityChanged(), { signal });
+    window.addEventListener('online', () => this.reconnectNow(), { signal });
+    window.addEventListener('offline', () => this.setStatus('offline', 'Offline'), { signal });
+    window.addEventListener('pagehide', () => this.stop(), { signal });
     // Back from the back/forward cache: the socket was closed on pagehide, open a new one.
     window.addEventListener('pageshow', (e) => {
       if (!e.persisted) return;
@@ -46,10 +49,11 @@ export class Connection {
       this.onLost();
       this.setStatus('reconnecting', 'Reconnecting…');
       this.reconnectNow();
-    });
+    }, { signal });
     this.connect();
   }
 
+  /** Closes the socket and tries no more until the page is shown again (pageshow). */
   stop() {
     this.stopped = true;
     clearTimeout(this.retryTimer);
@@ -59,6 +63,13 @@ export class Connection {
       this.detach();
       try { ws.close(1000, 'page closed'); } catch { /* already closed */ }
     }
+  }
+
+  /** Stops for good: the socket is closed and the page's events are no longer followed
+   *  (an embedded widget taken out of its page). */
+  close() {
+    this.stop();
+    if (this.listening) this.listening.abort();
   }
 
   connect() {
@@ -188,11 +199,15 @@ export class Connection {
   }
 }
 
-/** ws(s) URL of `/ws` on this page's server, with the watch patterns and resume point. */
-export function socketURL(location, watch, since) {
-  const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+/** The ws(s) address of the server that served `location` (a page of the dashboard). */
+export function pageServer(location) {
+  return `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}`;
+}
+
+/** The URL of `/ws` on `server` (ws:// or wss://, maybe with a path), with the watch patterns and resume point. */
+export function socketURL(server, watch, since) {
   const enc = (s) => encodeURIComponent(s).replace(/%2C/gi, ',').replace(/%3A/gi, ':');
-  let url = `${proto}//${location.host}/ws?watch=${enc(watch || '*')}`;
+  let url = `${server.replace(/\/+$/, '')}/ws?watch=${enc(watch || '*')}`;
   if (since) url += `&since=${enc(since)}`;
   return url;
 }

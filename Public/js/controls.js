@@ -2,14 +2,15 @@
 // `controls`). A click POSTs api/tasks/{id}/{action}; the server marks the request on the task
 // (the card says "Cancelling…") and carries it to the publisher, whose answer is the new state.
 
+import { TERMINAL, stateOf } from './store.js';
+
 export const ACTIONS = ['cancel', 'pause', 'resume'];
 const LABEL = { cancel: 'Cancel', pause: 'Pause', resume: 'Resume' };
-const TERMINAL = new Set(['done', 'failed', 'cancelled']);
 
 /** Which buttons a task shows now, in order. */
 export function offeredActions(task) {
   const controls = Array.isArray(task.controls) ? task.controls : [];
-  const state = task.state || 'running';
+  const state = stateOf(task);
   if (TERMINAL.has(state) || task.cancelRequested) return [];
   const shown = [];
   if (controls.includes('pause') && state === 'running' && !task.pauseRequested) shown.push('pause');

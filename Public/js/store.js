@@ -170,6 +170,14 @@ function normalize(t) {
   return t;
 }
 
+/** The states after which a task changes no more. */
+export const TERMINAL = new Set(['done', 'failed', 'cancelled']);
+
+/** A task's state; a task that does not say is running. */
+export function stateOf(task) {
+  return (task && task.state) || 'running';
+}
+
 /** A task is on screen when visible and its hideAt (set by the show it belongs to) has not passed. */
 export function isShown(task, now) {
   if (!task || task.visible === false) return false;

@@ -196,3 +196,27 @@ extension ClusterTests {
         XCTAssertEqual(fresh["task"]?["expectedSeconds"], median)
     }
 }
+
+/// Control requests in a cluster: the request's answer has the control's shape on whichever node
+/// it is asked, and the publisher hears it on the node it is connected to.
+extension ClusterTests {
+    func testACancelAskedOnOneNodeReachesThePublisherOnAnother() async throws {
+        let a = try node("a")
+        let b = try node("b")
+        let rc = try RingcastClient(url: "http://127.0.0.1:\(b.port)")
+        let heard = Inbox<RingcastClient.ControlRequest>()
+        let listener = Task { for await request in rc.controlRequests { heard.append(contentsOf: [request]) } }
+        try await rc.update("cl.copy", progress: 0.1, title: "Copy", controls: [.cancel])
+        try await rc.flush(timeout: 10)
+        let answer = try post(a, "/api/tasks/cl.copy/cancel")
+        XCTAssertNotNil(answer["delivered"], "a control request's answer, not a batch's: \(answer)")
+        XCTAssertEqual(answer["task"]?["cancelRequested"], .bool(true), "\(answer)")
+        XCTAssertNil(answer["applied"], "\(answer)")
+        let requests = heard.wait(timeout: 10) { !$0.isEmpty }
+        XCTAssertEqual(requests.first?.id, "cl.copy")
+        XCTAssertEqual(requests.first?.action, .cancel)
+        XCTAssertEqual(requests.first?.seq.map(Double.init), answer["seq"]?.numberValue)
+        await rc.close()
+        listener.cancel()
+    }
+}

@@ -58,3 +58,55 @@ final class CommandEncodingTests: XCTestCase {
         }
     }
 }
+
+/// Whole log entries, as a node writes them and every node reads them back.
+final class LogEntryTests: XCTestCase {
+    private func readBack(_ entry: LogEntry, file: StaticString = #filePath, line: UInt = #line) throws -> LogEntry {
+        let again = try XCTUnwrap(LogEntry(decoding: entry.encoded()), "entry not read back", file: file, line: line)
+        XCTAssertEqual(again.node, entry.node, file: file, line: line)
+        XCTAssertEqual(again.token, entry.token, file: file, line: line)
+        XCTAssertEqual(again.worker, entry.worker, file: file, line: line)
+        XCTAssertEqual(again.now, entry.now, file: file, line: line)
+        return again
+    }
+
+    func testEveryShapeOfARequestsAnswerSurvivesTheLog() throws {
+        let commands: [Command] = [.remove(id: "a"), .requestControl(id: "a", action: .cancel)]
+        for answer in [RequestPlan.Answer.task, .batch, .control] {
+            let entry = LogEntry(node: "n1", token: 7, worker: 1, now: 1_700_000_000_000, kind: .request(commands, answer))
+            guard case .request(let read, let shape) = try readBack(entry).kind else { return XCTFail("not a request") }
+            XCTAssertEqual(read, commands)
+            // A control request answered as a batch would lose "delivered" and gain "applied".
+            XCTAssertEqual(shape, answer)
+        }
+    }
+
+    func testAMessageKeepsItsPlacesItsFlushAndItsSocket() throws {
+        var plan = MessagePlan()
+        plan.isBatch = true
+        plan.commands = [(0, .remove(id: "a")), (2, .remove(id: "b"))]
+        plan.flush = .some("ref-1")
+        plan.socketKey = 42
+        guard case .message(let read) = try readBack(LogEntry(node: "n", token: 1, worker: 0, now: 1, kind: .message(plan))).kind else {
+            return XCTFail("not a message")
+        }
+        XCTAssertEqual(read.commands.map(\.index), [0, 2])
+        XCTAssertEqual(read.commands.map(\.command), [.remove(id: "a"), .remove(id: "b")])
+        XCTAssertTrue(read.isBatch)
+        XCTAssertEqual(read.flush, .some("ref-1"))
+        XCTAssertEqual(read.socketKey, 42, "the asking node notes its socket as the tasks' publisher")
+
+        plan.socketKey = 0
+        plan.flush = nil
+        guard case .message(let bare) = try readBack(LogEntry(node: "n", token: 1, worker: 0, now: 1, kind: .message(plan))).kind else {
+            return XCTFail("not a message")
+        }
+        XCTAssertEqual(bare.socketKey, 0)
+        XCTAssertNil(bare.flush)
+    }
+
+    func testADueEntryAndAnUnknownKind() throws {
+        guard case .due = try readBack(LogEntry(node: "n", token: 0, worker: 0, now: 5, kind: .due)).kind else { return XCTFail("not due") }
+        XCTAssertNil(LogEntry(decoding: Array(#"{"n":"n","k":0,"w":0,"t":1,"x":"newer"}"#.utf8)), "a newer node's entry is skipped")
+    }
+}

@@ -15,7 +15,7 @@ private final class EagerWriter: FanOutWriter {
     weak var fanOut: FanOut?
     var subscription: Subscription?
     func requestWrite() { requests += 1 }
-    func writeAtOnce() -> Bool {
+    func queueWriteAtRoundEnd() -> Bool {
         guard canWrite, let fanOut, let subscription else { return false }
         while let plan = fanOut.nextFrame(for: subscription) {
             guard case .frame(let bytes, _) = plan else { break }

@@ -3,6 +3,8 @@ ephemeral port, a headless Chromium driven by selenium, and small HTTP API helpe
 
 import json
 import os
+import posixpath
+import re
 import shutil
 import signal
 import ssl
@@ -21,6 +23,32 @@ PUBLIC = REPO / "Public"
 SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
 CHROMIUM = os.environ.get("CHROMIUM_BIN", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("CHROMEDRIVER_BIN", "/usr/bin/chromedriver")
+
+
+# `import … from './x.js'`, `export … from './x.js'`, `import './x.js'` and `import('./x.js')`: the
+# relative imports of a module, which the browser resolves against the module's own URL.
+MODULE_IMPORT = re.compile(
+    r"""^\s*(?:import|export)\b[^'"]*?\bfrom\s*['"](\.[^'"]+)['"]"""
+    r"""|^\s*import\s*['"](\.[^'"]+)['"]"""
+    r"""|\bimport\(\s*['"](\.[^'"]+)['"]\s*\)""",
+    re.M)
+
+
+def module_graph(entry):
+    """Every module `entry` (a path under Public/) loads, itself included, found by following its
+    relative imports through the files: {path: [paths it imports]}."""
+    graph = {}
+    todo = [entry]
+    while todo:
+        path = todo.pop()
+        if path in graph:
+            continue
+        text = (PUBLIC / path).read_text()
+        deps = [posixpath.normpath(posixpath.join(posixpath.dirname(path), next(g for g in m.groups() if g)))
+                for m in MODULE_IMPORT.finditer(text)]
+        graph[path] = deps
+        todo.extend(deps)
+    return graph
 
 
 def server_binary():

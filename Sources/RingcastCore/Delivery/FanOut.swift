@@ -5,11 +5,11 @@ public protocol FanOutWriter: AnyObject {
     /// New events for a watcher with no write on order (`FanOut.flush`): the writer takes it to
     /// write to without a writeable callback (the server: when the loop's round ends); false when
     /// it cannot, and a callback is ordered instead.
-    func writeAtOnce() -> Bool
+    func queueWriteAtRoundEnd() -> Bool
 }
 
 extension FanOutWriter {
-    public func writeAtOnce() -> Bool { false }
+    public func queueWriteAtRoundEnd() -> Bool { false }
 }
 
 /// A fixed ring of the latest events, indexed by an ever-growing position.
@@ -297,7 +297,7 @@ public final class FanOut {
             guard group.writesRequested < group.members.count else { continue }
             for member in group.members where !member.writeRequested && member.hasPending {
                 guard let writer = member.writer else { continue }
-                if !writer.writeAtOnce() { member.requestWrite() }
+                if !writer.queueWriteAtRoundEnd() { member.requestWrite() }
             }
         }
     }

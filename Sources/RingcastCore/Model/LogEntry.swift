@@ -41,7 +41,7 @@ public struct LogEntry: Sendable {
         switch kind {
         case .request(let commands, let answer):
             writer.key("x")
-            writer.string(answer == .task ? "task" : "batch")
+            writer.string(answer.logName)
             writer.key("c")
             writer.beginArray()
             for command in commands { writer.value(command.encodedEvent) }
@@ -51,6 +51,10 @@ public struct LogEntry: Sendable {
             writer.string("message")
             writer.key("b")
             writer.bool(plan.isBatch)
+            if plan.socketKey != 0 {
+                writer.key("s")
+                writer.number(Double(plan.socketKey))
+            }
             if let flush = plan.flush {
                 writer.key("f")
                 if let ref = flush { writer.string(ref) } else { writer.null() }
@@ -87,13 +91,14 @@ public struct LogEntry: Sendable {
             return parsed
         }
         switch kind {
-        case "task", "batch":
-            guard let commands = commands() else { return nil }
-            self.kind = .request(commands, kind == "task" ? .task : .batch)
+        case "task", "batch", "control":
+            guard let commands = commands(), let answer = RequestPlan.Answer(logName: kind) else { return nil }
+            self.kind = .request(commands, answer)
         case "message":
             guard let commands = commands(), case .array(let indices)? = json["i"], indices.count == commands.count else { return nil }
             var plan = MessagePlan()
             plan.isBatch = json["b"] == .bool(true)
+            plan.socketKey = json.number("s").map { UInt64($0) } ?? 0
             switch json["f"] {
             case .string(let ref)?: plan.flush = .some(ref)
             case .null?: plan.flush = .some(nil)
@@ -113,5 +118,25 @@ public struct LogEntry: Sendable {
         self.token = UInt64(token)
         self.worker = Int(worker)
         self.now = now
+    }
+}
+
+extension RequestPlan.Answer {
+    /// How the log names the shape of an answer.
+    var logName: String {
+        switch self {
+        case .task: "task"
+        case .batch: "batch"
+        case .control: "control"
+        }
+    }
+
+    init?(logName: String) {
+        switch logName {
+        case "task": self = .task
+        case "batch": self = .batch
+        case "control": self = .control
+        default: return nil
+        }
     }
 }

@@ -81,6 +81,8 @@ public struct SocketReply {
     public var frames: [[UInt8]] = []
     /// A `flush` asked for everything before it to be kept, plain progress included, before its answer.
     public var wantsDurable = false
+
+    public init() {}
 }
 
 extension API {

@@ -25,17 +25,41 @@ final class SharedState: @unchecked Sendable {
         var appliedAt = Clock.monotonicSeconds()
     }
 
-    /// How a change submitted to the cluster turned out, for the worker that asked.
-    enum Completion {
+    /// What a client asked of the state, whichever transport carried it.
+    enum Asked {
+        /// An HTTP request (reads included: they are answered under the lock too).
+        case request(APIRequest)
+        /// A WebSocket message, with the session of the socket it came on.
+        case message(SocketMessage, SocketSession)
+    }
+
+    /// How what a client asked turned out: the answer for the asking worker to send.
+    enum Outcome {
         case request(APIResponse)
         case message(SocketReply)
         case refused(APIError)
     }
 
+    /// What `perform` did with what was asked.
+    struct Performed {
+        /// The outcome, when it is known now; nil when it comes back through the cluster's log, in
+        /// the asking worker's mail under the token it gave.
+        var outcome: Outcome?
+        /// The storage ticket the outcome waits for (0: nothing to wait for).
+        var ticket: UInt64 = 0
+        /// Frames the sender may have at once, before anything is applied: a message's refusals
+        /// and `auth` reply, when its commands go through the cluster's log.
+        var early: [[UInt8]] = []
+        /// The session as the message left it (an `auth` message changes its credential).
+        var session: SocketSession?
+        /// How many commands it asked to apply: what the publisher's allowance pays.
+        var commands = 0
+    }
+
     /// What a worker takes from its inbox when it wakes.
     struct Mail {
         var deliveries: [Delivery] = []
-        var completions: [(token: UInt64, outcome: Completion)] = []
+        var completions: [(token: UInt64, outcome: Outcome)] = []
         /// The state was replaced: every watcher of the worker needs a full snapshot.
         var resyncEveryone = false
         /// Worker 0 keeps the deadline timer: where to arm it, when that changed.
@@ -55,9 +79,9 @@ final class SharedState: @unchecked Sendable {
     /// be held by a flush that waits for that very report.
     private let workers = Locked<[ServiceWorker]>([])
     private var mail: [Mail] = []
-    /// Workers whose coalescing window is open: its timer takes the inbox when the window ends, so
-    /// a delivery need not wake them (a wake-up is a poll over every socket of the thread).
-    private var holding: [Bool] = []
+    /// Each worker's coalescing window, if it has one: while it is open, the window's timer takes
+    /// the inbox when it ends, so a delivery need not wake the thread.
+    private var windows: [CoalescingWindowOwner?] = []
     private var issued: UInt64 = 0
     /// The newest ticket storage reported kept (or lost): tickets come back in order.
     private let committed = Atomic<UInt64>(0)
@@ -91,7 +115,7 @@ final class SharedState: @unchecked Sendable {
         self.workers.withLock { $0 = workers }
         lock.withLock {
             mail = Array(repeating: Mail(), count: workers.count)
-            holding = Array(repeating: false, count: workers.count)
+            windows = workers.map(\.window)
             armedDeadline = store.nextDeadline()
             deadlineChanged = true
         }
@@ -102,7 +126,7 @@ final class SharedState: @unchecked Sendable {
         workers.withLock { $0 = [] }
         lock.withLock {
             mail = []
-            holding = []
+            windows = []
         }
     }
 
@@ -119,21 +143,100 @@ final class SharedState: @unchecked Sendable {
         let (result, ticket): (T, UInt64) = lock.withLock {
             var durable = false
             let (result, events) = body(api, store, &durable)
-            var ticket: UInt64 = 0
-            if persistence.hasUrgentWrites || (durable && persistence.hasPendingWrites) {
-                issued = persistence.commit()
-                ticket = issued
-            } else if !events.isEmpty || durable {
-                // Plain progress waits behind whatever is still being committed: seq order holds.
-                ticket = issued > committed.load(ordering: .acquiring) ? issued : 0
-            }
-            deliverLocked(events, ticket: ticket, from: worker, notify: &notify)
-            takeWebhooksLocked(ticket: ticket)
-            return (result, ticket)
+            return (result, changedLocked(events, durable: durable, from: worker, notify: &notify))
         }
         wake(notify)
         releaseWebhooks()
         return (result, ticket)
+    }
+
+    /// Under the lock, after a change: commits what must be kept before its answer, puts its events
+    /// in every inbox and returns the ticket the answer waits for.
+    private func changedLocked(_ events: [OutboundEvent], durable: Bool, from worker: Int, notify: inout Set<Int>) -> UInt64 {
+        var ticket: UInt64 = 0
+        if persistence.hasUrgentWrites || (durable && persistence.hasPendingWrites) {
+            issued = persistence.commit()
+            ticket = issued
+        } else if !events.isEmpty || durable {
+            // Plain progress waits behind whatever is still being committed: seq order holds.
+            ticket = issued > committed.load(ordering: .acquiring) ? issued : 0
+        }
+        deliverLocked(events, ticket: ticket, from: worker, notify: &notify)
+        takeWebhooksLocked(ticket: ticket)
+        return ticket
+    }
+
+    /// The one door from a transport to the state, for an HTTP request and a WebSocket message
+    /// alike, and the one place that decides between one node and a cluster: planned and applied
+    /// here under the lock, or planned here and handed to the cluster's log, which applies it on
+    /// every node (`applyLog`) and brings the outcome back to `worker`'s mail under `token`.
+    func perform(_ asked: Asked, from worker: Int, token: UInt64, now: Double, status: () -> TransportStatus) -> Performed {
+        guard let cluster else { return performHere(asked, from: worker, now: now, status: status) }
+        var performed = Performed()
+        let entryKind: LogEntry.Kind? = lock.withLock {
+            switch asked {
+            case .request(let request):
+                switch api.plan(request, now: now, status: status) {
+                case .answer(let response):
+                    performed.outcome = .request(response)
+                    return nil
+                case .apply(let commands, let shape):
+                    performed.commands = commands.count
+                    return .request(commands, shape)
+                }
+            case .message(let message, var session):
+                var plan = api.planMessage(message, on: &session)
+                performed.session = session
+                performed.early = plan.frames.map(\.bytes)
+                plan.frames = []
+                performed.commands = plan.commands.count
+                guard !plan.commands.isEmpty || plan.flush != nil else {
+                    performed.outcome = .message(SocketReply())
+                    return nil
+                }
+                return .message(plan)
+            }
+        }
+        guard let entryKind else { return performed }
+        guard cluster.isAvailable else {
+            performed.outcome = .refused(cluster.unreachable)
+            return performed
+        }
+        cluster.append(LogEntry(node: cluster.node, token: token, worker: worker, now: now, kind: entryKind))
+        return performed
+    }
+
+    private func performHere(_ asked: Asked, from worker: Int, now: Double, status: () -> TransportStatus) -> Performed {
+        var performed = Performed()
+        var notify: Set<Int> = []
+        lock.withLock {
+            let events: [OutboundEvent]
+            var durable = false
+            switch asked {
+            case .request(let request):
+                let response: APIResponse
+                switch api.plan(request, now: now, status: status) {
+                case .answer(let answer):
+                    response = answer
+                case .apply(let commands, let shape):
+                    performed.commands = commands.count
+                    response = api.execute(commands, answer: shape, now: now)
+                }
+                performed.outcome = .request(response)
+                events = response.events
+            case .message(let message, var session):
+                let plan = api.planMessage(message, on: &session)
+                performed.session = session
+                performed.commands = plan.commands.count
+                let reply = api.execute(plan, now: now)
+                performed.outcome = .message(reply)
+                (events, durable) = (reply.events, reply.wantsDurable)
+            }
+            performed.ticket = changedLocked(events, durable: durable, from: worker, notify: &notify)
+        }
+        wake(notify)
+        releaseWebhooks()
+        return performed
     }
 
     /// Under the lock: the deliveries the change made, held until storage keeps the change (their
@@ -161,7 +264,7 @@ final class SharedState: @unchecked Sendable {
         if !events.isEmpty {
             api.metrics.eventsPublished += events.count
             for index in mail.indices {
-                if mail[index].deliveries.isEmpty, index != worker, !holding[index] { notify.insert(index) }
+                if mail[index].deliveries.isEmpty, index != worker, windows[index]?.isOpen != true { notify.insert(index) }
                 mail[index].deliveries.append(Delivery(ticket: ticket, events: events))
             }
         }
@@ -196,12 +299,6 @@ final class SharedState: @unchecked Sendable {
     /// Reads the locked state (a new watcher's snapshot, a resync, a plan).
     func read<T>(_ body: (API, TaskStore) throws -> T) rethrows -> T {
         try lock.withLock { try body(api, store) }
-    }
-
-    /// Worker `index` opened (true) or closed its coalescing window: while it is open, deliveries
-    /// wait in its inbox without waking it (everything else still wakes it).
-    func holdDeliveries(for index: Int, _ open: Bool) {
-        lock.withLock { if index < holding.count { holding[index] = open } }
     }
 
     /// What worker `index` must deliver, answer or arm now.
@@ -270,11 +367,6 @@ final class SharedState: @unchecked Sendable {
 
     // MARK: The cluster's log
 
-    /// Hands a change to the cluster's log; its outcome comes back through the worker's mail.
-    func submit(_ entry: LogEntry) {
-        cluster?.append(entry)
-    }
-
     /// Applies log entries in order (the engine's reader thread); the asking node's worker gets its answer.
     func applyLog(_ entries: [LogEntry], node: String) {
         var notify: Set<Int> = []
@@ -282,27 +374,34 @@ final class SharedState: @unchecked Sendable {
             for entry in entries {
                 appliedNow = max(appliedNow, entry.now)
                 let now = appliedNow
+                let asked = entry.node == node
                 let events: [OutboundEvent]
-                let outcome: Completion?
+                var outcome: Outcome?
                 switch entry.kind {
                 case .request(let commands, let answer):
-                    let response = api.execute(commands, answer: answer, now: now)
+                    var response = api.execute(commands, answer: answer, now: now)
+                    // Every node's own publishers hear a control request as their node applies it:
+                    // the asking node's answer carries none left to send.
+                    for control in response.controls { control.send() }
+                    response.controls = []
                     (events, outcome) = (response.events, .request(response))
-                case .message(let plan):
+                case .message(var plan):
+                    // The socket that sent it is on the asking node only: only there is it noted
+                    // as its tasks' publisher (and told of requests already waiting).
+                    if !asked { plan.socketKey = 0 }
                     let reply = api.execute(plan, now: now)
                     (events, outcome) = (reply.events, .message(reply))
                 case .due:
-                    (events, outcome) = (store.runDue(now: now), nil)
+                    events = store.runDue(now: now)
                 }
                 deliverLocked(events, ticket: 0, from: -1, notify: &notify)
                 // Every node made the same deliveries; the node that asked sends them, once.
-                if entry.node == node {
+                if asked {
                     takeWebhooksLocked(ticket: 0)
                 } else {
                     _ = store.webhooks?.takePending()
                 }
-                if case .request(let response)? = outcome { for control in response.controls { control.send() } }
-                if let outcome, entry.node == node, entry.worker < mail.count {
+                if let outcome, asked, entry.worker < mail.count {
                     mail[entry.worker].completions.append((entry.token, outcome))
                     notify.insert(entry.worker)
                 }

@@ -103,6 +103,11 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
 
     var isAvailable: Bool { unavailableSince.withLock { $0 == nil } }
 
+    /// The answer to a change asked while Redis cannot be reached.
+    var unreachable: APIError {
+        APIError(.storageFailed, "the change was not applied: this node cannot reach Redis at \(url) (see /healthz); try again, or another node")
+    }
+
     /// The time of the last entry the checkpoint it started from had applied.
     var startingNow: Double { loaded?.appliedNow ?? 0 }
 

@@ -14,7 +14,8 @@ struct SQLiteError: Error, CustomStringConvertible {
 final class SQLiteDatabase {
     private let handle: OpaquePointer
 
-    init(path: String) throws(SQLiteError) {
+    /// `busyTimeoutMilliseconds`: how long a statement waits for another connection's lock.
+    init(path: String, busyTimeoutMilliseconds: Int32 = 5000) throws(SQLiteError) {
         var opened: OpaquePointer?
         let status = sqlite3_open_v2(path, &opened, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
         guard status == SQLITE_OK, let opened else {
@@ -25,7 +26,7 @@ final class SQLiteDatabase {
         handle = opened
         // Another connection writing (a server shutting down while the next one opens the file)
         // makes SQLite wait, not fail at once.
-        sqlite3_busy_timeout(opened, 5000)
+        sqlite3_busy_timeout(opened, busyTimeoutMilliseconds)
     }
 
     deinit { sqlite3_close(handle) }

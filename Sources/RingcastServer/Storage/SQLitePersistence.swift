@@ -64,13 +64,15 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
         var ticket: UInt64
     }
 
-    public init(path: String, logger: Logger) throws {
+    /// `busyTimeoutMilliseconds`: how long a commit waits for another process's lock on the file
+    /// before it counts as failed (tests that hold the lock on purpose shorten it).
+    public init(path: String, logger: Logger, busyTimeoutMilliseconds: Int32 = 5000) throws {
         self.path = path
         self.logger = logger
         let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
         try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         do {
-            database = try SQLiteDatabase(path: path)
+            database = try SQLiteDatabase(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
             try database.execute(
                 """
                 PRAGMA journal_mode = WAL;

@@ -80,7 +80,7 @@ final class SocketPeer: FanOutWriter {
     /// Set when the peer's close frame has come: lws answers it and makes no more writeable
     /// callbacks, so nothing is written at once either.
     @exclusivity(unchecked) var peerIsClosing = false
-    /// In `ServiceWorker.writeAtRoundEnd`, to be written to when this round of the loop ends.
+    /// In `ServiceWorker.queuedForRoundEnd`, to be written to when this round of the loop ends.
     @exclusivity(unchecked) var isQueuedToWrite = false
 
     init(link: LWSConnection, worker: ServiceWorker, messageLimit: Int) {
@@ -91,5 +91,5 @@ final class SocketPeer: FanOutWriter {
 
     func requestWrite() { link.requestWrite() }
 
-    func writeAtOnce() -> Bool { worker.writeAtOnce(self) }
+    func queueWriteAtRoundEnd() -> Bool { worker.queueWriteAtRoundEnd(self) }
 }

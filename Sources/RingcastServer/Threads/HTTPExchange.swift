@@ -86,8 +86,6 @@ extension ServiceWorker {
                 "refused \(request.method) \(request.path) from \(link.peerAddress): the body is larger than maxMessageBytes (\(config.maxMessageBytes))"
             )
         }
-        let response: APIResponse
-        let ticket: UInt64
         if publishes, let peer, !peer.allowance.allows(now: now) {
             state.record { metrics in
                 metrics.httpRequests += 1
@@ -97,47 +95,29 @@ extension ServiceWorker {
             server.logRefusal(
                 "rate", offender: peer.address.text,
                 "refused requests from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")
-            response = APIResponse(
+            exchange.response = APIResponse(
                 APIError(
                     .rateLimited,
                     "this connection publishes more than \(config.maxPublishRate.plain) events a second (maxPublishRate): slow down, batch, or raise \"maxPublishRate\" in config.json"
                 ))
-            ticket = 0
-        } else if state.isClustered {
-            let server = self.server
-            switch state.read({ api, _ in api.plan(request, now: now) { server.transportStatus } }) {
-            case .answer(let answer):
-                (response, ticket) = (answer, 0)
-            case .apply(let commands, let shape):
-                peer?.allowance.spend(max(1, commands.count), now: now)
-                submit(.request(commands, shape), now: now) { outcome in
-                    guard exchange.isOpen else { return }
-                    switch outcome {
-                    case .request(let applied): exchange.response = applied
-                    case .refused(let error): exchange.response = APIResponse(error)
-                    case .message: return
-                    }
-                    link.requestWrite()
-                }
-                return
-            }
-        } else {
-            let server = self.server
-            (response, ticket) = state.change(from: index) { api, _, _ in
-                let response = api.handle(request, now: now) { server.transportStatus }
-                return (response, response.events)
-            }
-            if publishes { peer?.allowance.spend(max(1, response.events.count), now: now) }
+            link.requestWrite()
+            return
         }
         // The answer leaves once storage has kept what it changed; the connection may be gone by then.
-        settle(ticket: ticket) { kept in
-            // A control request reaches its publishers once it is kept (in a cluster, every node's
-            // own publishers hear it when that node applies it).
+        let performed = perform(.request(request), now: now) { outcome in
+            let response: APIResponse
+            switch outcome {
+            case .request(let applied): response = applied
+            case .refused(let error): response = APIResponse(error)
+            case .message: return
+            }
+            // A control request reaches its publishers once it is kept.
             for control in response.controls { control.send() }
             guard exchange.isOpen else { return }
-            exchange.response = kept ? response : APIResponse(APIError.storageFailed)
+            exchange.response = response
             link.requestWrite()
         }
+        if publishes { peer?.allowance.spend(max(1, performed.commands), now: now) }
     }
 
     /// Writes the answer, lets go of the exchange, then completes the transaction: lws may free the

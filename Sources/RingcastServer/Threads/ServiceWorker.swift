@@ -34,19 +34,17 @@ final class ServiceWorker: @unchecked Sendable {
     @exclusivity(unchecked) var peers: [Int: Peer] = [:]
     /// The socket just accepted, for the `created` that follows.
     @exclusivity(unchecked) var acceptedPeer: Peer?
-    /// In a cluster: changes this thread submitted to the log, by token, waiting for their outcome.
-    @exclusivity(unchecked) var submitted: [UInt64: (SharedState.Completion) -> Void] = [:]
+    /// In a cluster: what this thread's clients asked that went to the log, by token, waiting for its outcome.
+    @exclusivity(unchecked) var submitted: [UInt64: (SharedState.Outcome) -> Void] = [:]
     private var lastToken: UInt64 = 0
     private var heartbeatTimer: LoopTimer?
     private var deadlineTimer: LoopTimer?
     private var writeBehindTimer: LoopTimer?
-    /// The coalescing window (`flushMilliseconds`; 0: none, events are published as they come).
-    /// Its timer is armed by the first event of a window, so an idle server is never woken.
-    private let windowMicroseconds: Int64
-    private var windowTimer: LoopTimer?
-    @exclusivity(unchecked) private var windowArmed = false
-    /// Watchers to write to when this round of the loop ends (`writeAtOnce`).
-    @exclusivity(unchecked) var writeAtRoundEnd: [SocketPeer] = []
+    /// The coalescing window (`flushMilliseconds`); nil when it is 0 and events are published as
+    /// they come. Its timer is armed by the first event of a window, so an idle server is never woken.
+    let window: CoalescingWindowOwner?
+    /// Watchers to write to when this round of the loop ends (`queueWriteAtRoundEnd`).
+    @exclusivity(unchecked) var queuedForRoundEnd: [SocketPeer] = []
     /// When each recent seq's change was applied, to time its frames (Operations.swift).
     @exclusivity(unchecked) var publishTimes = PublishTimes()
     /// Frame figures not yet added to `counters.metrics` (`noteFrameWritten`).
@@ -65,7 +63,7 @@ final class ServiceWorker: @unchecked Sendable {
         gate = RequestGate(config: server.config)
         self.listener = listener
         fanOut = FanOut(logCapacity: config.fanOutLogEvents, maxEventsPerFrame: config.maxEventsPerFrame)
-        windowMicroseconds = Int64(config.flushMilliseconds) * 1000
+        window = config.flushMilliseconds > 0 ? CoalescingWindowOwner(fanOut: fanOut, milliseconds: config.flushMilliseconds) : nil
         loop = ServiceLoop(name: "ringcast-\(index)", logger: logger)
     }
 
@@ -75,7 +73,7 @@ final class ServiceWorker: @unchecked Sendable {
         heartbeatTimer = try loop.makeTimer { [unowned self] in heartbeatFired() }
         frameReportTimer = try loop.makeTimer { [unowned self] in reportFrames() }
         heartbeatTimer?.schedule(seconds: config.heartbeatSeconds)
-        if windowMicroseconds > 0 { windowTimer = try loop.makeTimer { [unowned self] in windowFired() } }
+        try window?.prepare(loop) { [unowned self] in windowFired() }
         if index == 0 {
             deadlineTimer = try loop.makeTimer { [unowned self] in deadlineFired() }
             writeBehindTimer = try loop.makeTimer { [unowned self] in state.writeBehind() }
@@ -86,32 +84,55 @@ final class ServiceWorker: @unchecked Sendable {
 
     // MARK: Delivering (service thread)
 
-    /// Takes the inbox and delivers what storage has kept, in order; releases the answers that
-    /// waited for it; rearms worker 0's timers. With a coalescing window, the events are held for
-    /// it (opening it if need be), or, when the window ends (`releasing`), go out with it.
-    func settle(releasing: Bool = false) {
+    /// What the thread does whenever it wakes or changes something, in this order: take its mail;
+    /// deliver to the fan-out what storage has kept; start writing it (or let the window hold it);
+    /// release the answers that waited for storage; hand the cluster's outcomes to whoever asked;
+    /// resync every watcher if the state was replaced; rearm worker 0's timers.
+    func settle(closingWindow: Bool = false) {
         let mail = state.takeMail(index)
-        waiting += mail.deliveries
+        let published = deliverKept(mail.deliveries)
+        // Every callback that publishes settles once, so asking for writes right away costs one
+        // pass over the watchers per callback, however many events.
+        if closingWindow {
+            if window?.close() == true || published { fanOut.flush() }
+        } else if published {
+            fanOut.flush()
+        }
+        releaseKeptAnswers()
+        for (token, outcome) in mail.completions { submitted.removeValue(forKey: token)?(outcome) }
+        if mail.resyncEveryone { fanOut.resyncEveryone() }
+        if let deadline = mail.deadline { arm(deadline) }
+        if mail.armWriteBehind { writeBehindTimer?.schedule(seconds: SQLitePersistence.writeBehindSeconds) }
+        counters.update(from: fanOut)
+    }
+
+    /// Adds `deliveries` to those waiting for storage, and hands the fan-out (or the window) every
+    /// one whose ticket is kept, in seq order. True when any reached the fan-out's logs, to be
+    /// written now; false when there were none or the window holds them.
+    private func deliverKept(_ deliveries: [SharedState.Delivery]) -> Bool {
+        waiting += deliveries
         let committed = state.committedTicket
-        var delivered = false
-        let coalescing = windowMicroseconds > 0
+        var published = false
         while waitingHead < waiting.count, waiting[waitingHead].ticket <= committed {
             notePublished(waiting[waitingHead])
-            if coalescing { fanOut.hold(waiting[waitingHead].events) } else { fanOut.publish(waiting[waitingHead].events) }
+            if let window {
+                if !window.hold(waiting[waitingHead].events) { published = true }
+            } else {
+                fanOut.publish(waiting[waitingHead].events)
+                published = true
+            }
             waitingHead += 1
-            delivered = true
         }
         if waitingHead == waiting.count {
             waiting.removeAll(keepingCapacity: true)
             waitingHead = 0
         }
-        // Every callback that publishes settles once, so asking for writes right away costs one pass
-        // over the watchers per callback, however many events.
-        if releasing {
-            if fanOut.releaseWindow() { fanOut.flush() }
-        } else if delivered {
-            if coalescing { openWindow() } else { fanOut.flush() }
-        }
+        return published
+    }
+
+    /// Runs, in order, every held answer whose ticket storage has kept (or lost).
+    private func releaseKeptAnswers() {
+        let committed = state.committedTicket
         while heldHead < held.count, held[heldHead].ticket <= committed {
             let (ticket, release) = held[heldHead]
             heldHead += 1
@@ -121,11 +142,6 @@ final class ServiceWorker: @unchecked Sendable {
             held.removeAll(keepingCapacity: true)
             heldHead = 0
         }
-        for (token, outcome) in mail.completions { submitted.removeValue(forKey: token)?(outcome) }
-        if mail.resyncEveryone { fanOut.resyncEveryone() }
-        if let deadline = mail.deadline { arm(deadline) }
-        if mail.armWriteBehind { writeBehindTimer?.schedule(seconds: SQLitePersistence.writeBehindSeconds) }
-        counters.update(from: fanOut)
     }
 
     /// After a change made on this thread: deliver what may leave, and `answer` once `ticket` is
@@ -135,29 +151,28 @@ final class ServiceWorker: @unchecked Sendable {
         settle()
     }
 
-    /// Events are held: the window that holds them ends `flushMilliseconds` after its first one;
-    /// until then deliveries wait in the inbox without waking this thread. A window that holds as
-    /// many events as a log does is released at once (its watchers could take no more from the log).
-    private func openWindow() {
-        guard fanOut.isHolding else { return }
-        if fanOut.heldCount >= fanOut.logCapacity {
-            if fanOut.releaseWindow() { fanOut.flush() }
-        } else if !windowArmed {
-            windowArmed = true
-            windowTimer?.schedule(microseconds: windowMicroseconds)
-            state.holdDeliveries(for: index, true)
+    /// What a client on this thread asked, through the state's one door (`SharedState.perform`):
+    /// `answer` runs here once the outcome is kept (a change storage could not keep is refused
+    /// with `storage_failed`), or, in a cluster, once this node has applied it from the log.
+    /// Returns what the state did at once: the frames the sender may have now, the session as the
+    /// message left it, and how many commands the publisher's allowance pays for.
+    func perform(_ asked: SharedState.Asked, now: Double, answer: @escaping (SharedState.Outcome) -> Void) -> SharedState.Performed {
+        lastToken += 1
+        let server = self.server
+        let performed = state.perform(asked, from: index, token: lastToken, now: now) { server.transportStatus }
+        if let outcome = performed.outcome {
+            settle(ticket: performed.ticket) { kept in answer(kept ? outcome : .refused(APIError.storageFailed)) }
+        } else {
+            submitted[lastToken] = answer
         }
+        return performed
     }
 
-    /// The window ends: what waits in the inbox joins it, and every watcher is asked for one
-    /// write, for the latest of each task changed in it and every sticky event.
+    /// The window's timer: the window closes, what waits in the inbox joins what it held, and every
+    /// watcher is asked for one write, for the latest of each task changed in it and every sticky event.
     private func windowFired() {
-        if windowArmed {
-            windowArmed = false
-            windowTimer?.cancel()
-            state.holdDeliveries(for: index, false)
-        }
-        settle(releasing: true)
+        window?.beginClosing()
+        settle(closingWindow: true)
     }
 
     private func arm(_ deadline: Double?) {
@@ -172,26 +187,9 @@ final class ServiceWorker: @unchecked Sendable {
         settle(ticket: state.deadlineFell(from: index, now: Clock.now()), answer: nil)
     }
 
-    /// In a cluster: hands `kind` to the log; `outcome` runs on this thread when this node has
-    /// applied it (or Redis refused it). Refused at once while Redis cannot be reached.
-    func submit(_ kind: LogEntry.Kind, now: Double, outcome: @escaping (SharedState.Completion) -> Void) {
-        guard let cluster = state.cluster, cluster.isAvailable else {
-            outcome(
-                .refused(
-                    APIError(
-                        .storageFailed,
-                        "the change was not applied: this node cannot reach Redis at \(state.cluster?.url.description ?? "?") (see /healthz); try again, or another node"
-                    )))
-            return
-        }
-        lastToken += 1
-        submitted[lastToken] = outcome
-        state.submit(LogEntry(node: cluster.node, token: lastToken, worker: index, now: now, kind: kind))
-    }
-
     private func heartbeatFired() {
         // An open window goes first, so the heartbeat follows its events in the same frame.
-        if windowArmed || fanOut.isHolding { windowFired() }
+        if window?.isOpen == true { windowFired() }
         fanOut.broadcast(OutboundEvent.heartbeat(now: Clock.now()))
         fanOut.flush()
         heartbeatTimer?.schedule(seconds: config.heartbeatSeconds)
@@ -203,7 +201,7 @@ final class ServiceWorker: @unchecked Sendable {
     func closeWatchers(_ loop: ServiceLoop) {
         state.flush()
         settle()
-        if windowArmed || fanOut.isHolding { windowFired() }
+        if window?.isOpen == true { windowFired() }
         if fanOut.subscriberCount > 0 {
             server.refusalCounts.withLock { $0[RefusalReason.shutdown.rawValue] += fanOut.subscriberCount }
             fanOut.forEachSubscription { subscription in

@@ -72,22 +72,22 @@ extension ServiceWorker {
     /// leaves in one frame per watcher, and the busier the server the more a round brings. A
     /// frame that is to close the socket always waits for the callback, since only a callback's
     /// answer closes it. False leaves the watcher to a writeable callback.
-    func writeAtOnce(_ socket: SocketPeer) -> Bool {
+    func queueWriteAtRoundEnd(_ socket: SocketPeer) -> Bool {
         guard socket.closeReason == nil, !socket.peerIsClosing else { return false }
         if !socket.isQueuedToWrite {
             socket.isQueuedToWrite = true
-            writeAtRoundEnd.append(socket)
+            queuedForRoundEnd.append(socket)
         }
         return true
     }
 
-    /// The round is over: the watchers `writeAtOnce` took are written to, or, where lws holds
+    /// The round is over: the watchers `queueWriteAtRoundEnd` took are written to, or, where lws holds
     /// their output now, get a writeable callback ordered.
     func writeQueuedSockets() {
-        guard !writeAtRoundEnd.isEmpty else { return }
+        guard !queuedForRoundEnd.isEmpty else { return }
         var index = 0
-        while index < writeAtRoundEnd.count {
-            let socket = writeAtRoundEnd[index]
+        while index < queuedForRoundEnd.count {
+            let socket = queuedForRoundEnd[index]
             index += 1
             socket.isQueuedToWrite = false
             // A socket released in the round has no subscription, and its connection is gone.
@@ -99,7 +99,7 @@ extension ServiceWorker {
                 subscription.requestWrite()
             }
         }
-        writeAtRoundEnd.removeAll(keepingCapacity: true)
+        queuedForRoundEnd.removeAll(keepingCapacity: true)
     }
 
     /// Frames one writeable callback may send while the socket takes them (the reference server's
@@ -150,7 +150,7 @@ extension ServiceWorker {
     func receive(_ piece: UnsafeRawBufferPointer, isLast: Bool, isBinary: Bool, on link: LWSConnection) -> Bool {
         guard let socket = link.attachment(as: Connection.self)?.socket, let subscription = socket.subscription else { return true }
         socket.incoming.append(piece)
-        guard isLast, var session = socket.session else { return true }
+        guard isLast, let session = socket.session else { return true }
         let (bytes, tooLarge) = socket.incoming.take()
         let now = Clock.now()
         let peer = peers[link.identifier]
@@ -168,40 +168,18 @@ extension ServiceWorker {
             return false
         }
         let message: SocketMessage = tooLarge ? .tooLarge : (isBinary ? .binary : .text(bytes))
-        if state.isClustered {
-            var plan = state.read { api, _ in api.planMessage(message, on: &session) }
-            socket.session = session
-            let key = plan.socketKey
-            plan.socketKey = 0  // other nodes have sockets of their own
-            // What the message earned at once leaves now; what its events earn, once the log has them.
-            for (_, frame) in plan.frames { subscription.sendDirect(frame) }
-            plan.frames = []
-            guard !plan.commands.isEmpty || plan.flush != nil else { return true }
-            peer?.allowance.spend(max(1, plan.commands.count), now: now)
-            let commands = plan.commands.map(\.command)
-            submit(.message(plan), now: now) { [state] outcome in
-                switch outcome {
-                case .message(let reply):
-                    for frame in reply.frames { subscription.sendDirect(frame) }
-                    // This node's record of who publishes what, and any request already waiting.
-                    for frame in state.read({ api, _ in api.notePublished(commands, by: key) }) { subscription.sendDirect(frame) }
-                case .refused(let error): subscription.sendDirect(error.encodedEvent())
-                case .request: break
-                }
+        // Replies (a `flushed` acknowledgement among them) leave once storage has kept what came
+        // before; in a cluster, what the message earned at once (refusals, `auth`) leaves now.
+        let performed = perform(.message(message, session), now: now) { outcome in
+            switch outcome {
+            case .message(let reply): for frame in reply.frames { subscription.sendDirect(frame) }
+            case .refused(let error): subscription.sendDirect(error.encodedEvent())
+            case .request: break
             }
-            return true
         }
-        let (reply, ticket) = state.change(from: index) { api, _, durable in
-            let reply = api.receive(message, on: &session, now: now)
-            durable = reply.wantsDurable
-            return (reply, reply.events)
-        }
-        peer?.allowance.spend(max(1, reply.events.count), now: now)
-        socket.session = session
-        // Replies (a `flushed` acknowledgement among them) leave once storage has kept what came before.
-        settle(ticket: ticket) { _ in
-            for frame in reply.frames { subscription.sendDirect(frame) }
-        }
+        if let session = performed.session { socket.session = session }
+        for frame in performed.early { subscription.sendDirect(frame) }
+        peer?.allowance.spend(max(1, performed.commands), now: now)
         return true
     }
 
