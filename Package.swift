@@ -55,19 +55,6 @@ let package = Package(
             name: "ringcast",
             dependencies: ["RingcastServer", "RingcastClient", "RingcastLoad", "RingcastCore", "RingcastPlatform", "RingcastLWS"]
         ),
-        // Publish throughput against Ringcast and the raw lws reference: Benchmarks/publish.sh runs it.
-        .executableTarget(
-            name: "ringcast-bench",
-            dependencies: ["RingcastClient", "RingcastLoad", "RingcastCore", "RingcastPlatform", "RingcastLWS"],
-            path: "Benchmarks/ringcast-bench"
-        ),
-        // What one event costs where it must not grow (pattern sets, a task's age), and SQLite against
-        // memory: Benchmarks/costs.sh runs it.
-        .executableTarget(
-            name: "ringcast-costs",
-            dependencies: ["RingcastClient", "RingcastLoad", "RingcastCore", "RingcastPlatform", "RingcastLWS"],
-            path: "Benchmarks/ringcast-costs"
-        ),
         // Tests: one target per library target, the command line's own, and end-to-end ones that
         // run the built executable; what they share is a library of its own, never a copy.
         .target(
@@ -97,3 +84,26 @@ let package = Package(
             ]),
     ]
 )
+
+// The benchmarks' own executables reach the `package` API of RingcastLoad and RingcastLWS, so they
+// are targets of this package (a package beside it could not see that API), but they are no part of
+// the product: they are declared only when RINGCAST_BENCHMARKS is set, as the scripts in Benchmarks/
+// set it (Benchmarks/lib.sh), so that a plain `swift build`, `make test` and a package that depends
+// on this one never build them. `make lint` formats their sources all the same.
+if !Context.environment["RINGCAST_BENCHMARKS", default: ""].isEmpty {
+    package.targets += [
+        // Publish throughput against Ringcast and the raw lws reference: Benchmarks/publish.sh runs it.
+        .executableTarget(
+            name: "ringcast-bench",
+            dependencies: ["RingcastClient", "RingcastLoad", "RingcastCore", "RingcastPlatform", "RingcastLWS"],
+            path: "Benchmarks/ringcast-bench"
+        ),
+        // What one event costs where it must not grow (pattern sets, a task's age), and SQLite against
+        // memory: Benchmarks/costs.sh runs it.
+        .executableTarget(
+            name: "ringcast-costs",
+            dependencies: ["RingcastClient", "RingcastLoad", "RingcastCore", "RingcastPlatform", "RingcastLWS"],
+            path: "Benchmarks/ringcast-costs"
+        ),
+    ]
+}

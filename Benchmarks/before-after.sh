@@ -9,23 +9,19 @@
 #      Benchmarks/before-after.sh /tmp/before/.build/release/ringcast 3
 # The older binary gets a config with only the keys every version knows; per-run JSON goes to
 # Benchmarks/results/before-after/.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-export PATH="/opt/swift/usr/bin:$PATH"
-old=${1:?usage: Benchmarks/before-after.sh OLD_RINGCAST [ROUNDS]}
+. "$(dirname "$0")/lib.sh"
+parse_options "$@"
+set -- "${rest[@]}"
+[ $# -ge 1 ] && [ $# -le 2 ] || usage_error "give the older ringcast binary, and the rounds if not 3"
+old=$1
 rounds=${2:-3}
-[ -x "$old" ] || { echo "before-after.sh: $old is not an executable ringcast binary; build the older commit first (see --help)" >&2; exit 2; }
-swift build -c release --product ringcast >&2
-new=.build/release/ringcast
-ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
-results=Benchmarks/results/before-after
-rm -rf "$results"; mkdir -p "$results"
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/public"; echo '<!doctype html><title>bench</title>' > "$work/public/index.html"
-echo '{"host": "127.0.0.1", "port": 0, "publicDir": "public", "logLevel": "warning"}' > "$work/old.json"
-echo '{"host": "127.0.0.1", "port": 0, "publicDir": "public", "logLevel": "warning", "threads": 1, "maxPublishRate": 0}' > "$work/new.json"
-pin_server=(); pin_load=()
-if command -v taskset > /dev/null && [ "$(nproc)" -ge 2 ]; then pin_server=(taskset -c 0); pin_load=(taskset -c 1); fi
+[ -x "$old" ] || usage_error "$old is not an executable ringcast binary; build the older commit first"
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || usage_error "ROUNDS is a whole number of rounds, not '$rounds'"
+build_release ringcast
+fresh_results before-after
+# The older binary gets only the keys every version knows.
+echo '{"host": "127.0.0.1", "port": 0, "publicDir": "public", "logLevel": "warning"}' >"$work/old.json"
+ringcast_config "$work/new.json" threads=1
 
 scenarios=(
   "light|--clients 1000 --rate 20 --duration 3 --publish http --tasks 1000"
@@ -36,18 +32,11 @@ for round in $(seq "$rounds"); do
   for entry in "${scenarios[@]}"; do
     IFS='|' read -r name arguments <<< "$entry"
     for build in old new; do
-      binary=$([ $build = old ] && echo "$old" || echo "$new")
-      : > "$work/out"
-      "${pin_server[@]}" "$binary" serve --config "$work/$build.json" > "$work/out" 2>> "$results/$build.stderr" &
-      pid=$!
-      for _ in $(seq 100); do grep -q '^listening on' "$work/out" && break; sleep 0.05; done
-      port=$(sed -n 's/^listening on http:\/\/127.0.0.1:\([0-9]*\)$/\1/p' "$work/out")
-      [ -n "$port" ] || { echo "before-after.sh: the $build server did not start" >&2; cat "$work/out" >&2; exit 1; }
+      start_ringcast "$build" "$work/$build.json" "$([ $build = old ] && echo "$old" || echo "$ringcast")"
       echo "round $round: $name, $build" >&2
       # shellcheck disable=SC2086
-      "${pin_load[@]}" "$new" load --url "http://127.0.0.1:$port" --server-pid "$pid" $arguments --json \
-        > "$results/$name-$build-$round.json" 2> "$results/$name-$build-$round.log" || echo "  failed: $(tail -1 "$results/$name-$build-$round.log")" >&2
-      kill -TERM "$pid"; wait "$pid" 2> /dev/null || true
+      run_load "$name-$build-$round" --url "$server_url" --server-pid "$server_pid" $arguments || true
+      stop_server
       sleep 0.5
     done
   done

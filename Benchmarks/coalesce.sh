@@ -10,88 +10,33 @@
 #   Benchmarks/coalesce.sh --quick      # 1 round of 3 s runs (about 1 minute)
 #   Benchmarks/coalesce.sh --rounds 5 --window 33
 # Per-run JSON and logs are kept in Benchmarks/results/coalesce/.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-export PATH="/opt/swift/usr/bin:$PATH"
-
-quick=0
-rounds=3
-window=16
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --quick) quick=1; rounds=1 ;;
-    --rounds) rounds="$2"; shift ;;
-    --window) window="$2"; shift ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "coalesce.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
-  esac
-  shift
-done
+. "$(dirname "$0")/lib.sh"
+options="quick rounds=N window=N"
+parse_options "$@"
+[ ${#rest[@]} -eq 0 ] || usage_error "unexpected argument ${rest[0]}"
+rounds=${rounds:-$([ "$quick" = 1 ] && echo 1 || echo 3)}
+window=${window:-16}
 duration=$([ "$quick" = 1 ] && echo 3 || echo 10)
 clients=1000
 rate=500
 tasks=10
 load_arguments="--clients $clients --rate RATE --tasks $tasks --duration $duration --publish ws --latest-value"
 
-swift build -c release --product ringcast >&2
-make -s -C Benchmarks/reference >&2
-ringcast=.build/release/ringcast
-refserver=Benchmarks/reference/refserver
-ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
-if [ "$(nproc)" -ge 2 ]; then pin_server=(taskset -c 0); pin_load=(taskset -c 1); else pin_server=(); pin_load=(); fi
-
-results=Benchmarks/results/coalesce
-rm -rf "$results"
-mkdir -p "$results"
-work=$(mktemp -d)
-server_pid=""
-cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
-mkdir -p "$work/public"
-echo '<!doctype html><title>bench</title>' > "$work/public/index.html"
-# A benchmark publishes faster than a publisher may by default (maxPublishRate).
-common='"host": "127.0.0.1", "port": 0, "publicDir": "public", "logLevel": "warning", "maxPublishRate": 0'
-printf '{%s, "flushMilliseconds": %s}\n' "$common" "$window" > "$work/window.json"
-printf '{%s}\n' "$common" > "$work/nowindow.json"
-
-start_server() { # $1 = window|nowindow|reference; sets server_pid and server_port
-  local out="$work/server.out"
-  : > "$out"
-  if [ "$1" = reference ]; then
-    "${pin_server[@]}" "$refserver" --host 127.0.0.1 --port 0 > "$out" 2>> "$results/$1.stderr" &
-  else
-    "${pin_server[@]}" "$ringcast" serve --config "$work/$1.json" > "$out" 2>> "$results/$1.stderr" &
-  fi
-  server_pid=$!
-  for _ in $(seq 100); do grep -q '^listening on' "$out" && break; sleep 0.05; done
-  server_port=$(sed -n 's/^listening on http:\/\/127.0.0.1:\([0-9]*\)$/\1/p' "$out")
-  if [ -z "$server_port" ]; then echo "coalesce.sh: $1 did not start" >&2; cat "$out" >&2; exit 1; fi
-}
-
-stop_server() {
-  kill -TERM "$server_pid" 2>/dev/null || true
-  for _ in $(seq 60); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.05; done
-  kill -KILL "$server_pid" 2>/dev/null || true
-  wait "$server_pid" 2>/dev/null || true
-  server_pid=""
-}
+build_release ringcast
+build_reference
+fresh_results coalesce
+ringcast_config "$work/window.json" flushMilliseconds="$window"
+ringcast_config "$work/nowindow.json"
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 for round in $(seq "$rounds"); do
   # name:server:rate (nowindow100 is the unbatched latency: one update per frame)
   for run in window:window:$rate nowindow:nowindow:$rate reference:reference:$rate nowindow100:nowindow:100; do
     IFS=: read -r name server run_rate <<< "$run"
-    start_server "$server"
+    start_by_name "$server"
     echo "coalesce round $round: $name (pid $server_pid, port $server_port)" >&2
     # shellcheck disable=SC2086
-    if ! "${pin_load[@]}" "$ringcast" load --url "http://127.0.0.1:$server_port" --server-pid "$server_pid" \
-        ${load_arguments/RATE/$run_rate} --json --quiet > "$results/$name-$round.json" 2> "$results/$name-$round.log"; then
-      echo "  failed: $(tail -1 "$results/$name-$round.log")" >&2
-      rm -f "$results/$name-$round.json"
-    fi
+    run_load "$name-$round" --url "$server_url" --server-pid "$server_pid" ${load_arguments/RATE/$run_rate} --quiet || true
     stop_server
     sleep 0.5 # let the kernel retire the closed sockets before the next server starts
   done

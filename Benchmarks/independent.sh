@@ -11,38 +11,19 @@
 #   Benchmarks/independent.sh            # 2 rounds, 5 s of publishing a scenario (about 5 minutes)
 #   Benchmarks/independent.sh --quick    # 1 round, shorter
 #   Benchmarks/independent.sh --rounds 3
-set -euo pipefail
-cd "$(dirname "$0")/.."
-export PATH="/opt/swift/usr/bin:$PATH"
-quick=0
-rounds=2
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --quick) quick=1; rounds=1 ;;
-    --rounds) rounds="$2"; shift ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "independent.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
-  esac
-  shift
-done
+. "$(dirname "$0")/lib.sh"
+options="quick rounds=N"
+parse_options "$@"
+[ ${#rest[@]} -eq 0 ] || usage_error "unexpected argument ${rest[0]}"
+rounds=${rounds:-$([ "$quick" = 1 ] && echo 1 || echo 2)}
 seconds=$([ "$quick" = 1 ] && echo 2 || echo 5)
 
-swift build -c release --product ringcast >&2
-make -s -C Benchmarks/reference >&2
-make -s -C Benchmarks/epoll-load >&2
-ringcast=.build/release/ringcast
-refserver=Benchmarks/reference/refserver
-generator=Benchmarks/epoll-load/epoll-load
-ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
-results=Benchmarks/results/independent
-rm -rf "$results"; mkdir -p "$results"
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/public"; echo '<!doctype html><title>bench</title>' > "$work/public/index.html"
-for threads in 1 2; do
-  echo "{\"host\": \"127.0.0.1\", \"port\": 0, \"publicDir\": \"public\", \"logLevel\": \"warning\", \"maxPublishRate\": 0, \"threads\": $threads}" > "$work/config$threads.json"
-done
-pin_server=(); pin_load=()
-if command -v taskset > /dev/null && [ "$(nproc)" -ge 2 ]; then pin_server=(taskset -c 0); pin_load=(taskset -c 1); fi
+build_release ringcast
+build_reference
+build_epoll_load
+fresh_results independent
+ringcast_config "$work/ringcast.json" threads=1
+ringcast_config "$work/ringcast2.json" threads=2
 
 # name|what|generator arguments
 watchers_many=$([ "$quick" = 1 ] && echo 2000 || echo 10000)
@@ -54,34 +35,17 @@ scenarios=(
   "connect|$watchers_many watchers connecting: server CPU per connection|--watchers $watchers_many --hold 1"
 )
 servers=(ringcast ringcast2 reference)
-nchan_module=/usr/lib/nginx/modules/ngx_nchan_module.so
-if command -v nginx > /dev/null && [ -f "$nchan_module" ]; then servers+=(nchan); else echo "independent.sh: no Nchan (apt-get install libnginx-mod-nchan adds it)" >&2; fi
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+if have_nchan; then servers+=(nchan); else echo "$script: no Nchan (apt-get install libnginx-mod-nchan adds it)" >&2; fi
 for round in $(seq "$rounds"); do
   for entry in "${scenarios[@]}"; do
     IFS='|' read -r name what arguments <<< "$entry"
     for server in "${servers[@]}"; do
-      : > "$work/out"
-      case $server in
-        ringcast) "${pin_server[@]}" "$ringcast" serve --config "$work/config1.json" > "$work/out" 2>> "$results/$server.stderr" & ;;
-        ringcast2) "${pin_server[@]}" "$ringcast" serve --config "$work/config2.json" > "$work/out" 2>> "$results/$server.stderr" & ;;
-        reference) "${pin_server[@]}" "$refserver" --host 127.0.0.1 --port 0 > "$work/out" 2>> "$results/$server.stderr" & ;;
-        nchan)
-          nchan_port=$(free_port); rm -rf "$work/nginx"; mkdir -p "$work/nginx"
-          sed "s|@PORT@|$nchan_port|; s|@DIR@|$work/nginx|g" Benchmarks/nchan/nginx.conf.in > "$work/nginx/nginx.conf"
-          "${pin_server[@]}" nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" 2>> "$results/$server.stderr" &
-          for _ in $(seq 100); do [ -s "$work/nginx/nginx.pid" ] && break; sleep 0.05; done
-          echo "listening on http://127.0.0.1:$nchan_port" > "$work/out" ;;
-      esac
-      pid=$!
-      for _ in $(seq 100); do grep -q '^listening on' "$work/out" && break; sleep 0.05; done
-      port=$(sed -n 's/^listening on http:\/\/127.0.0.1:\([0-9]*\)$/\1/p' "$work/out")
-      [ -n "$port" ] || { echo "independent.sh: $server did not start" >&2; cat "$work/out" >&2; exit 1; }
+      start_by_name "$server"
       echo "round $round: $name, $server" >&2
       # shellcheck disable=SC2086
-      "${pin_load[@]}" "$generator" --port "$port" --pid "$pid" $arguments > "$results/$name-$server-$round.json" 2> "$results/$name-$server-$round.log" \
+      "${pin_load[@]}" "$epoll_load" --port "$server_port" --pid "$server_pid" $arguments > "$results/$name-$server-$round.json" 2> "$results/$name-$server-$round.log" \
         || echo "  $name $server: $(tail -1 "$results/$name-$server-$round.log")" >&2
-      kill -TERM "$pid"; wait "$pid" 2> /dev/null || true
+      stop_server
       sleep 0.5
     done
   done
