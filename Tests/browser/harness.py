@@ -90,8 +90,10 @@ class Server:
     `tls=True` it makes its own certificate (see `make_certificate`) and serves https:// and
     wss://; `ssl_context` then trusts that certificate, and only it, for the API helpers."""
 
-    def __init__(self, allowed_origins=(), heartbeat=2, workdir=None, tls=False, storage=None):
+    def __init__(self, allowed_origins=(), heartbeat=2, workdir=None, tls=False, storage=None, settings=None):
         self.binary = server_binary()
+        # More of config.json (publishers, limits…), over the settings this class writes.
+        self.settings = dict(settings or {})
         # None: "memory"; a path: an SQLite file kept across start()s (its state comes back).
         self.storage = storage
         self.allowed_origins = list(allowed_origins)
@@ -141,6 +143,7 @@ class Server:
             "allowedOrigins": self.allowed_origins,
             "heartbeatSeconds": self.heartbeat,
             **({"storage": str(self.storage)} if self.storage else {}),
+            **self.settings,
         }
         if self.tls:
             settings["tls"] = {"cert": str(self.cert), "key": str(self.key)}
