@@ -1,6 +1,6 @@
 # The two commands that set up a fresh Debian machine with Swift:
 #   make run    installs what is missing, builds in release mode, serves config.json's address
-#   make test   installs what is missing and runs every test (Swift unit and integration, browser)
+#   make test   installs what is missing and runs every test (Swift unit and integration, browser, clients)
 # For a team: make install (PREFIX, DESTDIR, SYSCONFDIR, UNITDIR) and make deb; see the README.
 export PATH := /opt/swift/usr/bin:$(PATH)
 SWIFT_BUILD_FLAGS ?=
@@ -12,7 +12,7 @@ UNITDIR ?= $(PREFIX)/lib/systemd/system
 # toolchain), no $$ORIGIN rpath, bind-now; in a build folder of its own so `make run` keeps its own.
 DIST_BIN = .build/dist/release/ringcast
 
-.PHONY: run test build release example test-swift test-browser test-sanitize bench bench-publish clean dist install deb lint
+.PHONY: run test build release example test-swift test-browser test-clients test-sanitize bench bench-publish clean dist install deb lint
 
 run: release
 	.build/release/ringcast serve --config config.json
@@ -27,7 +27,16 @@ build:
 
 test:
 	scripts/deps.sh test
-	$(MAKE) test-swift test-browser test-schemathesis deb
+	$(MAKE) test-swift test-browser test-clients test-schemathesis deb
+
+# The Python package, installed from this checkout into a virtual environment of its own (pytest
+# and tqdm from PyPI: scripts/clients-deps.sh), and its tests, then the Node module's on
+# `node --test`; each starts real `ringcast serve`s of the debug build (about a minute and a half).
+CLIENTS_VENV = .build/clients-venv
+test-clients: build
+	scripts/clients-deps.sh $(CLIENTS_VENV)
+	RINGCAST_BIN=.build/debug/ringcast $(CLIENTS_VENV)/bin/python -m pytest -q clients/python/tests
+	RINGCAST_BIN=.build/debug/ringcast node --test clients/node/test/*.test.js
 
 # The tree's habits, checked: swift-format (the toolchain's; .swift-format) in --strict mode over
 # every Swift file, and ruff (PyPI; ruff.toml) over the Python. A finding fails.

@@ -66,6 +66,7 @@ let package = Package(
         .target(name: "SchemaValidation", dependencies: ["RingcastCore"], path: "Tests/SchemaValidation"),
         .testTarget(name: "RingcastCoreTests", dependencies: ["RingcastCore", "SchemaValidation"]),
         .testTarget(name: "RingcastLWSTests", dependencies: ["RingcastLWS", "RingcastCore"]),
+        .testTarget(name: "RingcastRedisTests", dependencies: ["RingcastRedis", "RingcastTestSupport"]),
         .testTarget(
             name: "RingcastServerTests",
             dependencies: ["RingcastServer", "RingcastClient", "RingcastCore", "RingcastTestSupport", "RingcastPlatform"]),

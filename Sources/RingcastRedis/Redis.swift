@@ -1,36 +1,104 @@
 import CHiredis
 import Glibc
 
-/// A Redis address from config: `redis://HOST[:PORT][/DB]`.
+/// A Redis address from config: `redis://HOST[:PORT][/DB]`. HOST is a name or an IPv4 address, or
+/// an IPv6 address in brackets (`redis://[::1]:6379`); PORT is 6379 unless given; DB is 0 to 15.
 package struct RedisURL: Equatable, Sendable, CustomStringConvertible {
+    package static let defaultPort = 6379
+    /// Redis's default number of databases: DB is below it.
+    package static let databases = 16
+
+    /// As hiredis takes it: an IPv6 address without its brackets.
     package var host: String
     package var port: Int
     package var database: Int
 
-    package init?(_ text: String) {
-        guard text.hasPrefix("redis://") else { return nil }
-        var rest = Substring(text.dropFirst("redis://".count))
+    /// Reads `text`, or throws what is wrong with it.
+    package init(_ text: String) throws(RedisURLError) {
+        func refuse(_ reason: String) -> RedisURLError { RedisURLError(text: text, reason: reason) }
+        let scheme = "redis://"
+        guard text.hasPrefix(scheme) else {
+            if text.hasPrefix("rediss://") { throw refuse("TLS to Redis (rediss://) is not supported") }
+            throw refuse("it does not begin with \(scheme)")
+        }
+        var rest = Substring(text.dropFirst(scheme.count))
+        if let mark = rest.firstIndex(where: { $0 == "?" || $0 == "#" }) {
+            throw refuse("it has a query or fragment (\(rest[mark...])), which Ringcast does not read")
+        }
+        if rest.contains("@") { throw refuse("a user or password (…@HOST) is not supported") }
+
         var database = 0
         if let slash = rest.firstIndex(of: "/") {
             let path = rest[rest.index(after: slash)...]
-            guard path.isEmpty || Int(path) != nil else { return nil }
-            database = Int(path) ?? 0
+            if !path.isEmpty {
+                guard let number = RedisURL.decimal(path), number < RedisURL.databases else {
+                    throw refuse("the database '\(path)' is not a number from 0 to \(RedisURL.databases - 1)")
+                }
+                database = number
+            }
             rest = rest[..<slash]
         }
-        var host = String(rest)
-        var port = 6379
-        if let colon = rest.lastIndex(of: ":"), !rest.hasPrefix("[") {
-            guard let number = Int(rest[rest.index(after: colon)...]), (1...65535).contains(number) else { return nil }
-            port = number
-            host = String(rest[..<colon])
+
+        let hostPart: Substring
+        var portPart: Substring?
+        if rest.hasPrefix("[") {
+            guard let close = rest.firstIndex(of: "]") else { throw refuse("the IPv6 address has no closing ]") }
+            hostPart = rest[rest.index(after: rest.startIndex)..<close]
+            let after = rest[rest.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":") else { throw refuse("'\(after)' follows the IPv6 address; write [ADDRESS]:PORT") }
+                portPart = after.dropFirst()
+            }
+            guard hostPart.contains(":"), hostPart.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }) else {
+                throw refuse("'\(hostPart)' in brackets is not an IPv6 address")
+            }
+        } else {
+            let colons = rest.filter { $0 == ":" }.count
+            guard colons <= 1 else { throw refuse("an IPv6 address goes in brackets, like redis://[::1]:6379") }
+            if let colon = rest.firstIndex(of: ":") {
+                hostPart = rest[..<colon]
+                portPart = rest[rest.index(after: colon)...]
+            } else {
+                hostPart = rest
+            }
+            if let odd = hostPart.first(where: { !($0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-" || $0 == "_")) }) {
+                throw refuse("the host '\(hostPart)' has \(odd.debugDescription), which no host name has")
+            }
         }
-        guard !host.isEmpty, (0...15).contains(database) else { return nil }
-        self.host = host
+        guard !hostPart.isEmpty else { throw refuse("it names no host") }
+
+        var port = RedisURL.defaultPort
+        if let portPart {
+            guard let number = RedisURL.decimal(portPart), (1...65535).contains(number) else {
+                throw refuse("the port '\(portPart)' is not a number from 1 to 65535")
+            }
+            port = number
+        }
+        self.host = String(hostPart)
         self.port = port
         self.database = database
     }
 
-    package var description: String { "redis://\(host):\(port)" + (database == 0 ? "" : "/\(database)") }
+    /// Plain decimal digits only (no sign, no spaces), short enough not to overflow.
+    private static func decimal(_ text: Substring) -> Int? {
+        guard !text.isEmpty, text.count <= 5, text.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+        return Int(text)
+    }
+
+    package var description: String {
+        let host = self.host.contains(":") ? "[\(self.host)]" : self.host
+        return "redis://\(host):\(port)" + (database == 0 ? "" : "/\(database)")
+    }
+}
+
+/// Why a text is not a Redis URL, said so that the reader can write one.
+package struct RedisURLError: Error, Equatable, CustomStringConvertible, Sendable {
+    package let text: String
+    package let reason: String
+
+    package var description: String {
+        "'\(text)' is not a Redis URL: \(reason); write redis://HOST[:PORT][/DB], like redis://127.0.0.1:6379"
+    }
 }
 
 /// A reply, copied out of hiredis's memory.
@@ -79,13 +147,18 @@ package enum RedisError: Error, CustomStringConvertible, Sendable {
 
 /// One blocking connection to Redis through hiredis (Debian's libhiredis). One thread at a time:
 /// each of the engine's threads has its own. A connection that failed stays failed; make a new one.
+/// hiredis writes without MSG_NOSIGNAL: the process must ignore SIGPIPE (`ringcast` does), or a
+/// write to a Redis that went away ends it.
 package final class RedisConnection {
     private let context: UnsafeMutablePointer<redisContext>
     package let url: RedisURL
+    /// What `setTimeout` last set, to say so when a reply does not come within it.
+    private var replyTimeout: Double
 
     /// Connects (within `timeoutSeconds`), then selects the database.
     package init(_ url: RedisURL, timeoutSeconds: Double = 2) throws(RedisError) {
         self.url = url
+        replyTimeout = timeoutSeconds
         let timeout = timeval(tv_sec: Int(timeoutSeconds), tv_usec: Int(timeoutSeconds.truncatingRemainder(dividingBy: 1) * 1_000_000))
         guard let context = redisConnectWithTimeout(url.host, Int32(url.port), timeout) else {
             throw RedisError.connection("cannot connect to \(url): out of memory")
@@ -98,7 +171,9 @@ package final class RedisConnection {
         self.context = context
         _ = redisEnableKeepAlive(context)
         setTimeout(seconds: timeoutSeconds)
-        if url.database != 0 { _ = try command(["SELECT", String(url.database)]) }
+        if url.database != 0, case .error(let reason) = try command(["SELECT", String(url.database)]) {
+            throw RedisError.connection("cannot select database \(url.database) on \(url): \(reason)")
+        }
     }
 
     deinit { redisFree(context) }
@@ -107,6 +182,7 @@ package final class RedisConnection {
     package func setTimeout(seconds: Double) {
         let timeout = timeval(tv_sec: Int(seconds), tv_usec: Int(seconds.truncatingRemainder(dividingBy: 1) * 1_000_000))
         _ = redisSetTimeout(context, timeout)
+        replyTimeout = seconds
     }
 
     /// Sends one command and waits for its reply; an error reply is returned, not thrown.
@@ -129,6 +205,10 @@ package final class RedisConnection {
         for _ in commands {
             var raw: UnsafeMutableRawPointer?
             guard redisGetReply(context, &raw) == REDIS_OK, let raw else {
+                // hiredis reports a blocking read that timed out as the socket's EAGAIN.
+                if context.pointee.err == REDIS_ERR_IO, errno == EAGAIN, replyTimeout > 0 {
+                    throw RedisError.connection("\(url) did not answer within \(replyTimeout) s")
+                }
                 throw RedisError.connection("reading from \(url) failed: \(RedisConnection.errorText(context))")
             }
             let reply = raw.assumingMemoryBound(to: redisReply.self)

@@ -64,9 +64,8 @@ public final class Server: @unchecked Sendable {
     public static func persistence(for config: ServerConfig, baseDirectory: String, logger: Logger) throws -> TaskPersistence {
         guard config.storage != "memory" else { return MemoryOnlyPersistence() }
         if config.storage.hasPrefix("redis://") {
-            guard let url = RedisURL(config.storage) else {
-                throw ServerError("storage '\(config.storage)' is not a Redis URL: write redis://HOST[:PORT][/DB], like redis://127.0.0.1:6379")
-            }
+            let url: RedisURL
+            do { url = try RedisURL(config.storage) } catch { throw ServerError("storage \(error)") }
             return try RedisCluster(url: url, logger: logger)
         }
         let path = config.storage.hasPrefix("/") ? config.storage : baseDirectory + "/" + config.storage

@@ -1,6 +1,7 @@
 import Foundation
 import RingcastClient
 import RingcastCore
+import RingcastPlatform
 
 /// `some-program | ringcast pipe ID`: passes the input through and turns its progress lines into updates.
 struct PipeCommand: ProducerCommand {
@@ -8,7 +9,7 @@ struct PipeCommand: ProducerCommand {
     static let summary = "progress read from another program's output: make 2>&1 | ringcast pipe build"
     static let usage = [
         "some-program | ringcast pipe ID [--title T] [--hide-after SECONDS] [--no-log]",
-        "some-program | ringcast pipe ID [--kind K] [--done-at-eof]",
+        "some-program | ringcast pipe ID [--kind K] [--done-at-eof] [--trace]",
     ]
     static let discussion = """
         Copies standard input to standard output byte for byte, and reads progress out of each line
@@ -27,6 +28,7 @@ struct PipeCommand: ProducerCommand {
         .flag("no-log", "send no log lines"),
         .value("kind", "K", "the kind whose past runs give the ETA (default: the id without its trailing number, ci.build-42 → ci.build)"),
         .flag("done-at-eof", "mark the task done at end of input, whatever progress was read last"),
+        .flag("trace", "write each update to stderr as it is sent, with its time in seconds on the throttle's monotonic clock"),
     ]
     static let epilogue = """
         exit status:
@@ -49,6 +51,7 @@ struct PipeCommand: ProducerCommand {
     let logs: Bool
     let kind: String?
     let doneAtEOF: Bool
+    let trace: Bool
 
     init(validating options: ParsedOptions, session: ProducerSession) throws(UsageError) {
         self.session = session
@@ -58,17 +61,19 @@ struct PipeCommand: ProducerCommand {
         logs = !options.flag("no-log")
         kind = try options.kind()
         doneAtEOF = options.flag("done-at-eof")
+        trace = options.flag("trace")
     }
 
     func run() throws(CommandFailure) -> Int32 {
-        var updater = ThrottledUpdater(session: session, id: id, interval: PipeCommand.minimumInterval)
+        var updater = ThrottledUpdater(session: session, id: id, interval: PipeCommand.minimumInterval, trace: trace)
         var start: [(String, JSONValue)] = [
             ("progress", .null), ("completed", .null), ("total", .null), ("detail", .null),
             ("state", .string("running")), ("visible", .bool(true)), ("hideAfter", .null),
         ]
         if let title { start.append(("title", .string(title))) }
         if let kind { start.append(("kind", .string(kind))) }
-        updater.sendNow(start)
+        updater.latest(start)
+        updater.sendIfDue()
         let shipper = logs ? LogShipper(options: session.options, id: id, timeoutSeconds: PipeCommand.requestTimeout) : nil
         var logLines = LogLineSplitter()
 
@@ -185,24 +190,20 @@ struct LineSplitter {
     }
 }
 
-/// Sends a task's updates at most once per `interval`, always the latest one; after a failure it
-/// says so once and retries no sooner than 5 s later, so a lost server never slows the pass-through.
-struct ThrottledUpdater {
-    let session: ProducerSession
-    let id: String
-    let interval: Double
-    private var pending: [(String, JSONValue)]?
-    private var lastSent = -Double.infinity
-    private var retryAfter = -Double.infinity
-    private(set) var failed = false
+/// When `ringcast pipe` may send its task's next update: at most one per `interval` on its own
+/// clock, always the latest fields (merged), and after a failed send none before the retry delay.
+/// It only decides: it takes `now:` (monotonic nanoseconds) and sends nothing itself.
+struct UpdateThrottle {
+    /// Nanoseconds between two sends, at least.
+    let interval: UInt64
+    /// How long a failed send holds the next one back, so a lost server never slows the pass-through.
+    static let retryDelay: UInt64 = 5_000_000_000
+    private(set) var pending: [(String, JSONValue)]?
+    /// When the last update was taken to be sent.
+    private(set) var lastSent: UInt64?
+    private var retryAt: UInt64 = 0
 
-    init(session: ProducerSession, id: String, interval: Double) {
-        self.session = session
-        self.id = id
-        self.interval = interval
-    }
-
-    private static func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
+    init(interval: UInt64) { self.interval = interval }
 
     /// Replaces what is waiting (fields merge: a newer value of a field wins).
     mutating func latest(_ fields: [(String, JSONValue)]) {
@@ -217,41 +218,86 @@ struct ThrottledUpdater {
         pending = merged
     }
 
-    mutating func sendNow(_ fields: [(String, JSONValue)]) {
-        latest(fields)
-        flush()
+    /// When what waits may go; nil when nothing waits. `retrying: false` for the last update,
+    /// which goes once its interval has passed even while the server is failing.
+    func due(retrying: Bool = true) -> UInt64? {
+        guard pending != nil else { return nil }
+        let next = lastSent.map { $0 + interval } ?? 0
+        return retrying ? max(next, retryAt) : next
     }
+
+    /// What to send at `now`, or nil when nothing waits or it is not due; taking it is sending it at `now`.
+    mutating func take(now: UInt64, retrying: Bool = true) -> [(String, JSONValue)]? {
+        guard let due = due(retrying: retrying), now >= due, let fields = pending else { return nil }
+        pending = nil
+        lastSent = now
+        return fields
+    }
+
+    /// The send taken last failed, as of `now`.
+    mutating func sendFailed(now: UInt64) { retryAt = now + UpdateThrottle.retryDelay }
+}
+
+/// Sends a task's updates as its `UpdateThrottle` decides, on the monotonic clock; after a failure
+/// it says so once and goes on passing the input through. With `trace`, each update's send time on
+/// that clock and its fields go to stderr, so the throttle can be checked by its own stamps.
+struct ThrottledUpdater {
+    let session: ProducerSession
+    let id: String
+    let trace: Bool
+    private var throttle: UpdateThrottle
+    private(set) var failed = false
+
+    init(session: ProducerSession, id: String, interval: Double, trace: Bool) {
+        self.session = session
+        self.id = id
+        self.trace = trace
+        throttle = UpdateThrottle(interval: UInt64(interval * 1e9))
+    }
+
+    mutating func latest(_ fields: [(String, JSONValue)]) { throttle.latest(fields) }
 
     /// For poll: how long until the waiting update is due (-1: nothing waits).
     func millisecondsUntilDue() -> Int32 {
-        guard pending != nil else { return -1 }
-        let due = max(lastSent + interval, retryAfter)
-        return Int32(max(0, ((due - ThrottledUpdater.now()) * 1000).rounded(.up)))
+        guard let due = throttle.due() else { return -1 }
+        let now = MonotonicClock.nanoseconds()
+        guard due > now else { return 0 }
+        return Int32(min((due - now + 999_999) / 1_000_000, UInt64(Int32.max)))
     }
 
     mutating func sendIfDue() {
-        guard pending != nil, ThrottledUpdater.now() >= max(lastSent + interval, retryAfter) else { return }
-        flush()
+        let now = MonotonicClock.nanoseconds()
+        if let fields = throttle.take(now: now) { send(fields, at: now) }
     }
 
-    /// Sends what waits once its time has come, sleeping until then (unless the server is failing).
+    /// Sends what waits once its interval has passed, sleeping until then (even while the server is failing).
     mutating func sendPendingWaiting() {
-        guard pending != nil else { return }
-        let wait = lastSent + interval - ThrottledUpdater.now()
-        if wait > 0 { Thread.sleep(forTimeInterval: wait) }
-        flush()
+        guard let due = throttle.due(retrying: false) else { return }
+        var now = MonotonicClock.nanoseconds()
+        while now < due {
+            Thread.sleep(forTimeInterval: Double(due - now) / 1e9)
+            now = MonotonicClock.nanoseconds()
+        }
+        if let fields = throttle.take(now: now, retrying: false) { send(fields, at: now) }
     }
 
-    private mutating func flush() {
-        guard let fields = pending else { return }
-        pending = nil
-        lastSent = ThrottledUpdater.now()
+    private mutating func send(_ fields: [(String, JSONValue)], at now: UInt64) {
+        if trace {
+            let body = String(decoding: JSONWriter.encode(.object(fields)), as: UTF8.self)
+            fail("pipe: update sent at \(ThrottledUpdater.seconds(now)) s: \(body)")
+        }
         do {
             try session.send("POST", ProducerSession.taskPath(id), .object(fields))
         } catch {
             if !failed { fail("pipe: \(error); passing the input through without progress") }
             failed = true
-            retryAfter = ThrottledUpdater.now() + 5
+            throttle.sendFailed(now: MonotonicClock.nanoseconds())
         }
+    }
+
+    /// Nanoseconds as seconds with all nine decimals, so the trace loses nothing.
+    static func seconds(_ nanoseconds: UInt64) -> String {
+        let fraction = String(nanoseconds % 1_000_000_000)
+        return "\(nanoseconds / 1_000_000_000)." + String(repeating: "0", count: 9 - fraction.count) + fraction
     }
 }

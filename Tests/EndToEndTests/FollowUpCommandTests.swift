@@ -70,7 +70,8 @@ final class FollowUpCommandTests: XCTestCase {
         let child = try XCTUnwrap(run.children.first)
         XCTAssertEqual(try server.post("/api/tasks/batch/pause")["task"]?["pauseRequested"], .bool(true))
         XCTAssertTrue(try eventually(timeout: 10) { try server.task("batch")?["state"] == .string("paused") }, "run answers with paused")
-        XCTAssertEqual(processState(child), "T", "SIGSTOP")
+        // kill(2) returns before the child has stopped: it stops once it runs to take the signal.
+        XCTAssertTrue(eventually(timeout: 5) { processState(child) == "T" }, "SIGSTOP: state \(processState(child).map(String.init) ?? "gone")")
         XCTAssertNil(try server.task("batch")?["pauseRequested"], "the answer clears the request")
         try server.post("/api/tasks/batch/resume")
         XCTAssertTrue(try eventually(timeout: 10) { try server.task("batch")?["state"] == .string("running") })

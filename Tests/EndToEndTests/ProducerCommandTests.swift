@@ -371,33 +371,44 @@ final class ProducerCommandTests: XCTestCase {
         XCTAssertEqual(progressValues, [0.12, 0.3, 0.35, 0.42, 0.46, 0.555], "one update per progress line, none for the others")
     }
 
-    func testPipeSendsAtMostOneUpdatePer50msAndAlwaysTheLast() throws {
+    func testPipeSendsAtMostOneUpdatePer50msByItsOwnClockAndAlwaysTheLast() throws {
         let server = try producerServer()
         let watcher = TestWatcher(server.wsURL + "?watch=fast")
         watcher.waitForSnapshot()
-        let pipe = try RingcastProcess(["pipe", "fast", "--done-at-eof"], environment: ["RINGCAST_URL": server.httpURL])
+        let pipe = try RingcastProcess(["pipe", "fast", "--done-at-eof", "--trace"], environment: ["RINGCAST_URL": server.httpURL])
         watcher.wait { $0.contains { $0.id == "fast" } }
-        let started = nowMs()
         for percent in 1...99 {
             pipe.write("step \(percent)%\n")
-            Thread.sleep(forTimeInterval: 0.005)  // a spacing, not a wait: input at 200 lines a second
+            Thread.sleep(forTimeInterval: 0.005)  // a spacing, not a wait: input at about 200 lines a second
         }
-        let fed = nowMs() - started
-        // The input stays open: the last value must come anyway, within the throttle's 50 ms.
-        let last = try XCTUnwrap(watcher.wait(timeout: 2) { $0.contains { $0.number("progress") == 0.99 } }.first { $0.number("progress") == 0.99 })
-        XCTAssertOnTime(last.at, due: started + fed, late: 500, "the last value")
-        let updates = watcher.received.filter { $0.type == "progress" && $0.number("progress") != nil }
-        XCTAssertLessThanOrEqual(updates.count, Int(fed / 50) + 2, "\(updates.count) updates in \(Int(fed)) ms")
-        XCTAssertGreaterThanOrEqual(updates.count, 3)
-        let stamps = updates.compactMap { $0.number("updatedAt") }
-        for (earlier, later) in zip(stamps, stamps.dropFirst()) {
-            XCTAssertGreaterThanOrEqual(later - earlier, 40, "two updates \(later - earlier) ms apart")
-        }
-        XCTAssertEqual(updates.compactMap { $0.number("progress") }, updates.compactMap { $0.number("progress") }.sorted())
-
+        // The input stays open: the last value must go out anyway, once its interval has passed.
+        watcher.wait(timeout: 10) { $0.contains { $0.number("progress") == 0.99 } }
         let result = pipe.wait()
-        XCTAssertEqual(result.status, 0)
+        XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(result.stdout.split(separator: "\n").count, 99)
         watcher.wait { $0.contains { $0.string("state") == "done" } }
+
+        // What the throttle decided, stamped by its own clock: the server's receipt times would
+        // measure the scheduling of two processes on a loaded machine as well.
+        let prefix = "ringcast: pipe: update sent at "
+        var sends: [(at: UInt64, fields: JSONValue)] = []
+        for line in result.stderrLines {
+            guard line.hasPrefix(prefix), let colon = line.range(of: " s: "),
+                let at = UInt64(line[line.index(line.startIndex, offsetBy: prefix.count)..<colon.lowerBound].replacingOccurrences(of: ".", with: "")),
+                let fields = try? JSONParser.parse(Array(line[colon.upperBound...].utf8))
+            else { return XCTFail("not a trace line: \(line)") }
+            sends.append((at, fields))
+        }
+        for (earlier, later) in zip(sends, sends.dropFirst()) {
+            XCTAssertGreaterThanOrEqual(
+                later.at - earlier.at, 50_000_000, "two updates \(Double(later.at - earlier.at) / 1e6) ms apart by the pipe's clock")
+        }
+        XCTAssertEqual(sends.first?.fields["state"], .string("running"))
+        XCTAssertEqual(sends.last?.fields["state"], .string("done"))
+        let sent = sends.compactMap { $0.fields["progress"]?.numberValue }
+        XCTAssertEqual(sent.last, 0.99, "the last value went out")
+        XCTAssertEqual(sent, sent.sorted())
+        let received = watcher.received.filter { $0.type == "progress" }.compactMap { $0.number("progress") }
+        XCTAssertEqual(received, sent, "every update the pipe sent, and no other, reached the watcher")
     }
 }

@@ -121,7 +121,11 @@ final class StalledWatcherTests: XCTestCase {
             let events = (0..<500).map { #"{"type":"update","id":"held.\#($0)","completed":\#(round + 1),"total":20}"# }
             XCTAssertEqual(try http.request("POST", "/api/events", json: "[" + events.joined(separator: ",") + "]").status, 200)
         }
-        usleep(500_000)  // for the server to write what the socket takes, and hold the rest
+        // The server has written what the path takes: the watcher's buffer holds unread bytes and
+        // the server's kernel holds more that the watcher's full window keeps back.
+        XCTAssertTrue(
+            eventually(timeout: 20) { watcher.unreadBytes > 0 && watcher.bytesHeldByPeer > 0 },
+            "the server never filled the watcher's window: \(watcher.unreadBytes) bytes unread, \(watcher.bytesHeldByPeer) held")
         XCTAssertEqual(shutdown(watcher.descriptor, Int32(SHUT_WR)), 0)
 
         let pid = served.process.processIdentifier

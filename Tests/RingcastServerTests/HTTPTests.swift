@@ -217,15 +217,11 @@ final class HostCheckTests: XCTestCase {
 /// The local addresses with a socket listening on `port`, from the kernel's own tables.
 func listeningSockets(port: Int) throws -> [String] {
     var addresses: [String] = []
-    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
-        for line in text.split(separator: "\n").dropFirst() {
-            let fields = line.split(separator: " ")
-            guard fields.count > 3, fields[3] == "0A" else { continue }
-            let local = fields[1].split(separator: ":")
-            guard local.count == 2, Int(local[1], radix: 16) == port else { continue }
-            addresses.append(decodeProcAddress(String(local[0])))
-        }
+    for fields in kernelTCPRows() {
+        guard fields.count > 3, fields[3] == "0A" else { continue }
+        let local = fields[1].split(separator: ":")
+        guard local.count == 2, Int(local[1], radix: 16) == port else { continue }
+        addresses.append(decodeProcAddress(String(local[0])))
     }
     return addresses
 }

@@ -17,6 +17,17 @@ final class StorageTests: XCTestCase {
         return try TestServer(persistence: persistence) { $0.port = port }
     }
 
+    func testAStorageThatIsNotARedisURLSaysWhatIsWrongWithIt() {
+        var config = ServerConfig()
+        config.storage = "redis://127.0.0.1:6379/16"
+        XCTAssertThrowsError(try Server.persistence(for: config, baseDirectory: folder.url.path, logger: .silent)) { error in
+            XCTAssertEqual(
+                "\(error)",
+                "storage 'redis://127.0.0.1:6379/16' is not a Redis URL: the database '16' is not a number from 0 to 15; "
+                    + "write redis://HOST[:PORT][/DB], like redis://127.0.0.1:6379")
+        }
+    }
+
     func testARestartBringsBackEveryTaskItsEpochAndItsSequence() throws {
         var first: TestServer? = try server()
         try first!.post("/api/tasks/keep.progress", #"{"title":"Half","progress":0.5,"detail":"écrit — \"quoted\""}"#)

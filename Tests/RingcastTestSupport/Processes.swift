@@ -179,10 +179,13 @@ package final class RingcastProcess: @unchecked Sendable {
 /// loses everything, as the harshest restart would), stopped when it goes away.
 package final class RedisProcess {
     package let port: Int
+    /// Settings of its own (`--databases 2`), after the ones every test's Redis has.
+    private let settings: [String]
     private var process: Process?
 
-    package init(port: Int = closedLoopbackPort()) throws {
+    package init(port: Int = closedLoopbackPort(), settings: [String] = []) throws {
         self.port = port
+        self.settings = settings
         try start()
     }
 
@@ -196,7 +199,7 @@ package final class RedisProcess {
         }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "yes"]
+        process.arguments = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "yes"] + settings
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()

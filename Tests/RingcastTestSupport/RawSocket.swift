@@ -95,6 +95,33 @@ package final class RawSocket {
         return RawSocket.closeCode(in: received)
     }
 
+    /// Bytes that arrived and wait in this socket's receive buffer, unread.
+    package var unreadBytes: Int {
+        var count: Int32 = 0
+        return ioctl(descriptor, UInt(FIONREAD), &count) == 0 ? Int(count) : 0
+    }
+
+    /// Bytes the other end has written to its socket that its kernel still holds, unsent or not yet
+    /// acknowledged: on loopback, what this socket's full window keeps back. From the kernel's row
+    /// whose local port is the peer's and whose remote port is ours.
+    package var bytesHeldByPeer: Int {
+        var local = sockaddr_in()
+        var peer = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) } }
+        length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &peer) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(descriptor, $0, &length) } }
+        let ours = Int(UInt16(bigEndian: local.sin_port))
+        let theirs = Int(UInt16(bigEndian: peer.sin_port))
+        for fields in kernelTCPRows(["/proc/net/tcp"]) {
+            guard fields.count > 4, Int(fields[1].split(separator: ":").last ?? "", radix: 16) == theirs,
+                Int(fields[2].split(separator: ":").last ?? "", radix: 16) == ours
+            else { continue }
+            return Int(fields[4].split(separator: ":").first ?? "", radix: 16) ?? 0
+        }
+        return 0
+    }
+
     /// Closes with a reset (SO_LINGER 0) instead of a goodbye: a client that vanished.
     package func reset() {
         var linger = Glibc.linger(l_onoff: 1, l_linger: 0)

@@ -47,6 +47,16 @@ package func closedLoopbackPort() -> Int {
     return Int(UInt16(bigEndian: address.sin_port))
 }
 
+/// The sockets in the kernel's TCP tables (`/proc/net/tcp`, `/proc/net/tcp6`), one row of fields
+/// each: sl, local address, remote address, state, tx_queue:rx_queue, … (addresses as HEX:PORT).
+/// Read to the end: String(contentsOfFile:) stops after the first page of a /proc file.
+package func kernelTCPRows(_ tables: [String] = ["/proc/net/tcp", "/proc/net/tcp6"]) -> [[Substring]] {
+    tables.flatMap { table -> [[Substring]] in
+        guard let bytes = FileHandle(forReadingAtPath: table)?.readDataToEndOfFile() else { return [] }
+        return String(decoding: bytes, as: UTF8.self).split(separator: "\n").dropFirst().map { $0.split(separator: " ") }
+    }
+}
+
 /// Polls `condition` every 10 ms until it holds or `timeout` passes; true when it held. For what
 /// has no event to wait on (a file's contents, a process table, a client's connection state).
 package func eventually(timeout: Double = 5, _ condition: () throws -> Bool) rethrows -> Bool {

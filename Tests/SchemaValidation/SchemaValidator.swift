@@ -5,7 +5,7 @@ import RingcastCore
 /// targets; the server never calls it.
 public final class SchemaValidator {
     private let document: JSONValue
-    private var patterns: [String: Regex<AnyRegexOutput>] = [:]
+    private var patterns: [String: SchemaPattern] = [:]
     private static let annotations: Set<String> = ["description", "examples"]
 
     public init(document: JSONValue = OpenAPI.document) { self.document = document }
@@ -89,8 +89,9 @@ public final class SchemaValidator {
             return Double(text.unicodeScalars.count) <= limit ? nil : "\(path): longer than \(Int(limit)) characters"
         case ("pattern", .string(let pattern)):
             guard case .string(let text) = value else { return nil }
-            guard let regex = regex(pattern) else { return "\(path): the pattern \(pattern) does not compile" }
-            return (try? regex.wholeMatch(in: text)) != nil ? nil : "\(path): \(describe(value)) does not match \(pattern)"
+            let compiled: SchemaPattern
+            do { compiled = try self.compiled(pattern) } catch { return "\(path): \(error)" }
+            return compiled.matches(text) ? nil : "\(path): \(describe(value)) does not match \(pattern)"
         case ("oneOf", .array(let choices)):
             let matching = choices.filter { violation(of: value, against: $0, at: path) == nil }.count
             if matching == 1 { return nil }
@@ -115,9 +116,9 @@ public final class SchemaValidator {
         }
     }
 
-    private func regex(_ pattern: String) -> Regex<AnyRegexOutput>? {
+    private func compiled(_ pattern: String) throws(SchemaPatternError) -> SchemaPattern {
         if let compiled = patterns[pattern] { return compiled }
-        guard let compiled = try? Regex(pattern) else { return nil }
+        let compiled = try SchemaPattern(pattern)
         patterns[pattern] = compiled
         return compiled
     }

@@ -92,7 +92,8 @@ class Server:
 
     def __init__(self, allowed_origins=(), heartbeat=2, workdir=None, tls=False, storage=None, settings=None, env=None):
         self.binary = server_binary()
-        # More of config.json (readers, anonymousRead, …), and variables for the server's environment.
+        # More of config.json (publishers, readers, anonymousRead, limits…), over the settings this
+        # class writes; and variables for the server's environment (a tokenSecretEnv's key).
         self.settings = dict(settings or {})
         self.env = dict(env or {})
         # None: "memory"; a path: an SQLite file kept across start()s (its state comes back).
@@ -144,10 +145,10 @@ class Server:
             "allowedOrigins": self.allowed_origins,
             "heartbeatSeconds": self.heartbeat,
             **({"storage": str(self.storage)} if self.storage else {}),
+            **self.settings,
         }
         if self.tls:
             settings["tls"] = {"cert": str(self.cert), "key": str(self.key)}
-        settings.update(self.settings)
         config.write_text(json.dumps(settings))
         self.log_path = cwd / "server.log"
         log = open(self.log_path, "ab")  # noqa: SIM115 (the server's stderr for as long as it runs)
