@@ -12,6 +12,10 @@
 // styles from a constructable stylesheet (allowed under a strict CSP). The host site must be
 // listed in the server's `allowedOrigins`.
 //
+// A server that does not let everyone read the task wants a token: `token="…"` (a reader's, or a
+// signed one a backend minted for this page) is sent in an `auth` message once the socket opens,
+// never in its URL. A page of the server's own site has the dashboard's sign-in cookie instead.
+//
 // With the `notify` attribute the card gets a bell: once the person allows it, the task finishing,
 // failing or stalling shows a system notification while the page is not in front. That code
 // (js/notify.js, shared with the dashboard) is loaded from the server only then.
@@ -128,7 +132,7 @@ function socketAddress(server) {
 }
 
 class RingcastTask extends HTMLElement {
-  static get observedAttributes() { return ['server', 'task', 'notify']; }
+  static get observedAttributes() { return ['server', 'task', 'notify', 'token']; }
 
   constructor() {
     super();
@@ -201,12 +205,19 @@ class RingcastTask extends HTMLElement {
     }
     const store = this.store;
     const id = this.taskId;
+    const token = (this.getAttribute('token') || '').trim();
     this.connection = new Connection({
       url: (since) => socketURL(server, id, since),
       since: () => store.since(),
-      onEvent: (ev) => store.handle(ev),
+      onEvent: (ev) => {
+        // Without a token of its own the socket is told it needs one; with one, its `auth` follows.
+        if (ev.type === 'error' && ev.error === 'unauthorized' && token && !store.everSynced) return;
+        store.handle(ev);
+      },
       onStatus: (state, text) => this.setConn(state, text),
       onLost: () => store.connectionLost(),
+      onRefused: (code, reason) => this.setConn('offline', `Not allowed to read ${id}${reason ? `: ${reason}` : ''}`),
+      greeting: () => (token ? JSON.stringify({ type: 'auth', token }) : null),
     });
     this.setConn('reconnecting', 'Connecting…');
     this.connection.start();

@@ -51,11 +51,11 @@ public func fuzzConfig(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     for origin in config.allowedOrigins {
         expect(origin.hasPrefix("http://") || origin.hasPrefix("https://"), "allowedOrigins holds \(origin)")
     }
-    for publisher in config.publishing.publishers {
-        expect(!publisher.name.isEmpty, "a publisher without a name")
+    for publisher in config.access.entries {
+        expect(!publisher.name.isEmpty, "an entry without a name")
         expect(
             !publisher.patterns.globs.isEmpty && publisher.patterns.globs.allSatisfy { Glob.isValid($0.pattern) },
-            "publisher patterns \(publisher.patterns.key)")
+            "entry patterns \(publisher.patterns.key)")
     }
     return 0
 }

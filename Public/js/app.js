@@ -1,5 +1,5 @@
-// Entry point: wires the connection, the store, the dashboard, the search box, the notification
-// bell, the splash and the status indicator.
+// Entry point: wires the sign-in, the connection, the store, the dashboard, the search box, the
+// notification bell, the splash and the status indicator.
 
 import { Connection, pageServer, socketURL } from './connection.js';
 import { Store } from './store.js';
@@ -8,6 +8,7 @@ import { Splash } from './splash.js';
 import { TitleAndIcon } from './favicon.js';
 import { SearchBox } from './search.js';
 import { bindBell, notifier } from './notify.js';
+import { SignIn } from './signin.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -88,12 +89,37 @@ store.subscribe((c) => {
   if (c.type === 'synced') splash.finish();
 });
 
-const connection = new Connection({
+const signIn = new SignIn({
+  form: $('signin'),
+  reason: $('signin-reason'),
+  input: $('signin-token'),
+  signOut: $('signout'),
+  who: $('signed-in-as'),
+  onShown() {
+    splash.finish();
+    showStatus('offline', 'Sign in to see tasks');
+  },
+});
+
+let connection = null;
+connection = new Connection({
   url: (since) => socketURL(server, watch, since),
   since: () => store.since(),
-  onEvent: (ev) => store.handle(ev),
+  onEvent(ev) {
+    // A socket without a token where reading needs one hears so at once (and waits for an `auth`
+    // the page does not send: it signs in with the cookie instead).
+    if (ev.type === 'error' && ev.error === 'unauthorized' && !store.everSynced) {
+      connection.stop();
+      signIn.show(ev.message);
+      return;
+    }
+    store.handle(ev);
+  },
   onStatus: showStatus,
   onLost: () => store.connectionLost(),
+  onRefused: (code, reason) => signIn.show(code === 4440 ? `Your sign-in expired: ${reason}` : reason),
 });
 showStatus('reconnecting', 'Connecting…');
-connection.start();
+// A sign-in link's token is traded for the cookie, and the page learns what it may publish,
+// before the socket opens: the first snapshot's cards already show the right buttons.
+if (await signIn.start()) connection.start();

@@ -2,8 +2,12 @@
 // with `since`, reconnects with capped full-jitter exponential back-off, reconnects when the server
 // has been silent for two heartbeat intervals (watchdog), and resyncs when the tab is shown again.
 
-// Close codes after which retrying the same request cannot help.
-const FATAL_CLOSE = new Set([1002, 1003, 1007, 1008]);
+// Close codes after which retrying the same request cannot help (4429: the token's entry holds all
+// the connections it may; docs/PROTOCOL.md).
+const FATAL_CLOSE = new Set([1002, 1003, 1007, 1008, 4429]);
+// Close codes that ask for a token (none, one that does not hold, one that may not read what is
+// watched, one that expired): only signing in helps, so the page is told and nothing is retried.
+export const SIGN_IN_CLOSE = new Set([4401, 4403, 4440]);
 const OPEN_TIMEOUT_MS = 10000;
 
 export class Connection {
@@ -14,9 +18,13 @@ export class Connection {
    * @param {(ev: object) => void} o.onEvent         each protocol event, in order
    * @param {(state: 'live'|'reconnecting'|'offline', text: string) => void} o.onStatus
    * @param {() => void} o.onLost                    the socket is gone; what we show is no longer live
+   * @param {(code: number, reason: string) => void} [o.onRefused]  closed for its token (SIGN_IN_CLOSE)
+   * @param {() => string|null} [o.greeting]         a first message for each new socket (an `auth`)
    */
-  constructor({ url, since, onEvent, onStatus, onLost, baseDelay = 500, maxDelay = 15000, offlineAfter = 4 }) {
+  constructor({ url, since, onEvent, onStatus, onLost, onRefused, greeting, baseDelay = 500, maxDelay = 15000, offlineAfter = 4 }) {
     this.url = url;
+    this.onRefused = onRefused || null;
+    this.greeting = greeting || (() => null);
     this.since = since;
     this.onEvent = onEvent;
     this.onStatus = onStatus || (() => {});
@@ -86,6 +94,10 @@ export class Connection {
       return;
     }
     this.ws = ws;
+    ws.onopen = () => {
+      const first = this.greeting();
+      if (first && ws === this.ws) ws.send(first);
+    };
     ws.onmessage = (m) => this.message(ws, m);
     ws.onclose = (e) => this.closed(ws, e);
     ws.onerror = () => {}; // a close event follows
@@ -130,6 +142,11 @@ export class Connection {
     this.detach();
     this.onLost();
     if (this.stopped) return;
+    if (SIGN_IN_CLOSE.has(e.code) && this.onRefused) {
+      this.setStatus('offline', e.code === 4440 ? 'Signed out: the token expired' : 'Sign in to see tasks');
+      this.onRefused(e.code, e.reason);
+      return;
+    }
     if (FATAL_CLOSE.has(e.code)) {
       // The server refused this request; only a new page state (visible, online) tries again.
       this.setStatus('offline', `Refused by the server${e.reason ? `: ${e.reason}` : ''}`);
@@ -151,7 +168,7 @@ export class Connection {
   detach() {
     const ws = this.ws;
     if (!ws) return;
-    ws.onmessage = ws.onclose = ws.onerror = null;
+    ws.onopen = ws.onmessage = ws.onclose = ws.onerror = null;
     this.ws = null;
     clearTimeout(this.watchdog);
   }

@@ -3,12 +3,14 @@
 // (the card says "Cancelling…") and carries it to the publisher, whose answer is the new state.
 
 import { TERMINAL, stateOf } from './store.js';
+import { mayPublish } from './access.js';
 
 export const ACTIONS = ['cancel', 'pause', 'resume'];
 const LABEL = { cancel: 'Cancel', pause: 'Pause', resume: 'Resume' };
 
-/** Which buttons a task shows now, in order. */
+/** Which buttons a task shows now, in order: none where the page's grant may not publish it. */
 export function offeredActions(task) {
+  if (!mayPublish(task.id)) return [];
   const controls = Array.isArray(task.controls) ? task.controls : [];
   const state = stateOf(task);
   if (TERMINAL.has(state) || task.cancelRequested) return [];
@@ -47,6 +49,7 @@ export function setButtons(box, actions, title) {
 /** Sends a request; resolves to an error message, or '' when the server took it. */
 export async function sendRequest(id, action) {
   const url = new URL(`api/tasks/${encodeURIComponent(id)}/${action}`, location.href);
+  // The sign-in cookie goes with it (same origin): the request is the signed-in grant's.
   try {
     const r = await fetch(url, { method: 'POST' });
     if (r.ok) return '';

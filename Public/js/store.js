@@ -61,7 +61,7 @@ export class Store {
       case 'hello':
         this.setClock(ev.now);
         if (ev.heartbeat > 0) this.heartbeat = ev.heartbeat;
-        if (!(ev.protocol >= 2)) console.warn(`ringcast: server speaks protocol ${ev.protocol}, this page speaks 2`);
+        if (!(ev.protocol >= 2)) console.warn(`ringcast: server speaks protocol ${ev.protocol}, this page speaks 3`);
         return;
       case 'snapshot':
         this.snapshot(ev);

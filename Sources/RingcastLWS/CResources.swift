@@ -53,6 +53,9 @@ package struct CResources {
         mounts[0].cache_reusable = 1
         mounts[0].cache_revalidate = 1
         mounts[0].cache_intermediaries = 0
+        // lws 4.1.6 asks a mount's protocol for extra headers (LWS_CALLBACK_ADD_HEADERS) before
+        // it serves a file, and only when the mount names one (lib/roles/http/server/server.c).
+        mounts[0].protocol = string(protocolName)
         for (index, point) in callbackPaths.enumerated() {
             let mount = mounts + index + 1
             mount.pointee.mountpoint = string(point)

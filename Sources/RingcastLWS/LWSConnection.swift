@@ -4,7 +4,7 @@ import RingcastCore
 
 /// The request headers the server and client read, named in Swift so that only this layer sees lws's tokens.
 package enum HTTPHeader: Sendable {
-    case host, origin, authorization, contentLength, contentType, accept, upgrade, ifNoneMatch
+    case host, origin, authorization, contentLength, contentType, accept, upgrade, ifNoneMatch, cookie, xForwardedFor
     /// The request line's `HTTP/1.1`.
     case version
 
@@ -18,21 +18,28 @@ package enum HTTPHeader: Sendable {
         case .accept: return WSI_TOKEN_HTTP_ACCEPT
         case .upgrade: return WSI_TOKEN_UPGRADE
         case .ifNoneMatch: return WSI_TOKEN_HTTP_IF_NONE_MATCH
+        case .cookie: return WSI_TOKEN_HTTP_COOKIE
+        case .xForwardedFor: return WSI_TOKEN_X_FORWARDED_FOR
         case .version: return WSI_TOKEN_HTTP
         }
     }
 }
 
-/// WebSocket close codes (RFC 6455 §7.4) the server and client send.
-package enum CloseStatus: UInt16, Sendable {
-    case normal = 1000
-    case goingAway = 1001
-    case invalidPayload = 1007
-    case policyViolation = 1008
-    case messageTooBig = 1009
-    case unexpectedCondition = 1011
+/// WebSocket close codes (RFC 6455 §7.4) the server and client send: the protocol's own, and
+/// the application's (4000–4999) that docs/PROTOCOL.md names.
+package struct CloseStatus: Equatable, Sendable {
+    package let code: UInt16
 
-    var lws: lws_close_status { lws_close_status(rawValue: UInt32(rawValue)) }
+    package init(code: UInt16) { self.code = code }
+
+    package static let normal = CloseStatus(code: 1000)
+    package static let goingAway = CloseStatus(code: 1001)
+    package static let invalidPayload = CloseStatus(code: 1007)
+    package static let policyViolation = CloseStatus(code: 1008)
+    package static let messageTooBig = CloseStatus(code: 1009)
+    package static let unexpectedCondition = CloseStatus(code: 1011)
+
+    var lws: lws_close_status { lws_close_status(rawValue: UInt32(code)) }
 }
 
 /// One lws connection: the wsi, the per-session memory lws keeps for it, and the loop that services
@@ -109,6 +116,17 @@ package struct LWSConnection {
     }
 
     package func hasHeader(_ header: HTTPHeader) -> Bool { lws_hdr_total_length(wsi, header.token) > 0 }
+
+    /// A header lws has no token for (`forwarded:`, lowercase, with its colon, as lws keeps the
+    /// names of the headers it does not know).
+    package func customHeader(_ name: String) -> String? {
+        let length = lws_hdr_custom_length(wsi, name, Int32(name.utf8.count))
+        guard length > 0 else { return nil }
+        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: Int(length) + 1) { buffer -> String? in
+            guard lws_hdr_custom_copy(wsi, buffer.baseAddress, Int32(buffer.count), name, Int32(name.utf8.count)) >= 0 else { return nil }
+            return String(cString: buffer.baseAddress!)
+        }
+    }
 
     /// The request's method and path (without the query), from whichever method token lws filled in.
     package func requestLine() -> (method: String, path: String)? {

@@ -32,7 +32,7 @@ package enum ServiceEvent {
     case received(UnsafeRawBufferPointer, isLast: Bool, isBinary: Bool)
     case writeable
     /// The peer sent a close frame, with its status code when it gave one.
-    case peerClosing(code: Int?)
+    case peerClosing(code: Int?, reason: String)
     case closed
     /// A client connection could not be made.
     case connectFailed(String)
@@ -97,6 +97,8 @@ package struct ContextSettings: Sendable {
     package var receiveBufferBytes = 0
     /// Headers added to every HTTP answer lws writes (static files included).
     package var headers: [(String, String)] = []
+    /// Headers added only to the static files lws serves from `staticFiles` (`LWS_CALLBACK_ADD_HEADERS`).
+    package var staticFileHeaders: [(String, String)] = []
     /// lws's own Content-Security-Policy and friends on every answer (no inline script or style).
     package var enforceSecurityHeaders = false
     /// Refuse WebSocket text that is not UTF-8 (close 1007) before it reaches the handler.
@@ -140,6 +142,8 @@ package final class ServiceLoop: @unchecked Sendable {
     @exclusivity(unchecked) private unowned(unsafe) var borrowedHandler: ServiceHandler?
     /// The context's one protocol, which adopted listeners are bound to.
     private var protocolName = ""
+    /// `ContextSettings.staticFileHeaders`, for `LWS_CALLBACK_ADD_HEADERS`.
+    @exclusivity(unchecked) private var staticFileHeaders: [(String, String)] = []
     /// The listening sockets adopted into this context, by the identity of their raw connection.
     @exclusivity(unchecked) private var listeners: [Int: ListeningSocket] = [:]
     private var resources = CResources()
@@ -381,6 +385,7 @@ package final class ServiceLoop: @unchecked Sendable {
 
     private func makeContext(_ settings: ContextSettings, on eventLoop: OpaquePointer) throws -> OpaquePointer {
         protocolName = settings.name
+        staticFileHeaders = settings.staticFileHeaders
         var info = lws_context_creation_info()
         info.protocols = resources.protocols(
             name: settings.name, callback: serviceCallback,
@@ -520,17 +525,34 @@ package final class ServiceLoop: @unchecked Sendable {
             return handler.handle(.writeable, on: connection) ? 0 : -1
         case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
             var code: Int?
+            var reason = ""
             if let input, length >= 2 {
                 let status = input.assumingMemoryBound(to: UInt8.self)
                 code = Int(status[0]) << 8 | Int(status[1])
+                reason = String(decoding: UnsafeBufferPointer(start: status + 2, count: length - 2), as: UTF8.self)
             }
-            return handler.handle(.peerClosing(code: code), on: connection) ? 0 : -1
+            return handler.handle(.peerClosing(code: code, reason: reason), on: connection) ? 0 : -1
         case LWS_CALLBACK_CLOSED, LWS_CALLBACK_CLIENT_CLOSED:
             _ = handler.handle(.closed, on: connection)
             return 0
         case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
             let message = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "connection failed"
             _ = handler.handle(.connectFailed(message), on: connection)
+            return 0
+        case LWS_CALLBACK_ADD_HEADERS:
+            // lws asks this only while it writes a static file's headers (lws_serve_http_file).
+            guard let input, !staticFileHeaders.isEmpty else { return 0 }
+            let arguments = input.assumingMemoryBound(to: lws_process_html_args.self)
+            guard let start = arguments.pointee.p else { return 0 }
+            let first = UnsafeMutableRawPointer(start).assumingMemoryBound(to: UInt8.self)
+            let end = first + Int(arguments.pointee.max_len)
+            var cursor: UnsafeMutablePointer<UInt8>? = first
+            for (name, value) in staticFileHeaders {
+                guard lws_add_http_header_by_name(wsi, name, value, Int32(value.utf8.count), &cursor, end) == 0 else { return 1 }
+            }
+            guard let cursor else { return 1 }
+            arguments.pointee.max_len -= Int32(cursor - first)
+            arguments.pointee.p = UnsafeMutableRawPointer(cursor).assumingMemoryBound(to: CChar.self)
             return 0
         case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
             guard let input else { return 0 }

@@ -46,6 +46,8 @@ package final class WebSocketConnection: @unchecked Sendable {
     package private(set) var isOpen = false
     /// The status code of the close frame the server sent, if it sent one (1001: going away).
     package private(set) var peerCloseCode: Int?
+    /// The reason the server's close frame gave ("" when none).
+    package private(set) var peerCloseReason = ""
 
     init(url: ServerURL, headers: [(String, String)], delegate: WebSocketDelegate, context: WebSocketClientContext) {
         self.url = url
@@ -75,7 +77,10 @@ package final class WebSocketConnection: @unchecked Sendable {
 
     fileprivate func opened() { isOpen = true }
     fileprivate func closed() { isOpen = false }
-    fileprivate func peerClosed(code: Int?) { peerCloseCode = code }
+    fileprivate func peerClosed(code: Int?, reason: String) {
+        peerCloseCode = code
+        peerCloseReason = reason
+    }
 }
 
 /// One libwebsockets client context on its own `ServiceLoop`, holding any number of WebSockets.
@@ -216,8 +221,8 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
             return true
         case .writeable:
             return write(connection, on: link)
-        case .peerClosing(let code):
-            connection.peerClosed(code: code)
+        case .peerClosing(let code, let reason):
+            connection.peerClosed(code: code, reason: reason)
             return true
         case .connectFailed(let message):
             finish(connection, user, error: message)

@@ -32,6 +32,8 @@ public final class Server: @unchecked Sendable {
     private var workers: [ServiceWorker] = []
     /// Open sockets per address, for `maxConnectionsPerAddress`, across every loop.
     let connectionsByAddress = Locked<[String: Int]>([:])
+    /// WebSockets open per publisher or reader entry with a `maxConnections`, across every thread.
+    let connectionsByEntry = Locked<[String: Int]>([:])
     private let refusals = Locked(RefusalLog())
     /// Refusals by reason, for /metrics; and readiness and start time, for operators (Operations.swift).
     let refusalCounts = Locked(LabeledCounts())
@@ -43,6 +45,11 @@ public final class Server: @unchecked Sendable {
         self.logger = logger
         self.persistence = persistence
         let store = TaskStore(persistence: persistence, retentionSeconds: config.retentionSeconds, maxTasks: config.maxTasks)
+        // "Who cancelled this?": requests and removals at info, states a publisher sets at debug.
+        store.audit = { [logger] note in
+            let fields: [LogField] = [("by", .string(note.by)), ("task", .string(note.id))]
+            if note.kind == .state { logger.debug(note.description, fields: fields) } else { logger.info(note.description, fields: fields) }
+        }
         state = SharedState(store: store, api: API(store: store, config: config), persistence: persistence)
         operations = OperationsState(probes: Server.readinessProbes(for: persistence), logger: logger)
         func resolved(_ path: String) -> String {
@@ -139,7 +146,9 @@ public final class Server: @unchecked Sendable {
         settings.staticFiles = .init(
             directory: publicDirectory, maxAge: config.staticMaxAge, callbackPaths: ["/api", "/healthz", "/readyz", "/metrics", "/badge"])
         settings.sessionBytes = LWSConnection.sessionBytes
-        settings.headers = [("access-control-allow-origin:", "*")]
+        // The widget's files load from any site; the API's answers name their origins themselves
+        // (RequestGate.corsHeaders), never `*`.
+        settings.staticFileHeaders = [("access-control-allow-origin:", "*")]
         settings.enforceSecurityHeaders = true
         settings.validateUTF8 = true
         settings.timeoutSeconds = config.handshakeTimeoutSeconds

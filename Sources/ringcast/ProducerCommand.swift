@@ -13,8 +13,8 @@ struct ConnectionOptions {
             .value("server", "URL", "the Ringcast server", environment: "RINGCAST_URL", default: defaultServer),
             .value(
                 "token", "TOKEN",
-                "a publisher token, sent as Authorization: Bearer; not needed from this machine while the "
-                    + "server's anonymousLocalPublish is on", environment: "RINGCAST_TOKEN"),
+                "a publisher's or reader's token (or a signed one), sent as Authorization: Bearer; not needed from "
+                    + "this machine while the server's anonymousLocalPublish and anonymousRead allow it", environment: "RINGCAST_TOKEN"),
         ])
 
     let server: ServerURL

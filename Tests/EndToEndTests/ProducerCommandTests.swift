@@ -199,8 +199,8 @@ final class ProducerCommandTests: XCTestCase {
     func testTokensFromTheFlagAndTheEnvironment() throws {
         let token = "ci-token-0123456789abcdef"
         let server = try producerServer {
-            $0.publishing = PublishPolicy(
-                publishers: [Publisher(name: "ci", token: token, patterns: WatchSet([Glob("ci.*")]))],
+            $0.access = AccessPolicy(
+                publishers: [.publisher(name: "ci", token: token, patterns: WatchSet([Glob("ci.*")]))],
                 anonymousLocalPublish: false)
         }
         assertOneLineError(try RingcastProcess.run(["push", "ci.build", "--progress", "1%"], server: server), status: 1, containing: "unauthorized")

@@ -176,8 +176,8 @@ final class ClientLibraryTests: XCTestCase {
     func testTheTokenIsSentOnTheUpgrade() async throws {
         let token = "svc-token-0123456789abcdef"
         let server = try producerServer {
-            $0.publishing = PublishPolicy(
-                publishers: [Publisher(name: "svc", token: token, patterns: WatchSet([Glob("svc.*")]))],
+            $0.access = AccessPolicy(
+                publishers: [.publisher(name: "svc", token: token, patterns: WatchSet([Glob("svc.*")]))],
                 anonymousLocalPublish: false)
         }
         let anonymous = try RingcastClient(url: server.httpURL)

@@ -73,8 +73,8 @@ final class LogEntryTests: XCTestCase {
     func testEveryShapeOfARequestsAnswerSurvivesTheLog() throws {
         let commands: [Command] = [.remove(id: "a"), .requestControl(id: "a", action: .cancel)]
         for answer in [RequestPlan.Answer.task, .batch, .control] {
-            let entry = LogEntry(node: "n1", token: 7, worker: 1, now: 1_700_000_000_000, kind: .request(commands, answer))
-            guard case .request(let read, let shape) = try readBack(entry).kind else { return XCTFail("not a request") }
+            let entry = LogEntry(node: "n1", token: 7, worker: 1, now: 1_700_000_000_000, kind: .request(commands, answer, .server))
+            guard case .request(let read, let shape, _) = try readBack(entry).kind else { return XCTFail("not a request") }
             XCTAssertEqual(read, commands)
             // A control request answered as a batch would lose "delivered" and gain "applied".
             XCTAssertEqual(shape, answer)

@@ -27,7 +27,7 @@ final class ControlTests: XCTestCase {
 
     private func publisherSocket(_ fanOut: FanOut) throws -> (SocketSession, Subscription) {
         let request = try SocketRequest.parse(["mode": "publish"]).get()
-        let (session, _) = api.openSocket(request, headers: RequestHeaders(), fromLoopback: true, now: t0)
+        let session = api.openSocket(request, headers: RequestHeaders(), fromLoopback: true, now: t0).session
         let subscription = fanOut.subscribe(request.watch, lastSeq: 0, writer: Writer())
         api.socketOpened(session, sink: SubscriptionSink(subscription))
         return (session, subscription)
@@ -70,7 +70,9 @@ final class ControlTests: XCTestCase {
         XCTAssertEqual(response.controls.count, 1, "only the socket that published the task")
         response.controls.forEach { $0.send() }
         let seq = try XCTUnwrap(body["seq"]?.numberValue)
-        XCTAssertEqual(frames(fanOut, subscription), [json(#"{"type":"control","id":"etl.copy","action":"cancel","seq":\#(Int(seq))}"#)])
+        XCTAssertEqual(
+            frames(fanOut, subscription), [json(#"{"type":"control","id":"etl.copy","action":"cancel","seq":\#(Int(seq)),"by":"local"}"#)],
+            "the publisher hears who asked")
         XCTAssertEqual(frames(fanOut, bystander), [])
         XCTAssertEqual(api.followUpMetrics.controlRequests, 1)
 

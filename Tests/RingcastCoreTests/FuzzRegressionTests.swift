@@ -55,8 +55,9 @@ final class FuzzRegressionTests: XCTestCase {
     /// The error names a task only when the refused event named a valid one.
     func testAnErrorEventNamesOnlyAValidTaskID() throws {
         let api = api()
-        var (session, _) = api.openSocket(
-            SocketRequest(mode: .publish, watch: SocketRequest.nothing), headers: RequestHeaders(), fromLoopback: true, now: t0)
+        var session = api.openSocket(
+            SocketRequest(mode: .publish, watch: SocketRequest.nothing), headers: RequestHeaders(), fromLoopback: true, now: t0
+        ).session
         for (message, id) in [
             (#"{"type":"resume","id":""}"#, nil), (#"{"type":"resume","id":"../etc"}"#, nil),
             (#"{"type":"resume","id":"tea"}"#, "tea"), (#"[{"type":"pause","id":"a b"},{"type":"pause","id":"ok"}]"#, nil),

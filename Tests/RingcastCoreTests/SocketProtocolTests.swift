@@ -11,8 +11,8 @@ final class SocketProtocolTests: XCTestCase {
         var config = ServerConfig()
         config.heartbeatSeconds = 7
         config.maxMessageBytes = 4096
-        config.publishing = PublishPolicy(
-            publishers: [Publisher(name: "ci", token: token, patterns: WatchSet([Glob("ci.*")]))],
+        config.access = AccessPolicy(
+            publishers: [.publisher(name: "ci", token: token, patterns: WatchSet([Glob("ci.*")]))],
             anonymousLocalPublish: anonymousLocal)
         return API(store: TaskStore(epoch: "sockepoch"), config: config)
     }
@@ -21,8 +21,8 @@ final class SocketProtocolTests: XCTestCase {
         SocketSession, [JSONValue]
     ) {
         let request = try SocketRequest.parse(query).get()
-        let (session, frames) = api.openSocket(request, headers: RequestHeaders(authorization: authorization), fromLoopback: fromLoopback, now: t0)
-        return (session, frames.map { json($0) })
+        let opening = api.openSocket(request, headers: RequestHeaders(authorization: authorization), fromLoopback: fromLoopback, now: t0)
+        return (opening.session, opening.frames.map { json($0) })
     }
 
     private func send(_ api: API, _ text: String, _ session: inout SocketSession, now: Double = t0) -> (events: [JSONValue], frames: [JSONValue]) {
@@ -143,7 +143,8 @@ final class SocketProtocolTests: XCTestCase {
         XCTAssertEqual(noToken.frames.first?["error"], .string("missing_field"))
 
         let auth = send(api, #"{"type":"auth","token":"\#(token)"}"#, &anonymous)
-        XCTAssertEqual(auth.frames.first, json(#"{"type":"auth","ok":true,"publisher":"ci","patterns":"ci.*"}"#))
+        XCTAssertEqual(
+            auth.frames.first, json(#"{"type":"auth","ok":true,"publisher":"ci","patterns":"ci.*","name":"ci","kind":"publisher","read":"ci.*"}"#))
         XCTAssertEqual(send(api, #"{"type":"update","id":"ci.a","progress":0.1}"#, &anonymous).events.count, 1)
         let outside = send(api, #"{"type":"update","id":"deploy.web","progress":0.1}"#, &anonymous)
         XCTAssertEqual(outside.frames.first?["error"], .string("forbidden"), "a token covers only its patterns")

@@ -226,8 +226,8 @@ final class LoadToolTests: XCTestCase {
         let token = "load-token-0123456789abcdef"
         let server = try TestServer {
             $0.publicDir = emptyPublicDirectory
-            $0.publishing = PublishPolicy(
-                publishers: [Publisher(name: "load", token: token, patterns: WatchSet([Glob("rcload.*")]))],
+            $0.access = AccessPolicy(
+                publishers: [.publisher(name: "load", token: token, patterns: WatchSet([Glob("rcload.*")]))],
                 anonymousLocalPublish: false)
         }
         for mode in [LoadTestOptions.PublishMode.http, .batch, .ws] {

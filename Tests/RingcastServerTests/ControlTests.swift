@@ -29,7 +29,8 @@ final class ControlTests: XCTestCase {
         XCTAssertEqual(answer["task"]?["cancelRequested"], .bool(true))
         let control = try XCTUnwrap(publisher.wait { $0.contains { $0.type == "control" } }.first { $0.type == "control" })
         XCTAssertEqual(
-            control.event, try JSONParser.parse(#"{"type":"control","id":"etl.copy","action":"cancel","seq":\#(Int(answer["seq"]!.numberValue!))}"#))
+            control.event,
+            try JSONParser.parse(#"{"type":"control","id":"etl.copy","action":"cancel","seq":\#(Int(answer["seq"]!.numberValue!)),"by":"local"}"#))
         let marked = try XCTUnwrap(watcher.wait { $0.contains { $0.event["cancelRequested"] == .bool(true) } }.last)
         XCTAssertEqual(marked.type, "state")
         XCTAssertEqual(marked.string("state"), "running", "cancelling…: still running until the publisher answers")

@@ -18,7 +18,7 @@ final class TokenTests: XCTestCase {
             ]}
             """
         let parsed = try ServerConfig.parse(Array(text.utf8), environment: ProcessInfo.processInfo.environment)
-        return try TestServer { $0.publishing = parsed.publishing }
+        return try TestServer { $0.access = parsed.access }
     }
 
     private func bearer(_ token: String) -> [(String, String)] { [("Authorization", "Bearer \(token)")] }
@@ -112,5 +112,21 @@ final class TokenTests: XCTestCase {
         XCTAssertTrue(message(#"{"publishers":[{"token":"0123456789abcdef0","patterns":["a"]}]}"#).contains("\"name\""))
         XCTAssertEqual(message(#"{"publishers":[{"name":"ci","tokenEnv":"T","patterns":["ci.*"]}]}"#, ["T": "0123456789abcdef0"]), "accepted")
         XCTAssertTrue(message(#"{"anonymousLocalPublish":"yes"}"#).contains("anonymousLocalPublish"))
+        // Readers, signed tokens and proxies: what the server would not carry out is refused.
+        let token = "0123456789abcdef0"
+        let reader = #"{"name":"r","token":"\#(token)","patterns":["a.*"]}"#
+        XCTAssertTrue(message(#"{"readers":[{"name":"r","token":"\#(token)","patterns":["a.*"],"maxTasks":3}]}"#).contains("publishes nothing"))
+        XCTAssertTrue(
+            message(#"{"readers":[\#(reader)],"publishers":[{"name":"r","token":"x\#(token)","patterns":["a.*"]}]}"#).contains("used twice"))
+        XCTAssertTrue(
+            message(#"{"readers":[\#(reader)],"publishers":[{"name":"p","token":"\#(token)","patterns":["a.*"]}]}"#).contains("another entry's"))
+        XCTAssertTrue(message(#"{"readers":[{"name":"local","token":"\#(token)","patterns":["a.*"]}]}"#).contains("server's own"))
+        XCTAssertTrue(message(#"{"publishers":[{"name":"p","token":"\#(token)","patterns":["a.*"],"maxTasks":20000}]}"#).contains("maxTasks"))
+        XCTAssertTrue(message(#"{"anonymousRead":"everyone"}"#).contains("anonymousRead"))
+        XCTAssertTrue(message(#"{"tokenSecretEnv":"NOPE"}"#).contains("NOPE is not set"))
+        XCTAssertTrue(message(#"{"tokenSecretEnv":"K"}"#, ["K": "short"]).contains("shorter than 32"))
+        XCTAssertTrue(message(#"{"trustedProxies":["proxy.example"]}"#).contains("trustedProxies"))
+        let good = #"{"anonymousRead":["public.*"],"trustedProxies":["::1"],"tokenSecretEnv":"K"}"#
+        XCTAssertEqual(message(good, ["K": String(repeating: "k", count: 32)]), "accepted")
     }
 }

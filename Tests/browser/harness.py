@@ -90,10 +90,12 @@ class Server:
     `tls=True` it makes its own certificate (see `make_certificate`) and serves https:// and
     wss://; `ssl_context` then trusts that certificate, and only it, for the API helpers."""
 
-    def __init__(self, allowed_origins=(), heartbeat=2, workdir=None, tls=False, storage=None, settings=None):
+    def __init__(self, allowed_origins=(), heartbeat=2, workdir=None, tls=False, storage=None, settings=None, env=None):
         self.binary = server_binary()
-        # More of config.json (publishers, limits…), over the settings this class writes.
+        # More of config.json (publishers, readers, anonymousRead, limits…), over the settings this
+        # class writes; and variables for the server's environment (a tokenSecretEnv's key).
         self.settings = dict(settings or {})
+        self.env = dict(env or {})
         # None: "memory"; a path: an SQLite file kept across start()s (its state comes back).
         self.storage = storage
         self.allowed_origins = list(allowed_origins)
@@ -152,7 +154,7 @@ class Server:
         log = open(self.log_path, "ab")  # noqa: SIM115 (the server's stderr for as long as it runs)
         self.proc = subprocess.Popen(
             [str(self.binary), "serve", "--port", str(port), "--config", str(config)],
-            cwd=cwd, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+            cwd=cwd, stdout=subprocess.PIPE, stderr=log, start_new_session=True, env={**os.environ, **self.env})
         log.close()
         line = self._first_line(timeout)
         self.first_line = line
@@ -191,7 +193,8 @@ class Server:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                with urllib.request.urlopen(self.base + "/api/tasks", timeout=2, context=self.ssl_context) as r:
+                # /healthz answers whoever asks: a server that reads nothing without a token is healthy too.
+                with urllib.request.urlopen(self.base + "/healthz", timeout=2, context=self.ssl_context) as r:
                     if r.status == 200:
                         return
             except (urllib.error.URLError, OSError):
@@ -199,7 +202,7 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"ringcast exited with {self.proc.returncode}; log: {self.log_tail()}")
             time.sleep(0.05)
-        raise RuntimeError("ringcast did not answer /api/tasks")
+        raise RuntimeError("ringcast did not answer /healthz")
 
     def stop(self, timeout=10.0):
         proc, self.proc = self.proc, None
@@ -286,9 +289,11 @@ class StaticSite:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def make_driver(width=1280, height=860, reduced_motion=False, dark=False, trust_spki=()):
+def make_driver(width=1280, height=860, reduced_motion=False, dark=False, trust_spki=(), network_log=False):
     """Headless Chromium. `trust_spki`: base64 SHA-256 public-key hashes (see `spki_hash`) of
-    certificates to accept for this run only, though no authority signed them."""
+    certificates to accept for this run only, though no authority signed them. `network_log`:
+    keep the DevTools network events (every request the browser makes, WebSockets included) for
+    `driver.get_log("performance")`."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -309,7 +314,7 @@ def make_driver(width=1280, height=860, reduced_motion=False, dark=False, trust_
         opts.add_argument("--force-prefers-reduced-motion")
     if dark:
         opts.add_argument("--blink-settings=preferredColorScheme=0")
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL", **({"performance": "ALL"} if network_log else {})})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
     driver.set_page_load_timeout(30)
     driver.set_script_timeout(30)

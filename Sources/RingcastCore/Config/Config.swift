@@ -18,8 +18,12 @@ public struct ServerConfig: Equatable, Sendable {
     public var logLevel = LogLevel.info
     /// `text` lines for people, or `json`: one object per line for collectors.
     public var logFormat = LogFormat.text
-    /// Who may publish, and whether loopback may publish without a token.
-    public var publishing = PublishPolicy()
+    /// Who may read and who may publish what: `publishers`, `readers`, `anonymousRead`,
+    /// `anonymousLocalPublish`, `anonymousLocalMaxTasks`, `tokenSecretEnv` (Access.swift).
+    public var access = AccessPolicy()
+    /// Addresses of reverse proxies whose `Forwarded` / `X-Forwarded-For` name the client; a
+    /// request from anywhere else is taken to come from its own address.
+    public var trustedProxies: [String] = []
     /// `"memory"`, or the SQLite file that keeps tasks across restarts (relative to the config file).
     public var storage = "memory"
     /// Names besides the configured host, `localhost` and IP literals that the `Host` header may carry
@@ -64,6 +68,7 @@ public struct ServerConfig: Equatable, Sendable {
         "fanOutLogEvents", "maxEventsPerFrame", "staticMaxAge", "logLevel", "publishers", "anonymousLocalPublish",
         "storage", "retentionSeconds", "maxTasks", "maxPublishRate", "maxConnectionsPerAddress", "limitLoopback", "tls",
         "handshakeTimeoutSeconds", "threads", "webhooks", "abandonAfterSeconds", "logLines", "logFormat", "flushMilliseconds",
+        "readers", "anonymousRead", "anonymousLocalMaxTasks", "tokenSecretEnv", "trustedProxies",
     ]
 
     /// Parses a config file's contents; the error names the field and says what to write instead.
@@ -175,35 +180,107 @@ public struct ServerConfig: Equatable, Sendable {
                 )
             case "anonymousLocalPublish":
                 guard case .bool(let flag) = value else { throw fail("true or false") }
-                config.publishing.anonymousLocalPublish = flag
-            case "publishers":
+                config.access.anonymousLocalPublish = flag
+            case "anonymousLocalMaxTasks":
+                config.access.anonymousLocalMaxTasks = try integer(1...10_000_000, "a count between 1 and 10000000")
+            case "publishers", "readers":
+                let role: AccessEntry.Role = key == "publishers" ? .publisher : .reader
                 guard case .array(let items) = value else { throw fail("a list of {\"name\", \"token\" or \"tokenEnv\", \"patterns\"}") }
-                config.publishing.publishers = try items.enumerated().map { index, item throws(ConfigError) in
-                    try parsePublisher(item, at: "\(source): publishers[\(index)]", environment: environment)
+                let entries = try items.enumerated().map { index, item throws(ConfigError) in
+                    try parseEntry(role, item, at: "\(source): \(key)[\(index)]", environment: environment)
+                }
+                config.access.entries = config.access.entries.filter { $0.role != role } + entries
+            case "anonymousRead":
+                switch value {
+                case .bool(true): config.access.anonymousRead = .everyone
+                case .bool(false): config.access.anonymousRead = .nobody
+                case .string("loopback"): config.access.anonymousRead = .loopback
+                case .array:
+                    config.access.anonymousRead = .patterns(try parsePatterns(value, at: "\(source): anonymousRead"))
+                default:
+                    throw fail(
+                        "\"loopback\" (the default), true (anyone), false (nobody without a token) or a list of id patterns like [\"public.*\"]")
+                }
+            case "tokenSecretEnv":
+                let variable = try string()
+                guard let secret = environment[variable], !secret.isEmpty else {
+                    throw ConfigError(
+                        "\(source): tokenSecretEnv: the environment variable \(variable) is not set; export it before starting the server")
+                }
+                guard secret.utf8.count >= 32 else {
+                    throw ConfigError(
+                        "\(source): tokenSecretEnv: the key in \(variable) is shorter than 32 bytes; HS256 wants at least 256 bits (openssl rand -hex 32)"
+                    )
+                }
+                config.access.tokenSecret = Array(secret.utf8)
+            case "trustedProxies":
+                guard case .array(let items) = value else { throw fail("a list of proxy addresses like [\"127.0.0.1\"]") }
+                config.trustedProxies = try items.map { item throws(ConfigError) in
+                    guard case .string(let address) = item, ForwardedFor.isAddress(address) else {
+                        throw ConfigError(
+                            "\(source): \"trustedProxies\" entries must be IP addresses like \"127.0.0.1\" or \"::1\" (no port, no name)")
+                    }
+                    return ForwardedFor.normalized(address)
                 }
             default:
                 throw ConfigError("\(source): unknown setting \"\(key)\"; the settings are \(ServerConfig.keys.joined(separator: ", "))")
             }
         }
+        try config.checkAccess(source: source)
         return config
     }
 
-    private static func parsePublisher(_ item: JSONValue, at place: String, environment: [String: String]) throws(ConfigError) -> Publisher {
-        guard case .object = item, case .string(let name)? = item["name"], !name.isEmpty else {
-            throw ConfigError("\(place) needs a \"name\" (e.g. {\"name\": \"ci\", \"tokenEnv\": \"RINGCAST_CI_TOKEN\", \"patterns\": [\"ci.*\"]})")
+    /// What no single setting can check: names and tokens unique across publishers and readers,
+    /// and quotas within the server's own.
+    private func checkAccess(source: String) throws(ConfigError) {
+        var names: Set<String> = []
+        for (index, entry) in access.entries.enumerated() {
+            let place = "\(source): \(entry.role.rawValue)s entry '\(entry.name)'"
+            let reserved = [AccessPolicy.localName, AccessPolicy.anonymousName, Principal.server.name, "signed"]
+            guard !reserved.contains(entry.name) else {
+                throw ConfigError(
+                    "\(place): the name is the server's own for \(entry.name == "signed" ? "signed tokens without a sub" : "access without a token or its own changes"); choose another"
+                )
+            }
+            guard names.insert(entry.name).inserted else {
+                throw ConfigError("\(place): the name is used twice; every publisher and reader needs a name of its own (logs and quotas name it)")
+            }
+            if access.entries[..<index].contains(where: { $0.token == entry.token }) {
+                throw ConfigError("\(place): its token is another entry's too; give every publisher and reader a token of its own")
+            }
+            if let quota = entry.maxTasks, quota > maxTasks {
+                throw ConfigError("\(place): maxTasks \(quota) is more than the server's maxTasks (\(maxTasks)); lower it, or raise \"maxTasks\"")
+            }
         }
-        if case .object(let members) = item,
-            let extra = members.first(where: { !ServerConfig.nestedKeys["publishers[]", default: []].contains($0.0) })
-        {
+    }
+
+    private static func parseEntry(_ role: AccessEntry.Role, _ item: JSONValue, at place: String, environment: [String: String])
+        throws(ConfigError) -> AccessEntry
+    {
+        let allowed = ServerConfig.nestedKeys["\(role.rawValue)s[]", default: []]
+        guard case .object = item, case .string(let name)? = item["name"], !name.isEmpty else {
             throw ConfigError(
-                "\(place) has no setting \"\(extra.0)\"; a publisher takes \(ServerConfig.nestedKeys["publishers[]", default: []].map { "\"\($0)\"" }.joined(separator: ", "))"
-            )
+                "\(place) needs a \"name\" (e.g. {\"name\": \"ci\", \"tokenEnv\": \"RINGCAST_CI_TOKEN\", \"patterns\": [\"ci.*\"]})")
+        }
+        if case .object(let members) = item, let extra = members.first(where: { !allowed.contains($0.0) }) {
+            let why = role == .reader && extra.0 == "maxTasks" ? " (a reader publishes nothing, so it holds no tasks)" : ""
+            throw ConfigError(
+                "\(place) has no setting \"\(extra.0)\"\(why); a \(role.rawValue) takes \(allowed.map { "\"\($0)\"" }.joined(separator: ", "))")
         }
         let token = try parseSecret(item, "token", at: place, environment: environment, holding: "the token")
         guard token.utf8.count >= 16 else {
             throw ConfigError("\(place): the token of '\(name)' is shorter than 16 characters; use a long random one (openssl rand -hex 24)")
         }
-        return Publisher(name: name, token: token, patterns: try parsePatterns(item["patterns"], at: place))
+        func count(_ key: String) throws(ConfigError) -> Int? {
+            guard let value = item[key] else { return nil }
+            guard case .number(let n) = value, n >= 1, n <= 10_000_000, n == n.rounded() else {
+                throw ConfigError("\(place).\(key) must be a whole number from 1 to 10000000")
+            }
+            return Int(n)
+        }
+        return AccessEntry(
+            role, name: name, token: token, patterns: try parsePatterns(item["patterns"], at: place), maxTasks: try count("maxTasks"),
+            maxConnections: try count("maxConnections"))
     }
 
     /// `"KEY": "literal"` or `"KEYEnv": "VARIABLE"` (exactly one): a secret kept in the file or,

@@ -6,7 +6,8 @@ extension ServerConfig {
     /// (`publishers[]`). The parser refuses any other.
     public static let nestedKeys: [String: [String]] = [
         "tls": ["cert", "key"],
-        "publishers[]": ["name", "token", "tokenEnv", "patterns"],
+        "publishers[]": ["name", "token", "tokenEnv", "patterns", "maxTasks", "maxConnections"],
+        "readers[]": ["name", "token", "tokenEnv", "patterns", "maxConnections"],
         "webhooks[]": WebhookRule.keys,
     ]
 
@@ -61,6 +62,26 @@ extension ServerConfig {
         Reference(
             "publishers", "[]",
             "Who may publish what: {\"name\": \"ci\", \"tokenEnv\": \"RINGCAST_CI_TOKEN\", \"patterns\": [\"ci.*\"]}, with \"token\" instead of \"tokenEnv\" to write the token here."
+        ),
+        Reference(
+            "readers", "[]",
+            "Who may read what: {\"name\": \"team-a\", \"tokenEnv\": \"RINGCAST_TEAM_A_TOKEN\", \"patterns\": [\"team-a.*\"]}, and \"maxConnections\"; a publisher reads what it may publish and takes \"maxTasks\" and \"maxConnections\" too."
+        ),
+        Reference(
+            "anonymousRead", #""loopback""#,
+            "Who reads without a token: \"loopback\" (this machine only), true (anyone), false (nobody), or a list of id patterns anyone may read, like [\"public.*\"]."
+        ),
+        Reference(
+            "anonymousLocalMaxTasks", "500",
+            "The most tasks anonymous loopback publishing may hold, apart from every publisher's own share (default: maxTasks).",
+            commentedOut: true),
+        Reference(
+            "tokenSecretEnv", #""RINGCAST_TOKEN_SECRET""#,
+            "The environment variable holding the HS256 key (32 bytes or more) of signed tokens (JWTs with exp, sub and ringcast.read / ringcast.publish) a backend mints.",
+            commentedOut: true),
+        Reference(
+            "trustedProxies", "[]",
+            "Addresses of reverse proxies whose Forwarded / X-Forwarded-For headers name the client; without it a proxy on this machine makes every client look like loopback."
         ),
         Reference(
             "webhooks", "[]",

@@ -54,7 +54,8 @@ public final class OutboundEvent: Sendable {
         return OutboundEvent(type: type, seq: record.seq, id: record.id, bytes: writer.bytes)
     }
 
-    static func removal(id: String, seq: UInt64) -> OutboundEvent {
+    /// `by`: who asked for the removal (nil when the server retired the task itself).
+    static func removal(id: String, seq: UInt64, by: String? = nil) -> OutboundEvent {
         var writer = JSONWriter(capacity: 64)
         writer.beginObject()
         writer.key("type")
@@ -63,6 +64,10 @@ public final class OutboundEvent: Sendable {
         writer.number(Int(seq))
         writer.key("id")
         writer.string(id)
+        if let by {
+            writer.key("by")
+            writer.string(by)
+        }
         writer.endObject()
         return OutboundEvent(type: .remove, seq: seq, id: id, bytes: writer.bytes)
     }

@@ -141,6 +141,13 @@ public final class Subscription {
     }
 
     fileprivate func takeDirect() -> [UInt8]? { direct.isEmpty ? nil : direct.removeFirst() }
+
+    /// The frames for this watcher alone not yet sent, taken away: a watcher that starts over
+    /// in the fan-out (it signed in) keeps them, in order, before its new snapshot.
+    public func takeDirectFrames() -> [[UInt8]] {
+        defer { direct.removeAll() }
+        return direct
+    }
 }
 
 /// What a writeable watcher should send next.

@@ -227,9 +227,11 @@ extension StringProtocol {
 extension API {
     /// `GET /api/tasks` as text: the watched tasks. `GET /api/tasks/{id}` as text: the task and
     /// everything under it.
-    func textAnswer(_ request: APIRequest, watch: WatchSet = WatchSet([Glob("*")]), under id: String? = nil, now: Double) throws(APIError)
-        -> APIResponse
-    {
+    /// The table of `watch` (or of task `id` and everything under it), holding only what
+    /// `scope` may read: a reader's table of a parent leaves out the children it may not see.
+    func textAnswer(
+        _ request: APIRequest, watch: WatchSet = WatchSet([Glob("*")]), under id: String? = nil, within scope: Scope = .everything, now: Double
+    ) throws(APIError) -> APIResponse {
         let width = try TextTable.width(request)
         var tasks: [TaskRecord]
         if let id {
@@ -246,6 +248,7 @@ extension API {
         } else {
             tasks = store.tasks(matching: watch)
         }
+        if !scope.isEverything { tasks = tasks.filter { scope.allows($0.id) } }
         return APIResponse(body: Array(TextTable.render(tasks, width: width, now: now).utf8), contentType: "text/plain; charset=utf-8")
     }
 }

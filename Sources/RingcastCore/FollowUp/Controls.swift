@@ -95,6 +95,7 @@ extension TaskStore {
             }
             task.pauseRequested = false
         }
+        noteChange(&task, .request, "asked to \(action.rawValue)")
         return commit(task, .state, now: now)
     }
 
@@ -189,7 +190,7 @@ public final class PublisherSockets: @unchecked Sendable {
 
 extension API {
     /// The frame a publisher receives: `{"type":"control","id":…,"action":…,"seq":…}`.
-    static func controlFrame(id: String, action: TaskControl, seq: UInt64) -> [UInt8] {
+    static func controlFrame(id: String, action: TaskControl, seq: UInt64, by: String? = nil) -> [UInt8] {
         var writer = JSONWriter(capacity: 96)
         writer.beginObject()
         writer.key("type")
@@ -200,6 +201,10 @@ extension API {
         writer.string(action.rawValue)
         writer.key("seq")
         writer.number(Int(seq))
+        if let by {
+            writer.key("by")
+            writer.string(by)
+        }
         writer.endObject()
         return writer.bytes
     }
@@ -207,9 +212,9 @@ extension API {
     /// `POST /api/tasks/{id}/cancel` (or pause, resume): the request is marked on the task, and
     /// the answer — `{"seq", "task", "delivered"}` — carries a control frame for every open socket
     /// of this node that published the task (in a cluster, every node delivers to its own).
-    func answerControl(_ id: String, _ action: TaskControl, now: Double) throws(APIError) -> APIResponse {
-        let change = try apply(.requestControl(id: id, action: action), now: now)
-        let frame = API.controlFrame(id: id, action: action, seq: store.seq)
+    func answerControl(_ id: String, _ action: TaskControl, by principal: Principal, now: Double) throws(APIError) -> APIResponse {
+        let change = try apply(.requestControl(id: id, action: action), by: principal, now: now)
+        let frame = API.controlFrame(id: id, action: action, seq: store.seq, by: change.task?.by)
         let deliveries = publisherSockets.sinks(for: id).map { ControlDelivery(sink: $0, frame: frame) }
         followUpMetrics.controlRequests += 1
         var writer = JSONWriter(capacity: 384)

@@ -93,3 +93,40 @@ public struct WatchSet: Hashable, Sendable {
         return false
     }
 }
+
+extension Glob {
+    /// Whether every id this pattern's `other` matches is matched by this one too: `ci.*` covers
+    /// `ci.build-*` and `ci.lint`, `*` covers everything, `ci.*` does not cover `*.build`. Sound
+    /// but not complete: a `true` is always right; a `false` may, in contrived cases (`a*` against
+    /// `a*?*`), miss an inclusion, which only makes the caller refuse a pattern it could have kept.
+    /// Quadratic in the patterns' lengths (128 at most), never exponential.
+    public func covers(_ other: Glob) -> Bool {
+        if isMatchAll { return true }
+        let p = bytes
+        let q = other.bytes
+        let star = UInt8(ascii: "*")
+        let question = UInt8(ascii: "?")
+        // reach[j]: this pattern's first i bytes can stand for other's first j bytes.
+        var reach = [Bool](repeating: false, count: q.count + 1)
+        reach[0] = true
+        for byte in p {
+            var next = [Bool](repeating: false, count: q.count + 1)
+            if byte == star {
+                // A star of ours absorbs any run of the other's bytes, its wildcards included.
+                var reached = false
+                for j in 0...q.count {
+                    reached = reached || reach[j]
+                    next[j] = reached
+                }
+            } else {
+                for j in 0..<q.count where reach[j] {
+                    // A `?` of ours takes one character of the other's: a literal or its `?`, never
+                    // its `*`, which may stand for none or for many.
+                    if byte == question ? q[j] != star : q[j] == byte { next[j + 1] = true }
+                }
+            }
+            reach = next
+        }
+        return reach[q.count]
+    }
+}

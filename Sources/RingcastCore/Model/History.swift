@@ -89,13 +89,14 @@ public struct KindHistory: Sendable {
         return changes
     }
 
-    /// `{"kinds": [{"kind", "runs", "median", "p90", "last", "lastFinishedAt"}, …]}`, by kind.
-    public func encoded() -> [UInt8] {
+    /// `{"kinds": [{"kind", "runs", "median", "p90", "last", "lastFinishedAt"}, …]}`, by kind;
+    /// only those `shown` lets through.
+    public func encoded(only shown: (String) -> Bool = { _ in true }) -> [UInt8] {
         var writer = JSONWriter(capacity: 64 + kinds.count * 96)
         writer.beginObject()
         writer.key("kinds")
         writer.beginArray()
-        for (kind, runs) in kinds.sorted(by: { $0.key < $1.key }) {
+        for (kind, runs) in kinds.sorted(by: { $0.key < $1.key }) where shown(kind) {
             writer.beginObject()
             writer.key("kind")
             writer.string(kind)

@@ -3,8 +3,8 @@
 /// to the same state with the same `now`, so every node holds the same tasks and sequence.
 public struct LogEntry: Sendable {
     public enum Kind: Sendable {
-        /// An HTTP request's commands and the shape of its answer.
-        case request([Command], RequestPlan.Answer)
+        /// An HTTP request's commands, the shape of its answer, and whom they are for.
+        case request([Command], RequestPlan.Answer, Principal)
         /// A WebSocket message's commands (the frames it earned at once stayed with its node).
         case message(MessagePlan)
         /// Deadlines due by `now` (ticks, hides, leases, retention), claimed once for the cluster.
@@ -39,7 +39,8 @@ public struct LogEntry: Sendable {
         writer.key("t")
         writer.number(now)
         switch kind {
-        case .request(let commands, let answer):
+        case .request(let commands, let answer, let principal):
+            writePrincipal(principal, into: &writer)
             writer.key("x")
             writer.string(answer.logName)
             writer.key("c")
@@ -47,6 +48,7 @@ public struct LogEntry: Sendable {
             for command in commands { writer.value(command.encodedEvent) }
             writer.endArray()
         case .message(let plan):
+            writePrincipal(plan.principal, into: &writer)
             writer.key("x")
             writer.string("message")
             writer.key("b")
@@ -93,10 +95,11 @@ public struct LogEntry: Sendable {
         switch kind {
         case "task", "batch", "control":
             guard let commands = commands(), let answer = RequestPlan.Answer(logName: kind) else { return nil }
-            self.kind = .request(commands, answer)
+            self.kind = .request(commands, answer, LogEntry.principal(in: json))
         case "message":
             guard let commands = commands(), case .array(let indices)? = json["i"], indices.count == commands.count else { return nil }
             var plan = MessagePlan()
+            plan.principal = LogEntry.principal(in: json)
             plan.isBatch = json["b"] == .bool(true)
             plan.socketKey = json.number("s").map { UInt64($0) } ?? 0
             switch json["f"] {
@@ -118,6 +121,24 @@ public struct LogEntry: Sendable {
         self.token = UInt64(token)
         self.worker = Int(worker)
         self.now = now
+    }
+}
+
+extension LogEntry {
+    /// `"a"`: the principal's name, `"q"`: its share of tasks; left out for the server's own.
+    fileprivate func writePrincipal(_ principal: Principal, into writer: inout JSONWriter) {
+        guard principal != .server else { return }
+        writer.key("a")
+        writer.string(principal.name)
+        if let share = principal.maxTasks {
+            writer.key("q")
+            writer.number(share)
+        }
+    }
+
+    fileprivate static func principal(in json: JSONValue) -> Principal {
+        guard case .string(let name)? = json["a"] else { return .server }
+        return Principal(name: name, maxTasks: json.number("q").map { Int($0) })
     }
 }
 

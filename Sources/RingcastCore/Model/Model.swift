@@ -225,6 +225,11 @@ public struct TaskRecord: Equatable, Sendable {
     public var slowAfter: Double?
     /// Running longer than 90 % of its kind's last runs took.
     public var slow = false
+    // Who did it (Ownership.swift).
+    /// The name of whoever created the task: its tasks count against that entry's `maxTasks`.
+    public var owner: String?
+    /// Who made its last state change or request (a publisher, reader, signed token's `sub`, or `local`).
+    public var by: String?
     var rateEstimator = RateEstimator()
     /// Set once a publisher gives this task progress of its own; until then a parent's progress is
     /// rolled up from its children.
@@ -290,6 +295,10 @@ public struct TaskRecord: Equatable, Sendable {
         }
         writeFollowUpFields(into: &writer)
         writeHistoryFields(into: &writer)
+        if let by {
+            writer.key("by")
+            writer.string(by)
+        }
         if let timer {
             writer.key("timer")
             writer.beginObject()

@@ -24,6 +24,10 @@ extension TaskRecord {
             writer.number(stalledAt)
         }
         writeHistoryStorage(into: &writer)
+        if let owner {
+            writer.key("owner")
+            writer.string(owner)
+        }
         if let hideAt {
             writer.key("hideAt")
             writer.number(hideAt)
@@ -80,6 +84,8 @@ extension TaskRecord {
             if let estimator = RateEstimator(stored: numbers) { rateEstimator = estimator }
         }
         readFollowUpFields(json, stored: stored)
+        if case .string(let owner)? = stored["owner"] { self.owner = owner }
+        if case .string(let by)? = json["by"] { self.by = by }
         readHistoryFields(json, stored: stored)
         if let timerFields = json["timer"], let seconds = timerFields.number("seconds"), let interval = timerFields.number("interval"),
             let startedAt = stored.number("startedAt")

@@ -46,6 +46,14 @@ public final class TaskStore {
     /// Kind → the lengths of its last finished runs.
     public internal(set) var history = KindHistory()
 
+    // Who did it (Ownership.swift).
+    /// Whoever the command being applied is for; the server's own between commands.
+    var principal = Principal.server
+    /// Owner name → how many tasks it holds, for the per-entry `maxTasks`.
+    var ownedCounts: [String: Int] = [:]
+    /// Told of every control request, removal and state change made for someone (the log line).
+    public var audit: ((AuditNote) -> Void)?
+
     public init(
         persistence: TaskPersistence = MemoryOnlyPersistence(), maxRemembered: Int = 10_000, epoch: String? = nil,
         retentionSeconds: Double = ServerConfig().retentionSeconds, maxTasks: Int = ServerConfig().maxTasks
@@ -86,7 +94,11 @@ public final class TaskStore {
     /// Children and deadlines from the tasks held, in id order: every node of a cluster that loads
     /// the same tasks then schedules, and later fires, the same deadlines in the same order.
     private func rebuildIndexes() {
-        for task in tasks.values { if let parent = task.parent { children[parent, default: []].insert(task.id) } }
+        ownedCounts = [:]
+        for task in tasks.values {
+            if let parent = task.parent { children[parent, default: []].insert(task.id) }
+            if let owner = task.owner { ownedCounts[owner, default: 0] += 1 }
+        }
         for id in tasks.keys.sorted() { scheduleDeadline(for: id) }
     }
 
@@ -100,12 +112,15 @@ public final class TaskStore {
 
     // MARK: Applying commands
 
-    public func apply(_ command: Command, now: Double) throws(APIError) -> Change {
-        if tasks[command.id] == nil, command.createsTask, tasks.count >= maxTasks {
-            throw APIError(
-                .tooManyTasks, "the server already holds \(maxTasks) tasks (maxTasks): remove finished ones, or raise \"maxTasks\" in config.json",
-                field: "id")
+    /// Applies one command for `principal`: its name goes on what the command creates (`owner`) and
+    /// on the state changes, requests and removals it makes (`by`), and a new task counts
+    /// against its share (`maxTasks` of its entry) as well as the server's.
+    public func apply(_ command: Command, by principal: Principal = .server, now: Double) throws(APIError) -> Change {
+        if tasks[command.id] == nil, command.createsTask {
+            try checkQuota(for: principal)
         }
+        self.principal = principal
+        defer { self.principal = .server }
         switch command {
         case .update(let id, let patch): return update(id, patch, now: now)
         case .show(let id, let options): return show(id, options, now: now)
@@ -146,6 +161,7 @@ public final class TaskStore {
             task.pauseRequested = false
         }
         if let state = patch.state {
+            if state != (existing?.state ?? .running) { noteChange(&task, .state, "set \(state.rawValue)") }
             task.state = state
         } else if task.state == .stalled {
             task.state = .running
@@ -251,6 +267,7 @@ public final class TaskStore {
             task.state = .cancelled
             if let hideAfter = timer.hideAfter { task.hideAt = now + hideAfter * 1000 }
         }
+        noteChange(&task, .request, "\(verb == "cancel" ? "cancelled" : verb == "pause" ? "paused" : "resumed") the timer of")
         task.timer = timer
         task.publishedAt = now
         return commit(task, .state, now: now)
@@ -264,7 +281,10 @@ public final class TaskStore {
         removals[id] = seq
         if removals.count > maxRemembered { forgetOldestRemovals() }
         persistence.remove(id: id, epoch: epoch, seq: seq)
-        var events = [OutboundEvent.removal(id: id, seq: seq)]
+        if let owner = removed.owner { disown(owner) }
+        let by = principal == .server ? nil : principal.name
+        if let by { audit?(AuditNote(kind: .removal, by: by, id: id, action: "removed")) }
+        var events = [OutboundEvent.removal(id: id, seq: seq, by: by)]
         if let parent = removed.parent {
             children[parent]?.remove(id)
             if children[parent]?.isEmpty == true { children.removeValue(forKey: parent) }
@@ -304,6 +324,7 @@ public final class TaskStore {
         var task = task
         let oldParent = tasks[task.id]?.parent
         let oldState = tasks[task.id]?.state
+        if tasks[task.id] == nil { own(&task) }
         seq += 1
         task.seq = seq
         task.updatedAt = now
@@ -490,14 +511,14 @@ public final class TaskStore {
         return writer.bytes
     }
 
-    public func encodeTaskList(matching watch: WatchSet, now: Double) -> [UInt8] {
+    public func encodeTaskList(matching watch: WatchSet, within scope: Scope = .everything, now: Double) -> [UInt8] {
         var writer = JSONWriter(capacity: 256 + tasks.count * 256)
         writer.beginObject()
         writer.key("epoch")
         writer.string(epoch)
         writer.key("seq")
         writer.number(Int(seq))
-        writeTasks(tasks(matching: watch), into: &writer, now: now)
+        writeTasks(tasks(matching: watch).filter { scope.allows($0.id) }, into: &writer, now: now)
         writer.endObject()
         return writer.bytes
     }
@@ -547,7 +568,7 @@ public final class TaskStore {
 }
 
 public enum ProtocolInfo {
-    public static let version = 2
+    public static let version = 3
 }
 
 /// A min-heap of (time, task id), ties broken by id so the order never depends on how entries

@@ -102,6 +102,11 @@ public enum RefusalReason: String, CaseIterable, Sendable {
     case oversize
     /// Closed because the server stops (1001).
     case shutdown
+    /// A WebSocket closed for its token: none where reading needs one, one that does not hold,
+    /// one that may not read what it watches, or one that expired (4401, 4403, 4440).
+    case token
+    /// A WebSocket past its entry's `maxConnections` (4429).
+    case quota
 }
 
 /// Everything /metrics shows at one scrape: the API's counters, what the transport (every service

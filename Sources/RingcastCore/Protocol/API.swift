@@ -9,10 +9,12 @@ public struct RequestHeaders: Sendable, Equatable {
     public var accept: String?
     /// A badge's ETag the client has: a 304 when it is still the badge (Badge.swift).
     public var ifNoneMatch: String?
+    /// The browser's cookies: the sign-in's `ringcast_token` among them (`POST /api/session`).
+    public var cookie: String?
 
     public init(
         host: String? = nil, origin: String? = nil, authorization: String? = nil, contentType: String? = nil,
-        accept: String? = nil, ifNoneMatch: String? = nil
+        accept: String? = nil, ifNoneMatch: String? = nil, cookie: String? = nil
     ) {
         self.host = host
         self.origin = origin
@@ -20,6 +22,7 @@ public struct RequestHeaders: Sendable, Equatable {
         self.contentType = contentType
         self.accept = accept
         self.ifNoneMatch = ifNoneMatch
+        self.cookie = cookie
     }
 }
 
@@ -31,7 +34,8 @@ public struct APIRequest: Sendable {
     public var query: [String: String]
     public var body: [UInt8]
     public var headers: RequestHeaders
-    /// Whether the peer is on this machine: loopback may publish without a token when allowed.
+    /// Whether the client is on this machine (behind a trusted proxy: the address it forwarded
+    /// for): loopback may read, and publish, without a token when allowed.
     public var fromLoopback: Bool
     /// The transport stopped collecting the body at `maxMessageBytes`.
     public var bodyTooLarge: Bool
@@ -78,10 +82,47 @@ public struct APIResponse: Sendable {
 public struct RequestGate: Sendable {
     public let hosts: HostPolicy
     public let allowedOrigins: [String]
+    public let trustedProxies: [String]
 
     public init(config: ServerConfig) {
         hosts = HostPolicy(config: config)
         allowedOrigins = config.allowedOrigins
+        trustedProxies = config.trustedProxies
+    }
+
+    /// Whether a request comes from this machine: its peer's address, or, when the peer is a
+    /// trusted proxy, the address the proxy forwarded for (ForwardedFor.swift).
+    public func clientIsLoopback(peer: String, peerIsLoopback: Bool, forwarded: String?, xForwardedFor: String?) -> Bool {
+        guard !trustedProxies.isEmpty else { return peerIsLoopback }
+        let client = ForwardedFor.clientAddress(peer: peer, forwarded: forwarded, xForwardedFor: xForwardedFor, trusted: trustedProxies)
+        return isLoopbackAddress(client)
+    }
+
+    /// The CORS headers of an API answer: a page of a listed origin may read it (the origin echoed,
+    /// with `Vary: Origin` so no cache hands it to another); any other origin gets none, so its
+    /// `fetch()` cannot read the answer. Never `*`. Static files are the widget's, and keep `*`.
+    public func corsHeaders(_ headers: RequestHeaders) -> [(String, String)] {
+        guard let origin = headers.origin, allowedOrigins.contains(origin) else { return [("vary:", "Origin")] }
+        return [("access-control-allow-origin:", origin), ("vary:", "Origin")]
+    }
+
+    /// The answer to a CORS preflight (`OPTIONS` with `Access-Control-Request-Method`): what a
+    /// listed origin may send; 403 for any other, with no CORS header, so its browser sends nothing.
+    public func preflight(_ headers: RequestHeaders) -> APIResponse {
+        guard let origin = headers.origin, allowedOrigins.contains(origin) else {
+            var refused = APIResponse(
+                APIError(
+                    .forbidden, "origin \(headers.origin ?? "(none)") is not allowed: add it to \"allowedOrigins\" in config.json", field: "Origin"))
+            refused.headers = [("vary:", "Origin")]
+            return refused
+        }
+        var response = APIResponse(status: 204, body: [])
+        response.headers = [
+            ("access-control-allow-origin:", origin), ("vary:", "Origin"),
+            ("access-control-allow-methods:", "GET, POST, PUT, PATCH, DELETE"),
+            ("access-control-allow-headers:", "authorization, content-type"), ("access-control-max-age:", "600"),
+        ]
+        return response
     }
 
     /// Only our own names reach us: anything else is refused (421) before any routing.
@@ -108,7 +149,8 @@ public enum RequestPlan: Sendable {
     /// `{"seq", "task", "delivered"}` with a frame for each publisher socket of the task.
     public enum Answer: Sendable { case task, batch, control }
     case answer(APIResponse)
-    case apply([Command], Answer)
+    /// The commands, the answer's shape, and whom they are applied for.
+    case apply([Command], Answer, Principal)
 }
 
 /// The outcome of a batch of events: how many were applied, and why each of the others was not.
@@ -161,7 +203,7 @@ public final class API {
     public let config: ServerConfig
     /// The checks that need no state: they also run outside the state's lock, on any service thread.
     public let gate: RequestGate
-    public var policy: PublishPolicy { config.publishing }
+    public var policy: AccessPolicy { config.access }
     public var metrics = ServerMetrics()
     public static let maxBatchEvents = 10_000
     /// Which sockets of this node published which tasks (Controls.swift).
@@ -176,12 +218,12 @@ public final class API {
         configureLoop()
     }
 
-    /// Answers one request. Reads are open to all; each change is checked against the request's credential.
+    /// Answers one request. Each read and each change is checked against the request's credential.
     /// `status` is asked only by `/healthz` and `/metrics`.
     public func handle(_ request: APIRequest, now: Double, status: () -> TransportStatus = { TransportStatus() }) -> APIResponse {
         switch plan(request, now: now, status: status) {
         case .answer(let response): return response
-        case .apply(let commands, let answer): return execute(commands, answer: answer, now: now)
+        case .apply(let commands, let answer, let principal): return execute(commands, answer: answer, by: principal, now: now)
         }
     }
 
@@ -196,7 +238,15 @@ public final class API {
         } else if request.path == "/metrics" || request.path == "/healthz" || request.path == "/readyz", request.method != "GET" {
             response = APIResponse(methodNotAllowed(request, "GET"))
         } else if request.path == "/metrics" {
-            response = APIResponse(body: metricsSnapshot(transport: status()).render(), contentType: "text/plain; version=0.0.4")
+            do throws(APIError) {
+                let credential = identify(request, now: now)
+                try policy.authorizeReadingEverything(credential, fromLoopback: request.fromLoopback, what: "/metrics")
+                response = APIResponse(body: metricsSnapshot(transport: status()).render(), contentType: "text/plain; version=0.0.4")
+            } catch {
+                response = APIResponse(error)
+            }
+        } else if request.method == "OPTIONS", request.headers.origin != nil, request.path.hasPrefix("/api/") || request.path.hasPrefix("/badge/") {
+            response = gate.preflight(request.headers)
         } else if request.bodyTooLarge {
             response = APIResponse(
                 APIError(.bodyTooLarge, "the body is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); send less, or split a batch"))
@@ -208,8 +258,7 @@ public final class API {
         } else {
             do {
                 if request.method != "GET" { try checkOrigin(request.headers) }
-                let credential = policy.identify(authorization: request.headers.authorization, fromLoopback: request.fromLoopback)
-                let plan = try route(request, now: now, credential: credential)
+                let plan = try route(request, now: now, credential: identify(request, now: now))
                 guard case .answer(let answer) = plan else { return plan }
                 response = answer
             } catch {
@@ -225,23 +274,23 @@ public final class API {
 
     /// Applies what `plan` decided (authorized already) and answers: one task's
     /// `{"seq", "task"}` (or `{"seq", "removed"}`), or a batch's `{"seq", "applied", "errors"}`.
-    public func execute(_ commands: [Command], answer: RequestPlan.Answer, now: Double) -> APIResponse {
+    public func execute(_ commands: [Command], answer: RequestPlan.Answer, by principal: Principal = .server, now: Double) -> APIResponse {
         let response: APIResponse
         switch answer {
         case .task:
             do throws(APIError) {
                 guard let command = commands.first else { throw APIError(.invalidEvent, "nothing to apply") }
-                response = try self.answer(command, now: now)
+                response = try self.answer(command, by: principal, now: now)
             } catch {
                 response = APIResponse(error)
             }
         case .batch:
-            let result = applyBatch(commands, now: now)
+            let result = applyBatch(commands, by: principal, now: now)
             response = APIResponse(body: encodeBatchAnswer(result), events: result.events)
         case .control:
             do throws(APIError) {
                 guard case .requestControl(let id, let action)? = commands.first else { throw APIError(.invalidEvent, "nothing to apply") }
-                response = try answerControl(id, action, now: now)
+                response = try answerControl(id, action, by: principal, now: now)
             } catch {
                 response = APIResponse(error)
             }
@@ -250,34 +299,52 @@ public final class API {
         return response
     }
 
+    /// The request's token (its `Authorization`, else the sign-in cookie) as the policy sees it.
+    public func identify(_ request: APIRequest, now: Double) -> Credential {
+        policy.identify(
+            authorization: request.headers.authorization, cookie: request.headers.cookie, fromLoopback: request.fromLoopback, now: now)
+    }
+
     public func checkHost(_ header: String?) throws(APIError) { try gate.checkHost(header) }
     public func checkOrigin(_ headers: RequestHeaders) throws(APIError) { try gate.checkOrigin(headers) }
 
     private func route(_ request: APIRequest, now: Double, credential: Credential) throws(APIError) -> RequestPlan {
-        // Who may not publish at all hears so before anything about their request's body.
-        if request.method != "GET", credential == .missing || credential == .invalid {
-            try policy.authorize(credential, id: "")
+        // A token that does not hold, or no token where publishing needs one, hears so before
+        // anything about the request's body.
+        // Signing in again (or out) with an expired cookie still in the browser must work.
+        let signsInOrOut = request.path == "/api/session" && request.method != "GET"
+        if case .refused(let error) = credential, !signsInOrOut { throw error }
+        if request.method != "GET", credential.grant?.publish.isNothing == true, credential.grant?.kind == .anonymous, !signsInOrOut {
+            try policy.authorizePublish(credential, id: "")
         }
+        let principal = credential.grant?.principal ?? .server
         func apply(_ command: Command, now: Double) throws(APIError) -> RequestPlan {
-            try policy.authorize(credential, id: command.id)
-            return .apply([command], .task)
+            .apply([try authorize(command, for: credential)], .task, principal)
         }
+        func read(_ id: String) throws(APIError) { try policy.authorizeRead(credential, id: id) }
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
         guard request.path.hasPrefix("/") else { throw routeNotFound(request.path) }
-        if parts.first == "badge" { return .answer(try badgeAnswer(request, parts)) }
+        if parts.first == "badge" {
+            if parts.count == 2, parts[1].hasSuffix(".svg"), TaskID.isValid(String(parts[1].dropLast(4))) { try read(String(parts[1].dropLast(4))) }
+            return .answer(try badgeAnswer(request, parts))
+        }
         guard parts.first == "api", parts.count >= 2 else { throw routeNotFound(request.path) }
         switch (parts[1], parts.count) {
         case ("tasks", 2):
             try allow(request, "GET")
             let watch = try WatchSet.parse(request.query["watch"]).get()
-            if try TextTable.wanted(request) { return .answer(try textAnswer(request, watch: watch, now: now)) }
-            return .answer(APIResponse(body: store.encodeTaskList(matching: watch, now: now)))
+            let scope = try policy.readScope(credential)
+            if try TextTable.wanted(request) { return .answer(try textAnswer(request, watch: watch, within: scope, now: now)) }
+            return .answer(APIResponse(body: store.encodeTaskList(matching: watch, within: scope, now: now)))
         case ("tasks", 3):
             let id = parts[2]
             try Command.validateID(id)
             switch request.method {
             case "GET":
-                if try TextTable.wanted(request) { return .answer(try textAnswer(request, under: id, now: now)) }
+                try read(id)
+                if try TextTable.wanted(request) {
+                    return .answer(try textAnswer(request, under: id, within: try policy.readScope(credential), now: now))
+                }
                 guard let task = store.task(id) else { throw APIError(.notFound, "no task '\(id)'", field: "id") }
                 return .answer(APIResponse(body: task.encodedObject(now: now)))
             case "POST", "PUT", "PATCH":
@@ -293,7 +360,9 @@ public final class API {
             try Command.validateID(id)
             if parts[3] == "log" {
                 switch request.method {
-                case "GET": return .answer(APIResponse(body: try store.encodeLog(of: id)))
+                case "GET":
+                    try read(id)
+                    return .answer(APIResponse(body: try store.encodeLog(of: id)))
                 case "POST":
                     return try apply(.appendLog(id: id, lines: LogTail.parseBody(request.body, contentType: request.headers.contentType)), now: now)
                 default: throw methodNotAllowed(request, "GET, POST")
@@ -308,8 +377,7 @@ public final class API {
             case "cancel", "pause", "resume":
                 try Command.expectNoFields(try body(request), for: parts[3])
                 let control = Command.requestControl(id: id, action: TaskControl(rawValue: parts[3])!)
-                try policy.authorize(credential, id: id)
-                return .apply([control], .control)
+                return .apply([try authorize(control, for: credential)], .control, principal)
             default: throw routeNotFound(request.path)
             }
         case ("timers", 3):
@@ -331,29 +399,54 @@ public final class API {
             }
         case ("kinds", 2):
             try allow(request, "GET")
-            return .answer(APIResponse(body: store.history.encoded()))
+            return .answer(APIResponse(body: kindsAnswer(within: try policy.readScope(credential))))
+        case ("session", 2):
+            return .answer(try sessionAnswer(request, credential: credential, now: now))
         case ("openapi.json", 2):
             try allow(request, "GET")
             return .answer(APIResponse(body: OpenAPI.encoded))
         case ("events", 2):
             try allow(request, "POST")
             // A malformed batch, or one with an event this credential may not send, changes nothing.
-            let commands = try parseBatch(try JSONParser.parseForAPI(request.body))
-            for (index, command) in commands.enumerated() {
+            var commands = try parseBatch(try JSONParser.parseForAPI(request.body))
+            for index in commands.indices {
                 do {
-                    try policy.authorize(credential, id: command.id)
+                    commands[index] = try authorize(commands[index], for: credential)
                 } catch {
                     throw error.within("events[\(index)]")
                 }
             }
-            return .apply(commands, .batch)
+            return .apply(commands, .batch, principal)
         default:
             throw routeNotFound(request.path)
         }
     }
 
-    private func answer(_ command: Command, now: Double) throws(APIError) -> APIResponse {
-        let change = try apply(command, now: now)
+    /// A command as `credential` may send it, or the 401/403 that says why not: its id, and
+    /// wherever it names another task — its `parent` and its `kind` — must be inside the
+    /// publisher's patterns. A task whose default kind (its id without the trailing number) lies
+    /// outside them is remembered under its own id instead, so a kind's history is fed only by
+    /// tasks whose publisher may publish the kind.
+    public func authorize(_ command: Command, for credential: Credential) throws(APIError) -> Command {
+        try policy.authorizePublish(credential, id: command.id)
+        guard case .update(let id, var patch) = command, let publish = credential.grant?.publish, !publish.isEverything else { return command }
+        if case .some(.some(let parent)) = patch.parent { try policy.authorizePublish(credential, id: parent, field: "parent") }
+        let defaultKindIsOutside = !publish.allows(TaskKind.defaultKind(of: id))
+        switch patch.kind {
+        case .some(.some(let kind)):
+            try policy.authorizePublish(credential, id: kind, field: "kind")
+        case .some(.none):
+            guard defaultKindIsOutside else { return command }
+            patch.kind = .some(id)
+        case .none:
+            guard defaultKindIsOutside, store.task(id)?.kind == nil else { return command }
+            patch.kind = .some(id)
+        }
+        return .update(id: id, patch: patch)
+    }
+
+    private func answer(_ command: Command, by principal: Principal, now: Double) throws(APIError) -> APIResponse {
+        let change = try apply(command, by: principal, now: now)
         var writer = JSONWriter(capacity: 384)
         writer.beginObject()
         writeAnswerFields(change, id: command.id, into: &writer, now: now)
@@ -363,8 +456,8 @@ public final class API {
 
     /// Every command, whatever carried it, is applied here: the store's merge rules, and what this
     /// node remembers of who published a task forgotten with the task.
-    func apply(_ command: Command, now: Double) throws(APIError) -> Change {
-        let change = try store.apply(command, now: now)
+    func apply(_ command: Command, by principal: Principal, now: Double) throws(APIError) -> Change {
+        let change = try store.apply(command, by: principal, now: now)
         if case .remove = command { publisherSockets.forget(command.id) }
         return change
     }
@@ -410,11 +503,11 @@ public final class API {
 
     /// Applies commands (authorized already) in order; one that fails (an unknown task, a finished
     /// timer) does not stop the rest.
-    public func applyBatch(_ commands: [Command], now: Double) -> BatchResult {
+    public func applyBatch(_ commands: [Command], by principal: Principal = .server, now: Double) -> BatchResult {
         var result = BatchResult()
         for (index, command) in commands.enumerated() {
             do {
-                result.events += try apply(command, now: now).events
+                result.events += try apply(command, by: principal, now: now).events
                 result.applied += 1
             } catch {
                 result.errors.append((index, error))

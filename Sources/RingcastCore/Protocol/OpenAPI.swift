@@ -28,8 +28,14 @@ public enum OpenAPI {
         (.invalidID, "the task id in the path or event is not a valid id"),
         (.invalidEvent, "an event of a batch is not an object or has an unknown type"),
         (.invalidPattern, "a watch pattern is not valid"),
-        (.unauthorized, "no token where one is needed, or a token that matches no publisher"),
-        (.forbidden, "an Origin not in allowedOrigins, or a token whose patterns do not cover the id"),
+        (
+            .unauthorized,
+            "no token where one is needed (to publish, or to read what anonymousRead does not cover), or a token that does not hold: unknown, expired, not yet valid or wrongly signed"
+        ),
+        (
+            .forbidden,
+            "an Origin not in allowedOrigins, or a token whose patterns do not cover the id (or the parent or kind a task names, or every id for /metrics)"
+        ),
         (.notFound, "no such task, or no such endpoint"),
         (.methodNotAllowed, "the endpoint exists but not with this method"),
         (.notATimer, "pause, resume or cancel of a task that is not a timer"),
@@ -117,11 +123,17 @@ public enum OpenAPI {
                     "bearer": [
                         "type": "http", "scheme": "bearer",
                         "description": """
-                        A publisher's token from config.json ("publishers"). Needed for every change, \
-                        except from loopback while "anonymousLocalPublish" is true (the shipped default). \
-                        A token that is sent is always checked.
+                        A publisher's or reader's token from config.json ("publishers", "readers"), or a \
+                        signed token (HS256 JWT) minted with the key "tokenSecretEnv" names. Needed for every \
+                        change, except from loopback while "anonymousLocalPublish" is true (the shipped \
+                        default), and for every read that "anonymousRead" does not cover (by default: any \
+                        read from another machine). A token that is sent is always checked.
                         """,
-                    ]
+                    ],
+                    "signInCookie": [
+                        "type": "apiKey", "in": "cookie", "name": .string(AccessPolicy.cookieName),
+                        "description": "The same token, as POST /api/session set it for a browser (HttpOnly, SameSite=Strict).",
+                    ],
                 ],
             ],
         ]
@@ -199,11 +211,12 @@ public enum OpenAPI {
             "ControlAnswer")
         return [
             Operation(
-                "GET", "/api/tasks", "listTasks", "List the tasks (a snapshot), optionally only those a watch list matches; as text for terminals.",
-                .read, parameters: [watch, format, width], ok: text(.json("The tasks, oldest change first.", "TaskList")),
+                "GET", "/api/tasks", "listTasks",
+                "List the tasks the token may read (a snapshot), optionally only those a watch list matches; as text for terminals.",
+                .scoped, parameters: [watch, format, width], ok: text(.json("The tasks, oldest change first.", "TaskList")),
                 errors: [.invalidPattern, .invalidField]),
             Operation(
-                "GET", "/api/tasks/{id}", "getTask", "One task; as text for terminals, with every task under it.", .read,
+                "GET", "/api/tasks/{id}", "getTask", "One task; as text for terminals, with every task under it the token may read.", .scoped,
                 parameters: [format, width], ok: text(.json("The task.", "Task")), errors: [.invalidID, .notFound, .invalidField]),
             Operation(
                 "POST", "/api/tasks/{id}", "updateTask", "Create or update a task: merges the fields given (docs/PROTOCOL.md, Merge rules).",
@@ -240,7 +253,7 @@ public enum OpenAPI {
                 .change, body: noFields, ok: asked, errors: noFieldsErrors + [.notFound, .conflict]),
             Operation(
                 "GET", "/api/tasks/{id}/log", "readLog", "The lines kept of a task's log: the last logLines (config) it received.",
-                .read, ok: .json("The tail of the log, and how many lines it has received in all.", "LogTail"), errors: [.invalidID, .notFound]),
+                .scoped, ok: .json("The tail of the log, and how many lines it has received in all.", "LogTail"), errors: [.invalidID, .notFound]),
             Operation(
                 "POST", "/api/tasks/{id}/log", "appendLog",
                 "Append lines to the log of a task that exists. A log line renews the task's lease, and a stalled task runs again. Watchers receive a log event.",
@@ -291,16 +304,17 @@ public enum OpenAPI {
                 errors: []),
             Operation(
                 "GET", "/api/kinds", "listKinds",
-                "The kinds that have finished runs: how many are kept, their median, 90th percentile and last length.",
-                .read, ok: .json("Every kind with runs, by name.", "KindList"), errors: []),
+                "The kinds that have finished runs (those the token may see: its patterns cover the kind, or a task of it it may read): how many are kept, their median, 90th percentile and last length.",
+                .scoped, ok: .json("Every kind with runs, by name.", "KindList"), errors: []),
             Operation(
                 "GET", "/badge/{id}.svg", "badge",
                 """
                 An SVG badge of the task for a README: its title (or label) on grey, then the percentage of \
                 a running task over a bar of it, or its state word, in the state's colour. A task that does not \
-                exist, or an id that is not valid, gets a grey "unknown" badge (200), so an image never breaks.
+                exist, or an id that is not valid, gets a grey "unknown" badge (200), so an image never breaks; \
+                a task the request may not read is refused (401, 403), as every read is.
                 """,
-                .read, parameters: [label, ifNoneMatch],
+                .scoped, parameters: [label, ifNoneMatch],
                 ok: Answer(
                     "The badge: no script, no style attribute.", Badge.contentType, ["type": "string", "minLength": 1], headers: badgeHeaders),
                 also: [(304, Answer("If-None-Match names the badge's ETag: no body.", headers: badgeHeaders))],
@@ -316,8 +330,24 @@ public enum OpenAPI {
                 also: [(503, .json("A dependency failed, has not answered for 10 s, or has not answered yet (just after start).", "NotReady"))],
                 errors: []),
             Operation(
-                "GET", "/metrics", "metrics", "Counters and gauges in Prometheus' text format (version 0.0.4).", .probe,
-                ok: Answer("One HELP, TYPE and sample line per metric.", "text/plain", ["type": "string", "minLength": 1]), errors: []),
+                "GET", "/metrics", "metrics",
+                "Counters and gauges in Prometheus' text format (version 0.0.4). From loopback, or with a token whose patterns cover every id.",
+                .probe, ok: Answer("One HELP, TYPE and sample line per metric.", "text/plain", ["type": "string", "minLength": 1]),
+                errors: [.unauthorized, .forbidden]),
+            Operation(
+                "GET", "/api/session", "session", "Who the request is signed in as (its token, else anonymous) and what it may read and publish.",
+                .scoped, ok: .json("The grant: its name, kind and patterns.", "Session"), errors: []),
+            Operation(
+                "POST", "/api/session", "signIn",
+                """
+                Sign a browser in: trades a token (in the body, or Authorization) for an HttpOnly, SameSite=Strict \
+                cookie (Secure over TLS) that /ws and the API accept. A token that does not hold is refused, with the reason.
+                """,
+                .session, body: body(ref("SignIn"), required: false, examples: ["token": #"{"token": "reader-token-0123456789"}"#]),
+                ok: .json("Signed in: the grant the cookie carries.", "Session"), errors: [.invalidJSON, .unknownField, .missingField, .invalidField]),
+            Operation(
+                "DELETE", "/api/session", "signOut", "Sign out: clears the cookie.", .session,
+                ok: .json("Signed out.", "SignedOut"), errors: []),
         ]
     }()
 
@@ -528,6 +558,10 @@ public enum OpenAPI {
                         "description": "The median length of its kind's last runs, taken when the run began; left out when the kind has none.",
                     ],
                     "slow": ["const": true, "description": "Running past its kind's 90th percentile; left out otherwise."],
+                    "by": [
+                        "type": "string", "minLength": 1,
+                        "description": "Who made its last state change or request: a publisher's or reader's name, a signed token's sub, or local.",
+                    ],
                     "timer": ref("Timer"),
                 ], required: ["id", "title", "progress", "state", "visible", "modal", "updatedAt", "seq"]),
             "Timer": object(
@@ -578,6 +612,19 @@ public enum OpenAPI {
                     ],
                 ], required: ["id", "logCount", "from", "lines"]),
             "Removed": object(["seq": ["type": "integer", "minimum": 1], "removed": ref("TaskID")], required: ["seq", "removed"]),
+            "SignIn": object(
+                ["token": ["type": "string", "minLength": 1, "maxLength": .number(Double(SignedToken.maxBytes))]], required: [],
+                description: "The token to sign in with; or send it as Authorization: Bearer and no body."),
+            "Session": object(
+                [
+                    "signedIn": ["type": "boolean", "description": "false: no token, what anonymousRead and anonymousLocalPublish allow."],
+                    "name": ["type": "string", "minLength": 1],
+                    "kind": ["enum": ["publisher", "reader", "signed", "anonymous"]],
+                    "read": ["type": "array", "items": ["type": "string"], "description": "Patterns it may read; [\"*\"] every id, [] none."],
+                    "publish": ["type": "array", "items": ["type": "string"], "description": "Patterns it may publish; [] none."],
+                    "expiresAt": ["type": "integer", "description": "A signed token's exp, in Unix ms."],
+                ], required: ["signedIn", "name", "kind", "read", "publish"]),
+            "SignedOut": object(["signedIn": ["const": false]], required: ["signedIn"]),
             "TaskList": object(
                 [
                     "epoch": ["type": "string", "pattern": .string(epochPattern)],
@@ -695,10 +742,16 @@ struct OpenAPIOperation {
         /// Answered before the body is looked at (`/metrics`): only the transport's checks of the
         /// request line and the Host come first.
         case probe
+        /// A read held to what the request's token (or anonymousRead) may see.
+        case scoped
+        /// Signing in and out: no token needed, but the Origin check of a change applies.
+        case session
 
         var errors: [APIError.Code] {
             switch self {
             case .read: return [.invalidRequest, .bodyTooLarge, .misdirected]
+            case .scoped: return [.invalidRequest, .unauthorized, .forbidden, .bodyTooLarge, .misdirected]
+            case .session: return [.invalidRequest, .unauthorized, .forbidden, .bodyTooLarge, .misdirected]
             case .change: return [.invalidRequest, .unauthorized, .forbidden, .bodyTooLarge, .misdirected, .rateLimited, .storageFailed]
             case .probe: return [.invalidRequest, .misdirected]
             }
@@ -734,7 +787,11 @@ struct OpenAPIOperation {
 
     var node: OpenAPINode {
         var operation: OpenAPINode = ["operationId": .string(id), "summary": .string(summary)]
-        if access == .change { operation = operation.with("security", [["bearer": []]]) }
+        switch access {
+        case .change: operation = operation.with("security", [["bearer": []], ["signInCookie": []]])
+        case .scoped, .probe: operation = operation.with("security", [[:], ["bearer": []], ["signInCookie": []]])
+        case .read, .session: break
+        }
         if !parameters.isEmpty { operation = operation.with("parameters", OpenAPINode(.array(parameters.map(\.json)))) }
         if let body { operation = operation.with("requestBody", body) }
         return operation.with("responses", OpenAPI.responses(answers, errors: errors + access.errors))

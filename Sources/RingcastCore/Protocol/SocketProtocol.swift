@@ -42,11 +42,56 @@ public struct SocketRequest: Equatable, Sendable {
 /// keeps one per connection and hands it to every call; service thread only.
 public struct SocketSession: Sendable {
     public let request: SocketRequest
-    /// Set from the upgrade's Authorization header, or later by an `auth` message.
+    /// Set from the upgrade's Authorization header or sign-in cookie, or later by an `auth` message.
     public internal(set) var credential: Credential
     let fromLoopback: Bool
     /// This socket among the API's `publisherSockets`.
     public internal(set) var key: UInt64 = 0
+    /// What the socket receives: the patterns it asked for, held to what its credential may read
+    /// (`Scope.narrow`); nothing for a publisher, or for a watcher that has yet to sign in.
+    public internal(set) var watch: WatchSet
+    /// A watcher whose upgrade carried no token that reads what it asked for: it gets no
+    /// snapshot until an `auth` message, and is closed if none comes in time.
+    public internal(set) var awaitingAuth = false
+
+    /// When the socket's grant ends (a signed token's `exp`, Unix ms): it is closed then.
+    public var expiresAt: Double? { credential.grant?.expiresAt }
+}
+
+/// How the server closes a WebSocket it will not serve: the code and the reason, which a browser
+/// shows its page (`CloseEvent.code`, `.reason`).
+public struct SocketClose: Equatable, Sendable {
+    /// No token where one is needed, or one that does not hold: sign in.
+    public static let unauthorized: UInt16 = 4401
+    /// A token that may not read what the socket asks to watch.
+    public static let forbidden: UInt16 = 4403
+    /// The entry already holds its `maxConnections`.
+    public static let tooManyConnections: UInt16 = 4429
+    /// The signed token expired while the socket was open: sign in again.
+    public static let tokenExpired: UInt16 = 4440
+
+    public let code: UInt16
+    /// At most 123 bytes, as a close frame allows.
+    public let reason: String
+
+    public init(code: UInt16, reason: String) {
+        self.code = code
+        var text = reason
+        while text.utf8.count > 123 { text.removeLast() }
+        self.reason = text
+    }
+
+    /// The close that goes with a refused upgrade or `auth`.
+    public init(refusing error: APIError) {
+        self.init(code: error.code == .forbidden ? SocketClose.forbidden : SocketClose.unauthorized, reason: error.message)
+    }
+}
+
+/// What a new socket starts with: its session, its first frames, and, when it may not stay, how it closes.
+public struct SocketOpening {
+    public var session: SocketSession
+    public var frames: [[UInt8]]
+    public var close: SocketClose?
 }
 
 /// What a message asks for (`API.planMessage`): frames earned at once, by their place in the
@@ -61,6 +106,8 @@ public struct MessagePlan: Sendable {
     public var socketKey: UInt64 = 0
     /// A `flush` (with its `ref`, if any): answered once what came before is kept.
     public var flush: String??
+    /// Whom the commands are applied for.
+    public var principal = Principal.server
 
     public init() {}
 }
@@ -87,29 +134,60 @@ public struct SocketReply {
 
 extension API {
     /// A new socket's session and the frames it starts with: hello, then, for a watcher, the
-    /// snapshot (or the changes since the point its `since` names).
-    public func openSocket(_ request: SocketRequest, headers: RequestHeaders, fromLoopback: Bool, now: Double) -> (SocketSession, [[UInt8]]) {
-        let credential = policy.identify(authorization: headers.authorization, fromLoopback: fromLoopback)
-        var session = SocketSession(request: request, credential: credential, fromLoopback: fromLoopback)
+    /// snapshot (or the changes since the point its `since` names) of what it may read. A token
+    /// that does not hold, or one that may not read what the watcher asks for, closes it (with the
+    /// error event first, then a close code and reason that say why); no token where reading
+    /// needs one leaves it waiting for an `auth` message, the error event telling it so.
+    public func openSocket(_ request: SocketRequest, headers: RequestHeaders, fromLoopback: Bool, now: Double) -> SocketOpening {
+        let credential = policy.identify(authorization: headers.authorization, cookie: headers.cookie, fromLoopback: fromLoopback, now: now)
+        var session = SocketSession(request: request, credential: credential, fromLoopback: fromLoopback, watch: SocketRequest.nothing)
         session.key = publisherSockets.newKey()
-        var frames = [store.encodeHello(now: now, heartbeatSeconds: config.heartbeatSeconds)]
-        if request.mode == .watch {
-            frames.append(store.encodeSnapshot(matching: request.watch, since: request.resumeSeq(in: store.epoch), now: now))
+        var opening = SocketOpening(session: session, frames: [store.encodeHello(now: now, heartbeatSeconds: config.heartbeatSeconds)])
+        do throws(APIError) {
+            if case .refused(let error) = credential { throw error }
+            guard request.mode == .watch else { return opening }
+            opening.session.watch = try readableWatch(request.watch, for: credential)
+            opening.frames.append(store.encodeSnapshot(matching: opening.session.watch, since: request.resumeSeq(in: store.epoch), now: now))
+        } catch {
+            metrics.clientErrors += 1
+            opening.frames.append(error.encodedEvent())
+            if case .anonymous = credential {
+                opening.session.awaitingAuth = true
+            } else {
+                opening.close = SocketClose(refusing: error)
+            }
         }
-        return (session, frames)
+        return opening
+    }
+
+    /// The patterns a watcher asked for, held to what `credential` may read; 401 or 403 (field
+    /// `watch`) for a pattern outside it that cannot be narrowed to it.
+    public func readableWatch(_ watch: WatchSet, for credential: Credential) throws(APIError) -> WatchSet {
+        let scope = try policy.readScope(credential)
+        switch scope.narrow(watch) {
+        case .within(let narrowed):
+            return narrowed
+        case .outside(let outside):
+            let grant = try AccessPolicy.granted(credential)
+            if grant.kind == .anonymous { throw policy.readRefusal(grant, what: "'\(outside)'", field: "watch") }
+            throw APIError(
+                .forbidden,
+                "\(grant.described) may not watch '\(outside)': its patterns are \(grant.read); watch a pattern they cover, or one that covers them",
+                field: "watch")
+        }
     }
 
     /// One message from a WebSocket client: an `auth` message, a `flush`, or one event or an array
     /// of them, applied like `POST /api/events` except that each bad event gets its own `error`
     /// frame (naming its task) and the rest still apply.
     public func receive(_ message: SocketMessage, on session: inout SocketSession, now: Double) -> SocketReply {
-        execute(planMessage(message, on: &session), now: now)
+        execute(planMessage(message, on: &session, now: now), now: now)
     }
 
     /// What a message asks for, decided before anything changes: the frames it earns at once
     /// (`auth`, events that do not parse or that the publisher may not send) and the commands to
     /// apply, each with its place in the message.
-    public func planMessage(_ message: SocketMessage, on session: inout SocketSession) -> MessagePlan {
+    public func planMessage(_ message: SocketMessage, on session: inout SocketSession, now: Double) -> MessagePlan {
         metrics.clientMessages += 1
         var plan = MessagePlan()
         func refuse(_ error: APIError, at index: Int = 0, id: String? = nil) {
@@ -136,7 +214,7 @@ extension API {
         }
         if json["type"] == .string("auth") {
             do {
-                plan.frames.append((0, try authenticate(&session, json)))
+                plan.frames.append((0, try authenticate(&session, json, now: now)))
             } catch {
                 refuse(error)
             }
@@ -155,11 +233,10 @@ extension API {
         if case .array(let elements) = json { items = elements } else { items = [json] }
         plan.isBatch = items.count > 1
         plan.socketKey = session.key
+        plan.principal = session.credential.grant?.principal ?? .server
         for (index, item) in items.enumerated() {
             do throws(APIError) {
-                let command = try Command.parse(event: item)
-                try policy.authorize(session.credential, id: command.id)
-                plan.commands.append((index, command))
+                plan.commands.append((index, try authorize(try Command.parse(event: item), for: session.credential)))
             } catch {
                 var taskID: String?
                 if case .string(let id)? = item["id"], TaskID.isValid(id) { taskID = id }
@@ -176,7 +253,7 @@ extension API {
         var frames = plan.frames
         for (index, command) in plan.commands {
             do {
-                reply.events += try apply(command, now: now).events
+                reply.events += try apply(command, by: plan.principal, now: now).events
                 if plan.socketKey != 0 { frames += notePublished([command], by: plan.socketKey).map { (index, $0) } }
             } catch {
                 metrics.clientErrors += 1
@@ -191,26 +268,41 @@ extension API {
         return reply
     }
 
-    /// `{"type":"auth","token":"…"}`: for browsers, which cannot set headers on a WebSocket.
-    private func authenticate(_ session: inout SocketSession, _ message: JSONValue) throws(APIError) -> [UInt8] {
-        guard case .string(let token)? = message["token"] else {
+    /// `{"type":"auth","token":"…"}`: for browsers, which cannot set headers on a WebSocket. A
+    /// watcher's patterns are held to what the token may read, and the transport sends it a full
+    /// snapshot of them when they changed (or when it was waiting for this).
+    private func authenticate(_ session: inout SocketSession, _ message: JSONValue, now: Double) throws(APIError) -> [UInt8] {
+        guard case .string(let token)? = message["token"], !token.isEmpty else {
             throw APIError(.missingField, "an auth message needs \"token\"", field: "token")
         }
-        let credential = policy.identify(authorization: token, fromLoopback: session.fromLoopback)
-        guard case .publisher(let publisher) = credential else {
-            throw APIError(.unauthorized, "the token matches no publisher in config.json", field: "token")
-        }
+        let credential = policy.identify(token: token, now: now)
+        if case .refused(let error) = credential { throw APIError(error.code, error.message, field: "token") }
+        let grant = try AccessPolicy.granted(credential)
+        if session.request.mode == .watch { session.watch = try readableWatch(session.request.watch, for: credential) }
         session.credential = credential
+        session.awaitingAuth = false
         var writer = JSONWriter()
         writer.beginObject()
         writer.key("type")
         writer.string("auth")
         writer.key("ok")
         writer.bool(true)
-        writer.key("publisher")
-        writer.string(publisher.name)
-        writer.key("patterns")
-        writer.string(publisher.patterns.key)
+        if !grant.publish.isNothing {
+            writer.key("publisher")
+            writer.string(grant.name)
+            writer.key("patterns")
+            writer.string(grant.publish.description)
+        }
+        writer.key("name")
+        writer.string(grant.name)
+        writer.key("kind")
+        writer.string(grant.kind.rawValue)
+        writer.key("read")
+        writer.string(grant.read.description)
+        if let expiresAt = grant.expiresAt {
+            writer.key("expiresAt")
+            writer.number(expiresAt.rounded())
+        }
         writer.endObject()
         return writer.bytes
     }

@@ -180,12 +180,12 @@ final class SharedState: @unchecked Sendable {
                 case .answer(let response):
                     performed.outcome = .request(response)
                     return nil
-                case .apply(let commands, let shape):
+                case .apply(let commands, let shape, let principal):
                     performed.commands = commands.count
-                    return .request(commands, shape)
+                    return .request(commands, shape, principal)
                 }
             case .message(let message, var session):
-                var plan = api.planMessage(message, on: &session)
+                var plan = api.planMessage(message, on: &session, now: now)
                 performed.session = session
                 performed.early = plan.frames.map(\.bytes)
                 plan.frames = []
@@ -218,14 +218,14 @@ final class SharedState: @unchecked Sendable {
                 switch api.plan(request, now: now, status: status) {
                 case .answer(let answer):
                     response = answer
-                case .apply(let commands, let shape):
+                case .apply(let commands, let shape, let principal):
                     performed.commands = commands.count
-                    response = api.execute(commands, answer: shape, now: now)
+                    response = api.execute(commands, answer: shape, by: principal, now: now)
                 }
                 performed.outcome = .request(response)
                 events = response.events
             case .message(let message, var session):
-                let plan = api.planMessage(message, on: &session)
+                let plan = api.planMessage(message, on: &session, now: now)
                 performed.session = session
                 performed.commands = plan.commands.count
                 let reply = api.execute(plan, now: now)
@@ -378,8 +378,8 @@ final class SharedState: @unchecked Sendable {
                 let events: [OutboundEvent]
                 var outcome: Outcome?
                 switch entry.kind {
-                case .request(let commands, let answer):
-                    var response = api.execute(commands, answer: answer, now: now)
+                case .request(let commands, let answer, let principal):
+                    var response = api.execute(commands, answer: answer, by: principal, now: now)
                     // Every node's own publishers hear a control request as their node applies it:
                     // the asking node's answer carries none left to send.
                     for control in response.controls { control.send() }

@@ -91,9 +91,15 @@ extension ServiceWorker: ServiceHandler {
         return true
     }
 
-    /// Whether the link's peer is on this machine: known from its accept, else asked of the socket.
+    /// Whether the link's client is on this machine: its peer, known from its accept (else asked
+    /// of the socket), or, when the peer is one of `trustedProxies`, the address it forwarded for.
     func isFromLoopback(_ link: LWSConnection) -> Bool {
-        peers[link.identifier]?.isLoopback ?? link.isLoopbackPeer
+        let peer = peers[link.identifier]
+        let peerIsLoopback = peer?.isLoopback ?? link.isLoopbackPeer
+        guard !gate.trustedProxies.isEmpty else { return peerIsLoopback }
+        return gate.clientIsLoopback(
+            peer: peer?.address.text ?? link.peerAddress, peerIsLoopback: peerIsLoopback, forwarded: link.customHeader("forwarded:"),
+            xForwardedFor: link.header(.xForwardedFor))
     }
 
     private func forget(_ peer: Peer) {

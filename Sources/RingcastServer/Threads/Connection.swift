@@ -1,5 +1,6 @@
 import RingcastCore
 import RingcastLWS
+import RingcastPlatform
 
 /// The Swift side of one lws connection, kept (retained) in its session memory: what the connection
 /// is for now. lws reuses the same memory for the next request of a kept-alive connection and for
@@ -82,6 +83,10 @@ final class SocketPeer: FanOutWriter {
     @exclusivity(unchecked) var peerIsClosing = false
     /// In `ServiceWorker.queuedForRoundEnd`, to be written to when this round of the loop ends.
     @exclusivity(unchecked) var isQueuedToWrite = false
+    /// The entry whose `maxConnections` this socket counts against (`Server.connectionsByEntry`).
+    @exclusivity(unchecked) var countedEntry: String?
+    /// When it opened (Unix ms): a watcher waiting for its `auth` waits `handshakeTimeoutSeconds` from here.
+    let openedAt = Clock.now()
 
     init(link: LWSConnection, worker: ServiceWorker, messageLimit: Int) {
         self.link = link

@@ -38,7 +38,8 @@ extension ServiceWorker {
             method: method, path: path, query: link.queryArguments(),
             headers: RequestHeaders(
                 host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization),
-                contentType: link.header(.contentType), accept: link.header(.accept), ifNoneMatch: link.header(.ifNoneMatch)),
+                contentType: link.header(.contentType), accept: link.header(.accept), ifNoneMatch: link.header(.ifNoneMatch),
+                cookie: link.header(.cookie)),
             fromLoopback: isFromLoopback(link))
         let exchange = HTTPExchange(request: request, bodyLimit: config.maxMessageBytes)
         // lws hands the same session memory to the next request of a kept-alive connection.
@@ -104,13 +105,15 @@ extension ServiceWorker {
             return
         }
         // The answer leaves once storage has kept what it changed; the connection may be gone by then.
+        let cors = gate.corsHeaders(request.headers)
         let performed = perform(.request(request), now: now) { outcome in
-            let response: APIResponse
+            var response: APIResponse
             switch outcome {
             case .request(let applied): response = applied
             case .refused(let error): response = APIResponse(error)
             case .message: return
             }
+            if !response.headers.contains(where: { $0.0 == "vary:" }) { response.headers += cors }
             // A control request reaches its publishers once it is kept.
             for control in response.controls { control.send() }
             guard exchange.isOpen else { return }

@@ -40,6 +40,10 @@ final class ServiceWorker: @unchecked Sendable {
     private var heartbeatTimer: LoopTimer?
     private var deadlineTimer: LoopTimer?
     private var writeBehindTimer: LoopTimer?
+    /// Closes watchers whose signed token expired, or that never sent the `auth` they were waiting for.
+    var sessionTimer: LoopTimer?
+    /// The sockets with such a deadline, and when it falls (Unix ms).
+    @exclusivity(unchecked) var sessionDeadlines: [ObjectIdentifier: (socket: SocketPeer, at: Double)] = [:]
     /// The coalescing window (`flushMilliseconds`); nil when it is 0 and events are published as
     /// they come. Its timer is armed by the first event of a window, so an idle server is never woken.
     let window: CoalescingWindowOwner?
@@ -72,6 +76,7 @@ final class ServiceWorker: @unchecked Sendable {
         try loop.adoptListener(listener)
         heartbeatTimer = try loop.makeTimer { [unowned self] in heartbeatFired() }
         frameReportTimer = try loop.makeTimer { [unowned self] in reportFrames() }
+        sessionTimer = try loop.makeTimer { [unowned self] in sessionDeadlineFell() }
         heartbeatTimer?.schedule(seconds: config.heartbeatSeconds)
         try window?.prepare(loop) { [unowned self] in windowFired() }
         if index == 0 {

@@ -34,26 +34,131 @@ extension ServiceWorker {
             socket.subscription = subscription
             subscription.sendDirect(frame)
         case .success(let request):
-            let headers = RequestHeaders(host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization))
+            let headers = RequestHeaders(
+                host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization), cookie: link.header(.cookie))
             let fromLoopback = isFromLoopback(link)
             // The snapshot and the seq it was taken at, in one look: events up to that seq still in
             // this thread's inbox are skipped for this watcher (FanOut never sends one it has).
-            let (opened, seq) = state.read { api, store in
+            let (opening, seq) = state.read { api, store in
                 (api.openSocket(request, headers: headers, fromLoopback: fromLoopback, now: Clock.now()), store.seq)
             }
-            socket.session = opened.0
+            socket.session = opening.session
             release(link.attach(Connection(request.mode == .publish ? .publisher(socket) : .watcher(socket))))
             counters.socketsOpened.add(1, ordering: .relaxed)
             count { $0.webSocketsOpened[request.mode == .publish ? "publisher" : "watcher"] += 1 }
-            let subscription = fanOut.subscribe(request.watch, lastSeq: seq, writer: socket)
-            socket.subscription = subscription
-            let channel = ControlChannel(worker: self, subscription: subscription)
-            state.read { api, _ in api.socketOpened(opened.0, sink: channel) }
-            for frame in opened.1 { subscription.sendDirect(frame) }
-            logger.debug("\(request.mode.rawValue) socket from \(link.peerAddress) watching \(request.watch.key)")
+            subscribe(socket, to: opening.session.watch, lastSeq: seq, frames: opening.frames)
+            if let close = opening.close ?? admitConnection(socket, of: opening.session) {
+                closeSocket(socket, close, peer: link.peerAddress)
+            } else {
+                watchSessionDeadline(of: socket)
+            }
+            logger.debug("\(request.mode.rawValue) socket from \(link.peerAddress) watching \(opening.session.watch.key)")
         }
         counters.update(from: fanOut)
         return true
+    }
+
+    /// Puts the socket in the fan-out for `watch`, its control requests on its own thread, and
+    /// `frames` (hello, a snapshot, an error) before anything else it receives.
+    private func subscribe(_ socket: SocketPeer, to watch: WatchSet, lastSeq: UInt64, frames: [[UInt8]]) {
+        let subscription = fanOut.subscribe(watch, lastSeq: lastSeq, writer: socket)
+        socket.subscription = subscription
+        if let session = socket.session {
+            let channel = ControlChannel(worker: self, subscription: subscription)
+            state.read { api, _ in api.socketOpened(session, sink: channel) }
+        }
+        for frame in frames { subscription.sendDirect(frame) }
+    }
+
+    /// An `auth` message changed what a watcher reads (or let one that waited for it in): it
+    /// starts over in the fan-out with a full snapshot of what it may read now.
+    private func resubscribe(_ socket: SocketPeer) {
+        guard let session = socket.session, let old = socket.subscription else { return }
+        let owed = old.takeDirectFrames()
+        fanOut.unsubscribe(old)
+        let (snapshot, seq) = state.read { _, store in (store.encodeSnapshot(matching: session.watch, now: Clock.now()), store.seq) }
+        subscribe(socket, to: session.watch, lastSeq: seq, frames: owed + [snapshot])
+        counters.update(from: fanOut)
+    }
+
+    /// Counts the socket against its entry's `maxConnections` (across every thread); the close
+    /// it gets when the entry already holds them all.
+    private func admitConnection(_ socket: SocketPeer, of session: SocketSession) -> SocketClose? {
+        guard let grant = session.credential.grant, let limit = grant.maxConnections else { return nil }
+        let admitted: Bool = server.connectionsByEntry.withLock { counts in
+            guard counts[grant.name, default: 0] < limit else { return false }
+            counts[grant.name, default: 0] += 1
+            return true
+        }
+        guard admitted else {
+            return SocketClose(
+                code: SocketClose.tooManyConnections, reason: "\(grant.described) holds its \(limit) connections (maxConnections)")
+        }
+        socket.countedEntry = grant.name
+        return nil
+    }
+
+    private func releaseConnectionCount(_ socket: SocketPeer) {
+        guard let name = socket.countedEntry else { return }
+        socket.countedEntry = nil
+        server.connectionsByEntry.withLock { counts in
+            if counts[name, default: 0] <= 1 { counts.removeValue(forKey: name) } else { counts[name]! -= 1 }
+        }
+    }
+
+    /// Closes the socket once what it is owed has left (the error event first), with `close`'s code and reason.
+    func closeSocket(_ socket: SocketPeer, _ close: SocketClose, peer: String) {
+        guard socket.closeReason == nil else { return }
+        socket.closeReason = (CloseStatus(code: close.code), close.reason)
+        server.logRefusal(
+            close.code == SocketClose.tooManyConnections ? RefusalReason.quota.rawValue : RefusalReason.token.rawValue, offender: peer,
+            "closed a WebSocket from \(peer) (\(close.code)): \(close.reason)")
+        socket.subscription?.requestWrite()
+    }
+
+    /// Arms the session timer for the socket's deadline: the end of the wait for its `auth`
+    /// message, or its signed token's `exp`.
+    private func watchSessionDeadline(of socket: SocketPeer) {
+        let key = ObjectIdentifier(socket)
+        guard let session = socket.session else { return }
+        var deadline = session.expiresAt ?? .infinity
+        if session.awaitingAuth { deadline = min(deadline, socket.openedAt + Double(config.handshakeTimeoutSeconds) * 1000) }
+        guard deadline.isFinite else {
+            sessionDeadlines.removeValue(forKey: key)
+            return
+        }
+        sessionDeadlines[key] = (socket, deadline)
+        armSessionTimer()
+    }
+
+    func armSessionTimer() {
+        guard let next = sessionDeadlines.values.map(\.at).min() else {
+            sessionTimer?.cancel()
+            return
+        }
+        sessionTimer?.schedule(microseconds: max(1000, Int64(((next - Clock.now()) * 1000).rounded(.up))))
+    }
+
+    /// The session timer: watchers that never signed in, and those whose token expired, are closed.
+    func sessionDeadlineFell() {
+        let now = Clock.now()
+        for (key, entry) in sessionDeadlines where entry.at <= now {
+            sessionDeadlines.removeValue(forKey: key)
+            guard let session = entry.socket.session else { continue }
+            if let expiresAt = session.expiresAt, expiresAt <= now {
+                closeSocket(
+                    entry.socket, SocketClose(code: SocketClose.tokenExpired, reason: "the token expired: sign in again"),
+                    peer: entry.socket.link.peerAddress)
+            } else if session.awaitingAuth {
+                closeSocket(
+                    entry.socket,
+                    SocketClose(
+                        code: SocketClose.unauthorized,
+                        reason: "reading needs a token: none came within \(config.handshakeTimeoutSeconds) s (send {\"type\":\"auth\",…})"),
+                    peer: entry.socket.link.peerAddress)
+            }
+        }
+        armSessionTimer()
     }
 
     /// The delivery path: every watcher's writeable callback. Borrows its objects rather than
@@ -148,7 +253,7 @@ extension ServiceWorker {
     /// A piece of a client's message; a whole one goes to the core's protocol, its replies to the
     /// sender and its events to the fan-out. False closes the socket (a publisher past its rate).
     func receive(_ piece: UnsafeRawBufferPointer, isLast: Bool, isBinary: Bool, on link: LWSConnection) -> Bool {
-        guard let socket = link.attachment(as: Connection.self)?.socket, let subscription = socket.subscription else { return true }
+        guard let socket = link.attachment(as: Connection.self)?.socket, socket.subscription != nil else { return true }
         socket.incoming.append(piece)
         guard isLast, let session = socket.session else { return true }
         let (bytes, tooLarge) = socket.incoming.take()
@@ -172,15 +277,32 @@ extension ServiceWorker {
         // before; in a cluster, what the message earned at once (refusals, `auth`) leaves now.
         let performed = perform(.message(message, session), now: now) { outcome in
             switch outcome {
-            case .message(let reply): for frame in reply.frames { subscription.sendDirect(frame) }
-            case .refused(let error): subscription.sendDirect(error.encodedEvent())
+            case .message(let reply): for frame in reply.frames { socket.subscription?.sendDirect(frame) }
+            case .refused(let error): socket.subscription?.sendDirect(error.encodedEvent())
             case .request: break
             }
         }
-        if let session = performed.session { socket.session = session }
-        for frame in performed.early { subscription.sendDirect(frame) }
+        for frame in performed.early { socket.subscription?.sendDirect(frame) }
+        if let session = performed.session {
+            let before = socket.session
+            socket.session = session
+            if session.credential != before?.credential { grantChanged(socket, from: before) }
+        }
         peer?.allowance.spend(max(1, performed.commands), now: now)
         return true
+    }
+
+    /// An `auth` message gave the socket another grant: it is counted against the new entry, its
+    /// deadline follows the new token, and a watcher whose patterns changed starts over.
+    private func grantChanged(_ socket: SocketPeer, from before: SocketSession?) {
+        guard let session = socket.session else { return }
+        releaseConnectionCount(socket)
+        if let close = admitConnection(socket, of: session) {
+            closeSocket(socket, close, peer: socket.link.peerAddress)
+            return
+        }
+        if session.request.mode == .watch, before?.watch != session.watch || before?.awaitingAuth == true { resubscribe(socket) }
+        watchSessionDeadline(of: socket)
     }
 
     /// Lets go of what a finished connection held: its place in the fan-out, or its exchange.
@@ -190,6 +312,8 @@ extension ServiceWorker {
         case .http(let exchange):
             exchange.isOpen = false
         case .watcher(let socket), .publisher(let socket):
+            releaseConnectionCount(socket)
+            sessionDeadlines.removeValue(forKey: ObjectIdentifier(socket))
             if let session = socket.session { count { $0.webSocketsClosed[session.request.mode == .publish ? "publisher" : "watcher"] += 1 } }
             if let subscription = socket.subscription { fanOut.unsubscribe(subscription) }
             socket.subscription = nil

@@ -1,0 +1,121 @@
+// Sign-in: a dashboard the server refuses (no token where reading needs one, or one that no longer
+// holds) shows a form; a token pasted there, or carried by a link's fragment (`/#token=…`, which
+// never reaches a server or a proxy log), is traded for an HttpOnly, SameSite=Strict cookie
+// (POST api/session) that the WebSocket and the API accept. The token never goes in a URL the page
+// requests, and the page's scripts never see the cookie. Sign out clears it (DELETE api/session).
+
+import { setGrant } from './access.js';
+
+/** The token of a `#token=…` fragment, taken out of the address bar (and so out of history). */
+export function takeFragmentToken(location, history) {
+  const match = /(?:^#|&)token=([^&]+)/.exec(location.hash);
+  if (!match) return '';
+  history.replaceState(history.state, '', location.pathname + location.search);
+  try {
+    return decodeURIComponent(match[1]);
+  } catch {
+    return match[1];
+  }
+}
+
+async function session(method, body) {
+  const url = new URL('api/session', location.href);
+  const init = { method, credentials: 'same-origin', headers: {} };
+  if (body !== undefined) {
+    init.headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  const r = await fetch(url, init);
+  const answer = await r.json().catch(() => ({}));
+  return { ok: r.ok, status: r.status, answer };
+}
+
+export class SignIn {
+  /**
+   * @param {object} o
+   * @param {HTMLFormElement} o.form        the sign-in form (hidden until it is needed)
+   * @param {HTMLElement} o.reason          where the form says why it is shown
+   * @param {HTMLInputElement} o.input      the token field
+   * @param {HTMLButtonElement} o.signOut   shown while signed in
+   * @param {HTMLElement} o.who             whom the page is signed in as
+   * @param {() => void} o.onShown          the form replaced the dashboard (the splash ends)
+   */
+  constructor({ form, reason, input, signOut, who, onShown }) {
+    this.form = form;
+    this.reasonEl = reason;
+    this.input = input;
+    this.signOutButton = signOut;
+    this.who = who;
+    this.onShown = onShown || (() => {});
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      this.submit(this.input.value.trim());
+    });
+    signOut.addEventListener('click', () => this.signOut());
+    // A sign-in link opened on a page already showing (only its fragment changes, so no load).
+    window.addEventListener('hashchange', () => {
+      const token = takeFragmentToken(location, history);
+      if (token) this.submit(token);
+    });
+  }
+
+  /** Before anything else: a sign-in link's token is traded for the cookie; then the page learns
+   *  what it may do. Resolves to true when the page may go on and watch, false when it must sign in. */
+  async start() {
+    const token = takeFragmentToken(location, history);
+    if (token) {
+      const signed = await session('POST', { token });
+      if (!signed.ok) {
+        this.show(signed.answer.message || `the server refused the token (${signed.status})`);
+        return false;
+      }
+    }
+    const current = await session('GET');
+    if (!current.ok) {
+      this.show(current.answer.message || `the server answered ${current.status}`);
+      return false;
+    }
+    setGrant(current.answer);
+    this.showSignedIn(current.answer);
+    if (!current.answer.read || current.answer.read.length === 0) {
+      this.show('This server shows nothing without a token.');
+      return false;
+    }
+    return true;
+  }
+
+  showSignedIn(grant) {
+    this.signOutButton.hidden = !grant.signedIn;
+    this.who.hidden = !grant.signedIn;
+    this.who.textContent = grant.signedIn ? grant.name : '';
+  }
+
+  /** Shows the form with the reason (a refused socket's close reason, a refused token's message). */
+  show(reason) {
+    this.reasonEl.textContent = reason || '';
+    this.form.hidden = false;
+    document.body.dataset.signin = 'shown';
+    this.onShown();
+    this.input.focus();
+  }
+
+  async submit(token) {
+    if (!token) {
+      this.show('Paste a token first.');
+      return;
+    }
+    const signed = await session('POST', { token });
+    if (!signed.ok) {
+      this.show(signed.answer.message || `the server refused the token (${signed.status})`);
+      return;
+    }
+    this.input.value = '';
+    // The page starts over with the cookie: the grant, the socket and every card anew.
+    location.replace(location.pathname + location.search);
+  }
+
+  async signOut() {
+    await session('DELETE');
+    location.replace(location.pathname + location.search);
+  }
+}
