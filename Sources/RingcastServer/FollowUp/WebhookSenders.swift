@@ -44,6 +44,8 @@ final class WebhookSenders: @unchecked Sendable {
 /// `WebhookRetry`'s back-off until `maxAttempts`.
 /// @unchecked Sendable: `queue` and `stopped` are guarded by `condition`; the HTTP client belongs to the thread.
 final class HookSender: @unchecked Sendable {
+    /// The most of a receiver's answer body read (Ringcast reads only the status).
+    static let maxAnswerBytes = 8 * 1024
     let rule: WebhookRule
     let index: Int
     let url: ServerURL
@@ -79,7 +81,8 @@ final class HookSender: @unchecked Sendable {
     }
 
     private func run() {
-        let client = HTTPClient(host: url.host, port: url.port, timeoutSeconds: rule.timeoutSeconds)
+        // Only the status counts: a receiver's body past a few KiB fails the attempt rather than filling memory.
+        let client = HTTPClient(host: url.host, port: url.port, timeoutSeconds: rule.timeoutSeconds, maxBodyBytes: HookSender.maxAnswerBytes)
         while let delivery = nextDue() {
             let outcome = attempt(delivery, with: client)
             if case .retrying(let again, _) = outcome { enqueue(again) }

@@ -1,0 +1,120 @@
+import Foundation
+
+/// A TCP peer on loopback that answers every request it is sent with a lie chosen by the test: a
+/// bad length or chunk size, a body that never ends, one byte at a time, nothing, or a reset
+/// halfway. For the clients that must survive such peers (the webhook senders, the command line).
+/// @unchecked Sendable: `attempts` and `stopped` are guarded by `lock`; the socket is set up once in init.
+package final class HostileReceiver: @unchecked Sendable {
+    package enum Lie: Sendable {
+        /// These bytes after the request, then close.
+        case raw(String)
+        /// A 200 head with no length, then 64 KiB writes until the peer stops reading (at most 256 MiB).
+        case endlessBody
+        /// A 200 head, then one body byte every `interval` seconds (at most 200).
+        case drip(interval: Double)
+        /// Reads the request and never answers.
+        case hang
+        /// Half an answer, then a TCP reset.
+        case resetMidAnswer
+    }
+
+    package let port: Int
+    private let listener: Int32
+    private let lie: Lie
+    private let lock = NSLock()
+    private var attemptCount = 0
+    private var stopped = false
+
+    package init(_ lie: Lie) throws {
+        self.lie = lie
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.listener = listener
+        var one: Int32 = 1
+        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(listener, 16) == 0 else {
+            throw RawSocketError("the hostile receiver cannot listen: \(String(cString: strerror(errno)))")
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        Thread.detachNewThread { [self] in acceptLoop() }
+    }
+
+    deinit { stop() }
+
+    package var url: String { "http://127.0.0.1:\(port)/hook" }
+
+    /// How many requests it was sent.
+    package var attempts: Int { lock.withLock { attemptCount } }
+
+    package func stop() {
+        let first = lock.withLock {
+            defer { stopped = true }
+            return !stopped
+        }
+        if first { shutdown(listener, Int32(SHUT_RDWR)) }
+    }
+
+    private var isStopped: Bool { lock.withLock { stopped } }
+
+    private func acceptLoop() {
+        while !isStopped {
+            let connection = accept(listener, nil, nil)
+            guard connection >= 0 else { break }
+            Thread.detachNewThread { [self] in serve(connection) }
+        }
+        close(listener)
+    }
+
+    private func serve(_ connection: Int32) {
+        defer { close(connection) }
+        var request: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        while request.firstRange(of: [13, 10, 13, 10]) == nil {
+            let count = buffer.withUnsafeMutableBytes { recv(connection, $0.baseAddress, $0.count, 0) }
+            guard count > 0 else { return }
+            request.append(contentsOf: buffer[..<count])
+        }
+        lock.withLock { attemptCount += 1 }
+        func send(_ text: String) -> Bool {
+            let bytes = Array(text.utf8)
+            return bytes.withUnsafeBytes { Glibc.send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == bytes.count
+        }
+        switch lie {
+        case .raw(let text):
+            _ = send(text)
+        case .endlessBody:
+            guard send("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n") else { return }
+            let block = [UInt8](repeating: UInt8(ascii: "x"), count: 64 * 1024)
+            for _ in 0..<4096 where !isStopped {
+                let written = block.withUnsafeBytes { Glibc.send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                if written <= 0 { return }
+            }
+        case .drip(let interval):
+            guard send("HTTP/1.1 200 OK\r\nContent-Length: 200\r\n\r\n") else { return }
+            for _ in 0..<200 where !isStopped {
+                guard send("x") else { return }
+                Thread.sleep(forTimeInterval: interval)
+            }
+        case .hang:
+            while !isStopped {
+                var probe: UInt8 = 0
+                var poller = pollfd(fd: connection, events: Int16(POLLIN), revents: 0)
+                if poll(&poller, 1, 100) > 0, recv(connection, &probe, 1, Int32(MSG_PEEK)) == 0 { return }
+            }
+        case .resetMidAnswer:
+            _ = send("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhalf")
+            var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+            setsockopt(connection, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+        }
+    }
+}
