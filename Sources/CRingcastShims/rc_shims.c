@@ -4,16 +4,20 @@
 #include <sys/socket.h>
 #include <ev.h>
 
+/* rc_loop_run_once reads the service thread's array of scheduled-event lists through the owner of
+ * a list it scheduled on (4.1's private layout: LWS_COUNT_PT_SUL_OWNERS owners side by side). */
+#if LWS_LIBRARY_VERSION_MAJOR != 4 || LWS_LIBRARY_VERSION_MINOR != 1
+#error "Ringcast's shim relies on libwebsockets 4.1's private layout (the sul owner array); this is another version (LWS_LIBRARY_VERSION in lws_config.h): install libwebsockets-dev 4.1.x or port rc_shims.c"
+#endif
+
 _Static_assert(LWS_PRE >= 16, "LWS_PRE shrank: buffers sized from rc_lws_pre() are still right, but check the shim");
 
 size_t rc_lws_pre(void) { return LWS_PRE; }
 
-/* Exported by libwebsockets 4.1.6 (its event-lib plugins call it) but declared only in its private
- * headers: runs the scheduled events of a service thread that are due, and returns the
- * microseconds until the next one. */
-lws_usec_t __lws_sul_service_ripe(lws_dll2_owner_t *own, int own_len, lws_usec_t usnow);
-/* The same: services what lws holds already read (a pipelined request, buffered rx). */
-int _lws_plat_service_forced_tsi(struct lws_context *context, int tsi);
+/* Both are declared in Debian's public headers (lws-timeout-timer.h, lws-eventlib-exports.h):
+ * __lws_sul_service_ripe runs the scheduled events of a service thread that are due and returns
+ * the microseconds until the next one; _lws_plat_service_forced_tsi services what lws holds
+ * already read (a pipelined request, buffered rx). */
 
 struct rc_loop {
     struct ev_loop *ev;
