@@ -104,4 +104,16 @@ final class OperatorCommandTests: XCTestCase {
         XCTAssertTrue(text.contains("port from --port"), text)
         XCTAssertTrue(text.contains("storage memory, 2 service threads"), text)
     }
+
+    func testTheStartLineOfANodeOnRedisNamesRedis() throws {
+        let redis = try RedisProcess()
+        let config = folder.file("redis.json")
+        try Data(#"{"host": "127.0.0.1", "port": 0, "publicDir": "\#(repositoryRoot)/Public", "storage": "\#(redis.url)/0"}"#.utf8).write(to: config)
+        let log = folder.file("redis-start.log")
+        let served = try ServeProcess(["--config", config.path], environment: ["RINGCAST_LOG_LEVEL": "info"], errorLog: log)
+        XCTAssertEqual(served.stop(), 0)
+        let text = try String(contentsOf: log, encoding: .utf8)
+        XCTAssertTrue(text.contains("storage \(redis.url)/0, "), text)
+        XCTAssertFalse(text.contains("sqlite"), text)
+    }
 }
