@@ -108,8 +108,9 @@ package struct ContextSettings: Sendable {
     package var connectTimeoutSeconds: Int?
     /// Set up the TLS library (needed before any wss:// client connection).
     package var initializeTLS = false
-    /// Serve TLS (https://, wss://) on the listener with this PEM certificate and key.
-    package var certificate: (cert: String, key: String)?
+    /// Serve TLS (https://, wss://) on the listener with this PEM certificate and key, offering
+    /// these TLS 1.2 ciphers (OpenSSL's list syntax).
+    package var certificate: (cert: String, key: String, ciphers: String)?
     /// A client context trusts servers whose certificates these PEM certificates sign (nil: the system's).
     package var trustedCertificates: String?
 
@@ -407,6 +408,7 @@ package final class ServiceLoop: @unchecked Sendable {
         if let certificate = settings.certificate {
             info.ssl_cert_filepath = resources.string(certificate.cert)
             info.ssl_private_key_filepath = resources.string(certificate.key)
+            info.ssl_cipher_list = resources.string(certificate.ciphers)
             // HTTP/1.1 only: an answer leaves as headers and body in one write, which HTTP/2's
             // framing does not allow, and browsers then open WebSockets the usual way.
             info.alpn = resources.string("http/1.1")

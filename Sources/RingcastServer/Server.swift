@@ -27,7 +27,7 @@ public final class Server: @unchecked Sendable {
     let persistence: TaskPersistence
     private let publicDirectory: String
     /// The certificate and key, resolved against the config's folder, when `tls` is set.
-    private let certificate: (cert: String, key: String)?
+    private let certificate: (cert: String, key: String, ciphers: String)?
     private let lifecycle = Locked<(started: Bool, port: Int)>((false, 0))
     private var workers: [ServiceWorker] = []
     /// Open sockets per address, for `maxConnectionsPerAddress`, across every loop.
@@ -56,7 +56,7 @@ public final class Server: @unchecked Sendable {
             URL(fileURLWithPath: path.hasPrefix("/") ? path : baseDirectory + "/" + path).standardizedFileURL.path
         }
         publicDirectory = resolved(config.publicDir)
-        certificate = config.tls.map { (resolved($0.cert), resolved($0.key)) }
+        certificate = config.tls.map { (resolved($0.cert), resolved($0.key), $0.ciphers) }
     }
 
     /// The storage `config.storage` names: memory, a Redis cluster (`redis://…`), or an SQLite file

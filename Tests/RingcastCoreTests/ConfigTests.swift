@@ -56,7 +56,7 @@ final class ConfigTests: XCTestCase {
         assertFails(#"{"redis": "redis://127.0.0.1"}"#, naming: "redis", saying: "not supported")
         assertFails(#"{"tls": {}}"#, naming: "tls", saying: "\"cert\"")
         assertFails(#"{"tls": {"cert": "c.pem"}}"#, naming: "tls")
-        assertFails(#"{"tls": {"cert": "c.pem", "key": "k.pem", "ciphers": "x"}}"#, naming: "tls", saying: "ciphers")
+        assertFails(#"{"tls": {"cert": "c.pem", "key": "k.pem", "protocols": "x"}}"#, naming: "tls", saying: "\"ciphers\"")
     }
 
     func testTheCoalescingWindowIsOffByDefaultAndBounded() throws {

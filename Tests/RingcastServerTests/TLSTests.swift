@@ -61,5 +61,38 @@ final class TLSTests: XCTestCase {
         try run("/usr/bin/curl", ["-sS", "--cacert", cert] + arguments)
     }
 
+    /// One handshake by openssl s_client with these options; its status and what it printed.
+    private func handshake(_ port: Int, _ options: String) throws -> (status: Int32, output: String) {
+        try run("/bin/sh", ["-c", "echo | timeout 10 /usr/bin/openssl s_client -connect 127.0.0.1:\(port) \(options) 2>&1"])
+    }
+
+    func testOnlyForwardSecretAEADSuitesAreOfferedUnlessTheConfigSaysOtherwise() throws {
+        let server = try TestServer { $0.tls = TLSFiles(cert: self.cert, key: self.key) }
+        for suite in ["AES128-SHA", "ECDHE-RSA-AES128-SHA", "AES256-GCM-SHA384"] {
+            let refused = try handshake(server.port, "-tls1_2 -cipher \(suite)")
+            XCTAssertNotEqual(refused.status, 0, "\(suite) on TLS 1.2: \(refused.output)")
+            XCTAssertTrue(refused.output.contains("handshake failure"), refused.output)
+        }
+        let aead = try handshake(server.port, "-tls1_2 -cipher ECDHE-RSA-AES128-GCM-SHA256")
+        XCTAssertEqual(aead.status, 0, aead.output)
+        XCTAssertTrue(aead.output.contains("TLSv1.2, Cipher is ECDHE-RSA-AES128-GCM-SHA256"), aead.output)
+        let tls13 = try handshake(server.port, "-tls1_3")
+        XCTAssertEqual(tls13.status, 0, tls13.output)
+        XCTAssertTrue(tls13.output.contains("TLSv1.3, Cipher is TLS_"), tls13.output)
+
+        let chosen = try TestServer { $0.tls = TLSFiles(cert: self.cert, key: self.key, ciphers: "ECDHE-RSA-AES128-SHA") }
+        let old = try handshake(chosen.port, "-tls1_2 -cipher ECDHE-RSA-AES128-SHA")
+        XCTAssertEqual(old.status, 0, "tls.ciphers changes the list: \(old.output)")
+    }
+
+    func testTLSCiphersIsAStringListOrTheConfigSaysWhatToWrite() throws {
+        let config = try ServerConfig.parse(Array(#"{"tls": {"cert": "c.pem", "key": "k.pem", "ciphers": "ECDHE-RSA-AES128-GCM-SHA256"}}"#.utf8))
+        XCTAssertEqual(config.tls?.ciphers, "ECDHE-RSA-AES128-GCM-SHA256")
+        XCTAssertEqual(try ServerConfig.parse(Array(#"{"tls": {"cert": "c.pem", "key": "k.pem"}}"#.utf8)).tls?.ciphers, TLSFiles.intermediateCiphers)
+        XCTAssertThrowsError(try ServerConfig.parse(Array(#"{"tls": {"cert": "c.pem", "key": "k.pem", "ciphers": 3}}"#.utf8))) { error in
+            XCTAssertTrue("\(error)".contains("\"tls.ciphers\" must be an OpenSSL cipher list"), "\(error)")
+        }
+    }
+
     private func run(_ path: String, _ arguments: [String]) throws -> (status: Int32, output: String) { try runToEnd(path, arguments) }
 }

@@ -158,10 +158,18 @@ public struct ServerConfig: Equatable, Sendable {
                 else {
                     throw fail("{\"cert\": \"cert.pem\", \"key\": \"key.pem\"} (PEM files)")
                 }
-                if case .object(let members) = value, let extra = members.first(where: { $0.0 != "cert" && $0.0 != "key" }) {
-                    throw ConfigError("\(source): \"tls\" has no setting \"\(extra.0)\"; it takes \"cert\" and \"key\"")
+                if case .object(let members) = value, let extra = members.first(where: { !["cert", "key", "ciphers"].contains($0.0) }) {
+                    throw ConfigError("\(source): \"tls\" has no setting \"\(extra.0)\"; it takes \"cert\", \"key\" and \"ciphers\"")
                 }
-                config.tls = TLSFiles(cert: cert, key: key)
+                var files = TLSFiles(cert: cert, key: key)
+                if let ciphers = value["ciphers"] {
+                    guard case .string(let list) = ciphers, !list.isEmpty else {
+                        throw ConfigError(
+                            "\(source): \"tls.ciphers\" must be an OpenSSL cipher list for TLS 1.2, like \"\(TLSFiles.intermediateCiphers)\"")
+                    }
+                    files.ciphers = list
+                }
+                config.tls = files
             case "threads": config.threads = try integer(0...256, "a count of service threads from 1 to 256, or 0 for one per core")
             case "webhooks":
                 guard case .array(let items) = value else { throw fail("a list of {\"url\", \"patterns\", \"states\", \"secretEnv\"}") }
@@ -323,10 +331,19 @@ public struct ServerConfig: Equatable, Sendable {
 public struct TLSFiles: Equatable, Sendable {
     public var cert: String
     public var key: String
+    /// OpenSSL's cipher list for TLS 1.2 (TLS 1.3's suites are all forward-secret AEAD).
+    public var ciphers: String
 
-    public init(cert: String, key: String) {
+    /// Mozilla's "intermediate" profile for TLS 1.2: ECDHE key exchange and AEAD ciphers only, so
+    /// no suite without forward secrecy (AES128-SHA) and no CBC or SHA-1 suite is offered.
+    public static let intermediateCiphers =
+        "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+        + "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+
+    public init(cert: String, key: String, ciphers: String = TLSFiles.intermediateCiphers) {
         self.cert = cert
         self.key = key
+        self.ciphers = ciphers
     }
 }
 

@@ -5,7 +5,7 @@ extension ServerConfig {
     /// The keys inside a top-level setting that holds an object (`tls`) or a list of objects
     /// (`publishers[]`). The parser refuses any other.
     public static let nestedKeys: [String: [String]] = [
-        "tls": ["cert", "key"],
+        "tls": ["cert", "key", "ciphers"],
         "publishers[]": ["name", "token", "tokenEnv", "patterns", "maxTasks", "maxConnections"],
         "readers[]": ["name", "token", "tokenEnv", "patterns", "maxConnections"],
         "webhooks[]": WebhookRule.keys,
@@ -38,7 +38,8 @@ extension ServerConfig {
             "Names the Host header may carry besides host, localhost and IP literals (\".example.com\" allows every subdomain, \"*\" turns the check off)."
         ),
         Reference(
-            "tls", #"{"cert": "cert.pem", "key": "key.pem"}"#, "Serve https:// and wss:// with this PEM certificate and key (relative to this file).",
+            "tls", #"{"cert": "cert.pem", "key": "key.pem", "ciphers": "ECDHE-RSA-AES128-GCM-SHA256"}"#,
+            "Serve https:// and wss:// with this PEM certificate and key (relative to this file); ciphers: TLS 1.2's list (optional).",
             commentedOut: true),
         Reference("publicDir", #""Public""#, "The only directory served over HTTP: the dashboard (relative to this file)."),
         Reference("staticMaxAge", "60", "Seconds browsers may cache static files (they revalidate with ETag)."),
