@@ -30,7 +30,22 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
         static let log = "ringcast:log"
         static let due = "ringcast:due"
         static let checkpoint = "ringcast:checkpoint"
+        static let reseed = "ringcast:reseed"
     }
+
+    /// Keeps the proposal of the node that has read furthest into the lost log (the first of equals),
+    /// for 10 s; answers whose it is.
+    private static let proposeScript = """
+        local held = tonumber(redis.call('HGET', KEYS[1], 'i') or '-1')
+        if tonumber(ARGV[1]) > held then
+          redis.call('HSET', KEYS[1], 'i', ARGV[1], 'node', ARGV[2])
+          redis.call('PEXPIRE', KEYS[1], 10000)
+        end
+        return redis.call('HGET', KEYS[1], 'node')
+        """
+    /// How long the nodes that found the state gone have to propose theirs before the furthest seeds it.
+    private static let reseedSettleSeconds = 1.0
+    private let nodeID = UUID().uuidString
 
     /// Appends an entry with the next index, unless the cluster's epoch is not the one the node has
     /// (Redis restarted empty, or the cluster was reset): then `EPOCH`.
@@ -275,11 +290,21 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
 
     private struct LogGap: Error { let reason: String }
 
-    /// On (re)connecting: if Redis lost the cluster's state, put this node's back (the first node
-    /// to get there wins); if the log moved on past what this node can read, reload the checkpoint.
+    /// On (re)connecting: if Redis lost the cluster's state, put back the state of the node that had
+    /// read furthest (every node that finds it gone proposes how far it read; after a settle window
+    /// the furthest seeds, the others wait and reload it), so a node that lagged never overwrites
+    /// what another answered; if the log moved on past what this node can read, reload the checkpoint.
     private func rejoin(_ redis: RedisConnection, state: SharedState) throws {
         let current = try redis.command(["GET", Key.epoch]).text
         if current == nil {
+            _ = try redis.command(["EVAL", RedisCluster.proposeScript, "1", Key.reseed, String(lastIndex), nodeID])
+            Thread.sleep(forTimeInterval: RedisCluster.reseedSettleSeconds)
+            let furthest = try redis.command(["EVAL", RedisCluster.proposeScript, "1", Key.reseed, String(lastIndex), nodeID]).text
+            if furthest != nodeID, try redis.command(["GET", Key.epoch]).text == nil {
+                throw RedisError.reply("Redis lost the cluster's state; waiting for the node that read furthest to put it back")
+            }
+        }
+        if current == nil, try redis.command(["GET", Key.epoch]).text == nil {
             let seeded = state.checkpointBody()
             let won = try redis.command(["SET", Key.epoch, seeded.epoch, "NX"])
             if won.text == "OK" {
@@ -288,6 +313,7 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
                     ["HSET", Key.checkpoint, "i", String(lastIndex), "id", "0-0"].map { Array($0.utf8) } + [Array("body".utf8), seeded.body],
                 ])
                 lastID = "0-0"
+                _ = try redis.command(["DEL", Key.reseed])
                 logger.warning(
                     "storage \(url): Redis had lost the cluster's state; this node put its own back (epoch \(seeded.epoch), \(lastIndex) entries)")
                 return
