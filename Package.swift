@@ -32,7 +32,7 @@ let package = Package(
         .target(name: "RingcastCore"),
         // What the server, the client and the tools share of the operating system: a lock, the
         // clocks, server URLs, a small blocking HTTP client.
-        .target(name: "RingcastPlatform"),
+        .target(name: "RingcastPlatform", dependencies: ["RingcastCore"]),
         // The one Swift layer over hiredis: blocking connections for the Redis engine's own threads.
         .target(name: "RingcastRedis", dependencies: ["CHiredis", "RingcastPlatform"]),
         // The one Swift layer over libwebsockets that the server and the client share.

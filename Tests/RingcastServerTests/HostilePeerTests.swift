@@ -43,13 +43,13 @@ final class HostilePeerTests: XCTestCase {
     }
 
     func testFramingNumbersAreDigitsOnlyNeverNegativeAndBounded() {
-        XCTAssertEqual(AnswerFraming.bounded("1024", radix: 10, limit: 4096), 1024)
-        XCTAssertEqual(AnswerFraming.bounded("ff", radix: 16, limit: 4096), 255)
+        XCTAssertEqual(HTTPAnswerDecoder.bounded("1024".utf8, radix: 10, limit: 4096), 1024)
+        XCTAssertEqual(HTTPAnswerDecoder.bounded("ff".utf8, radix: 16, limit: 4096), 255)
         for text in ["", "-1", "+1", " 1", "1e3", "0x10", "99999999999999999999", "4097"] {
-            XCTAssertNil(AnswerFraming.bounded(text, radix: 10, limit: 4096), text)
+            XCTAssertNil(HTTPAnswerDecoder.bounded(text.utf8, radix: 10, limit: 4096), text)
         }
         for text in ["-5", "7fffffffffffffff", "ffffffffffffffffff", "g"] {
-            XCTAssertNil(AnswerFraming.bounded(text, radix: 16, limit: 1 << 20), text)
+            XCTAssertNil(HTTPAnswerDecoder.bounded(text.utf8, radix: 16, limit: 1 << 20), text)
         }
     }
 

@@ -1,0 +1,211 @@
+/// An HTTP/1.1 answer read from a peer that may lie: a webhook receiver, or whatever a command-line
+/// user points `RINGCAST_URL` at. The decoder holds at most `maxHeadBytes` of head and `maxBodyBytes`
+/// of body, takes lengths and chunk sizes only as bounded digits, and says what was wrong in an
+/// `HTTPAnswerError` instead of trapping. It is fed bytes as they arrive; what follows a complete
+/// answer stays for the next one (a kept-alive connection).
+public struct HTTPAnswer: Equatable, Sendable {
+    public var status: Int
+    /// Header names in lower case; a repeated header keeps its last value.
+    public var headers: [String: String]
+    public var body: [UInt8]
+    /// Whether the body ran to the connection's close, so the connection is done.
+    public var endedByClose: Bool
+}
+
+public struct HTTPAnswerError: Error, Equatable, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+public struct HTTPAnswerDecoder: Sendable {
+    public static let maxHeadBytes = 64 * 1024
+    /// The longest chunk-size line (size, extensions) and trailer line taken.
+    public static let maxChunkLineBytes = 1024
+
+    public let maxBodyBytes: Int
+    /// Bytes received and not yet decoded.
+    public private(set) var pending: [UInt8] = []
+
+    private enum Stage: Sendable {
+        case head
+        case length(Int)
+        case chunkSize
+        case chunkData(Int)
+        case trailers
+        case untilClose
+    }
+
+    private var stage = Stage.head
+    private var status = 0
+    private var headers: [String: String] = [:]
+    private var body: [UInt8] = []
+
+    public init(maxBodyBytes: Int) { self.maxBodyBytes = max(0, maxBodyBytes) }
+
+    public mutating func append(_ bytes: some Collection<UInt8>) { pending.append(contentsOf: bytes) }
+
+    /// The answer once its bytes are all in; nil while more are needed. `closed`: the peer has
+    /// closed the connection, so nothing more will come.
+    public mutating func next(closed: Bool) throws(HTTPAnswerError) -> HTTPAnswer? {
+        while true {
+            switch stage {
+            case .head:
+                guard let end = HTTPAnswerDecoder.find([13, 10, 13, 10], in: pending) else {
+                    if pending.count > HTTPAnswerDecoder.maxHeadBytes { throw HTTPAnswerError("a head over \(HTTPAnswerDecoder.maxHeadBytes) bytes") }
+                    if closed { throw HTTPAnswerError("the connection closed before the answer's head ended") }
+                    return nil
+                }
+                guard end <= HTTPAnswerDecoder.maxHeadBytes else { throw HTTPAnswerError("a head over \(HTTPAnswerDecoder.maxHeadBytes) bytes") }
+                try readHead(pending[..<end])
+                pending.removeFirst(end + 4)
+            case .length(let length):
+                guard pending.count >= length else {
+                    if closed { throw HTTPAnswerError("the connection closed \(length - pending.count) bytes before the body's end") }
+                    return nil
+                }
+                body = Array(pending[..<length])
+                pending.removeFirst(length)
+                return finish(endedByClose: false)
+            case .chunkSize:
+                guard let line = try takeLine(what: "chunk-size", closed: closed) else { return nil }
+                let size = line.split(separator: UInt8(ascii: ";"), maxSplits: 1, omittingEmptySubsequences: false).first ?? []
+                guard let value = HTTPAnswerDecoder.bounded(HTTPAnswerDecoder.trimmed(size), radix: 16, limit: maxBodyBytes - body.count) else {
+                    throw HTTPAnswerError(
+                        "chunk size \"\(HTTPAnswerDecoder.quoted(size))\" is not a size of 0 to \(maxBodyBytes - body.count) bytes (the body's cap is \(maxBodyBytes))"
+                    )
+                }
+                stage = value == 0 ? .trailers : .chunkData(value)
+            case .chunkData(let size):
+                guard pending.count >= size + 2 else {
+                    if closed { throw HTTPAnswerError("the connection closed inside a chunk") }
+                    return nil
+                }
+                guard pending[size] == 13, pending[size + 1] == 10 else { throw HTTPAnswerError("a chunk of \(size) bytes is not followed by CRLF") }
+                body.append(contentsOf: pending[..<size])
+                pending.removeFirst(size + 2)
+                stage = .chunkSize
+            case .trailers:
+                guard let line = try takeLine(what: "trailer", closed: closed) else { return nil }
+                if line.isEmpty { return finish(endedByClose: false) }
+            case .untilClose:
+                body.append(contentsOf: pending)
+                pending = []
+                guard body.count <= maxBodyBytes else { throw HTTPAnswerError("a body over \(maxBodyBytes) bytes, the most read") }
+                return closed ? finish(endedByClose: true) : nil
+            }
+        }
+    }
+
+    private mutating func readHead(_ head: ArraySlice<UInt8>) throws(HTTPAnswerError) {
+        var lines = HTTPAnswerDecoder.split(head)
+        let statusLine = lines.removeFirst()
+        let parts = statusLine.split(separator: UInt8(ascii: " "), maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count >= 2, parts[0].starts(with: Array("HTTP/1.".utf8)), parts[1].count == 3,
+            let code = HTTPAnswerDecoder.bounded(parts[1], radix: 10, limit: 999), code >= 100
+        else {
+            throw HTTPAnswerError("not an HTTP/1.x status line: \"\(HTTPAnswerDecoder.quoted(statusLine))\"")
+        }
+        status = code
+        headers = [:]
+        for line in lines {
+            guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
+            let name = String(decoding: line[..<colon], as: UTF8.self).lowercased()
+            headers[name] = String(decoding: HTTPAnswerDecoder.trimmed(line[(colon + 1)...]), as: UTF8.self)
+        }
+        body = []
+        let coding = headers["transfer-encoding"]?.lowercased()
+        if let coding, coding != "chunked" { throw HTTPAnswerError("a transfer coding this client does not decode: \(coding.prefix(40))") }
+        // 1xx, 204 and 304 have no body whatever they say (RFC 9112 §6.3).
+        if status < 200 || status == 204 || status == 304 {
+            stage = .length(0)
+        } else if coding == "chunked" {
+            // RFC 9112 §6.1: a Content-Length beside chunked is an attack or a mistake; refuse both.
+            guard headers["content-length"] == nil else { throw HTTPAnswerError("Content-Length beside Transfer-Encoding: chunked") }
+            stage = .chunkSize
+        } else if let text = headers["content-length"] {
+            guard let length = HTTPAnswerDecoder.bounded(HTTPAnswerDecoder.trimmed(Array(text.utf8)[...]), radix: 10, limit: maxBodyBytes) else {
+                throw HTTPAnswerError("Content-Length \"\(text.prefix(40))\" is not a length of 0 to \(maxBodyBytes) bytes (the body's cap)")
+            }
+            stage = .length(length)
+        } else {
+            stage = .untilClose
+        }
+    }
+
+    private mutating func finish(endedByClose: Bool) -> HTTPAnswer {
+        defer {
+            stage = .head
+            body = []
+            headers = [:]
+        }
+        return HTTPAnswer(status: status, headers: headers, body: body, endedByClose: endedByClose)
+    }
+
+    /// The next CRLF-ended line, without it; nil while it has not all come.
+    private mutating func takeLine(what: String, closed: Bool) throws(HTTPAnswerError) -> ArraySlice<UInt8>? {
+        guard let end = HTTPAnswerDecoder.find([13, 10], in: pending) else {
+            if pending.count > HTTPAnswerDecoder.maxChunkLineBytes {
+                throw HTTPAnswerError("a \(what) line over \(HTTPAnswerDecoder.maxChunkLineBytes) bytes")
+            }
+            if closed { throw HTTPAnswerError("the connection closed inside a \(what) line") }
+            return nil
+        }
+        guard end <= HTTPAnswerDecoder.maxChunkLineBytes else {
+            throw HTTPAnswerError("a \(what) line over \(HTTPAnswerDecoder.maxChunkLineBytes) bytes")
+        }
+        let line = Array(pending[..<end])[...]
+        pending.removeFirst(end + 2)
+        return line
+    }
+
+    /// Digits of `radix` only (no sign, no blank, no `0x`), at most `limit`; nil otherwise.
+    public static func bounded(_ digits: some Collection<UInt8>, radix: Int, limit: Int) -> Int? {
+        guard !digits.isEmpty, digits.count <= 20 else { return nil }
+        var value = 0
+        for byte in digits {
+            let digit: Int
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = Int(byte - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f") where radix == 16: digit = Int(byte - UInt8(ascii: "a")) + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F") where radix == 16: digit = Int(byte - UInt8(ascii: "A")) + 10
+            default: return nil
+            }
+            let (shifted, overflowed) = value.multipliedReportingOverflow(by: radix)
+            let (next, carried) = shifted.addingReportingOverflow(digit)
+            guard !overflowed, !carried, next <= limit else { return nil }
+            value = next
+        }
+        return value
+    }
+
+    private static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? { haystack.firstRange(of: needle)?.lowerBound }
+
+    private static func split(_ head: ArraySlice<UInt8>) -> [ArraySlice<UInt8>] {
+        var lines: [ArraySlice<UInt8>] = []
+        var start = head.startIndex
+        var index = head.startIndex
+        while index < head.endIndex {
+            if head[index] == 13, index + 1 < head.endIndex, head[index + 1] == 10 {
+                lines.append(head[start..<index])
+                index += 2
+                start = index
+            } else {
+                index += 1
+            }
+        }
+        lines.append(head[start..<head.endIndex])
+        return lines
+    }
+
+    private static func trimmed(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        var slice = bytes
+        while let first = slice.first, first == 32 || first == 9 { slice.removeFirst() }
+        while let last = slice.last, last == 32 || last == 9 { slice.removeLast() }
+        return slice
+    }
+
+    /// A piece of what the peer sent, for a message: at most 40 bytes, controls shown as `?`.
+    private static func quoted(_ bytes: ArraySlice<UInt8>) -> String {
+        String(decoding: bytes.prefix(40).map { $0 < 32 || $0 == 127 ? UInt8(ascii: "?") : $0 }, as: UTF8.self)
+    }
+}
