@@ -65,7 +65,7 @@ package final class HTTPClient {
     package func exchange(_ raw: [UInt8]) throws -> HTTPResponse {
         // A kept-alive socket the server closed meanwhile fails on first use: retry once on a fresh one.
         let reused = socket >= 0
-        deadline = HTTPClient.monotonicSeconds() + timeoutSeconds
+        deadline = Clock.monotonicSeconds() + timeoutSeconds
         do {
             try ensureConnected()
             try writeAll(raw)
@@ -116,19 +116,13 @@ package final class HTTPClient {
 
     /// What is left of the exchange's deadline, as the socket's send and receive timeouts.
     private func setTimeouts(_ fd: Int32) throws {
-        let left = deadline - HTTPClient.monotonicSeconds()
+        let left = deadline - Clock.monotonicSeconds()
         guard left > 0 else { throw ClientError("no answer from \(host):\(port) within \(timeoutSeconds) s") }
         // A zero timeval means "never": the smallest wait is a millisecond.
         let seconds = max(left, 0.001)
         var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - seconds.rounded(.down)) * 1_000_000))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    }
-
-    private static func monotonicSeconds() -> Double {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
     }
 
     private func writeAll(_ bytes: [UInt8]) throws {

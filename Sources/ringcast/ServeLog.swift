@@ -35,14 +35,8 @@ extension ServeCommand {
     /// `memory`, or `sqlite PATH` with the path resolved as `Server.persistence(for:)` resolves it.
     private var storageDescription: String {
         guard config.storage != "memory" else { return "memory" }
-        if config.storage.hasPrefix("redis://") || config.storage.hasPrefix("rediss://") {
-            // The address without its password: the start line goes to every log reader.
-            var address = config.storage
-            if let scheme = address.range(of: "://"), let at = address[scheme.upperBound...].lastIndex(of: "@") {
-                address.replaceSubrange(scheme.upperBound...at, with: "")
-            }
-            return address
-        }
+        // A Redis URL carries no password (RedisURL refuses one), so the start line may show it whole.
+        if config.storage.hasPrefix("redis://") { return config.storage }
         let path = config.storage.hasPrefix("/") ? config.storage : baseDirectory + "/" + config.storage
         return "sqlite " + URL(fileURLWithPath: path).standardizedFileURL.path
     }

@@ -23,8 +23,13 @@ public struct HTTPAnswerDecoder: Sendable {
     public static let maxChunkLineBytes = 1024
 
     public let maxBodyBytes: Int
+    /// Bytes received; those before `start` are decoded. Reading moves `start` and `append` drops
+    /// what is behind it, so a body of many small chunks costs one shift a receive, not one a chunk.
+    private var buffer: [UInt8] = []
+    private var start = 0
     /// Bytes received and not yet decoded.
-    public private(set) var pending: [UInt8] = []
+    public var pending: [UInt8] { Array(buffer[start...]) }
+    private var unread: ArraySlice<UInt8> { buffer[start...] }
 
     private enum Stage: Sendable {
         case head
@@ -42,7 +47,11 @@ public struct HTTPAnswerDecoder: Sendable {
 
     public init(maxBodyBytes: Int) { self.maxBodyBytes = max(0, maxBodyBytes) }
 
-    public mutating func append(_ bytes: some Collection<UInt8>) { pending.append(contentsOf: bytes) }
+    public mutating func append(_ bytes: some Collection<UInt8>) {
+        buffer.removeFirst(start)
+        start = 0
+        buffer.append(contentsOf: bytes)
+    }
 
     /// The answer once its bytes are all in; nil while more are needed. `closed`: the peer has
     /// closed the connection, so nothing more will come.
@@ -50,21 +59,21 @@ public struct HTTPAnswerDecoder: Sendable {
         while true {
             switch stage {
             case .head:
-                guard let end = HTTPAnswerDecoder.find([13, 10, 13, 10], in: pending) else {
-                    if pending.count > HTTPAnswerDecoder.maxHeadBytes { throw HTTPAnswerError("a head over \(HTTPAnswerDecoder.maxHeadBytes) bytes") }
+                guard let end = find([13, 10, 13, 10]) else {
+                    if unread.count > HTTPAnswerDecoder.maxHeadBytes { throw HTTPAnswerError("a head over \(HTTPAnswerDecoder.maxHeadBytes) bytes") }
                     if closed { throw HTTPAnswerError("the connection closed before the answer's head ended") }
                     return nil
                 }
                 guard end <= HTTPAnswerDecoder.maxHeadBytes else { throw HTTPAnswerError("a head over \(HTTPAnswerDecoder.maxHeadBytes) bytes") }
-                try readHead(pending[..<end])
-                pending.removeFirst(end + 4)
+                try readHead(unread.prefix(end))
+                start += end + 4
             case .length(let length):
-                guard pending.count >= length else {
-                    if closed { throw HTTPAnswerError("the connection closed \(length - pending.count) bytes before the body's end") }
+                guard unread.count >= length else {
+                    if closed { throw HTTPAnswerError("the connection closed \(length - unread.count) bytes before the body's end") }
                     return nil
                 }
-                body = Array(pending[..<length])
-                pending.removeFirst(length)
+                body = Array(unread.prefix(length))
+                start += length
                 return finish(endedByClose: false)
             case .chunkSize:
                 guard let line = try takeLine(what: "chunk-size", closed: closed) else { return nil }
@@ -76,20 +85,22 @@ public struct HTTPAnswerDecoder: Sendable {
                 }
                 stage = value == 0 ? .trailers : .chunkData(value)
             case .chunkData(let size):
-                guard pending.count >= size + 2 else {
+                guard unread.count >= size + 2 else {
                     if closed { throw HTTPAnswerError("the connection closed inside a chunk") }
                     return nil
                 }
-                guard pending[size] == 13, pending[size + 1] == 10 else { throw HTTPAnswerError("a chunk of \(size) bytes is not followed by CRLF") }
-                body.append(contentsOf: pending[..<size])
-                pending.removeFirst(size + 2)
+                guard buffer[start + size] == 13, buffer[start + size + 1] == 10 else {
+                    throw HTTPAnswerError("a chunk of \(size) bytes is not followed by CRLF")
+                }
+                body.append(contentsOf: unread.prefix(size))
+                start += size + 2
                 stage = .chunkSize
             case .trailers:
                 guard let line = try takeLine(what: "trailer", closed: closed) else { return nil }
                 if line.isEmpty { return finish(endedByClose: false) }
             case .untilClose:
-                body.append(contentsOf: pending)
-                pending = []
+                body.append(contentsOf: unread)
+                start = buffer.count
                 guard body.count <= maxBodyBytes else { throw HTTPAnswerError("a body over \(maxBodyBytes) bytes, the most read") }
                 return closed ? finish(endedByClose: true) : nil
             }
@@ -143,8 +154,8 @@ public struct HTTPAnswerDecoder: Sendable {
 
     /// The next CRLF-ended line, without it; nil while it has not all come.
     private mutating func takeLine(what: String, closed: Bool) throws(HTTPAnswerError) -> ArraySlice<UInt8>? {
-        guard let end = HTTPAnswerDecoder.find([13, 10], in: pending) else {
-            if pending.count > HTTPAnswerDecoder.maxChunkLineBytes {
+        guard let end = find([13, 10]) else {
+            if unread.count > HTTPAnswerDecoder.maxChunkLineBytes {
                 throw HTTPAnswerError("a \(what) line over \(HTTPAnswerDecoder.maxChunkLineBytes) bytes")
             }
             if closed { throw HTTPAnswerError("the connection closed inside a \(what) line") }
@@ -153,8 +164,8 @@ public struct HTTPAnswerDecoder: Sendable {
         guard end <= HTTPAnswerDecoder.maxChunkLineBytes else {
             throw HTTPAnswerError("a \(what) line over \(HTTPAnswerDecoder.maxChunkLineBytes) bytes")
         }
-        let line = Array(pending[..<end])[...]
-        pending.removeFirst(end + 2)
+        let line = Array(unread.prefix(end))[...]
+        start += end + 2
         return line
     }
 
@@ -178,7 +189,8 @@ public struct HTTPAnswerDecoder: Sendable {
         return value
     }
 
-    private static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? { haystack.firstRange(of: needle)?.lowerBound }
+    /// Where `needle` starts in what is unread, counted from `start`.
+    private func find(_ needle: [UInt8]) -> Int? { unread.firstRange(of: needle).map { $0.lowerBound - start } }
 
     private static func split(_ head: ArraySlice<UInt8>) -> [ArraySlice<UInt8>] {
         var lines: [ArraySlice<UInt8>] = []

@@ -299,7 +299,7 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
         if current == nil {
             _ = try redis.command(["EVAL", RedisCluster.proposeScript, "1", Key.reseed, String(lastIndex), nodeID])
             Thread.sleep(forTimeInterval: RedisCluster.reseedSettleSeconds)
-            let furthest = try redis.command(["EVAL", RedisCluster.proposeScript, "1", Key.reseed, String(lastIndex), nodeID]).text
+            let furthest = try redis.command(["HGET", Key.reseed, "node"]).text
             if furthest != nodeID, try redis.command(["GET", Key.epoch]).text == nil {
                 throw RedisError.reply("Redis lost the cluster's state; waiting for the node that read furthest to put it back")
             }
