@@ -10,7 +10,7 @@ private final class IdleHandler: ServiceHandler {
 }
 
 /// Collects what happened on the loop, from any thread.
-private final class Record: @unchecked Sendable {
+final class Record: @unchecked Sendable {
     private let condition = NSCondition()
     private var entries: [String] = []
 
