@@ -14,10 +14,12 @@ _Static_assert(LWS_PRE >= 16, "LWS_PRE shrank: buffers sized from rc_lws_pre() a
 
 size_t rc_lws_pre(void) { return LWS_PRE; }
 
-/* Both are declared in Debian's public headers (lws-timeout-timer.h, lws-eventlib-exports.h):
- * __lws_sul_service_ripe runs the scheduled events of a service thread that are due and returns
- * the microseconds until the next one; _lws_plat_service_forced_tsi services what lws holds
- * already read (a pipelined request, buffered rx). */
+/* The lws functions used here beyond the usual API are public symbols that Debian's headers
+ * declare, for event-library plugins and optional links ("not normally needed"):
+ * __lws_sul_service_ripe (lws-timeout-timer.h) runs the scheduled events of a service thread that
+ * are due and returns the microseconds until the next one; _lws_plat_service_forced_tsi
+ * (lws-eventlib-exports.h) services what lws holds already read (a pipelined request, buffered
+ * rx). What is private is only where the thread's lists are: see rc_loop_run_once. */
 
 struct rc_loop {
     struct ev_loop *ev;

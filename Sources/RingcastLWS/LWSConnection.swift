@@ -75,6 +75,7 @@ package struct LWSConnection {
     /// Stores `object` (retained) in the session memory, replacing and returning what was there.
     @discardableResult
     package func attach(_ object: AnyObject) -> AnyObject? {
+        loop.assertOnLoopThread()
         guard let session else { return nil }
         let previous = detach()
         session.storeBytes(of: Unmanaged.passRetained(object).toOpaque(), as: UnsafeMutableRawPointer?.self)
@@ -196,7 +197,10 @@ package struct LWSConnection {
     // MARK: Writing
 
     /// Asks lws for a writeable callback on this connection.
-    package func requestWrite() { lws_callback_on_writable(wsi) }
+    package func requestWrite() {
+        loop.assertOnLoopThread()
+        lws_callback_on_writable(wsi)
+    }
 
     /// Whether a WebSocket frame may be written now, on the service thread between two rounds of
     /// the loop rather than in this connection's writeable callback: lws holds none of its output.
@@ -209,13 +213,17 @@ package struct LWSConnection {
     package var mayWriteOutsideCallback: Bool { lws_partial_buffered(wsi) == 0 }
 
     /// Closes the connection from outside its callbacks, at the loop's next turn (its `closed` follows then).
-    package func closeSoon() { lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC) }
+    package func closeSoon() {
+        loop.assertOnLoopThread()
+        lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+    }
 
     /// Whether the kernel's send buffer is full, so another write now would be buffered by lws.
     package var isChoked: Bool { lws_send_pipe_choked(wsi) != 0 }
 
     /// Writes one WebSocket text frame; false when the connection should close.
     package func writeText(_ bytes: [UInt8]) -> Bool {
+        loop.assertOnLoopThread()
         guard writeBuffer.writeText(bytes, to: wsi) else { return false }
         stopReadingWhileOutputIsHeld()
         return true
@@ -223,7 +231,8 @@ package struct LWSConnection {
 
     /// Writes a whole small HTTP answer, headers and body in one send; false when the connection should close.
     package func writeHTTP(status: Int, contentType: String, body: [UInt8], headers: [(String, String)]) -> Bool {
-        writeBuffer.writeHTTP(status: status, contentType: contentType, body: body, extraHeaders: headers, to: wsi)
+        loop.assertOnLoopThread()
+        return writeBuffer.writeHTTP(status: status, contentType: contentType, body: body, extraHeaders: headers, to: wsi)
     }
 
     // MARK: Not reading while lws holds WebSocket output
@@ -252,7 +261,10 @@ package struct LWSConnection {
 
     /// Ends an HTTP exchange so a kept-alive connection can take the next request; false: close it.
     /// lws may free the session memory in here: nothing may touch it (or `attachment`) afterwards.
-    package func completeHTTPTransaction() -> Bool { lws_http_transaction_completed(wsi) == 0 }
+    package func completeHTTPTransaction() -> Bool {
+        loop.assertOnLoopThread()
+        return lws_http_transaction_completed(wsi) == 0
+    }
 
     /// Sets the close frame a WebSocket sends when its callback next returns false.
     package func setCloseReason(_ status: CloseStatus, _ text: String) {

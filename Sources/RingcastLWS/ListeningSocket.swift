@@ -1,9 +1,10 @@
 import CRingcastShims
 import Glibc
+import RingcastPlatform
 
 /// A TCP listening socket of our own, opened with SO_REUSEPORT so that each service loop can have
 /// one on the same address and port, and the kernel spreads new connections over them (lws 4.1.6
-/// does not set SO_REUSEPORT: see LWS-NOTES.md). Non-blocking; a loop adopts it with `adoptListener`.
+/// does not set SO_REUSEPORT, even with LWS_SERVER_OPTION_ALLOW_LISTEN_SHARE). Non-blocking; a loop adopts it with `adoptListener`.
 package final class ListeningSocket: @unchecked Sendable {
     // @unchecked Sendable: the descriptor is set once; `adopted` and accepting belong to the loop
     // that adopted it, after the thread that made it handed it over.
@@ -15,37 +16,49 @@ package final class ListeningSocket: @unchecked Sendable {
 
     /// Binds exactly `host` (an IPv4 or IPv6 address, or a name that resolves to one) and `port`
     /// (0: a free one; the others of a group then take the port the first got).
-    package init(host: String, port: Int, backlog: Int32 = 1024) throws(LWSError) {
+    package init(host: String, port: Int, backlog: Int32 = 1024) throws(CCallError) {
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
         var found: UnsafeMutablePointer<addrinfo>?
-        let resolved = getaddrinfo(host, String(port), &hints, &found)
-        guard resolved == 0, let address = found else {
-            throw LWSError(
-                "getaddrinfo", "'\(host)' is not an address of this machine: \(String(cString: gai_strerror(resolved))); pick another \"host\"")
+        try checked(getaddrinfo(host, String(port), &hints, &found), "getaddrinfo", failsWhen: { $0 != 0 }) { status, code in
+            let reason = status == EAI_SYSTEM ? CCallError.errnoText(code) : String(cString: gai_strerror(status))
+            return "'\(host)' is not an address of this machine: \(reason); pick another \"host\""
         }
         defer { freeaddrinfo(found) }
-        let fd = socket(address.pointee.ai_family, address.pointee.ai_socktype | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw LWSError("socket", String(cString: strerror(errno))) }
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size))
-        if address.pointee.ai_family == AF_INET6 {
-            // The address asked for, and only it: no IPv4 through an IPv6 socket.
-            setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size))
-        }
-        guard bind(fd, address.pointee.ai_addr, address.pointee.ai_addrlen) == 0, listen(fd, backlog) == 0 else {
-            let reason = String(cString: strerror(errno))
+        guard let address = found else { throw CCallError("getaddrinfo", "'\(host)' resolved to no address; pick another \"host\"") }
+        let fd = try checked(
+            socket(address.pointee.ai_family, address.pointee.ai_socktype | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0),
+            "socket")
+        do throws(CCallError) {
+            let one: Int32 = 1
+            try setSocketOption(fd, SOL_SOCKET, SO_REUSEADDR, "SO_REUSEADDR", one)
+            try setSocketOption(fd, SOL_SOCKET, SO_REUSEPORT, "SO_REUSEPORT", one)
+            if address.pointee.ai_family == AF_INET6 {
+                // The address asked for, and only it: no IPv4 through an IPv6 socket.
+                try setSocketOption(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, "IPV6_V6ONLY", one)
+            }
+            let advice = "the port is in use or the address is not on this machine; pick another \"port\" or \"host\""
+            try checked(
+                bind(fd, address.pointee.ai_addr, address.pointee.ai_addrlen), "bind",
+                detail: { _, code in
+                    "could not listen on \(host):\(port): \(CCallError.errnoText(code)); \(advice)"
+                })
+            try checked(
+                listen(fd, backlog), "listen", detail: { _, code in "could not listen on \(host):\(port): \(CCallError.errnoText(code)); \(advice)" })
+        } catch {
             close(fd)
-            throw LWSError(
-                "bind",
-                "could not listen on \(host):\(port): \(reason); the port is in use or the address is not on this machine; pick another \"port\" or \"host\""
-            )
+            throw error
         }
         var bound = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        _ = withUnsafeMutablePointer(to: &bound) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        let named = withUnsafeMutablePointer(to: &bound) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        do throws(CCallError) {
+            try checked(named, "getsockname")
+        } catch {
+            close(fd)
+            throw error
+        }
         let family = bound.ss_family
         let boundPort: UInt16 = withUnsafePointer(to: &bound) { pointer in
             if family == sa_family_t(AF_INET6) {
@@ -61,7 +74,8 @@ package final class ListeningSocket: @unchecked Sendable {
     deinit { if !adopted { close(descriptor) } }
 
     /// Accepts one waiting connection: its descriptor (non-blocking, TCP_NODELAY) and the peer's
-    /// address, or nil when none waits.
+    /// address, or nil when none waits. A socket whose TCP_NODELAY cannot be set is closed and the
+    /// next one taken: it would answer every frame a delayed-ACK late.
     func accept() -> (descriptor: Int32, address: PeerAddress)? {
         var peer = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
@@ -73,8 +87,12 @@ package final class ListeningSocket: @unchecked Sendable {
                 if errno == EINTR || errno == ECONNABORTED { continue }
                 return nil  // EAGAIN, or out of descriptors (EMFILE): the next readable tries again
             }
-            var one: Int32 = 1
-            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            do throws(CCallError) {
+                try setSocketOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY, "TCP_NODELAY", Int32(1))
+            } catch {
+                close(fd)
+                continue
+            }
             return (fd, PeerAddress(&peer))
         }
     }

@@ -2,6 +2,7 @@ import CLibWebSockets
 import CRingcastShims
 import Foundation
 import RingcastCore
+import RingcastPlatform
 
 /// What happened on a connection, as lws's callback reported it, in the order lws reports it.
 package enum ServiceEvent {
@@ -117,8 +118,8 @@ package struct ContextSettings: Sendable {
     package init(name: String) { self.name = name }
 }
 
-/// One libwebsockets context and the one thread that services it (lws is single-threaded: see
-/// LWS-NOTES.md). Other threads hand work in with `post`, which wakes the loop with
+/// One libwebsockets context and the one thread that services it (lws is single-threaded: Debian
+/// builds it with `LWS_MAX_SMP` 1). Other threads hand work in with `post`, which wakes the loop with
 /// `lws_cancel_service`; the work runs on the service thread in `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
 /// Connection callbacks reach the `ServiceHandler` through one C trampoline.
 ///
@@ -159,6 +160,10 @@ package final class ServiceLoop: @unchecked Sendable {
     let writeBuffer = WriteBuffer()
     /// Connections that do not read while lws holds output of theirs (`LWSConnection.stopReadingWhileOutputIsHeld`).
     @exclusivity(unchecked) var readingStopped: Set<Int> = []
+    #if DEBUG
+        /// The service thread while `run` runs, for `assertOnLoopThread`; written and read on it.
+        @usableFromInline var serviceThread: pthread_t?
+    #endif
 
     package init(name: String, logger: Logger) {
         self.name = name
@@ -166,6 +171,19 @@ package final class ServiceLoop: @unchecked Sendable {
     }
 
     package var port: Int { lock.withLock { boundPort } }
+
+    /// In debug builds, stops the process, naming the caller, when it is not this loop's service
+    /// thread while the loop runs: the types that belong to a service thread call it where they are
+    /// entered, so the ownership their comments state is checked (as NIO's `preconditionInEventLoop`).
+    /// In release builds it is empty and inlined away.
+    @inlinable
+    package func assertOnLoopThread(file: StaticString = #fileID, line: UInt = #line) {
+        #if DEBUG
+            guard let serviceThread, pthread_equal(serviceThread, pthread_self()) != 0 else {
+                preconditionFailure("touched off the service thread of \(name)", file: file, line: line)
+            }
+        #endif
+    }
     package var isRunning: Bool { lock.withLock { lifecycle == .running } }
 
     /// Creates the context on a new service thread, runs `prepare` there (timers, first state), and
@@ -237,15 +255,16 @@ package final class ServiceLoop: @unchecked Sendable {
     /// Serves the connections `socket` accepts on this loop: each is offered to the handler as
     /// `accepted(address:)`, then adopted (TLS too, when the context has a certificate). The loop's
     /// context closes the socket when it is destroyed. Service thread only (e.g. in `prepare`).
-    package func adoptListener(_ socket: ListeningSocket) throws(LWSError) {
+    package func adoptListener(_ socket: ListeningSocket) throws(CCallError) {
+        assertOnLoopThread()
         guard let context = serviceContext, let vhost = lws_get_vhost_by_name(context, "default") else {
-            throw LWSError("lws_get_vhost_by_name", "the loop has no server vhost to adopt a listener into")
+            throw CCallError("lws_get_vhost_by_name", "the loop has no server vhost to adopt a listener into")
         }
         var descriptor = lws_sock_file_fd_type()
         descriptor.filefd = socket.descriptor
-        let raw = try checked(
+        let raw = try checkedNotNil(
             lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, descriptor, protocolName, nil),
-            "lws_adopt_descriptor_vhost", "could not watch the listening socket on port \(socket.port)")
+            "lws_adopt_descriptor_vhost", detail: { _, _ in "could not watch the listening socket on port \(socket.port)" })
         socket.adopted = true
         listeners[Int(bitPattern: UnsafeRawPointer(raw))] = socket
     }
@@ -265,19 +284,21 @@ package final class ServiceLoop: @unchecked Sendable {
     }
 
     /// A one-shot timer on this loop; it fires on the service thread. Service thread only.
-    package func makeTimer(_ fire: @escaping () -> Void) throws(LWSError) -> LoopTimer {
-        guard let eventLoop else { throw LWSError("rc_timer_new", "the loop is not running, so it can have no timer") }
+    package func makeTimer(_ fire: @escaping () -> Void) throws(CCallError) -> LoopTimer {
+        assertOnLoopThread()
+        guard let eventLoop else { throw CCallError("rc_timer_new", "the loop is not running, so it can have no timer") }
         let timer = LoopTimer(fire: fire)
         let user = Unmanaged.passUnretained(timer).toOpaque()
-        timer.pointer = try checked(
+        timer.pointer = try checkedNotNil(
             rc_timer_new(eventLoop, user) { Unmanaged<LoopTimer>.fromOpaque($0!).takeUnretainedValue().fire() },
-            "rc_timer_new", "out of memory for a timer")
+            "rc_timer_new", detail: { _, _ in "out of memory for a timer" })
         timers.append(timer)
         return timer
     }
 
     /// Services connections for at most `milliseconds`, or until `done()` holds; for `loopWillStop`.
     package func service(forAtMost milliseconds: Int, until done: () -> Bool) {
+        assertOnLoopThread()
         guard serviceContext != nil, let eventLoop else { return }
         let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(milliseconds) * 1_000_000
         while !done(), DispatchTime.now().uptimeNanoseconds < deadline {
@@ -317,10 +338,14 @@ package final class ServiceLoop: @unchecked Sendable {
     }
 
     private func run(_ settings: ContextSettings, prepare: (ServiceLoop) throws -> Void) {
+        #if DEBUG
+            serviceThread = pthread_self()
+            defer { serviceThread = nil }
+        #endif
         ServiceLoop.reserveThreadHeap()
         let created: OpaquePointer
         guard let eventLoop = rc_loop_new() else {
-            startError = LWSError("rc_loop_new", "could not make an epoll event loop (out of memory or file descriptors)")
+            startError = CCallError("rc_loop_new", "could not make an epoll event loop (out of memory or file descriptors)")
             handler = nil
             lock.withLock { lifecycle = .stopped }
             started.signal()
@@ -437,18 +462,18 @@ package final class ServiceLoop: @unchecked Sendable {
         // context that is made is destroyed when its loop ends (`run`).
         guard let context = LeakSanitizer.ignoringAllocations({ lws_create_context(&info) }) else {
             if let certificate = settings.certificate {
-                throw LWSError(
+                throw CCallError(
                     "lws_create_context",
                     "could not listen with TLS on \(settings.listener.map { "\($0.host):\($0.port)" } ?? "no address"): the port may be in use, or \(certificate.cert) and \(certificate.key) are not a PEM certificate and its private key (the log says which)"
                 )
             }
             if let listener = settings.listener {
-                throw LWSError(
+                throw CCallError(
                     "lws_create_context",
                     "could not listen on \(listener.host):\(listener.port): the port is in use or the address is not on this machine; pick another \"port\" or \"host\""
                 )
             }
-            throw LWSError("lws_create_context", "could not create a libwebsockets context")
+            throw CCallError("lws_create_context", "could not create a libwebsockets context")
         }
         if settings.listener != nil {
             let vhost = lws_get_vhost_by_name(context, "default")
@@ -581,7 +606,7 @@ private func serviceCallback(
     return Unmanaged<ServiceLoop>.fromOpaque(owner)._withUnsafeGuaranteedRef { $0.dispatch(wsi, reason, user, input, length) }
 }
 
-/// A one-shot timer on a loop's service thread (lws's sorted usec list). The loop holds it and
+/// A one-shot timer on a loop's service thread (a libev timer of the shim's, `rc_timer`). The loop holds it and
 /// frees it when it stops; schedule and cancel on the service thread only.
 package final class LoopTimer {
     fileprivate var pointer: OpaquePointer?

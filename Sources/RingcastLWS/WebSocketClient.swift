@@ -194,6 +194,7 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
     }
 
     package func handle(_ event: ServiceEvent, on link: LWSConnection) -> Bool {
+        loop.assertOnLoopThread()
         guard let user = link.session, liveConnections.contains(user) else { return true }
         let connection = Unmanaged<WebSocketConnection>.fromOpaque(user).takeUnretainedValue()
         switch event {

@@ -98,10 +98,14 @@ package final class HTTPClient {
         while let info = entry {
             let fd = Glibc.socket(info.pointee.ai_family, info.pointee.ai_socktype, info.pointee.ai_protocol)
             if fd >= 0 {
-                // On Linux SO_SNDTIMEO also bounds connect().
-                try setTimeouts(fd)
-                var one: Int32 = 1
-                setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+                do {
+                    // On Linux SO_SNDTIMEO also bounds connect().
+                    try setTimeouts(fd)
+                    try setSocketOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY, "TCP_NODELAY", Int32(1))
+                } catch {
+                    Glibc.close(fd)
+                    throw error
+                }
                 if Glibc.connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 {
                     socket = fd
                     return
@@ -120,9 +124,9 @@ package final class HTTPClient {
         guard left > 0 else { throw ClientError("no answer from \(host):\(port) within \(timeoutSeconds) s") }
         // A zero timeval means "never": the smallest wait is a millisecond.
         let seconds = max(left, 0.001)
-        var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - seconds.rounded(.down)) * 1_000_000))
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let timeout = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - seconds.rounded(.down)) * 1_000_000))
+        try setSocketOption(fd, SOL_SOCKET, SO_RCVTIMEO, "SO_RCVTIMEO", timeout)
+        try setSocketOption(fd, SOL_SOCKET, SO_SNDTIMEO, "SO_SNDTIMEO", timeout)
     }
 
     private func writeAll(_ bytes: [UInt8]) throws {

@@ -1,5 +1,6 @@
 import CHiredis
 import Glibc
+import RingcastPlatform
 
 /// A Redis address from config: `redis://HOST[:PORT][/DB]`. HOST is a name or an IPv4 address, or
 /// an IPv6 address in brackets (`redis://[::1]:6379`); PORT is 6379 unless given; DB is 0 to 15.
@@ -137,6 +138,9 @@ package enum RedisError: Error, CustomStringConvertible, Sendable {
     case connection(String)
     case reply(String)
 
+    /// A hiredis call that failed while doing something: says what, then the call's reason and name.
+    static func failed(_ error: CCallError, doing: String) -> RedisError { .connection("\(doing): \(error.detail) (\(error.call))") }
+
     package var description: String {
         switch self {
         case .connection(let text): return text
@@ -160,17 +164,19 @@ package final class RedisConnection {
         self.url = url
         replyTimeout = timeoutSeconds
         let timeout = timeval(tv_sec: Int(timeoutSeconds), tv_usec: Int(timeoutSeconds.truncatingRemainder(dividingBy: 1) * 1_000_000))
-        guard let context = redisConnectWithTimeout(url.host, Int32(url.port), timeout) else {
-            throw RedisError.connection("cannot connect to \(url): out of memory")
-        }
-        if context.pointee.err != 0 {
-            let reason = RedisConnection.errorText(context)
-            redisFree(context)
-            throw RedisError.connection("cannot connect to \(url): \(reason)")
+        let context: UnsafeMutablePointer<redisContext>
+        do throws(CCallError) {
+            context = try checkedNotNil(redisConnectWithTimeout(url.host, Int32(url.port), timeout), "redisConnectWithTimeout") { _, _ in
+                "out of memory"
+            }
+        } catch {
+            throw RedisError.failed(error, doing: "cannot connect to \(url)")
         }
         self.context = context
-        _ = redisEnableKeepAlive(context)
-        setTimeout(seconds: timeoutSeconds)
+        // From here on, a throw frees `context` through `deinit`.
+        try hiredis(context.pointee.err == 0 ? REDIS_OK : REDIS_ERR, "redisConnectWithTimeout", doing: "cannot connect to \(url)")
+        try hiredis(redisEnableKeepAlive(context), "redisEnableKeepAlive", doing: "cannot turn on TCP keep-alive to \(url)")
+        try setTimeout(seconds: timeoutSeconds)
         if url.database != 0, case .error(let reason) = try command(["SELECT", String(url.database)]) {
             throw RedisError.connection("cannot select database \(url.database) on \(url): \(reason)")
         }
@@ -179,10 +185,19 @@ package final class RedisConnection {
     deinit { redisFree(context) }
 
     /// How long a reply may take (0: wait for ever, as a blocking read wants).
-    package func setTimeout(seconds: Double) {
+    package func setTimeout(seconds: Double) throws(RedisError) {
         let timeout = timeval(tv_sec: Int(seconds), tv_usec: Int(seconds.truncatingRemainder(dividingBy: 1) * 1_000_000))
-        _ = redisSetTimeout(context, timeout)
+        try hiredis(redisSetTimeout(context, timeout), "redisSetTimeout", doing: "cannot set a \(seconds) s timeout on \(url)")
         replyTimeout = seconds
+    }
+
+    /// A hiredis call's status (REDIS_OK or REDIS_ERR, with the reason in the context), checked.
+    private func hiredis(_ status: Int32, _ call: String, doing: @autoclosure () -> String) throws(RedisError) {
+        do throws(CCallError) {
+            try checked(status, call, failsWhen: { $0 != REDIS_OK }) { _, _ in RedisConnection.errorText(context) }
+        } catch {
+            throw RedisError.failed(error, doing: doing())
+        }
     }
 
     /// Sends one command and waits for its reply; an error reply is returned, not thrown.
@@ -198,19 +213,19 @@ package final class RedisConnection {
     package func pipeline(_ commands: [[[UInt8]]]) throws(RedisError) -> [RedisValue] {
         for arguments in commands {
             let status = withArguments(arguments) { count, values, lengths in redisAppendCommandArgv(context, count, values, lengths) }
-            guard status == REDIS_OK else { throw RedisError.connection("writing to \(url) failed: \(RedisConnection.errorText(context))") }
+            try hiredis(status, "redisAppendCommandArgv", doing: "writing to \(url) failed")
         }
         var replies: [RedisValue] = []
         replies.reserveCapacity(commands.count)
         for _ in commands {
             var raw: UnsafeMutableRawPointer?
-            guard redisGetReply(context, &raw) == REDIS_OK, let raw else {
-                // hiredis reports a blocking read that timed out as the socket's EAGAIN.
-                if context.pointee.err == REDIS_ERR_IO, errno == EAGAIN, replyTimeout > 0 {
-                    throw RedisError.connection("\(url) did not answer within \(replyTimeout) s")
-                }
-                throw RedisError.connection("reading from \(url) failed: \(RedisConnection.errorText(context))")
+            let status = redisGetReply(context, &raw)
+            // hiredis reports a blocking read that timed out as the socket's EAGAIN.
+            if status != REDIS_OK, context.pointee.err == REDIS_ERR_IO, errno == EAGAIN, replyTimeout > 0 {
+                throw RedisError.connection("\(url) did not answer within \(replyTimeout) s")
             }
+            try hiredis(status, "redisGetReply", doing: "reading from \(url) failed")
+            guard let raw else { throw RedisError.connection("reading from \(url) failed: hiredis gave no reply (redisGetReply)") }
             let reply = raw.assumingMemoryBound(to: redisReply.self)
             replies.append(RedisConnection.value(of: reply))
             freeReplyObject(raw)

@@ -121,7 +121,7 @@ public final class Server: @unchecked Sendable {
             lifecycle.withLock { $0.port = first.port }
             logger.debug("serving on port \(first.port) with \(workers.count) service threads")
             return first.port
-        } catch let error as LWSError {
+        } catch let error as CCallError {
             stop()
             throw ServerError(error.detail)
         } catch {

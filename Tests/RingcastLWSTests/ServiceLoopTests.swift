@@ -1,5 +1,6 @@
 import Foundation
 import RingcastCore
+import RingcastPlatform
 import XCTest
 
 @testable import RingcastLWS
@@ -106,7 +107,7 @@ final class ServiceLoopTests: XCTestCase {
         settings.listener = .init(host: "127.0.0.1", port: port)
         let second = ServiceLoop(name: "test-listen-2", logger: .silent)
         XCTAssertThrowsError(try second.start(settings, handler: IdleHandler())) { error in
-            guard let error = error as? LWSError else { return XCTFail("not an LWSError: \(error)") }
+            guard let error = error as? CCallError else { return XCTFail("not a CCallError: \(error)") }
             XCTAssertEqual(error.call, "lws_create_context")
             XCTAssertTrue(error.detail.contains("127.0.0.1:\(port)") && error.detail.contains("\"port\""), error.detail)
         }

@@ -117,7 +117,7 @@ final class RedisConnectionTests: XCTestCase {
 
     func testAReplyThatDoesNotComeInTimeFailsSayingSo() throws {
         let connection = try connect()
-        connection.setTimeout(seconds: 0.2)
+        try connection.setTimeout(seconds: 0.2)
         XCTAssertThrowsError(try connection.command(["BLPOP", "never", "10"])) { error in
             XCTAssertEqual("\(error)", "\(connection.url) did not answer within 0.2 s")
         }
@@ -133,9 +133,9 @@ final class RedisConnectionTests: XCTestCase {
         redis.stop()
         var failure = ""
         XCTAssertThrowsError(try connection.command(["GET", "before"])) { failure = "\($0)" }
-        XCTAssertEqual(failure, "reading from \(url) failed: Server closed the connection")
+        XCTAssertEqual(failure, "reading from \(url) failed: Server closed the connection (redisGetReply)", "the call is named")
         XCTAssertThrowsError(try RedisConnection(url)) { error in
-            XCTAssertEqual("\(error)", "cannot connect to \(url): Connection refused")
+            XCTAssertEqual("\(error)", "cannot connect to \(url): Connection refused (redisConnectWithTimeout)")
         }
 
         try redis.start()

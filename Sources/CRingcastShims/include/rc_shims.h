@@ -1,5 +1,7 @@
-// What Swift cannot reach in libwebsockets 4.1.6 directly: computed macros, variadic logging,
-// and sorted-usec-list timers whose callback must find its owner through container_of.
+// What Swift cannot reach in libwebsockets 4.1.6 directly, or should not do in Swift: LWS_PRE (a
+// computed macro), the libev loop each context runs on (with lws's scheduled events and the input
+// lws holds serviced from it, which lws 4.1.6's libev glue does late), timers on that loop, and
+// accept4.
 #ifndef RC_SHIMS_H
 #define RC_SHIMS_H
 
@@ -29,8 +31,9 @@ void rc_loop_run_once(rc_loop *loop);
 void rc_loop_free(rc_loop *loop);
 
 /// A one-shot timer on a loop; fire(user) runs on the service thread. Owned by whoever called
-/// rc_timer_new; every call on the service thread. (A libev timer, not one of lws's sorted-usec
-/// lists: lws 4.1.6 on libev re-arms its own timer only after socket events.)
+/// rc_timer_new; every call on the service thread. A libev timer of its own, not one of lws's
+/// scheduled events: those run from lws's libev timer, which lws 4.1.6 moves earlier only when
+/// that timer is not running (rc_loop_run_once makes up for it for lws's own events).
 typedef struct rc_timer rc_timer;
 rc_timer *rc_timer_new(rc_loop *loop, void *user, void (*fire)(void *user));
 void rc_timer_schedule(rc_timer *timer, int64_t delay_us);

@@ -346,7 +346,7 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
     private func read(_ redis: RedisConnection, block: Int?) throws -> [LogEntry] {
         var arguments = ["XREAD", "COUNT", "1000"]
         if let block { arguments += ["BLOCK", String(block)] }
-        redis.setTimeout(seconds: Double(block ?? 0) / 1000 + 5)
+        try redis.setTimeout(seconds: Double(block ?? 0) / 1000 + 5)
         let reply = try redis.command(arguments + ["STREAMS", Key.log, lastID])
         if case .error(let message) = reply { throw RedisError.reply(message) }
         guard let streams = reply.array, let stream = streams.first?.array, stream.count == 2, let items = stream[1].array else { return [] }

@@ -1,13 +1,8 @@
 import CSQLite
+import RingcastPlatform
 
-/// A failed SQLite call: which call, SQLite's result code and its message.
-struct SQLiteError: Error, CustomStringConvertible {
-    let call: String
-    let code: Int32
-    let message: String
-
-    var description: String { "\(call) failed (\(code)): \(message)" }
-}
+/// A failed SQLite call: the call, SQLite's result code as its status, and SQLite's message.
+typealias SQLiteError = CCallError
 
 /// One SQLite connection. Every call's result is checked in one place (`check`), and a failure
 /// throws an error naming the call. One thread at a time (opened with SQLITE_OPEN_NOMUTEX).
@@ -21,7 +16,7 @@ final class SQLiteDatabase {
         guard status == SQLITE_OK, let opened else {
             let message = opened.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             sqlite3_close(opened)
-            throw SQLiteError(call: "sqlite3_open_v2", code: status, message: message)
+            throw SQLiteError("sqlite3_open_v2", SQLiteDatabase.describe(status, message), status: status)
         }
         handle = opened
         // Another connection writing (a server shutting down while the next one opens the file)
@@ -33,25 +28,28 @@ final class SQLiteDatabase {
 
     /// Throws unless `status` is one of `accepted` (SQLITE_OK by default).
     fileprivate func check(_ status: Int32, _ call: String, accepting accepted: Set<Int32> = [SQLITE_OK]) throws(SQLiteError) {
-        guard accepted.contains(status) else {
-            throw SQLiteError(call: call, code: status, message: String(cString: sqlite3_errmsg(handle)))
+        try checked(status, call, failsWhen: { !accepted.contains($0) }) { status, _ in
+            SQLiteDatabase.describe(status, String(cString: sqlite3_errmsg(handle)))
         }
     }
+
+    /// SQLite's message and its result code, as a `CCallError`'s detail.
+    fileprivate static func describe(_ status: Int32, _ message: String) -> String { "\(message) (SQLite result \(status))" }
 
     /// Runs statements that return no rows.
     func execute(_ sql: String) throws(SQLiteError) {
         var message: UnsafeMutablePointer<CChar>?
         let status = sqlite3_exec(handle, sql, nil, nil, &message)
         defer { sqlite3_free(message) }
-        guard status == SQLITE_OK else {
-            throw SQLiteError(call: "sqlite3_exec", code: status, message: message.map { String(cString: $0) } ?? "unknown error")
+        try checked(status, "sqlite3_exec", failsWhen: { $0 != SQLITE_OK }) { status, _ in
+            SQLiteDatabase.describe(status, message.map { String(cString: $0) } ?? "unknown error")
         }
     }
 
     func prepare(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
         var statement: OpaquePointer?
         try check(sqlite3_prepare_v2(handle, sql, -1, &statement, nil), "sqlite3_prepare_v2")
-        guard let statement else { throw SQLiteError(call: "sqlite3_prepare_v2", code: SQLITE_MISUSE, message: "empty statement: \(sql)") }
+        guard let statement else { throw SQLiteError("sqlite3_prepare_v2", "empty statement: \(sql)", status: SQLITE_MISUSE) }
         return SQLiteStatement(statement, database: self)
     }
 

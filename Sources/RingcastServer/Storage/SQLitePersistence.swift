@@ -94,7 +94,7 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
             )
         } catch let error as SQLiteError {
             throw ServerError(
-                "cannot open the storage file '\(path)': \(error.message) (\(error.call)); point \"storage\" in config.json at a writable path, or set it to \"memory\""
+                "cannot open the storage file '\(path)': \(error.detail) (\(error.call)); point \"storage\" in config.json at a writable path, or set it to \"memory\""
             )
         }
     }

@@ -6,6 +6,7 @@ import RingcastPlatform
 /// roles (HTTPExchange.swift, SocketSessions.swift). Service thread only.
 extension ServiceWorker: ServiceHandler {
     func handle(_ event: ServiceEvent, on link: LWSConnection) -> Bool {
+        loop.assertOnLoopThread()
         switch event {
         case .accepted(let address):
             return admitsConnection(from: address)

@@ -15,6 +15,8 @@ final class CoalescingWindowOwner: @unchecked Sendable {
     private let microseconds: Int64
     /// Set by `prepare` on the service thread before anything is held.
     private var timer: LoopTimer?
+    /// The loop whose thread owns the window, for its debug builds' checks.
+    private unowned(unsafe) var loop: ServiceLoop?
     private let open = Atomic<Bool>(false)
     /// Between `beginClosing` and `close`: the inbox is being taken into the window.
     private var isClosing = false
@@ -26,6 +28,7 @@ final class CoalescingWindowOwner: @unchecked Sendable {
 
     /// On the service thread, as its loop starts: `fired` closes the window and sends what it held.
     func prepare(_ loop: ServiceLoop, fired: @escaping () -> Void) throws {
+        self.loop = loop
         timer = try loop.makeTimer(fired)
     }
 
@@ -34,6 +37,7 @@ final class CoalescingWindowOwner: @unchecked Sendable {
     /// Holds events for the window, opening it with the first (unless it is closing). False when
     /// nothing is held after all (a full window was published at once): the caller flushes then.
     func hold(_ events: [OutboundEvent]) -> Bool {
+        loop?.assertOnLoopThread()
         fanOut.hold(events)
         guard fanOut.isHolding else { return isOpen }
         if fanOut.heldCount >= fanOut.logCapacity {
@@ -50,6 +54,7 @@ final class CoalescingWindowOwner: @unchecked Sendable {
     /// The window's time is up: from now on deliveries wake the thread again, and what the inbox
     /// holds still joins the window (`hold` does not reopen it) until `close`.
     func beginClosing() {
+        loop?.assertOnLoopThread()
         isClosing = true
         open.store(false, ordering: .releasing)
         timer?.cancel()
@@ -58,6 +63,7 @@ final class CoalescingWindowOwner: @unchecked Sendable {
     /// Closes the window: what it held goes to the fan-out's logs. True when there was something.
     @discardableResult
     func close() -> Bool {
+        loop?.assertOnLoopThread()
         if isOpen {
             open.store(false, ordering: .releasing)
             timer?.cancel()

@@ -96,5 +96,8 @@ final class SocketPeer: FanOutWriter {
 
     func requestWrite() { link.requestWrite() }
 
-    func queueWriteAtRoundEnd() -> Bool { worker.queueWriteAtRoundEnd(self) }
+    func queueWriteAtRoundEnd() -> Bool {
+        worker.loop.assertOnLoopThread()
+        return worker.queueWriteAtRoundEnd(self)
+    }
 }
