@@ -27,6 +27,8 @@ package final class ServeProcess {
     /// The first line it printed: `listening on http://HOST:PORT`.
     package let firstLine: String
     package let port: Int
+    /// Signalled once the process has exited (and again by each `stop` that saw it, for the next).
+    private let exited = DispatchSemaphore(value: 0)
 
     /// `environment` is added to this process's; `errorLog` receives what it writes to stderr.
     package init(_ arguments: [String], environment: [String: String] = [:], errorLog: URL? = nil) throws {
@@ -34,6 +36,7 @@ package final class ServeProcess {
         process.executableURL = URL(fileURLWithPath: ringcastBinary)
         process.arguments = ["serve"] + arguments
         if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
+        process.terminationHandler = { [exited] _ in exited.signal() }
         let output = Pipe()
         process.standardOutput = output
         if let errorLog {
@@ -56,11 +59,11 @@ package final class ServeProcess {
     /// server stuck in its service loop ends the test instead of hanging the whole run.
     package func stop(_ signal: Int32 = SIGTERM) -> Int32 {
         kill(process.processIdentifier, signal)
-        let deadline = Date().addingTimeInterval(30)
-        while process.isRunning, Date() < deadline { usleep(20_000) }
-        if process.isRunning {
+        if exited.wait(timeout: .now() + 30) == .timedOut {
             XCTFail("ringcast serve (pid \(process.processIdentifier)) did not stop within 30 s of signal \(signal); killed it")
             kill(process.processIdentifier, SIGKILL)
+        } else {
+            exited.signal()
         }
         process.waitUntilExit()
         return process.terminationStatus

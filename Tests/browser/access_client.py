@@ -3,7 +3,9 @@ access_client.py REQUESTS`): it makes each request of the JSON list REQUESTS and
 list of what came back. HTTP: {"http": METHOD, "url": URL, "headers": {...}, "body": TEXT} ->
 {"status", "headers", "body"}. WebSocket: {"ws": URL, "headers": {...}, "send": [TEXT], "seconds": S}
 -> {"frames": [TEXT...], "close": [CODE, REASON] or null}: the frames received until the server
-closed the socket or S seconds passed. Standard library only, so it needs nothing installed."""
+closed the socket or S seconds passed; a WebSocket's first snapshot is also announced with a line
+"snapshot" on stderr, for a caller that waits for it. Standard library only, so it needs nothing
+installed."""
 
 import base64
 import json
@@ -81,6 +83,8 @@ def ws(spec):
             close = [code, payload[2:].decode(errors="replace")]
         elif opcode == 0x1:
             frames.append(payload.decode())
+            if not any('"snapshot"' in frame for frame in frames[:-1]) and '"snapshot"' in frames[-1]:
+                print("snapshot", file=sys.stderr, flush=True)
     sock.close()
     return {"frames": frames, "close": close}
 

@@ -10,7 +10,6 @@ namespaces are deleted whatever happens."""
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -149,7 +148,8 @@ def watch(ns, base_ws, headers=None, query=""):
     later = [{"http": "POST", "url": local(f"/api/tasks/{i}"), "body": "{}"} for i in ("a.later", "b.later", "public.later")]
     watcher = subprocess.Popen(["ip", "netns", "exec", ns, "python3", str(HERE / "access_client.py"), json.dumps([spec])],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1)  # the watcher has its snapshot; what follows are its live events
+    # Until the watcher has its snapshot (or has ended): what follows are its live events.
+    watcher.stderr.readline()
     run(SERVER_NS, later)
     out, err = watcher.communicate(timeout=30)
     assert watcher.returncode == 0, err
