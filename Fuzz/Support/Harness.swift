@@ -44,7 +44,9 @@ func steps(_ input: [UInt8]) -> [[UInt8]] {
 /// A request as an input spells it: `METHOD /path?query`, header lines, a blank line, the body.
 /// Headers the API reads: Host, Origin, Authorization, Content-Type, Accept, If-None-Match, Cookie;
 /// `X-Remote: 1` sends it from another machine and `X-Too-Large: 1` says the transport stopped
-/// collecting the body at maxMessageBytes.
+/// collecting the body at maxMessageBytes. `Content-Length`, `Transfer-Encoding` (chunks decoded as
+/// the server decodes them) or `X-No-Length: 1` (neither) frame the body as the transport would;
+/// without any of them the body is what follows the blank line.
 struct FuzzRequest {
     var request: APIRequest
 
@@ -59,6 +61,7 @@ struct FuzzRequest {
         let query = question.map { parseQuery(String(target[target.index(after: $0)...])) } ?? [:]
         var request = APIRequest(method: method, path: path, query: query)
         var rest = lines.count > 1 ? Array(lines[1]) : []
+        var framing: (contentLength: String?, transferEncoding: String?, noLength: Bool) = (nil, nil, false)
         while !rest.isEmpty {
             let split = rest.split(separator: 0x0A, maxSplits: 1, omittingEmptySubsequences: false)
             let line = text(Array(split[0]))
@@ -77,11 +80,44 @@ struct FuzzRequest {
             case "cookie": request.headers.cookie = value
             case "x-remote": request.fromLoopback = value != "1"
             case "x-too-large": request.bodyTooLarge = value == "1"
+            case "content-length": framing.contentLength = value
+            case "transfer-encoding": framing.transferEncoding = value
+            case "x-no-length": framing.noLength = value == "1"
             default: break
             }
         }
         request.body = rest
+        if framing.contentLength != nil || framing.transferEncoding != nil || framing.noLength { FuzzRequest.frame(&request, framing) }
         self.request = request
+    }
+
+    /// The body as the transport reads it by its framing (RequestFraming): so many bytes, decoded
+    /// chunks, or none; a framing it refuses is the request's answer.
+    private static func frame(_ request: inout APIRequest, _ framing: (contentLength: String?, transferEncoding: String?, noLength: Bool)) {
+        let sent = request.body
+        request.body = []
+        do throws(APIError) {
+            switch try RequestFraming.decide(
+                method: request.method, contentLength: framing.contentLength, transferEncoding: framing.transferEncoding, version: "HTTP/1.1")
+            {
+            case .absent: request.bodyIsAbsent = RequestFraming.methodsWithBodies.contains(request.method)
+            case .length(let length):
+                if length > fixtureMaxMessageBytes { request.bodyTooLarge = true } else { request.body = Array(sent.prefix(length)) }
+            case .chunked:
+                var decoder = ChunkedBodyDecoder(maxBodyBytes: fixtureMaxMessageBytes)
+                decoder.append(sent)
+                do throws(ChunkedBodyError) {
+                    let body = try decoder.next(closed: true)
+                    expect(body != nil, "a chunked body neither ended nor failed with nothing more to come")
+                    expect((body?.count ?? 0) <= fixtureMaxMessageBytes, "a decoded body past the cap")
+                    request.body = body ?? []
+                } catch {
+                    request.refuseChunkedBody(error)
+                }
+            }
+        } catch {
+            request.bodyRefusal = error
+        }
     }
 }
 
@@ -105,6 +141,9 @@ let publisherToken = "fuzz-token-ci-0123456789"
 /// How many lines of a task's log the fixture keeps: few, so a log is cut within one input.
 let fixtureLogLines = 8
 
+/// The fixture's maxMessageBytes: small, so a chunked body passes it within one input.
+let fixtureMaxMessageBytes = 2048
+
 /// A server's state with a task of each kind: a parent with children, a shown modal task with a
 /// hideAt, a running timer and a cancelled one. ci.build offers every control, has a log, a lease
 /// and its own abandonAfter, so it stalls and is abandoned within one input; ci.lint has a cancel
@@ -115,6 +154,7 @@ func fixture() -> API {
     config.allowedOrigins = ["https://allowed.example"]
     config.access = AccessPolicy(publishers: [.publisher(name: "ci", token: publisherToken, patterns: WatchSet([Glob("ci.*")]))])
     config.logLines = fixtureLogLines
+    config.maxMessageBytes = fixtureMaxMessageBytes
     let api = API(store: TaskStore(epoch: "fuzzepoch001"), config: config)
     for (method, path, body) in [
         ("POST", "/api/tasks/ci", #"{"title":"CI"}"#),
@@ -259,7 +299,10 @@ func checkAnswer(_ request: APIRequest, _ response: APIResponse, _ what: String)
         // Before routing: the transport's body limit, the Origin check and, for a change, the token.
         // A documented path with another method: 405, or invalid_id when the id is checked first.
         // (Under /badge/, a path that names no {id}.svg is not_found like any other.)
-        let allowed = ["misdirected_request", "body_too_large", "forbidden", "unauthorized", "not_found", "method_not_allowed", "invalid_id"]
+        let allowed = [
+            "misdirected_request", "body_too_large", "forbidden", "unauthorized", "not_found", "method_not_allowed", "invalid_id", "invalid_request",
+            "not_implemented",
+        ]
         expect(
             response.status >= 400 && allowed.contains(code),
             "\(what): undocumented \(request.method) \(request.path) answered \(response.status) \(code)")

@@ -4,7 +4,7 @@ import RingcastCore
 
 /// The request headers the server and client read, named in Swift so that only this layer sees lws's tokens.
 package enum HTTPHeader: Sendable {
-    case host, origin, authorization, contentLength, contentType, accept, upgrade, ifNoneMatch, cookie, xForwardedFor
+    case host, origin, authorization, contentLength, transferEncoding, contentType, accept, upgrade, ifNoneMatch, cookie, xForwardedFor
     /// The request line's `HTTP/1.1`.
     case version
 
@@ -14,6 +14,7 @@ package enum HTTPHeader: Sendable {
         case .origin: return WSI_TOKEN_ORIGIN
         case .authorization: return WSI_TOKEN_HTTP_AUTHORIZATION
         case .contentLength: return WSI_TOKEN_HTTP_CONTENT_LENGTH
+        case .transferEncoding: return WSI_TOKEN_HTTP_TRANSFER_ENCODING
         case .contentType: return WSI_TOKEN_HTTP_CONTENT_TYPE
         case .accept: return WSI_TOKEN_HTTP_ACCEPT
         case .upgrade: return WSI_TOKEN_UPGRADE

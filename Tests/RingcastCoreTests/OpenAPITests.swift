@@ -404,7 +404,7 @@ final class OpenAPITests: XCTestCase {
         for line in try protocolText().split(separator: "\n") where line.hasPrefix("| 4") || line.hasPrefix("| 5") {
             let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
             let status = Int(cells[0])
-            let names = cells[1].replacingOccurrences(of: "*(v2)*", with: "")
+            let names = cells[1].replacingOccurrences(of: #"\*\(v[0-9]+\)\*"#, with: "", options: .regularExpression)
             for code in names.split(separator: ",").map({ $0.trimmingCharacters(in: CharacterSet(charactersIn: " `")) }) {
                 XCTAssertEqual(APIError.Code(rawValue: code)?.status, status, code)
                 codes.append(code)

@@ -22,6 +22,27 @@ final class TextTableTests: XCTestCase {
         XCTAssertThrowsError(try wanted(nil, format: "csv"))
     }
 
+    /// The last line counts the tasks by state within the table's width, however many states there
+    /// are (the fuzz target found 61 columns in a 60-wide table)).
+    func testTheCountLineFitsTheNarrowestTable() throws {
+        let api = API(store: TaskStore())
+        let states = Array(repeating: "running", count: 10) + ["paused", "done", "done", "done", "failed", "cancelled"]
+        for (index, state) in states.enumerated() {
+            let body = #"{"title":"T","state":"\#(state)"}"#
+            XCTAssertEqual(api.handle(APIRequest(method: "POST", path: "/api/tasks/t\(index)", body: Array(body.utf8)), now: t0).status, 200)
+        }
+        let table = String(
+            decoding: api.handle(APIRequest(method: "GET", path: "/api/tasks", query: ["format": "text", "width": "60"]), now: t0).body, as: UTF8.self
+        )
+        let last = try XCTUnwrap(table.split(separator: "\n").last.map(String.init))
+        XCTAssertLessThanOrEqual(TextTable.columns(of: last), 60, last)
+        XCTAssertEqual(last, "16 tasks: 10 running, 1 paused, 3 done, 1 failed, …")
+        let wide = String(
+            decoding: api.handle(APIRequest(method: "GET", path: "/api/tasks", query: ["format": "text", "width": "120"]), now: t0).body,
+            as: UTF8.self)
+        XCTAssertTrue(wide.hasSuffix("\n16 tasks: 10 running, 1 paused, 3 done, 1 failed, 1 cancelled\n"), wide)
+    }
+
     /// A width out of range is 422 whether the answer is text or JSON (docs/PROTOCOL.md; found
     /// writing the OpenAPI document, whose width parameter schemathesis sends with format=json).
     func testAWidthOutOfRangeIsRefusedForAJSONAnswerToo() {

@@ -91,7 +91,7 @@ public enum TextTable {
         for task in roots { add(task, depth: 0) }
         // Tasks that name each other as parents have no root: they still get their rows.
         for task in tasks.sorted(by: { $0.id < $1.id }) where !shown.contains(task.id) { add(task, depth: 0) }
-        lines.append(summary(tasks))
+        lines.append(summary(tasks, width: width))
         return lines.joined(separator: "\n") + "\n"
     }
 
@@ -142,13 +142,18 @@ public enum TextTable {
         return minutes % 60 == 0 ? "\(minutes / 60) h" : "\(minutes / 60) h \(minutes % 60) min"
     }
 
-    /// `3 tasks: 2 running, 1 failed`.
-    static func summary(_ tasks: [TaskRecord]) -> String {
+    /// `3 tasks: 2 running, 1 failed`; the states that do not fit in `width` end in `…`.
+    static func summary(_ tasks: [TaskRecord], width: Int = .max) -> String {
         var counts: [TaskState: Int] = [:]
         for task in tasks { counts[task.state, default: 0] += 1 }
-        let states = TaskState.allCases.compactMap { state in counts[state].map { "\($0) \(state.rawValue)" } }
+        var states = TaskState.allCases.compactMap { state in counts[state].map { "\($0) \(state.rawValue)" } }
         let head = tasks.count == 1 ? "1 task" : "\(tasks.count) tasks"
-        return states.isEmpty ? head : head + ": " + states.joined(separator: ", ")
+        var line = states.isEmpty ? head : head + ": " + states.joined(separator: ", ")
+        while columns(of: line) > width, !states.isEmpty {
+            states.removeLast()
+            line = head + ": " + (states + ["…"]).joined(separator: ", ")
+        }
+        return line
     }
 
     // MARK: Columns a terminal counts

@@ -39,10 +39,17 @@ public struct APIRequest: Sendable {
     public var fromLoopback: Bool
     /// The transport stopped collecting the body at `maxMessageBytes`.
     public var bodyTooLarge: Bool
+    /// The request came with neither `Content-Length` nor `Transfer-Encoding` (`RequestFraming.absent`):
+    /// it has no body, and an endpoint whose body is required answers 411.
+    public var bodyIsAbsent: Bool
+    /// Why the transport could not read the body it announced (a chunked body that broke off or
+    /// lied): the answer, before any routing.
+    public var bodyRefusal: APIError?
 
     public init(
         method: String, path: String, query: [String: String] = [:], body: [UInt8] = [],
-        headers: RequestHeaders = RequestHeaders(), fromLoopback: Bool = true, bodyTooLarge: Bool = false
+        headers: RequestHeaders = RequestHeaders(), fromLoopback: Bool = true, bodyTooLarge: Bool = false, bodyIsAbsent: Bool = false,
+        bodyRefusal: APIError? = nil
     ) {
         self.method = method
         self.path = path
@@ -51,6 +58,8 @@ public struct APIRequest: Sendable {
         self.headers = headers
         self.fromLoopback = fromLoopback
         self.bodyTooLarge = bodyTooLarge
+        self.bodyIsAbsent = bodyIsAbsent
+        self.bodyRefusal = bodyRefusal
     }
 }
 
@@ -250,6 +259,8 @@ public final class API {
         } else if request.bodyTooLarge {
             response = APIResponse(
                 APIError(.bodyTooLarge, "the body is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); send less, or split a batch"))
+        } else if let refusal = request.bodyRefusal {
+            response = APIResponse(refusal)
         } else if request.path == "/healthz" {
             let transport = status()
             response = APIResponse(body: healthBody(watchers: transport.watchers, redis: transport.redis))
@@ -364,6 +375,7 @@ public final class API {
                     try read(id)
                     return .answer(APIResponse(body: try store.encodeLog(of: id)))
                 case "POST":
+                    try requireBody(request)
                     return try apply(.appendLog(id: id, lines: LogTail.parseBody(request.body, contentType: request.headers.contentType)), now: now)
                 default: throw methodNotAllowed(request, "GET, POST")
                 }
@@ -384,6 +396,7 @@ public final class API {
             let id = parts[2]
             try Command.validateID(id)
             try allow(request, "POST")
+            try requireBody(request)
             return try apply(.startTimer(id: id, spec: TimerStart.parse(try body(request))), now: now)
         case ("timers", 4):
             guard ["pause", "resume", "cancel"].contains(parts[3]) else { throw routeNotFound(request.path) }
@@ -407,6 +420,7 @@ public final class API {
             return .answer(APIResponse(body: OpenAPI.encoded))
         case ("events", 2):
             try allow(request, "POST")
+            try requireBody(request)
             // A malformed batch, or one with an event this credential may not send, changes nothing.
             var commands = try parseBatch(try JSONParser.parseForAPI(request.body))
             for index in commands.indices {
@@ -565,6 +579,16 @@ public final class API {
     private func body(_ request: APIRequest) throws(APIError) -> JSONValue {
         if request.body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return .object([]) }
         return try JSONParser.parseForAPI(request.body)
+    }
+
+    /// An endpoint whose body the document marks required takes no request without one: a client
+    /// that sent neither a length nor chunks may have meant a body the server cannot see (RFC 9110 §15.5.12).
+    private func requireBody(_ request: APIRequest) throws(APIError) {
+        guard request.bodyIsAbsent else { return }
+        throw APIError(
+            .lengthRequired,
+            "\(request.method) \(request.path) takes a body, and this request sent neither Content-Length nor Transfer-Encoding: send the body with its length (curl -d '…'), or chunked"
+        )
     }
 
     private func allow(_ request: APIRequest, _ method: String) throws(APIError) {

@@ -20,6 +20,8 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
         case tooManyTasks = "too_many_tasks"
         case rateLimited = "rate_limited"
         case storageFailed = "storage_failed"
+        case lengthRequired = "length_required"
+        case notImplemented = "not_implemented"
 
         public var status: Int {
             switch self {
@@ -35,6 +37,8 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
             case .tooManyTasks: return 409
             case .rateLimited: return 429
             case .storageFailed: return 503
+            case .lengthRequired: return 411
+            case .notImplemented: return 501
             }
         }
     }

@@ -19,8 +19,6 @@ public struct HTTPAnswerError: Error, Equatable, CustomStringConvertible, Sendab
 
 public struct HTTPAnswerDecoder: Sendable {
     public static let maxHeadBytes = 64 * 1024
-    /// The longest chunk-size line (size, extensions) and trailer line taken.
-    public static let maxChunkLineBytes = 1024
 
     public let maxBodyBytes: Int
     /// Bytes received; those before `start` are decoded. Reading moves `start` and `append` drops
@@ -28,15 +26,14 @@ public struct HTTPAnswerDecoder: Sendable {
     private var buffer: [UInt8] = []
     private var start = 0
     /// Bytes received and not yet decoded.
-    public var pending: [UInt8] { Array(buffer[start...]) }
+    public var pending: [UInt8] { chunks?.pending ?? Array(buffer[start...]) }
     private var unread: ArraySlice<UInt8> { buffer[start...] }
 
     private enum Stage: Sendable {
         case head
         case length(Int)
-        case chunkSize
-        case chunkData(Int)
-        case trailers
+        /// The body is the chunked decoder's, which holds the bytes received until it ends.
+        case chunked
         case untilClose
     }
 
@@ -44,10 +41,15 @@ public struct HTTPAnswerDecoder: Sendable {
     private var status = 0
     private var headers: [String: String] = [:]
     private var body: [UInt8] = []
+    private var chunks: ChunkedBodyDecoder?
 
     public init(maxBodyBytes: Int) { self.maxBodyBytes = max(0, maxBodyBytes) }
 
     public mutating func append(_ bytes: some Collection<UInt8>) {
+        if chunks != nil {
+            chunks!.append(bytes)
+            return
+        }
         buffer.removeFirst(start)
         start = 0
         buffer.append(contentsOf: bytes)
@@ -67,6 +69,11 @@ public struct HTTPAnswerDecoder: Sendable {
                 guard end <= HTTPAnswerDecoder.maxHeadBytes else { throw HTTPAnswerError("a head over \(HTTPAnswerDecoder.maxHeadBytes) bytes") }
                 try readHead(unread.prefix(end))
                 start += end + 4
+                if chunks != nil {
+                    // The chunked decoder holds the body's bytes from here to its end.
+                    chunks!.append(unread)
+                    start = buffer.count
+                }
             case .length(let length):
                 guard unread.count >= length else {
                     if closed { throw HTTPAnswerError("the connection closed \(length - unread.count) bytes before the body's end") }
@@ -75,29 +82,20 @@ public struct HTTPAnswerDecoder: Sendable {
                 body = Array(unread.prefix(length))
                 start += length
                 return finish(endedByClose: false)
-            case .chunkSize:
-                guard let line = try takeLine(what: "chunk-size", closed: closed) else { return nil }
-                let size = line.split(separator: UInt8(ascii: ";"), maxSplits: 1, omittingEmptySubsequences: false).first ?? []
-                guard let value = HTTPAnswerDecoder.bounded(HTTPAnswerDecoder.trimmed(size), radix: 16, limit: maxBodyBytes - body.count) else {
-                    throw HTTPAnswerError(
-                        "chunk size \"\(HTTPAnswerDecoder.quoted(size))\" is not a size of 0 to \(maxBodyBytes - body.count) bytes (the body's cap is \(maxBodyBytes))"
-                    )
+            case .chunked:
+                let decoded: [UInt8]?
+                do throws(ChunkedBodyError) {
+                    decoded = try chunks!.next(closed: closed)
+                } catch {
+                    throw HTTPAnswerError(error.tooLarge ? "\(error.description) (the body's cap)" : error.description)
                 }
-                stage = value == 0 ? .trailers : .chunkData(value)
-            case .chunkData(let size):
-                guard unread.count >= size + 2 else {
-                    if closed { throw HTTPAnswerError("the connection closed inside a chunk") }
-                    return nil
-                }
-                guard buffer[start + size] == 13, buffer[start + size + 1] == 10 else {
-                    throw HTTPAnswerError("a chunk of \(size) bytes is not followed by CRLF")
-                }
-                body.append(contentsOf: unread.prefix(size))
-                start += size + 2
-                stage = .chunkSize
-            case .trailers:
-                guard let line = try takeLine(what: "trailer", closed: closed) else { return nil }
-                if line.isEmpty { return finish(endedByClose: false) }
+                guard let decoded else { return nil }
+                // What follows the body is the next answer's.
+                buffer = chunks!.pending
+                start = 0
+                chunks = nil
+                body = decoded
+                return finish(endedByClose: false)
             case .untilClose:
                 body.append(contentsOf: unread)
                 start = buffer.count
@@ -114,14 +112,14 @@ public struct HTTPAnswerDecoder: Sendable {
         guard parts.count >= 2, parts[0].starts(with: Array("HTTP/1.".utf8)), parts[1].count == 3,
             let code = HTTPAnswerDecoder.bounded(parts[1], radix: 10, limit: 999), code >= 100
         else {
-            throw HTTPAnswerError("not an HTTP/1.x status line: \"\(HTTPAnswerDecoder.quoted(statusLine))\"")
+            throw HTTPAnswerError("not an HTTP/1.x status line: \"\(ChunkedBodyDecoder.quoted(statusLine))\"")
         }
         status = code
         headers = [:]
         for line in lines {
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
             let name = String(decoding: line[..<colon], as: UTF8.self).lowercased()
-            headers[name] = String(decoding: HTTPAnswerDecoder.trimmed(line[(colon + 1)...]), as: UTF8.self)
+            headers[name] = String(decoding: ChunkedBodyDecoder.trimmed(line[(colon + 1)...]), as: UTF8.self)
         }
         body = []
         let coding = headers["transfer-encoding"]?.lowercased()
@@ -132,9 +130,10 @@ public struct HTTPAnswerDecoder: Sendable {
         } else if coding == "chunked" {
             // RFC 9112 §6.1: a Content-Length beside chunked is an attack or a mistake; refuse both.
             guard headers["content-length"] == nil else { throw HTTPAnswerError("Content-Length beside Transfer-Encoding: chunked") }
-            stage = .chunkSize
+            chunks = ChunkedBodyDecoder(maxBodyBytes: maxBodyBytes)
+            stage = .chunked
         } else if let text = headers["content-length"] {
-            guard let length = HTTPAnswerDecoder.bounded(HTTPAnswerDecoder.trimmed(Array(text.utf8)[...]), radix: 10, limit: maxBodyBytes) else {
+            guard let length = HTTPAnswerDecoder.bounded(ChunkedBodyDecoder.trimmed(Array(text.utf8)[...]), radix: 10, limit: maxBodyBytes) else {
                 throw HTTPAnswerError("Content-Length \"\(text.prefix(40))\" is not a length of 0 to \(maxBodyBytes) bytes (the body's cap)")
             }
             stage = .length(length)
@@ -150,23 +149,6 @@ public struct HTTPAnswerDecoder: Sendable {
             headers = [:]
         }
         return HTTPAnswer(status: status, headers: headers, body: body, endedByClose: endedByClose)
-    }
-
-    /// The next CRLF-ended line, without it; nil while it has not all come.
-    private mutating func takeLine(what: String, closed: Bool) throws(HTTPAnswerError) -> ArraySlice<UInt8>? {
-        guard let end = find([13, 10]) else {
-            if unread.count > HTTPAnswerDecoder.maxChunkLineBytes {
-                throw HTTPAnswerError("a \(what) line over \(HTTPAnswerDecoder.maxChunkLineBytes) bytes")
-            }
-            if closed { throw HTTPAnswerError("the connection closed inside a \(what) line") }
-            return nil
-        }
-        guard end <= HTTPAnswerDecoder.maxChunkLineBytes else {
-            throw HTTPAnswerError("a \(what) line over \(HTTPAnswerDecoder.maxChunkLineBytes) bytes")
-        }
-        let line = Array(unread.prefix(end))[...]
-        start += end + 2
-        return line
     }
 
     /// Digits of `radix` only (no sign, no blank, no `0x`), at most `limit`; nil otherwise.
@@ -207,17 +189,5 @@ public struct HTTPAnswerDecoder: Sendable {
         }
         lines.append(head[start..<head.endIndex])
         return lines
-    }
-
-    private static func trimmed(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
-        var slice = bytes
-        while let first = slice.first, first == 32 || first == 9 { slice.removeFirst() }
-        while let last = slice.last, last == 32 || last == 9 { slice.removeLast() }
-        return slice
-    }
-
-    /// A piece of what the peer sent, for a message: at most 40 bytes, controls shown as `?`.
-    private static func quoted(_ bytes: ArraySlice<UInt8>) -> String {
-        String(decoding: bytes.prefix(40).map { $0 < 32 || $0 == 127 ? UInt8(ascii: "?") : $0 }, as: UTF8.self)
     }
 }

@@ -24,7 +24,10 @@ public enum OpenAPI {
     /// Error codes and when the API answers them, as docs/PROTOCOL.md lists them.
     public static let errorCodes: [(code: APIError.Code, when: String)] = [
         (.invalidJSON, "the body is not JSON, or not the JSON shape the endpoint takes"),
-        (.invalidRequest, "the request line could not be read whole: a percent-encoded CR or LF in the path or query (before any routing)"),
+        (
+            .invalidRequest,
+            "the request line could not be read whole (a percent-encoded CR or LF in the path or query), or the body's framing is not one the server can read exactly: a Content-Length that is not one decimal number, Content-Length beside Transfer-Encoding, a coding list that does not end in chunked (before any routing; the connection is closed)"
+        ),
         (.invalidID, "the task id in the path or event is not a valid id"),
         (.invalidEvent, "an event of a batch is not an object or has an unknown type"),
         (.invalidPattern, "a watch pattern is not valid"),
@@ -48,6 +51,8 @@ public enum OpenAPI {
         (.missingField, "a field the endpoint needs is missing"),
         (.rateLimited, "this connection published past maxPublishRate events a second"),
         (.storageFailed, "the change was applied in memory but storage could not keep it; send it again"),
+        (.lengthRequired, "a request with neither Content-Length nor Transfer-Encoding to an endpoint whose body is required"),
+        (.notImplemented, "a Transfer-Encoding with a coding other than chunked (before any routing; the connection is closed)"),
     ]
 
     /// What an event of a batch can fail with when it is applied: the answer lists it in `errors`,
@@ -257,7 +262,8 @@ public enum OpenAPI {
             Operation(
                 "POST", "/api/tasks/{id}/log", "appendLog",
                 "Append lines to the log of a task that exists. A log line renews the task's lease, and a stalled task runs again. Watchers receive a log event.",
-                .change, body: logBody, ok: asIs, errors: [.invalidJSON, .invalidID, .invalidField, .unknownField, .missingField, .notFound]),
+                .change, body: logBody, ok: asIs,
+                errors: [.invalidJSON, .invalidID, .invalidField, .unknownField, .missingField, .notFound, .lengthRequired]),
             Operation(
                 "POST", "/api/timers/{id}", "startTimer",
                 "Start (or restart) a countdown timer: the server ticks it every interval, derived from its start, never counted.",
@@ -269,7 +275,7 @@ public enum OpenAPI {
                         "shared phase": #"{"seconds": 60, "startAt": 1764489600000, "hideAfter": 5}"#,
                     ]),
                 ok: .json("The timer's task.", "Change"),
-                errors: [.invalidJSON, .invalidID, .invalidField, .unknownField, .missingField, .tooManyTasks]),
+                errors: [.invalidJSON, .invalidID, .invalidField, .unknownField, .missingField, .tooManyTasks, .lengthRequired]),
             Operation(
                 "POST", "/api/timers/{id}/pause", "pauseTimer", "Pause a timer: its ticks stop (state paused).",
                 .change, body: noFields, ok: asIs, errors: noFieldsErrors + timerErrors),
@@ -297,7 +303,7 @@ public enum OpenAPI {
                         "log": #"[{"type": "update", "id": "ci.log", "title": "Log"}, {"type": "log", "id": "ci.log", "lines": ["compiling a.c"]}]"#,
                     ]),
                 ok: .json("How many events applied, and why each of the others did not.", "BatchAnswer"),
-                errors: [.invalidJSON, .invalidEvent, .invalidID, .invalidField, .unknownField, .missingField]),
+                errors: [.invalidJSON, .invalidEvent, .invalidID, .invalidField, .unknownField, .missingField, .lengthRequired]),
             Operation(
                 "GET", "/api/openapi.json", "openAPI", "This document.", .read,
                 ok: Answer("The OpenAPI 3.1 document of this API.", "application/json", ["type": "object", "required": ["openapi", "paths"]]),
@@ -751,8 +757,9 @@ struct OpenAPIOperation {
             switch self {
             case .read: return [.invalidRequest, .bodyTooLarge, .misdirected]
             case .scoped: return [.invalidRequest, .unauthorized, .forbidden, .bodyTooLarge, .misdirected]
-            case .session: return [.invalidRequest, .unauthorized, .forbidden, .bodyTooLarge, .misdirected]
-            case .change: return [.invalidRequest, .unauthorized, .forbidden, .bodyTooLarge, .misdirected, .rateLimited, .storageFailed]
+            case .session: return [.invalidRequest, .unauthorized, .forbidden, .bodyTooLarge, .misdirected, .notImplemented]
+            case .change:
+                return [.invalidRequest, .unauthorized, .forbidden, .bodyTooLarge, .misdirected, .rateLimited, .storageFailed, .notImplemented]
             case .probe: return [.invalidRequest, .misdirected]
             }
         }

@@ -50,11 +50,17 @@ final class Peer {
     }
 }
 
-/// One HTTP request: collected (headers, then the body up to `maxMessageBytes`), answered by the
-/// API, written in one send. Service thread only.
+/// One HTTP request: collected (headers, then the body up to `maxMessageBytes`, as its length says
+/// or decoded from chunks), answered by the API, written in one send. Service thread only.
 final class HTTPExchange {
     @exclusivity(unchecked) var request: APIRequest?
     @exclusivity(unchecked) var body: MessageAssembler
+    /// A chunked body's decoder; nil for a body of known length.
+    @exclusivity(unchecked) var chunks: ChunkedBodyDecoder?
+    /// The connection closes once the answer has left: lws 4.1.6 reads a request without a
+    /// Content-Length (chunked, or none at all) as a body of up to 100 MB, so the next request on
+    /// it would be swallowed as this one's body.
+    @exclusivity(unchecked) var closesConnection = false
     @exclusivity(unchecked) var response: APIResponse?
     /// False once lws has let go of the connection: an answer held for storage is then dropped.
     @exclusivity(unchecked) var isOpen = true

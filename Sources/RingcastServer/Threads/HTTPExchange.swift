@@ -19,44 +19,89 @@ extension ServiceWorker {
             try gate.checkHost(link.header(.host))
             return true
         } catch {
-            state.record { metrics in
-                metrics.httpRequests += 1
-                metrics.httpErrors += 1
-            }
-            server.logRefusal(
-                error.code == .misdirected ? "host" : "request", offender: link.peerAddress,
-                "refused \(link.requestLine()?.path ?? "a request") from \(link.peerAddress): \(error.message)")
-            _ = link.writeHTTP(
-                status: error.status, contentType: "application/json", body: error.encodedBody, headers: [("cache-control:", "no-store")])
+            refuseHTTP(error, on: link)
             return false
         }
     }
 
+    /// Answers a request the transport refuses before the API sees it, then the connection closes
+    /// (the caller returns false): what the client sends after it is not read as a request.
+    private func refuseHTTP(_ error: APIError, on link: LWSConnection) {
+        state.record { metrics in
+            metrics.httpRequests += 1
+            metrics.httpErrors += 1
+        }
+        server.logRefusal(
+            error.code == .misdirected ? "host" : "request", offender: link.peerAddress,
+            "refused \(link.requestLine()?.path ?? "a request") from \(link.peerAddress): \(error.message)")
+        _ = link.writeHTTP(
+            status: error.status, contentType: "application/json", body: error.encodedBody,
+            headers: [("cache-control:", "no-store"), ("connection:", "close")])
+    }
+
     func beginHTTP(_ link: LWSConnection) -> Bool {
         guard let (method, path) = link.requestLine() else { return false }
+        // Refused at once, and written here: lws would read what follows a length it cannot know as
+        // the next request, before the answer's writeable callback.
+        let framing: RequestFraming
+        do throws(APIError) {
+            framing = try RequestFraming.decide(
+                method: method, contentLength: link.header(.contentLength), transferEncoding: link.header(.transferEncoding),
+                version: link.header(.version))
+        } catch {
+            refuseHTTP(error, on: link)
+            return false
+        }
         let request = APIRequest(
             method: method, path: path, query: link.queryArguments(),
             headers: RequestHeaders(
                 host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization),
                 contentType: link.header(.contentType), accept: link.header(.accept), ifNoneMatch: link.header(.ifNoneMatch),
                 cookie: link.header(.cookie)),
-            fromLoopback: isFromLoopback(link))
+            fromLoopback: isFromLoopback(link),
+            bodyIsAbsent: framing == .absent && RequestFraming.methodsWithBodies.contains(method))
         let exchange = HTTPExchange(request: request, bodyLimit: config.maxMessageBytes)
         // lws hands the same session memory to the next request of a kept-alive connection.
         release(link.attach(Connection(.http(exchange))))
-        let contentLength = Int(link.header(.contentLength) ?? "") ?? 0
-        if contentLength > config.maxMessageBytes { exchange.body.refuse() }
-        // Whatever the method: a GET's body left unread wedges lws's parser on the next request of
-        // the connection (it spun for good in lws_service_do_ripe_rxflow). The API ignores it.
-        if contentLength > 0 {
-            return true  // the body follows
+        switch framing {
+        case .length(let length):
+            if length > config.maxMessageBytes { exchange.body.refuse() }
+            // Whatever the method: a GET's body left unread wedges lws's parser on the next request of
+            // the connection (it spun for good in lws_service_do_ripe_rxflow). The API ignores it.
+            if length > 0 { return true }  // the body follows
+        case .chunked:
+            exchange.chunks = ChunkedBodyDecoder(maxBodyBytes: config.maxMessageBytes)
+            exchange.closesConnection = true
+            return true  // the chunks follow, as lws's body pieces
+        case .absent:
+            exchange.closesConnection = request.bodyIsAbsent
         }
         answer(exchange, on: link)
         return true
     }
 
     func receiveBody(_ piece: UnsafeRawBufferPointer, on link: LWSConnection) {
-        link.attachment(as: Connection.self)?.exchange?.body.append(piece)
+        guard let exchange = link.attachment(as: Connection.self)?.exchange else { return }
+        guard exchange.chunks != nil else {
+            exchange.body.append(piece)
+            return
+        }
+        // Once answered, what follows the last chunk goes with the connection.
+        guard exchange.request != nil else { return }
+        exchange.chunks!.append(piece)
+        decodeChunks(of: exchange, closed: false, on: link)
+    }
+
+    /// Answers a chunked request once its body is whole, or as soon as it cannot be: over
+    /// `maxMessageBytes` decoded (413), or not well-formed chunks (400).
+    private func decodeChunks(of exchange: HTTPExchange, closed: Bool, on link: LWSConnection) {
+        do throws(ChunkedBodyError) {
+            guard let body = try exchange.chunks!.next(closed: closed) else { return }
+            exchange.request?.body = body
+        } catch {
+            exchange.request?.refuseChunkedBody(error)
+        }
+        answer(exchange, on: link)
     }
 
     /// The body is in. False closes the connection: lws reports a second completion of one body
@@ -68,6 +113,12 @@ extension ServiceWorker {
             return false
         }
         exchange.isBodyComplete = true
+        if exchange.chunks != nil, exchange.request != nil {
+            // lws ends a body without a length at 100 MB.
+            exchange.request?.bodyRefusal = APIError(
+                .invalidRequest, "the chunked body did not end within the 100 MB the server reads of a body without a length",
+                field: "Transfer-Encoding")
+        }
         answer(exchange, on: link)
         return true
     }
@@ -77,7 +128,7 @@ extension ServiceWorker {
         // which beginHTTP has already answered.
         guard var request = exchange.request else { return }
         exchange.request = nil
-        (request.body, request.bodyTooLarge) = exchange.body.take()
+        if exchange.chunks == nil { (request.body, request.bodyTooLarge) = exchange.body.take() }
         let now = Clock.now()
         let peer = peers[link.identifier]
         let publishes = request.method != "GET" && request.method != "HEAD"
@@ -129,11 +180,12 @@ extension ServiceWorker {
         guard let exchange = link.attachment(as: Connection.self)?.exchange, let response = exchange.response else { return true }
         exchange.response = nil
         count { $0.httpBytes += response.body.count }
+        let closes = exchange.closesConnection
         let written = link.writeHTTP(
             status: response.status, contentType: response.contentType, body: response.body,
-            headers: [("cache-control:", response.cacheControl)] + response.headers)
+            headers: [("cache-control:", response.cacheControl)] + response.headers + (closes ? [("connection:", "close")] : []))
         release(link.detach())
-        guard written else { return false }
+        guard written, !closes else { return false }
         return link.completeHTTPTransaction()
     }
 }
