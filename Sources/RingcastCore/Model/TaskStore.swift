@@ -568,7 +568,7 @@ public final class TaskStore {
 }
 
 public enum ProtocolInfo {
-    public static let version = 3
+    public static let version = 4
 }
 
 /// A min-heap of (time, task id), ties broken by id so the order never depends on how entries
