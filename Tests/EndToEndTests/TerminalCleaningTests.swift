@@ -78,7 +78,7 @@ final class TerminalCleaningTests: XCTestCase {
         let served = try ServeProcess(["--config", config.path], errorLog: log)
         let client = HTTPClient(host: "127.0.0.1", port: served.port)
         func post(_ path: String, _ body: JSONValue) throws {
-            let answer = try client.request("POST", path, body: JSONWriter.encode(body), headers: [("Content-Type", "application/json")])
+            let answer = try client.request("POST", path, body: JSONWriter.encode(body))
             XCTAssertEqual(answer.status, 200, "\(path): \(String(decoding: answer.body, as: UTF8.self))")
         }
         for (index, payload) in TerminalCleaningTests.controls.enumerated() {

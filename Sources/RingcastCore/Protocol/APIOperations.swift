@@ -63,8 +63,10 @@ extension API {
     public func metricsSnapshot(transport: TransportStatus) -> MetricsSnapshot {
         var byState: [TaskState: Int] = [:]
         for task in store.tasks.values { byState[task.state, default: 0] += 1 }
+        var followUp = followUpMetrics
+        followUp.logBytes = store.logBytesHeld
         return MetricsSnapshot(
             counters: metrics, transport: transport, tasks: store.tasks.count, tasksByState: byState,
-            seq: store.seq, retired: store.retiredCount, followUp: followUpMetrics)
+            seq: store.seq, retired: store.retiredCount, followUp: followUp)
     }
 }
