@@ -274,7 +274,10 @@ final class WebhookPlannerTests: XCTestCase {
 
         var api = API(store: TaskStore(epoch: "c"))
         api.followUpMetrics.webhookHooks = [WebhookHookStatus(url: "http://a/h")]
-        api.webhookHookChanged(0, WebhookHookStatus(url: "http://a/h", circuit: .open, consecutiveFailures: 3, opens: 2, owed: 6, probeAt: t0))
+        api.webhookHookChanged(
+            0, WebhookHookStatus(url: "http://a/h", circuit: .open, consecutiveFailures: 3, opens: 2, owed: 6, probeAt: t0, version: 7))
+        api.webhookHookChanged(0, WebhookHookStatus(url: "http://a/h", circuit: .closed, owed: 1, version: 0))
+        XCTAssertEqual(api.followUpMetrics.webhookHooks[0].circuit, .open, "a late report does not replace a newer one")
         let metrics = text(api.followUpMetrics.render())
         XCTAssertTrue(metrics.contains("ringcast_webhook_circuit_state{hook=\"0\"} 2\n"), metrics)
         XCTAssertTrue(metrics.contains("ringcast_webhook_circuit_opens_total{hook=\"0\"} 2\n"), metrics)

@@ -49,12 +49,15 @@ public struct WebhookOutbox: Sendable {
     public private(set) var probeAt: Double?
     /// While half-open: the delivery probing the receiver.
     private var probe: String?
+    /// Counts the changes, so a status reported late never overwrites a newer one.
+    private var changes: UInt64 = 0
 
     public init(rule: WebhookRule) { self.rule = rule }
 
     /// Takes a delivery in; returns the one it drops to stay within `maxOutbox`: the oldest that is
     /// not in flight (the new one itself when every other is).
     public mutating func admit(_ delivery: WebhookDelivery) -> WebhookDelivery? {
+        changes += 1
         owed.append(delivery)
         guard owed.count > rule.maxOutbox, let oldest = owed.firstIndex(where: { !inFlight.contains($0.id) }) else { return nil }
         return owed.remove(at: oldest)
@@ -72,6 +75,7 @@ public struct WebhookOutbox: Sendable {
         guard inFlight.count < rule.concurrency,
             let next = owed.first(where: { $0.due <= now && !inFlight.contains($0.id) })
         else { return nil }
+        changes += 1
         inFlight.insert(next.id)
         if circuit == .halfOpen { probe = next.id }
         return next
@@ -91,6 +95,7 @@ public struct WebhookOutbox: Sendable {
     /// An attempt ended: the delivery leaves (delivered, or its last attempt failed) or waits for
     /// its retry where it was in the order; the circuit follows. `random` jitters the back-off.
     public mutating func finish(_ delivery: WebhookDelivery, _ attempt: WebhookAttempt, now: Double, random: Double) -> WebhookOutcome {
+        changes += 1
         inFlight.remove(delivery.id)
         let wasProbe = probe == delivery.id
         if wasProbe { probe = nil }
@@ -126,7 +131,7 @@ public struct WebhookOutbox: Sendable {
     public var status: WebhookHookStatus {
         WebhookHookStatus(
             url: rule.url, circuit: circuit, consecutiveFailures: consecutiveFailures, opens: opens, owed: owed.count, inFlight: inFlight.count,
-            probeAt: probeAt)
+            probeAt: probeAt, version: changes)
     }
 }
 
@@ -141,12 +146,15 @@ public struct WebhookHookStatus: Sendable, Equatable {
     public var owed: Int
     public var inFlight: Int
     public var probeAt: Double?
+    /// Which change of the outbox this is: reports reach the state from several threads, and
+    /// only a newer one replaces what is shown.
+    public var version: UInt64
 
     public init(
         url: String, circuit: WebhookCircuit = .closed, consecutiveFailures: Int = 0, opens: Int = 0, owed: Int = 0, inFlight: Int = 0,
-        probeAt: Double? = nil
+        probeAt: Double? = nil, version: UInt64 = 0
     ) {
         (self.url, self.circuit, self.consecutiveFailures, self.opens) = (url, circuit, consecutiveFailures, opens)
-        (self.owed, self.inFlight, self.probeAt) = (owed, inFlight, probeAt)
+        (self.owed, self.inFlight, self.probeAt, self.version) = (owed, inFlight, probeAt, version)
     }
 }

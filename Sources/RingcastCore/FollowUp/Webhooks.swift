@@ -323,9 +323,10 @@ extension API {
         followUpMetrics.webhookOutbox -= 1
     }
 
-    /// A hook's sender reports its circuit and what it owes.
+    /// A hook's sender reports its circuit and what it owes; a report older than the one shown is
+    /// left out (they come from several threads).
     public func webhookHookChanged(_ hook: Int, _ status: WebhookHookStatus) {
-        guard followUpMetrics.webhookHooks.indices.contains(hook) else { return }
+        guard followUpMetrics.webhookHooks.indices.contains(hook), status.version >= followUpMetrics.webhookHooks[hook].version else { return }
         followUpMetrics.webhookHooks[hook] = status
     }
 

@@ -75,7 +75,7 @@ final class HookSender: @unchecked Sendable {
             condition.broadcast()
             return (dropped, outbox.status)
         }
-        if let dropped { report(.dropped(dropped, status)) }
+        report(dropped.map { .dropped($0, status) } ?? .changed(hook: index, status))
     }
 
     func stop() {
@@ -207,9 +207,11 @@ extension SharedState {
 
     /// Under the lock: the hook's status for /metrics and /readyz; its circuit's changes logged once each.
     private func reportCircuit(_ hook: Int, _ status: WebhookHookStatus, api: API, logger: Logger) {
-        let before = api.followUpMetrics.webhookHooks.indices.contains(hook) ? api.followUpMetrics.webhookHooks[hook].circuit : status.circuit
+        guard api.followUpMetrics.webhookHooks.indices.contains(hook) else { return }
+        let before = api.followUpMetrics.webhookHooks[hook].circuit
         api.webhookHookChanged(hook, status)
-        guard before != status.circuit else { return }
+        // A late report is left out, and says nothing.
+        guard api.followUpMetrics.webhookHooks[hook].circuit != before else { return }
         switch status.circuit {
         case .open:
             let wait = ((status.probeAt ?? Clock.now()) - Clock.now()) / 1000
