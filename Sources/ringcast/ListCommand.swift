@@ -56,7 +56,8 @@ struct ListCommand: ProducerCommand {
         return 0
     }
 
-    /// Left-aligned columns two spaces apart; titles cut at 40 characters.
+    /// Left-aligned columns two spaces apart, counted in the columns a terminal gives them; every
+    /// cell cleaned (the server's answer may carry anything a publisher sent), titles cut at 40 columns.
     static func table(_ tasks: [JSONValue]) -> String {
         var rows = [["ID", "STATE", "PROGRESS", "TITLE", "ETA"]]
         for task in tasks {
@@ -69,15 +70,15 @@ struct ListCommand: ProducerCommand {
                 return nil
             }
             let progress = number("progress").map { "\(Int(($0 * 100).rounded(.down)))%" } ?? "-"
-            var title = string("title") ?? ""
-            if title.count > 40 { title = String(title.prefix(39)) + "…" }
+            let title = TerminalText.cut(TerminalText.clean(string("title") ?? ""), toColumns: 40)
             let left = task["timer"].flatMap { number("remaining", in: $0) } ?? number("eta")
-            rows.append([string("id") ?? "?", string("state") ?? "?", progress, title, left.map(duration) ?? "-"])
+            rows.append(
+                [string("id") ?? "?", string("state") ?? "?", progress, title, left.map(duration) ?? "-"].map { TerminalText.clean($0) })
         }
-        let widths = (0..<5).map { column in rows.map { $0[column].count }.max() ?? 0 }
+        let widths = (0..<5).map { column in rows.map { TerminalText.columns(of: $0[column]) }.max() ?? 0 }
         return rows.map { row in
             row.enumerated().map { column, cell in
-                column == row.count - 1 ? cell : cell.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                column == row.count - 1 ? cell : TerminalText.pad(cell, widths[column])
             }.joined(separator: "  ")
         }.joined(separator: "\n") + "\n"
     }

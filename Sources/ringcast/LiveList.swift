@@ -60,15 +60,17 @@ struct LiveList {
     private mutating func show(_ table: String, terminal: Bool, trouble: String?) {
         guard terminal else {
             // Tables one after another, a blank line between them; JSON answers a line each.
-            write((json || !hasShown ? "" : "\n") + table)
+            let cleaned = json ? table : table.split(separator: "\n").map { TerminalText.clean(String($0)) + "\n" }.joined()
+            write((json || !hasShown ? "" : "\n") + cleaned)
             hasShown = true
             return
         }
         let size = LiveList.terminalSize()
-        var lines = table.split(separator: "\n", omittingEmptySubsequences: false).dropLast().map(String.init)
+        // The server cleaned its table, but a server may lie too: nothing in it acts on the terminal.
+        var lines = table.split(separator: "\n", omittingEmptySubsequences: false).dropLast().map { TerminalText.clean(String($0)) }
         let clock = DateFormatter()
         clock.dateFormat = "HH:mm:ss"
-        let top = "ringcast ls --watch · \(session.options.serverText) · \(clock.string(from: Date()))"
+        let top = TerminalText.clean("ringcast ls --watch · \(session.options.serverText) · \(clock.string(from: Date()))")
         let room = max(3, size.rows - 2 - (trouble == nil ? 0 : 1))
         if lines.count > room {
             // The header, as many rows as fit, and the count of the rest above the summary.
@@ -80,7 +82,7 @@ struct LiveList {
         }
         var frame = "\u{1B}[H" + top + "\u{1B}[K\n\u{1B}[K\n"
         for line in lines { frame += line + "\u{1B}[K\n" }
-        if let trouble { frame += "! " + trouble + "\u{1B}[K\n" }
+        if let trouble { frame += "! " + TerminalText.clean(trouble) + "\u{1B}[K\n" }
         write(frame + "\u{1B}[J")
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import RingcastCore
 
 /// The shape of every `ringcast` command: what its help says, its option table, one validation
 /// step that turns the arguments into the command's values (or a usage error saying what to type
@@ -135,7 +136,7 @@ enum CommandLineTool {
     }
 }
 
-/// Prints a one-line error to stderr.
+/// Prints a one-line error to stderr, cleaned: it may quote what a server or a publisher wrote.
 func fail(_ message: String) {
-    FileHandle.standardError.write(Data("ringcast: \(message)\n".utf8))
+    FileHandle.standardError.write(Data("ringcast: \(TerminalText.clean(message))\n".utf8))
 }

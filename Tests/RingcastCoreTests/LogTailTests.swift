@@ -119,7 +119,7 @@ final class LogTailTests: XCTestCase {
         }
         let persistence = Logs()
         let store = TaskStore(persistence: persistence, epoch: "e")
-        store.logLines = 2
+        store.setLogBudgets(lines: 2, bytes: 1 << 20, total: 1 << 30)
         try store.update("s", "{}", now: t0)
         _ = try store.apply(.appendLog(id: "s", lines: ["a", "b", "c"]), now: t0)
         XCTAssertEqual(persistence.logs["s"], ["b", "c"])
@@ -131,6 +131,97 @@ final class LogTailTests: XCTestCase {
         XCTAssertEqual(reloaded.log(of: "s")?.lines, ["b", "c"])
         XCTAssertEqual(reloaded.log(of: "s")?.count, 3)
         XCTAssertNil(reloaded.log(of: "gone"))
+    }
+
+    /// The longest line there is: 2 000 four-byte characters.
+    static let worstLine = String(repeating: "𝕏", count: LogTail.maxLineCharacters)
+
+    func testATaskKeepsItsLogBytesAndEveryTaskTogetherMaxLogBytesTheOldestGoingFirst() throws {
+        let store = TaskStore(epoch: "b")
+        let cost = LogTail.cost(LogTailTests.worstLine)
+        XCTAssertEqual(cost, 8000 + 96)
+        store.setLogBudgets(lines: 100, bytes: 3 * cost, total: 10 * cost)
+        for n in 0..<5 { try store.update("t\(n)", "{}", now: t0) }
+        let change = try store.apply(.appendLog(id: "t0", lines: Array(repeating: LogTailTests.worstLine, count: 5) + ["last"]), now: t0)
+        XCTAssertEqual(store.log(of: "t0")?.lines.count, 3, "two worst lines and the last: logBytes holds")
+        XCTAssertEqual(store.log(of: "t0")?.lines.last, "last")
+        XCTAssertEqual(store.log(of: "t0")?.count, 6, "logCount counts every line received")
+        let event = json(change.events.last!.bytes)
+        XCTAssertEqual(event["from"], .number(3), "the event carries only what the tail keeps")
+        guard case .array(let sent)? = event["lines"] else { return XCTFail("no lines") }
+        XCTAssertEqual(sent.count, 3)
+        XCTAssertLessThanOrEqual(store.logBytesHeld, 3 * cost)
+
+        for n in 1..<5 {
+            _ = try store.apply(.appendLog(id: "t\(n)", lines: Array(repeating: LogTailTests.worstLine, count: 3)), now: t0 + Double(n))
+            XCTAssertLessThanOrEqual(store.logBytesHeld, 10 * cost, "maxLogBytes holds after t\(n)")
+        }
+        // 3 (t0) + 12 worst lines = too many: the oldest of all went, t0's first, then t1's first.
+        XCTAssertEqual(store.log(of: "t0")?.lines, [], "t0's lines were the oldest of all")
+        XCTAssertEqual(store.log(of: "t1")?.lines.count, 1)
+        XCTAssertEqual(store.log(of: "t4")?.lines.count, 3, "the newest task keeps its own")
+        XCTAssertEqual(store.log(of: "t0")?.count, 6, "its count stays")
+
+        _ = try store.apply(.remove(id: "t4"), now: t0 + 10)
+        XCTAssertLessThanOrEqual(store.logBytesHeld, 7 * cost, "a removed task's lines leave the budget")
+        let api = API(store: store)
+        let metrics = text(api.metricsSnapshot(transport: TransportStatus()).render())
+        XCTAssertTrue(metrics.contains("ringcast_log_bytes \(store.logBytesHeld)\n"), metrics)
+    }
+
+    func testAFloodOfEmptyLinesIsBoundedTooAndTheEvictionOrderStaysSmall() throws {
+        let store = TaskStore(epoch: "f")
+        store.setLogBudgets(lines: 10_000, bytes: 8192, total: 65_536)
+        for n in 0..<50 { try store.update("t\(n)", "{}", now: t0) }
+        for round in 0..<40 {
+            for n in 0..<50 { _ = try store.apply(.appendLog(id: "t\(n)", lines: Array(repeating: "", count: 20)), now: t0 + Double(round)) }
+            XCTAssertLessThanOrEqual(store.logBytesHeld, 65_536)
+        }
+        let held = (0..<50).reduce(0) { $0 + (store.log(of: "t\($1)")?.lines.count ?? 0) }
+        XCTAssertEqual(held * LogTail.cost(""), store.logBytesHeld, "every empty line is counted")
+        XCTAssertLessThanOrEqual(store.logs.orderCount, 2 * held + 1024, "lines dropped by their own tail do not pile up in the order")
+    }
+
+    func testBudgetsFromConfigApplyToWhatStorageBroughtBack() throws {
+        var tasks: [TaskRecord] = []
+        for n in 0..<3 {
+            var task = TaskRecord(id: "r\(n)", now: t0 + Double(n))
+            task.logCount = 5
+            tasks.append(task)
+        }
+        let lines = (0..<5).map { "line \($0) " + String(repeating: "x", count: 1000) }
+        let saved = PersistedState(epoch: "r", seq: 9, tasks: tasks, logs: ["r0": lines, "r1": lines, "r2": lines])
+        let store = TaskStore(persistence: Restoring(saved))
+        XCTAssertEqual(store.log(of: "r0")?.lines, lines, "whole until the budgets are known")
+        var config = ServerConfig()
+        config.logLines = 4
+        config.logBytes = 8192
+        config.maxLogBytes = 65_536
+        _ = API(store: store, config: config)
+        XCTAssertEqual(store.log(of: "r2")?.lines, Array(lines.suffix(4)), "logLines")
+        XCTAssertLessThanOrEqual(store.logBytesHeld, 3 * 4 * LogTail.cost(lines[0]))
+
+        config.maxLogBytes = 65_536
+        let small = TaskStore(persistence: Restoring(saved))
+        var tight = ServerConfig()
+        tight.logBytes = 8192
+        tight.maxLogBytes = 65_536
+        _ = API(store: small, config: tight)
+        XCTAssertLessThanOrEqual(small.logBytesHeld, 65_536)
+        XCTAssertEqual(small.log(of: "r2")?.lines.last, lines.last)
+    }
+
+    func testTheBudgetsAreCheckedAtStart() throws {
+        func parse(_ text: String) throws -> ServerConfig { try ServerConfig.parse(Array(text.utf8), source: "c.json", environment: [:]) }
+        XCTAssertEqual(try parse("{}").logBytes, 65_536)
+        XCTAssertEqual(try parse("{}").maxLogBytes, 64 << 20)
+        XCTAssertEqual(try parse(#"{"logBytes": 16384, "maxLogBytes": 1048576}"#).maxLogBytes, 1_048_576)
+        for (text, fragment) in [
+            (#"{"logBytes": 100}"#, "\"logBytes\""), (#"{"maxLogBytes": 10}"#, "\"maxLogBytes\""),
+            (#"{"logBytes": 1048576, "maxLogBytes": 65536}"#, "lower logBytes or raise maxLogBytes"),
+        ] {
+            XCTAssertThrowsError(try parse(text), text) { XCTAssertTrue("\($0)".contains(fragment), "\($0)") }
+        }
     }
 }
 

@@ -61,16 +61,6 @@ final class TextTableTests: XCTestCase {
         }
     }
 
-    func testColumnsAreCountedAsATerminalDoesAndNothingMovesItsCursor() {
-        XCTAssertEqual(TextTable.columns(of: "Build 42"), 8)
-        XCTAssertEqual(TextTable.columns(of: "日本語"), 6)
-        XCTAssertEqual(TextTable.columns(of: "🎉"), 2)
-        XCTAssertEqual(TextTable.columns(of: "e\u{301}"), 1, "a combining accent takes no column")
-        XCTAssertEqual(TextTable.clean("red \u{1B}[31m\tend\u{202E}x"), "red  [31m end" + "x")
-        XCTAssertEqual(TextTable.fit("日本語のタイトル", 7), "日本語…", "a wide character is not split")
-        XCTAssertEqual(TextTable.columns(of: TextTable.fit("日本語のタイトル", 8)), 8, "padded to the column")
-    }
-
     func testPercentagesBarsAndDurations() {
         XCTAssertEqual(TextTable.percent(0.29), " 29%", "29, not 28.999…")
         XCTAssertEqual(TextTable.percent(0.999), " 99%", "cut down: only done is 100 %")
@@ -95,7 +85,7 @@ final class TextTableTests: XCTestCase {
         }
         for width in [60, 80, 200] {
             for line in TextTable.render(tasks, width: width).split(separator: "\n") {
-                XCTAssertLessThanOrEqual(TextTable.columns(of: String(line)), width, "\(width): \(line)")
+                XCTAssertLessThanOrEqual(TerminalText.columns(of: String(line)), width, "\(width): \(line)")
             }
         }
         XCTAssertTrue(TextTable.render(tasks).contains("running    59 min 59 s slow"))

@@ -37,6 +37,17 @@ final class WebhookPlannerTests: XCTestCase {
         XCTAssertEqual(config.webhooks[1].patterns.key, "*")
         XCTAssertEqual(config.webhooks[1].states, [.done, .failed, .stalled], "the default states")
         XCTAssertEqual(config.webhooks[1].maxAttempts, WebhookRule.defaultMaxAttempts)
+        XCTAssertEqual(config.webhooks[1].maxOutbox, 1000, "the documented default")
+        XCTAssertEqual(config.webhooks[1].concurrency, 4)
+        XCTAssertEqual(config.webhooks[1].circuitFailures, 5)
+        XCTAssertEqual(config.webhooks[1].circuitOpenSeconds, 30)
+        let bounded = try parse(
+            #"{"webhooks": [{"url": "http://x/h", "secret": "s", "maxOutbox": 50, "concurrency": 2, "circuitFailures": 3, "circuitOpenSeconds": 5}]}"#
+        )
+        XCTAssertEqual(bounded.webhooks[0].maxOutbox, 50)
+        XCTAssertEqual(bounded.webhooks[0].concurrency, 2)
+        XCTAssertEqual(bounded.webhooks[0].circuitFailures, 3)
+        XCTAssertEqual(bounded.webhooks[0].circuitOpenSeconds, 5)
         XCTAssertEqual(config.abandonAfterSeconds, 120)
         XCTAssertEqual(config.logLines, 50)
         XCTAssertEqual(ServerConfig().abandonAfterSeconds, 3600)
@@ -53,6 +64,14 @@ final class WebhookPlannerTests: XCTestCase {
         assertFails(#"{"webhooks": [{"url": "http://x/h", "secret": "s", "patterns": ["a b"]}]}"#, saying: "webhooks[0].patterns")
         assertFails(#"{"webhooks": [{"url": "http://x/h", "secret": "s", "retries": 3}]}"#, saying: "webhooks[0]", "\"retries\"")
         assertFails(#"{"webhooks": [{"url": "http://x/h", "secret": "s", "maxAttempts": 0}]}"#, saying: "webhooks[0].maxAttempts")
+        assertFails(#"{"webhooks": [{"url": "http://x/h", "secret": "s", "maxOutbox": 0}]}"#, saying: "webhooks[0].maxOutbox", "1 to 1000000")
+        assertFails(#"{"webhooks": [{"url": "http://x/h", "secret": "s", "maxOutbox": 2.5}]}"#, saying: "webhooks[0].maxOutbox")
+        assertFails(#"{"webhooks": [{"url": "http://x/h", "secret": "s", "concurrency": 65}]}"#, saying: "webhooks[0].concurrency", "1 to 64")
+        assertFails(
+            #"{"webhooks": [{"url": "http://x/h", "secret": "s", "concurrency": 8, "maxOutbox": 4}]}"#,
+            saying: "webhooks[0].concurrency (8) is more than its maxOutbox (4)", "raise maxOutbox")
+        assertFails(#"{"webhooks": [{"url": "http://x/h", "secret": "s", "circuitFailures": 0}]}"#, saying: "webhooks[0].circuitFailures")
+        assertFails(#"{"webhooks": [{"url": "http://x/h", "secret": "s", "circuitOpenSeconds": 0.5}]}"#, saying: "webhooks[0].circuitOpenSeconds")
         assertFails(#"{"webhooks": {"url": "http://x/h"}}"#, saying: "\"webhooks\"")
         assertFails(#"{"abandonAfterSeconds": -1}"#, saying: "\"abandonAfterSeconds\"")
         assertFails(#"{"logLines": 0}"#, saying: "\"logLines\"")
@@ -130,6 +149,7 @@ final class WebhookPlannerTests: XCTestCase {
         XCTAssertEqual(pending.map(\.hook), [0, 2], "a hook is found again by its URL")
         XCTAssertEqual(pending[0].attempts, 2, "its attempts so far come back with it")
         XCTAssertEqual(outbox.removed, ["old-8-3"], "no hook has its URL any more")
+        XCTAssertEqual(api.followUpMetrics.webhookHooks.map(\.circuit), [.closed, .closed, .closed], "every hook shows from the start")
         XCTAssertEqual(api.followUpMetrics.webhookOutbox, 2)
         XCTAssertTrue(String(decoding: api.followUpMetrics.render(), as: UTF8.self).contains("ringcast_webhook_outbox 2\n"))
     }
@@ -155,5 +175,124 @@ final class WebhookPlannerTests: XCTestCase {
         for name in ["webhook_deliveries_total", "webhook_retries_total", "webhook_failures_total", "webhook_outbox", "control_requests_total"] {
             XCTAssertTrue(metrics.contains("# TYPE ringcast_\(name) "), name)
         }
+    }
+
+    func testARestartBringsBackNoMoreThanEachHooksBound() throws {
+        let owed = (0..<7).map { WebhookDelivery(id: "old-\($0)-0", hook: 0, url: "http://a/h", body: [], due: t0 + Double($0)) }
+        let outbox = Outbox()
+        outbox.initial = PersistedState(epoch: "old", seq: 9, tasks: [], deliveries: owed)
+        var config = ServerConfig()
+        config.webhooks = [WebhookRule(url: "http://a/h", secret: "k", maxOutbox: 3, concurrency: 1)]
+        let api = API(store: TaskStore(persistence: outbox), config: config)
+        XCTAssertEqual(try XCTUnwrap(api.store.webhooks).takePending().map(\.id), ["old-4-0", "old-5-0", "old-6-0"], "the newest stay")
+        XCTAssertEqual(outbox.removed, ["old-0-0", "old-1-0", "old-2-0", "old-3-0"], "the rest leave storage at start")
+        XCTAssertEqual(api.followUpMetrics.webhookDropped["0"], 4)
+        XCTAssertEqual(api.followUpMetrics.webhookOutbox, 3)
+        XCTAssertTrue(text(api.followUpMetrics.render()).contains("ringcast_webhook_dropped_total{hook=\"0\"} 4\n"))
+    }
+
+    private func delivery(_ n: Int, due: Double = t0) -> WebhookDelivery {
+        WebhookDelivery(id: "e-\(n)-0", hook: 0, url: "http://a/h", body: [], due: due)
+    }
+
+    func testAFullOutboxDropsTheOldestNotInFlight() {
+        var outbox = WebhookOutbox(rule: WebhookRule(url: "http://a/h", secret: "k", maxOutbox: 3, concurrency: 2))
+        for n in 0..<3 { XCTAssertNil(outbox.admit(delivery(n))) }
+        XCTAssertEqual(outbox.take(now: t0)?.id, "e-0-0")
+        XCTAssertEqual(outbox.take(now: t0)?.id, "e-1-0")
+        XCTAssertNil(outbox.take(now: t0), "two slots, both taken")
+        XCTAssertEqual(outbox.admit(delivery(3))?.id, "e-2-0", "the oldest not in flight goes")
+        XCTAssertEqual(outbox.admit(delivery(4))?.id, "e-3-0")
+        XCTAssertEqual(outbox.owed.map(\.id), ["e-0-0", "e-1-0", "e-4-0"], "the bound holds, in flight ones included")
+        XCTAssertEqual(outbox.status.owed, 3)
+        XCTAssertEqual(outbox.status.inFlight, 2)
+        var full = WebhookOutbox(rule: WebhookRule(url: "http://a/h", secret: "k", maxOutbox: 2, concurrency: 2))
+        _ = full.admit(delivery(0))
+        _ = full.admit(delivery(1))
+        _ = full.take(now: t0)
+        _ = full.take(now: t0)
+        XCTAssertEqual(full.admit(delivery(2))?.id, "e-2-0", "every other one in flight: the new one goes")
+    }
+
+    func testSlotsLetOthersGoWhileOneHangsAndRetriesKeepTheirPlace() {
+        var outbox = WebhookOutbox(rule: WebhookRule(url: "http://a/h", secret: "k", maxAttempts: 3, concurrency: 2))
+        for n in 0..<3 { _ = outbox.admit(delivery(n)) }
+        let hung = outbox.take(now: t0)!
+        let second = outbox.take(now: t0)!
+        XCTAssertEqual([hung.id, second.id], ["e-0-0", "e-1-0"])
+        XCTAssertNil(outbox.nextLook(now: t0), "no slot: wait for an attempt to end")
+        XCTAssertEqual(outbox.finish(second, .answered(204), now: t0 + 10, random: 0), .delivered(status: 204))
+        XCTAssertEqual(outbox.take(now: t0 + 10)?.id, "e-2-0", "the hung attempt holds one slot, not the hook")
+        guard case .retrying(let again, let reason) = outbox.finish(hung, .answered(500), now: t0 + 20, random: 0) else {
+            return XCTFail("a 500 is retried")
+        }
+        XCTAssertEqual(reason, "answered 500")
+        XCTAssertEqual(again.attempts, 1)
+        XCTAssertEqual(again.due, t0 + 20 + 500, "half of the first back-off (1 s) with random 0")
+        XCTAssertEqual(outbox.owed.map(\.id), ["e-0-0", "e-2-0"], "a retry keeps its place: it stays the oldest")
+        XCTAssertNil(outbox.take(now: t0 + 100), "not due yet")
+        XCTAssertEqual(outbox.nextLook(now: t0 + 100), t0 + 520)
+        let retried = outbox.take(now: t0 + 520)!
+        _ = outbox.finish(retried, .failed("timed out"), now: t0 + 600, random: 0)
+        let last = outbox.take(now: t0 + 5000)!
+        XCTAssertEqual(outbox.finish(last, .failed("timed out"), now: t0 + 6000, random: 0), .gaveUp(reason: "timed out"), "maxAttempts 3")
+        XCTAssertEqual(outbox.owed.map(\.id), ["e-2-0"])
+    }
+
+    func testACircuitOpensAfterFailuresInARowAndAProbeClosesIt() {
+        let rule = WebhookRule(url: "http://a/h", secret: "k", maxAttempts: 100, concurrency: 4, circuitFailures: 3, circuitOpenSeconds: 30)
+        var outbox = WebhookOutbox(rule: rule)
+        for n in 0..<6 { _ = outbox.admit(delivery(n)) }
+        let taken = (0..<4).map { _ in outbox.take(now: t0)! }
+        XCTAssertEqual(outbox.finish(taken[0], .failed("refused"), now: t0 + 1, random: 0).isRetry, true)
+        _ = outbox.finish(taken[1], .answered(503), now: t0 + 2, random: 0)
+        XCTAssertEqual(outbox.circuit, .closed, "two failures are not yet three")
+        _ = outbox.finish(taken[2], .failed("timed out"), now: t0 + 3, random: 0)
+        XCTAssertEqual(outbox.circuit, .open)
+        XCTAssertEqual(outbox.status.probeAt, t0 + 3 + 30_000)
+        XCTAssertEqual(outbox.opens, 1)
+        XCTAssertNil(outbox.take(now: t0 + 29_000), "open: nothing is sent, however many are due")
+        XCTAssertEqual(outbox.nextLook(now: t0 + 29_000), t0 + 30_003)
+        _ = outbox.finish(taken[3], .failed("timed out"), now: t0 + 29_500, random: 0)
+        XCTAssertEqual(outbox.circuit, .open, "an attempt from before it opened does not reopen it")
+        XCTAssertEqual(outbox.opens, 1)
+
+        let probe = outbox.take(now: t0 + 30_003)!
+        XCTAssertEqual(outbox.circuit, .halfOpen)
+        XCTAssertNil(outbox.take(now: t0 + 30_003), "half-open: one probe only")
+        XCTAssertNil(outbox.nextLook(now: t0 + 30_003))
+        _ = outbox.finish(probe, .failed("refused"), now: t0 + 31_000, random: 0)
+        XCTAssertEqual(outbox.circuit, .open, "a failed probe opens it again for the cool-down")
+        XCTAssertEqual(outbox.opens, 2)
+        XCTAssertEqual(outbox.probeAt, t0 + 61_000)
+
+        let second = outbox.take(now: t0 + 61_000)!
+        XCTAssertEqual(outbox.finish(second, .answered(200), now: t0 + 61_500, random: 0), .delivered(status: 200))
+        XCTAssertEqual(outbox.circuit, .closed)
+        XCTAssertEqual(outbox.consecutiveFailures, 0)
+        XCTAssertNotNil(outbox.take(now: t0 + 200_000), "closed: deliveries flow again")
+
+        var api = API(store: TaskStore(epoch: "c"))
+        api.followUpMetrics.webhookHooks = [WebhookHookStatus(url: "http://a/h")]
+        api.webhookHookChanged(
+            0, WebhookHookStatus(url: "http://a/h", circuit: .open, consecutiveFailures: 3, opens: 2, owed: 6, probeAt: t0, version: 7))
+        api.webhookHookChanged(0, WebhookHookStatus(url: "http://a/h", circuit: .closed, owed: 1, version: 0))
+        XCTAssertEqual(api.followUpMetrics.webhookHooks[0].circuit, .open, "a late report does not replace a newer one")
+        let metrics = text(api.followUpMetrics.render())
+        XCTAssertTrue(metrics.contains("ringcast_webhook_circuit_state{hook=\"0\"} 2\n"), metrics)
+        XCTAssertTrue(metrics.contains("ringcast_webhook_circuit_opens_total{hook=\"0\"} 2\n"), metrics)
+        let ready = api.readinessResponse([ReadinessStatus(name: "storage")])
+        XCTAssertEqual(ready.status, 200, "a receiver's trouble is its hook's, not the server's")
+        guard case .array(let hooks)? = json(ready.body)["webhooks"], let hook = hooks.first else { return XCTFail("no webhooks in /readyz") }
+        XCTAssertEqual(hook["circuit"], .string("open"))
+        XCTAssertEqual(hook["failuresInARow"], .number(3))
+        XCTAssertEqual(hook["owed"], .number(6))
+    }
+}
+
+extension WebhookOutcome {
+    fileprivate var isRetry: Bool {
+        if case .retrying = self { return true }
+        return false
     }
 }

@@ -1,9 +1,10 @@
 import Foundation
 import RingcastCore
 import RingcastPlatform
-import RingcastServer
 import RingcastTestSupport
 import XCTest
+
+@testable import RingcastServer
 
 /// Peers that lie, on loopback: every answer below once trapped the process (a negative slice, an
 /// overflowing chunk size) or held an attempt or its memory without a bound. Each must now be a
@@ -92,5 +93,91 @@ final class HostilePeerTests: XCTestCase {
             XCTAssertLessThan(residentBytes() - before, 64 << 20, "\(name): resident memory")
             receiver.stop()
         }
+    }
+
+    // MARK: A receiver that never answers
+
+    private func boundedServer(_ receiver: HostileReceiver, storage: String, maxOutbox: Int) throws -> TestServer {
+        let persistence = try SQLitePersistence(path: storage, logger: .silent)
+        return try TestServer(persistence: persistence) { config in
+            config.publicDir = emptyPublicDirectory
+            config.webhooks = [
+                WebhookRule(
+                    url: receiver.url, patterns: WatchSet([Glob("ci.*")]), states: [.failed], secret: "s", maxAttempts: 50, timeoutSeconds: 60,
+                    maxOutbox: maxOutbox, concurrency: 2)
+            ]
+        }
+    }
+
+    private func metrics(_ server: TestServer) throws -> PrometheusScrape {
+        try PrometheusScrape(server.http().request("GET", "/metrics").text)
+    }
+
+    /// Rows in the stored outbox, read by another connection to the file.
+    private func storedOutbox(_ path: String) throws -> Int {
+        var count = -1
+        try SQLiteDatabase(path: path).prepare("SELECT count(*) FROM webhook_outbox").forEachRow { count = Int($0.int64(0)) }
+        return count
+    }
+
+    func testAHungReceiverFillsItsOutboxToTheBoundAndNoFurtherWhilePublishesAreAnswered() throws {
+        let receiver = try HostileReceiver(.hang)
+        defer { receiver.stop() }
+        let storage = folder.file("bounded.db").path
+        var server: TestServer? = try boundedServer(receiver, storage: storage, maxOutbox: 8)
+        let client = server!.http()
+        let published = 40
+        for n in 0..<published {
+            let answer = try client.request("POST", "/api/tasks/ci.job-\(n)", json: #"{"state":"failed","detail":"exit 1"}"#)
+            XCTAssertEqual(answer.status, 200, "publish \(n) is answered while the receiver hangs: \(answer.text)")
+        }
+        let hook = ["hook": "0"]
+        XCTAssertTrue(
+            try eventually(timeout: 30) { try metrics(server!).value("ringcast_webhook_dropped_total", hook) == Double(published - 8) },
+            "each delivery past maxOutbox drops one")
+        XCTAssertEqual(try metrics(server!).value("ringcast_webhook_outbox"), 8, "the bound holds")
+        XCTAssertTrue(try eventually(timeout: 30) { try storedOutbox(storage) == 8 }, "and in storage: \((try? storedOutbox(storage)) ?? -1)")
+        XCTAssertTrue(eventually(timeout: 30) { receiver.attempts == 2 }, "two slots, both held by the hang")
+        XCTAssertEqual(receiver.attempts, 2, "nothing else was attempted: the rest wait for a slot")
+        let ready = try JSONParser.parse(client.request("GET", "/readyz").body)
+        guard case .array(let hooks)? = ready["webhooks"], let status = hooks.first else { return XCTFail("/readyz lists no hook: \(ready)") }
+        XCTAssertEqual(status["owed"], .number(8))
+        XCTAssertEqual(status["inFlight"], .number(2))
+        XCTAssertEqual(status["circuit"], .string("closed"), "a hang has not failed yet")
+        XCTAssertEqual(ready["ready"], .bool(true))
+        XCTAssertEqual(try client.request("POST", "/api/tasks/ci.late", json: #"{"state":"failed"}"#).status, 200, "still answered")
+        server = nil
+
+        // A restart with a smaller bound brings back no more than it: the newest, the rest counted as drops.
+        let restarted = try boundedServer(receiver, storage: storage, maxOutbox: 3)
+        XCTAssertEqual(try metrics(restarted).value("ringcast_webhook_outbox"), 3)
+        XCTAssertEqual(try metrics(restarted).value("ringcast_webhook_dropped_total", hook), 5, "8 owed at the stop, 3 kept")
+        XCTAssertTrue(try eventually(timeout: 30) { try storedOutbox(storage) == 3 }, "storage follows: \((try? storedOutbox(storage)) ?? -1)")
+        XCTAssertEqual(try restarted.http().request("GET", "/healthz").status, 200)
+    }
+
+    func testAReceiverThatKeepsFailingOpensTheCircuitAndNothingMoreIsSentUntilTheProbe() throws {
+        let receiver = try HostileReceiver(.raw("HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n"))
+        defer { receiver.stop() }
+        let server = try TestServer { config in
+            config.publicDir = emptyPublicDirectory
+            config.webhooks = [
+                WebhookRule(
+                    url: receiver.url, patterns: WatchSet([Glob("ci.*")]), states: [.failed], secret: "s", maxAttempts: 50, timeoutSeconds: 5,
+                    concurrency: 1, circuitFailures: 3, circuitOpenSeconds: 3600)
+            ]
+        }
+        for n in 0..<5 { try server.post("/api/tasks/ci.job-\(n)", #"{"state":"failed"}"#) }
+        let hook = ["hook": "0"]
+        XCTAssertTrue(try eventually(timeout: 30) { try metrics(server).value("ringcast_webhook_circuit_state", hook) == 2 }, "open")
+        XCTAssertEqual(try metrics(server).value("ringcast_webhook_circuit_opens_total", hook), 1)
+        XCTAssertEqual(receiver.attempts, 3, "one slot: the third failure in a row opened it, and nothing was sent after")
+        let ready = try JSONParser.parse(server.http().request("GET", "/readyz").body)
+        guard case .array(let hooks)? = ready["webhooks"], let status = hooks.first else { return XCTFail("/readyz lists no hook: \(ready)") }
+        XCTAssertEqual(status["circuit"], .string("open"))
+        XCTAssertEqual(status["failuresInARow"], .number(3))
+        XCTAssertEqual(status["owed"], .number(5), "nothing is given up while it is open")
+        XCTAssertNotNil(status["probeAt"])
+        XCTAssertEqual(ready["ready"], .bool(true), "a receiver's trouble is not the server's")
     }
 }

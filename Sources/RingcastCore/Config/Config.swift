@@ -56,6 +56,10 @@ public struct ServerConfig: Equatable, Sendable {
     public var logLines = 100
     /// What `logLines` may be set to.
     public static let logLinesRange: ClosedRange<Double> = 1...10_000
+    /// Bytes of each task's log the server keeps (each line counted as `LogTail.cost`).
+    public var logBytes = 64 * 1024
+    /// Bytes of every task's log together; past it the oldest lines of all go first.
+    public var maxLogBytes = 64 * 1024 * 1024
     /// The coalescing window, in milliseconds: each service thread holds the events of a
     /// window this long (from its first event) and then sends each watcher one frame with the latest
     /// event of each task changed in it and every sticky one. 0 writes every event at once.
@@ -67,7 +71,8 @@ public struct ServerConfig: Equatable, Sendable {
         "host", "port", "publicDir", "allowedOrigins", "allowedHosts", "heartbeatSeconds", "maxMessageBytes",
         "fanOutLogEvents", "maxEventsPerFrame", "staticMaxAge", "logLevel", "publishers", "anonymousLocalPublish",
         "storage", "retentionSeconds", "maxTasks", "maxPublishRate", "maxConnectionsPerAddress", "limitLoopback", "tls",
-        "handshakeTimeoutSeconds", "threads", "webhooks", "abandonAfterSeconds", "logLines", "logFormat", "flushMilliseconds",
+        "handshakeTimeoutSeconds", "threads", "webhooks", "abandonAfterSeconds", "logLines", "logBytes", "maxLogBytes", "logFormat",
+        "flushMilliseconds",
         "readers", "anonymousRead", "anonymousLocalMaxTasks", "tokenSecretEnv", "trustedProxies",
     ]
 
@@ -178,6 +183,10 @@ public struct ServerConfig: Equatable, Sendable {
                 }
             case "abandonAfterSeconds": config.abandonAfterSeconds = try number(0...31_536_000, "seconds, 0 for never")
             case "logLines": config.logLines = try integer(logLinesRange, "a count between 1 and 10000")
+            case "logBytes":
+                // The floor holds the longest line there is (2 000 four-byte characters and their bookkeeping).
+                config.logBytes = try integer(8192...1_073_741_824, "bytes between 8192 (one longest line) and 1073741824")
+            case "maxLogBytes": config.maxLogBytes = try integer(65_536...17_179_869_184, "bytes between 65536 and 17179869184 (16 GiB)")
             case "flushMilliseconds":
                 config.flushMilliseconds = try integer(
                     0...1000,
@@ -235,6 +244,11 @@ public struct ServerConfig: Equatable, Sendable {
             }
         }
         try config.checkAccess(source: source)
+        guard config.logBytes <= config.maxLogBytes else {
+            throw ConfigError(
+                "\(source): \"logBytes\" (\(config.logBytes)) is more than \"maxLogBytes\" (\(config.maxLogBytes)), the budget of every task's log together; lower logBytes or raise maxLogBytes"
+            )
+        }
         return config
     }
 

@@ -86,12 +86,14 @@ extension ServerConfig {
         ),
         Reference(
             "webhooks", "[]",
-            "Signed POSTs when a task enters a state: {\"url\": \"http://127.0.0.1:9000/hook\", \"patterns\": [\"ci.*\"], \"states\": [\"done\", \"failed\", \"stalled\"], \"secretEnv\": \"RINGCAST_HOOK_SECRET\"}, with \"secret\" instead of \"secretEnv\" to write it here; \"maxAttempts\" (10) and \"timeoutSeconds\" (10) too."
+            "Signed POSTs when a task enters a state: {\"url\": \"http://127.0.0.1:9000/hook\", \"patterns\": [\"ci.*\"], \"states\": [\"done\", \"failed\", \"stalled\"], \"secretEnv\": \"RINGCAST_HOOK_SECRET\"}, with \"secret\" instead of \"secretEnv\" to write it here; \"maxAttempts\" (10), \"timeoutSeconds\" (10), \"maxOutbox\" (1000: past it the oldest owed is dropped), \"concurrency\" (4), \"circuitFailures\" (5) and \"circuitOpenSeconds\" (30) too."
         ),
         Reference(
             "abandonAfterSeconds", "3600",
             "Seconds a stalled task stays stalled before it ends failed, \"abandoned\" (a task's abandonAfter wins); 0: never."),
         Reference("logLines", "100", "Lines of each task's log the server keeps."),
+        Reference("logBytes", "65536", "Bytes of each task's log the server keeps (a line: its UTF-8 bytes and 96)."),
+        Reference("maxLogBytes", "67108864", "Bytes of every task's log together; past it the oldest lines of all go first."),
         Reference("maxPublishRate", "100000", "Events a second one connection may publish; 0: no limit."),
         Reference("maxMessageBytes", "1048576", "The largest HTTP body or WebSocket message accepted, in bytes."),
         Reference("maxConnectionsPerAddress", "1024", "Sockets one address may hold open; 0: no limit."),

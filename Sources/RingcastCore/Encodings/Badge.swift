@@ -147,7 +147,7 @@ public enum Badge {
             case "m", "w", "M", "W", "@", "%": width += 10.4
             case "0"..."9", "a"..."z", "#", "$", "?", "_", "+", "=", "<", ">", "~", "*", "^": width += 6.9
             case "A"..."Z", "&": width += 7.8
-            default: width += TextTable.columns(of: character) == 2 ? 11 : 7.5
+            default: width += TerminalText.columns(of: character) == 2 ? 11 : 7.5
             }
         }
         return Int(width.rounded(.up))

@@ -8,8 +8,8 @@
 ///     3 tasks: 2 running, 1 failed
 ///
 /// Children sit under their parent, indented; rows are in id order, so a table redrawn in place
-/// does not jump about. A title or detail cannot move the terminal's cursor: control characters
-/// become spaces and bidirectional overrides are dropped. Read-only, from the store as it is.
+/// does not jump about. A title or detail cannot act on the terminal: it is cleaned, and measured
+/// in columns, by `TerminalText`. Read-only, from the store as it is.
 public enum TextTable {
     public static let defaultWidth = 80
     public static let widths = 60...200
@@ -96,15 +96,16 @@ public enum TextTable {
     }
 
     static func header(titleColumns: Int) -> String {
-        pad("PROGRESS", barColumns + 1 + 4 + 2) + pad("TASK", titleColumns + 2) + pad("STATE", stateColumns + 2) + "ETA"
+        TerminalText.pad("PROGRESS", barColumns + 1 + 4 + 2) + TerminalText.pad("TASK", titleColumns + 2)
+            + TerminalText.pad("STATE", stateColumns + 2) + "ETA"
     }
 
     static func row(_ task: TaskRecord, depth: Int, titleColumns: Int, now: Double? = nil) -> String {
-        var name = String(repeating: "  ", count: min(depth, 8)) + clean(task.title)
-        if let detail = task.detail, !detail.isEmpty { name += " · " + clean(detail) }
+        var name = String(repeating: "  ", count: min(depth, 8)) + TerminalText.clean(task.title)
+        if let detail = task.detail, !detail.isEmpty { name += " · " + TerminalText.clean(detail) }
         let line =
-            bar(task.progress) + " " + percent(task.progress) + "  " + fit(name, titleColumns) + "  "
-            + pad(task.state.rawValue, stateColumns) + "  " + eta(task, now: now)
+            bar(task.progress) + " " + percent(task.progress) + "  " + TerminalText.fit(name, titleColumns) + "  "
+            + TerminalText.pad(task.state.rawValue, stateColumns) + "  " + eta(task, now: now)
         return trimmingTrailingSpaces(line)
     }
 
@@ -155,63 +156,6 @@ public enum TextTable {
         }
         return line
     }
-
-    // MARK: Columns a terminal counts
-
-    /// Control characters become spaces; bidirectional overrides and isolates go.
-    static func clean(_ text: String) -> String {
-        var scalars = String.UnicodeScalarView()
-        for scalar in text.unicodeScalars {
-            switch scalar.value {
-            case 0..<0x20, 0x7F..<0xA0: scalars.append(" ")
-            case 0x202A...0x202E, 0x2066...0x2069, 0x200E, 0x200F: continue
-            default: scalars.append(scalar)
-            }
-        }
-        return String(scalars)
-    }
-
-    /// Columns a terminal gives a character: 0 for marks and format characters, 2 for East Asian
-    /// wide ones and emoji, 1 for the rest.
-    static func columns(of character: Character) -> Int {
-        guard let first = character.unicodeScalars.first else { return 0 }
-        switch first.properties.generalCategory {
-        case .nonspacingMark, .enclosingMark, .format, .control: return 0
-        default: break
-        }
-        if first.properties.isEmojiPresentation || character.unicodeScalars.contains(where: { $0.value == 0xFE0F }) { return 2 }
-        switch first.value {
-        case 0x1100...0x115F, 0x2E80...0x303E, 0x3041...0x33FF, 0x3400...0x4DBF, 0x4E00...0x9FFF, 0xA000...0xA4CF,
-            0xAC00...0xD7A3, 0xF900...0xFAFF, 0xFE30...0xFE4F, 0xFF00...0xFF60, 0xFFE0...0xFFE6, 0x20000...0x3FFFD:
-            return 2
-        default:
-            return 1
-        }
-    }
-
-    public static func columns(of text: String) -> Int { text.reduce(0) { $0 + columns(of: $1) } }
-
-    /// `text` in exactly `width` columns: cut with `…`, or padded with spaces.
-    static func fit(_ text: String, _ width: Int) -> String {
-        var used = 0
-        var kept = ""
-        if columns(of: text) > width {
-            for character in text {
-                let size = columns(of: character)
-                if used + size > width - 1 { break }
-                kept.append(character)
-                used += size
-            }
-            kept.append("…")
-            used += 1
-        } else {
-            kept = text
-            used = columns(of: text)
-        }
-        return kept + String(repeating: " ", count: max(0, width - used))
-    }
-
-    static func pad(_ text: String, _ width: Int) -> String { text + String(repeating: " ", count: max(0, width - columns(of: text))) }
 
     static func trimmingTrailingSpaces(_ line: String) -> String {
         var line = line

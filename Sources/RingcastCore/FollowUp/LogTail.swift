@@ -1,16 +1,128 @@
 /// The last lines of a task's output (`POST /api/tasks/{id}/log`), as the store keeps them:
-/// at most `logLines` (config), the newest last. Watchers receive appended lines as `log` events;
-/// a task object carries only `logCount`, never the lines, so a snapshot of 10 000 tasks does not
-/// grow by their logs (100 lines of 160 bytes would be 16 KB a task); `GET /api/tasks/{id}/log`
-/// answers the tail. Service thread only (the store's).
+/// at most `logLines` lines and `logBytes` bytes (config), the newest last. Watchers receive
+/// appended lines as `log` events; a task object carries only `logCount`, never the lines, so a
+/// snapshot of 10 000 tasks does not grow by their logs; `GET /api/tasks/{id}/log` answers the
+/// tail. Every line carries its number in one sequence across all tasks, so `LogTails` can evict
+/// the oldest line of all when every tail together passes `maxLogBytes`. Service thread only (the store's).
 struct LogTail {
-    private(set) var lines: [String]
+    /// Lines before `head` are gone (dropped from the front without moving the rest each time).
+    private var storage: [(number: UInt64, line: String)] = []
+    private var head = 0
+    private(set) var bytes = 0
 
-    mutating func append(_ new: [String], keep: Int) {
-        lines += new
-        if lines.count > keep { lines.removeFirst(lines.count - keep) }
+    var lines: [String] { storage[head...].map(\.line) }
+    var isEmpty: Bool { head == storage.count }
+    var oldestNumber: UInt64? { isEmpty ? nil : storage[head].number }
+
+    /// What a line counts against the budgets: its UTF-8 bytes and what holding it costs (the
+    /// string's header and allocation, its slot here and in the eviction order), so a flood of
+    /// empty lines is bounded too.
+    static func cost(_ line: String) -> Int { line.utf8.count + 96 }
+
+    mutating func append(_ line: String, number: UInt64) {
+        storage.append((number, line))
+        bytes += LogTail.cost(line)
     }
 
+    mutating func dropOldest() {
+        guard !isEmpty else { return }
+        bytes -= LogTail.cost(storage[head].line)
+        storage[head].line = ""
+        head += 1
+        if head >= 64, head * 2 >= storage.count {
+            storage.removeFirst(head)
+            head = 0
+        }
+    }
+
+    var count: Int { storage.count - head }
+}
+
+/// Every task's log tail, and the order their lines came in: a task's tail keeps at most
+/// `logLines` lines and `logBytes` bytes (its own oldest go first); all tails together keep at most
+/// `maxLogBytes` (the oldest line of all goes first, whichever task it belongs to: a busy task's
+/// output pushes out old output of quiet ones before its own). Service thread only (the store's).
+struct LogTails {
+    private(set) var tails: [String: LogTail] = [:]
+    /// Every line held, oldest first: (task, number). A line its tail dropped already, or of a task
+    /// removed, is skipped when reached; the order is compacted when those outnumber the rest.
+    private var order: [(id: String, number: UInt64)] = []
+    private var orderHead = 0
+    private var nextNumber: UInt64 = 0
+    private(set) var bytes = 0
+    private(set) var lineCount = 0
+
+    subscript(id: String) -> LogTail? { tails[id] }
+
+    /// Entries in the eviction order (for tests: it must stay near the lines held).
+    var orderCount: Int { order.count - orderHead }
+
+    /// Appends `lines` to the tail of `id` within the budgets; returns the ids of other tasks whose
+    /// tails lost lines to `maxLogBytes` (their stored copies change too).
+    mutating func append(_ lines: [String], to id: String, maxLines: Int, maxBytes: Int, totalBytes: Int) -> Set<String> {
+        var tail = tails[id] ?? LogTail()
+        let before = (tail.bytes, tail.count)
+        for line in lines {
+            tail.append(line, number: nextNumber)
+            order.append((id, nextNumber))
+            nextNumber += 1
+        }
+        while tail.count > maxLines || tail.bytes > maxBytes { tail.dropOldest() }
+        bytes += tail.bytes - before.0
+        lineCount += tail.count - before.1
+        tails[id] = tail
+        var touched: Set<String> = []
+        while bytes > totalBytes, let oldest = popOldest() {
+            guard var other = tails[oldest.id], other.oldestNumber == oldest.number else { continue }
+            let (bytesBefore, countBefore) = (other.bytes, other.count)
+            other.dropOldest()
+            bytes -= bytesBefore - other.bytes
+            lineCount -= countBefore - other.count
+            tails[oldest.id] = other.isEmpty && oldest.id != id ? nil : other
+            if oldest.id != id { touched.insert(oldest.id) }
+        }
+        compactOrder()
+        return touched
+    }
+
+    mutating func remove(_ id: String) {
+        guard let tail = tails.removeValue(forKey: id) else { return }
+        bytes -= tail.bytes
+        lineCount -= tail.count
+        compactOrder()
+    }
+
+    private mutating func popOldest() -> (id: String, number: UInt64)? {
+        guard orderHead < order.count else { return nil }
+        defer { orderHead += 1 }
+        return order[orderHead]
+    }
+
+    /// Keeps the order's size within twice the lines held (plus a little), so lines a tail dropped
+    /// by its own limits do not pile up in it.
+    private mutating func compactOrder() {
+        let live = order.count - orderHead
+        guard live > 2 * lineCount + 1024 else {
+            if orderHead >= 4096, orderHead * 2 >= order.count {
+                order.removeFirst(orderHead)
+                orderHead = 0
+            }
+            return
+        }
+        order = order[orderHead...].filter { entry in tails[entry.id].map { tail in tail.holds(entry.number) } ?? false }
+        orderHead = 0
+    }
+}
+
+extension LogTail {
+    /// Whether the line numbered `number` is still held (numbers rise along a tail).
+    func holds(_ number: UInt64) -> Bool {
+        guard let oldest = oldestNumber else { return false }
+        return number >= oldest && number <= storage[storage.count - 1].number
+    }
+}
+
+extension LogTail {
     /// Longer lines are cut here (a log tail is for reading, not for keeping output).
     static let maxLineCharacters = 2000
     /// Lines one request may carry.
@@ -95,13 +207,18 @@ extension TaskStore {
             events += commit(task, .state, now: now).events
             task = tasks[id]!
         }
-        let kept = Array(lines.suffix(logLines))
-        var tail = logs[id] ?? LogTail(lines: [])
-        tail.append(kept, keep: logLines)
-        logs[id] = tail
+        // The lines the tail keeps of these: as many of the newest as `logLines` and `logBytes` allow.
+        var keptBytes = 0
+        let newest = lines.suffix(logLines).reversed().prefix { line in
+            keptBytes += LogTail.cost(line)
+            return keptBytes <= logBytes
+        }
+        let kept = Array(newest.reversed())
+        let touched = logs.append(kept, to: id, maxLines: logLines, maxBytes: logBytes, totalBytes: maxLogBytes)
         let from = task.logCount + lines.count - kept.count
         task.logCount += lines.count
-        persistence.saveLog(id: id, lines: tail.lines)
+        persistence.saveLog(id: id, lines: logs[id]?.lines ?? [])
+        for other in touched.sorted() { persistence.saveLog(id: other, lines: logs[other]?.lines ?? []) }
         let change = commit(task, .log, now: now, urgent: false) { writer in
             writer.key("from")
             writer.number(from)
@@ -117,6 +234,31 @@ extension TaskStore {
     public func log(of id: String) -> (lines: [String], count: Int)? {
         guard let task = tasks[id] else { return nil }
         return (logs[id]?.lines ?? [], task.logCount)
+    }
+
+    /// Bytes held by every task's log (`LogTail.cost` of each line), within `maxLogBytes`.
+    public var logBytesHeld: Int { logs.bytes }
+
+    /// Logs kept by storage, back at start: the least recently updated task's first, so its lines
+    /// are the oldest and the first to go if they no longer fit.
+    func restoreLogs(_ saved: [String: [String]], within budgets: (lines: Int, bytes: Int, total: Int)) {
+        let order = saved.keys.filter { tasks[$0] != nil }.sorted { (tasks[$0]!.updatedAt, $0) < (tasks[$1]!.updatedAt, $1) }
+        for id in order { _ = logs.append(saved[id]!, to: id, maxLines: budgets.lines, maxBytes: budgets.bytes, totalBytes: budgets.total) }
+    }
+
+    /// The budgets from config: the tails held are put through them again, oldest lines first.
+    public func setLogBudgets(lines: Int, bytes: Int, total: Int) {
+        (logLines, logBytes, maxLogBytes) = (lines, bytes, total)
+        let held = logs.tails.sorted { ($0.value.oldestNumber ?? 0) < ($1.value.oldestNumber ?? 0) }
+        guard !held.isEmpty else { return }
+        logs = LogTails()
+        for (id, tail) in held {
+            let before = tail.count
+            let touched = logs.append(tail.lines, to: id, maxLines: lines, maxBytes: bytes, totalBytes: total)
+            if (logs[id]?.count ?? 0) != before || !touched.isEmpty {
+                for changed in touched.union([id]) { persistence.saveLog(id: changed, lines: logs[changed]?.lines ?? []) }
+            }
+        }
     }
 
     /// `GET /api/tasks/{id}/log`: `{"id", "logCount", "from", "lines"}`, `from` being the number of

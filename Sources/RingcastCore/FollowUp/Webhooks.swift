@@ -10,14 +10,31 @@ public struct WebhookRule: Equatable, Sendable {
     public var maxAttempts: Int
     /// Seconds one attempt may take (connecting, sending, the answer).
     public var timeoutSeconds: Double
+    /// The most deliveries the hook may owe (in flight included); one more drops the oldest not in flight.
+    public var maxOutbox: Int
+    /// Attempts in flight at once, so one slow answer does not hold up the rest.
+    public var concurrency: Int
+    /// Failed attempts in a row that open the hook's circuit: no attempt until `circuitOpenSeconds` pass.
+    public var circuitFailures: Int
+    /// Seconds an open circuit waits before one delivery probes the receiver again (half-open).
+    public var circuitOpenSeconds: Double
 
     public static let defaultStates: [TaskState] = [.done, .failed, .stalled]
     public static let defaultMaxAttempts = 10
-    public static let keys = ["url", "patterns", "states", "secret", "secretEnv", "maxAttempts", "timeoutSeconds"]
+    public static let defaultMaxOutbox = 1000
+    public static let defaultConcurrency = 4
+    public static let defaultCircuitFailures = 5
+    public static let defaultCircuitOpenSeconds = 30.0
+    public static let keys = [
+        "url", "patterns", "states", "secret", "secretEnv", "maxAttempts", "timeoutSeconds", "maxOutbox", "concurrency", "circuitFailures",
+        "circuitOpenSeconds",
+    ]
 
     public init(
         url: String, patterns: WatchSet = WatchSet([Glob("*")]), states: [TaskState] = WebhookRule.defaultStates,
-        secret: String, maxAttempts: Int = WebhookRule.defaultMaxAttempts, timeoutSeconds: Double = 10
+        secret: String, maxAttempts: Int = WebhookRule.defaultMaxAttempts, timeoutSeconds: Double = 10,
+        maxOutbox: Int = WebhookRule.defaultMaxOutbox, concurrency: Int = WebhookRule.defaultConcurrency,
+        circuitFailures: Int = WebhookRule.defaultCircuitFailures, circuitOpenSeconds: Double = WebhookRule.defaultCircuitOpenSeconds
     ) {
         self.url = url
         self.patterns = patterns
@@ -25,6 +42,10 @@ public struct WebhookRule: Equatable, Sendable {
         self.secret = Array(secret.utf8)
         self.maxAttempts = maxAttempts
         self.timeoutSeconds = timeoutSeconds
+        self.maxOutbox = maxOutbox
+        self.concurrency = concurrency
+        self.circuitFailures = circuitFailures
+        self.circuitOpenSeconds = circuitOpenSeconds
     }
 
     /// Whether a task entering `state` fires this hook.
@@ -81,6 +102,26 @@ public struct WebhookRule: Equatable, Sendable {
                 throw ConfigError("\(place).timeoutSeconds must be seconds from 1 to 300")
             }
             rule.timeoutSeconds = n
+        }
+        func count(_ key: String, _ range: ClosedRange<Int>, _ meaning: String) throws(ConfigError) -> Int? {
+            guard let value = item[key] else { return nil }
+            guard case .number(let n) = value, n == n.rounded(), Double(range.lowerBound) <= n, n <= Double(range.upperBound) else {
+                throw ConfigError("\(place).\(key) must be a whole number from \(range.lowerBound) to \(range.upperBound): \(meaning)")
+            }
+            return Int(n)
+        }
+        rule.maxOutbox = try count("maxOutbox", 1...1_000_000, "the most deliveries the hook may owe") ?? rule.maxOutbox
+        rule.concurrency = try count("concurrency", 1...64, "attempts in flight at once") ?? rule.concurrency
+        rule.circuitFailures = try count("circuitFailures", 1...1000, "failed attempts in a row that open the circuit") ?? rule.circuitFailures
+        if let value = item["circuitOpenSeconds"] {
+            guard case .number(let n) = value, (1...3600).contains(n) else {
+                throw ConfigError("\(place).circuitOpenSeconds must be seconds from 1 to 3600: how long an open circuit waits before a probe")
+            }
+            rule.circuitOpenSeconds = n
+        }
+        guard rule.concurrency <= rule.maxOutbox else {
+            throw ConfigError(
+                "\(place).concurrency (\(rule.concurrency)) is more than its maxOutbox (\(rule.maxOutbox)): lower concurrency, or raise maxOutbox")
         }
         return rule
     }
@@ -156,24 +197,40 @@ public final class WebhookPlanner {
     }
 
     /// Deliveries storage held at start, to send again (their hook is found by URL, in case the
-    /// list in config.json changed); those whose URL no hook has any more are returned apart.
-    public func restore(_ deliveries: [WebhookDelivery]) -> (kept: [WebhookDelivery], orphaned: [WebhookDelivery]) {
-        var kept: [WebhookDelivery] = []
+    /// list in config.json changed); those whose URL no hook has any more are returned apart, and so
+    /// are those past their hook's `maxOutbox` (the oldest, by due time, as storage gives them).
+    public func restore(_ deliveries: [WebhookDelivery]) -> (kept: [WebhookDelivery], orphaned: [WebhookDelivery], overflow: [WebhookDelivery]) {
+        var found: [WebhookDelivery] = []
         var orphaned: [WebhookDelivery] = []
+        var perHook = [Int](repeating: 0, count: rules.count)
         for delivery in deliveries {
             if rules.indices.contains(delivery.hook), rules[delivery.hook].url == delivery.url {
-                kept.append(delivery)
+                found.append(delivery)
             } else if let index = rules.firstIndex(where: { $0.url == delivery.url }) {
-                kept.append(
+                found.append(
                     WebhookDelivery(
                         id: delivery.id, hook: index, url: delivery.url, body: delivery.body,
                         attempts: delivery.attempts, due: delivery.due))
             } else {
                 orphaned.append(delivery)
+                continue
+            }
+            perHook[found.last!.hook] += 1
+        }
+        // A restart never brings back more than the bound: the newest stay, as if they had queued.
+        var over = rules.indices.map { max(0, perHook[$0] - rules[$0].maxOutbox) }
+        var kept: [WebhookDelivery] = []
+        var overflow: [WebhookDelivery] = []
+        for delivery in found {
+            if over[delivery.hook] > 0 {
+                over[delivery.hook] -= 1
+                overflow.append(delivery)
+            } else {
+                kept.append(delivery)
             }
         }
         pending += kept
-        return (kept, orphaned)
+        return (kept, orphaned, overflow)
     }
 
     /// What waits to be handed to the senders, and no longer waits.
@@ -204,7 +261,13 @@ public struct FollowUpMetrics: Sendable {
     public var webhookFailures = 0
     /// Deliveries not yet answered with a 2xx nor given up.
     public var webhookOutbox = 0
+    /// Deliveries dropped from a full outbox (`maxOutbox`), by hook (its index in config.json).
+    public var webhookDropped = LabeledCounts()
+    /// Each hook as its sender last reported it, by index.
+    public var webhookHooks: [WebhookHookStatus] = []
     public var controlRequests = 0
+    /// The bytes of log lines held (`maxLogBytes` bounds them).
+    public var logBytes = 0
 
     public init() {}
 
@@ -215,27 +278,57 @@ public struct FollowUpMetrics: Sendable {
             ("webhook_failures_total", "Webhook deliveries given up after their last attempt.", webhookFailures),
             ("control_requests_total", "Cancel, pause and resume requests accepted.", controlRequests),
         ]
-        let text =
-            counters.map { prometheusMetric($0.name, "counter", $0.help, $0.value) }.joined()
-            + prometheusMetric("webhook_outbox", "gauge", "Webhook deliveries waiting for a 2xx (persisted with the state).", webhookOutbox)
-        return Array(text.utf8)
+        var text = PrometheusText()
+        for counter in counters { text.counter("ringcast_" + counter.name, counter.help, counter.value) }
+        text.gauge("ringcast_webhook_outbox", "Webhook deliveries waiting for a 2xx (persisted with the state).", Double(webhookOutbox))
+        let hooks = webhookHooks.indices.map(String.init)
+        text.counter(
+            "ringcast_webhook_dropped_total", "Webhook deliveries dropped from a full outbox (maxOutbox), the oldest not in flight first.",
+            label: "hook", webhookDropped, always: hooks)
+        text.counter(
+            "ringcast_webhook_circuit_opens_total", "Times a hook's circuit opened after circuitFailures failed attempts in a row.",
+            label: "hook", LabeledCounts(Dictionary(uniqueKeysWithValues: webhookHooks.enumerated().map { (String($0.offset), $0.element.opens) })))
+        text.gauge(
+            "ringcast_webhook_circuit_state", "Each hook's circuit: 0 closed, 1 half-open (one probe in flight), 2 open (nothing sent).",
+            label: "hook", webhookHooks.enumerated().map { (String($0.offset), $0.element.circuit.gaugeValue) })
+        text.gauge("ringcast_log_bytes", "Bytes of task log lines held in memory (logBytes a task, maxLogBytes in all).", Double(logBytes))
+        return text.bytes
     }
 }
 
 extension API {
     /// The store's share of the config for the follow-up features: log tails, abandonment, webhooks.
     func configureLoop() {
-        store.logLines = config.logLines
+        store.setLogBudgets(lines: config.logLines, bytes: config.logBytes, total: config.maxLogBytes)
         store.abandonAfterSeconds = config.abandonAfterSeconds
         if !config.webhooks.isEmpty { store.webhooks = WebhookPlanner(rules: config.webhooks) }
-        // Deliveries owed when the server stopped go out again; those no hook has any more are dropped.
-        let (kept, orphaned) = (store.webhooks ?? WebhookPlanner(rules: [])).restore(store.restoredDeliveries)
+        followUpMetrics.webhookHooks = config.webhooks.map { WebhookHookStatus(url: $0.url) }
+        // Deliveries owed when the server stopped go out again; those no hook has any more are
+        // dropped, and so are those past a hook's maxOutbox (counted as drops).
+        let (kept, orphaned, overflow) = (store.webhooks ?? WebhookPlanner(rules: [])).restore(store.restoredDeliveries)
         webhookQueued(kept.count)
         for delivery in orphaned { store.persistence.removeDelivery(id: delivery.id) }
+        for delivery in overflow {
+            store.persistence.removeDelivery(id: delivery.id)
+            followUpMetrics.webhookDropped[String(delivery.hook)] += 1
+        }
     }
 
     /// A webhook delivery was planned (or restored at start): it counts in the outbox until its end.
     public func webhookQueued(_ count: Int) { followUpMetrics.webhookOutbox += count }
+
+    /// A full outbox dropped a delivery of hook `hook`: it is owed no more.
+    public func webhookDropped(hook: Int) {
+        followUpMetrics.webhookDropped[String(hook)] += 1
+        followUpMetrics.webhookOutbox -= 1
+    }
+
+    /// A hook's sender reports its circuit and what it owes; a report older than the one shown is
+    /// left out (they come from several threads).
+    public func webhookHookChanged(_ hook: Int, _ status: WebhookHookStatus) {
+        guard followUpMetrics.webhookHooks.indices.contains(hook), status.version >= followUpMetrics.webhookHooks[hook].version else { return }
+        followUpMetrics.webhookHooks[hook] = status
+    }
 
     /// An attempt's outcome, for /metrics: `delivered`, or failed and `willRetry`, or given up.
     public func webhookAttempted(delivered: Bool, willRetry: Bool) {

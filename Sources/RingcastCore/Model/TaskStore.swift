@@ -28,10 +28,14 @@ public final class TaskStore {
 
     // Follow-up: log tails (LogTail.swift), abandoned work (Abandonment.swift),
     // webhooks (Webhooks.swift), cancel and pause requests (Controls.swift).
-    /// Task id → its last `logLines` lines.
-    var logs: [String: LogTail] = [:]
+    /// Every task's last lines, within `logLines`, `logBytes` and `maxLogBytes`.
+    var logs = LogTails()
     /// How many lines of each task's log are kept (config `logLines`).
-    public var logLines = ServerConfig().logLines
+    public internal(set) var logLines = ServerConfig().logLines
+    /// Bytes of each task's log kept (config `logBytes`).
+    public internal(set) var logBytes = ServerConfig().logBytes
+    /// Bytes of every task's log together (config `maxLogBytes`).
+    public internal(set) var maxLogBytes = ServerConfig().maxLogBytes
     /// Seconds a stalled task stays stalled before it ends failed, unless it says `abandonAfter`
     /// (config `abandonAfterSeconds`; 0: never).
     public var abandonAfterSeconds = ServerConfig().abandonAfterSeconds {
@@ -67,7 +71,8 @@ public final class TaskStore {
             seq = saved.seq
             removalHorizon = saved.seq
             for task in saved.tasks { tasks[task.id] = task }
-            for (id, lines) in saved.logs where tasks[id] != nil { logs[id] = LogTail(lines: lines) }
+            // Kept whole until the budgets are set (`setLogBudgets`): a larger logLines keeps more.
+            restoreLogs(saved.logs, within: (.max, .max, .max))
             restoredDeliveries = saved.deliveries
             history = KindHistory(saved.history)
         } else {
@@ -276,7 +281,7 @@ public final class TaskStore {
     private func remove(_ id: String, now: Double) throws(APIError) -> Change {
         guard let removed = tasks.removeValue(forKey: id) else { throw notFound(id) }
         deadlines.scheduled.removeValue(forKey: id)
-        logs.removeValue(forKey: id)
+        logs.remove(id)
         seq += 1
         removals[id] = seq
         if removals.count > maxRemembered { forgetOldestRemovals() }

@@ -20,8 +20,10 @@ public struct LogRecord: Sendable {
         self.fields = fields
     }
 
-    /// `[info] message`: the message says everything in words, so fields are left out.
-    public var text: String { "[\(level.rawValue)] \(message)" }
+    /// `[info] message`: the message says everything in words, so fields are left out. It may quote
+    /// what a peer sent (a path, a Host, an Origin), so it is cleaned for the terminal that shows it:
+    /// one record, one line, nothing that acts on the terminal. (JSON lines escape instead.)
+    public var text: String { "[\(level.rawValue)] \(TerminalText.clean(message))" }
 
     /// `{"time":"2026-12-01T09:46:10.685Z","level":"info","message":"…", …fields}`: time, level and
     /// message first; a field named like one of them is left out rather than repeated.

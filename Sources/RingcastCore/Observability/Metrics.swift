@@ -187,8 +187,3 @@ public struct StorageMetrics: Equatable, Sendable {
 public protocol StorageMetricsSource: AnyObject {
     var storageMetrics: StorageMetrics { get }
 }
-
-/// One metric in Prometheus' text format: its HELP and TYPE lines, then its value.
-func prometheusMetric(_ name: String, _ type: String, _ help: String, _ value: Int) -> String {
-    "# HELP ringcast_\(name) \(help)\n# TYPE ringcast_\(name) \(type)\nringcast_\(name) \(value)\n"
-}

@@ -28,6 +28,32 @@ extension API {
             writer.endObject()
         }
         writer.endObject()
+        // A receiver that fails is its hook's trouble, not the server's: shown, never "not ready".
+        if !followUpMetrics.webhookHooks.isEmpty {
+            writer.key("webhooks")
+            writer.beginArray()
+            for (index, hook) in followUpMetrics.webhookHooks.enumerated() {
+                writer.beginObject()
+                writer.key("hook")
+                writer.number(index)
+                writer.key("url")
+                writer.string(hook.url)
+                writer.key("circuit")
+                writer.string(hook.circuit.rawValue)
+                writer.key("failuresInARow")
+                writer.number(hook.consecutiveFailures)
+                writer.key("owed")
+                writer.number(hook.owed)
+                writer.key("inFlight")
+                writer.number(hook.inFlight)
+                if let probeAt = hook.probeAt {
+                    writer.key("probeAt")
+                    writer.number(probeAt.rounded())
+                }
+                writer.endObject()
+            }
+            writer.endArray()
+        }
         writer.endObject()
         return APIResponse(status: failures.isEmpty ? 200 : 503, body: writer.bytes)
     }
@@ -37,8 +63,10 @@ extension API {
     public func metricsSnapshot(transport: TransportStatus) -> MetricsSnapshot {
         var byState: [TaskState: Int] = [:]
         for task in store.tasks.values { byState[task.state, default: 0] += 1 }
+        var followUp = followUpMetrics
+        followUp.logBytes = store.logBytesHeld
         return MetricsSnapshot(
             counters: metrics, transport: transport, tasks: store.tasks.count, tasksByState: byState,
-            seq: store.seq, retired: store.retiredCount, followUp: followUpMetrics)
+            seq: store.seq, retired: store.retiredCount, followUp: followUp)
     }
 }

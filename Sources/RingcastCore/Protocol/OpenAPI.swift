@@ -671,6 +671,7 @@ public enum OpenAPI {
                     "ready": ["const": true],
                     "server": ["type": "string", "minLength": 1],
                     "checks": ref("ReadinessChecks"),
+                    "webhooks": ref("WebhookHooks"),
                 ], required: ["ready", "server", "checks"]),
             "NotReady": object(
                 [
@@ -678,7 +679,26 @@ public enum OpenAPI {
                     "reason": ["type": "string", "minLength": 1, "description": "Why, for each dependency not ready, joined with '; '."],
                     "server": ["type": "string", "minLength": 1],
                     "checks": ref("ReadinessChecks"),
+                    "webhooks": ref("WebhookHooks"),
                 ], required: ["ready", "reason", "server", "checks"]),
+            "WebhookHooks": [
+                "type": "array",
+                "description": "With webhooks configured: each hook, by its index in config.json, and how its receiver stands (never changes ready).",
+                "items": object(
+                    [
+                        "hook": ["type": "integer", "minimum": 0],
+                        "url": ["type": "string", "minLength": 1],
+                        "circuit": ["enum": ["closed", "open", "half-open"]],
+                        "failuresInARow": ["type": "integer", "minimum": 0],
+                        "owed": [
+                            "type": "integer", "minimum": 0, "description": "Deliveries its sender holds, in flight included (at most maxOutbox).",
+                        ],
+                        "inFlight": ["type": "integer", "minimum": 0],
+                        "probeAt": [
+                            "type": "integer", "minimum": 0, "description": "Unix ms, while open: when one delivery may probe the receiver.",
+                        ],
+                    ], required: ["hook", "url", "circuit", "failuresInARow", "owed", "inFlight"]),
+            ],
             "ReadinessChecks": object(
                 [
                     "storage": ref("ReadinessCheck"),
