@@ -220,3 +220,61 @@ extension ClusterTests {
         listener.cancel()
     }
 }
+
+/// Redis loses everything while one node lags behind the log: what the other node answered
+/// survives, and the cluster moves to a new epoch so that no watcher resumes across the loss.
+extension ClusterTests {
+    private func listing(_ node: ServeProcess) throws -> JSONValue {
+        try JSONParser.parse(try HTTPClient(host: "127.0.0.1", port: node.port).request("GET", "/api/tasks?watch=cl.*").body)
+    }
+
+    func testRedisLosingEverythingWhileANodeLagsLosesNothingAnsweredAndNumbersANewEpoch() throws {
+        let a = try node("a")
+        let b = try node("b")
+        for job in 0..<6 { try post(a, "/api/tasks/cl.job-\(job)", #"{"progress":0.5}"#) }
+        XCTAssertTrue(eventually(timeout: 10) { (try? self.tasks(a)) == (try? self.tasks(b)) }, "B caught up before it was paused")
+        let before = try listing(a)
+        let oldEpoch = try XCTUnwrap(before["epoch"]?.stringValue)
+        let oldSeq = try XCTUnwrap(before["seq"]?.numberValue)
+
+        // B stops reading (as a node stalled by its host would); A answers ten terminal updates.
+        kill(b.process.processIdentifier, SIGSTOP)
+        var answeredSeqs: [Double] = []
+        for job in 0..<6 {
+            answeredSeqs.append(try post(a, "/api/tasks/cl.job-\(job)", #"{"state":"done"}"#)["seq"]?.numberValue ?? 0)
+        }
+        for job in 6..<10 {
+            answeredSeqs.append(try post(a, "/api/tasks/cl.job-\(job)", #"{"state":"done"}"#)["seq"]?.numberValue ?? 0)
+        }
+        let lastAnswered = try XCTUnwrap(answeredSeqs.max())
+
+        // Redis dies, stays down long enough for A's reconnect back-off to grow to its cap, and
+        // comes back empty; B resumes first, holding the older state.
+        redis.stop()
+        Thread.sleep(forTimeInterval: 3)
+        try redis.start()
+        kill(b.process.processIdentifier, SIGCONT)
+
+        XCTAssertTrue(
+            eventually(timeout: 30) {
+                (try? HTTPClient(host: "127.0.0.1", port: a.port).request("POST", "/api/tasks/cl.after", json: "{}"))?.status == 200
+            }, "A publishes again once the state is back")
+        XCTAssertTrue(
+            eventually(timeout: 10) { (try? self.tasks(a)) == (try? self.tasks(b)) }, "A: \((try? tasks(a)) ?? "")\nB: \((try? tasks(b)) ?? "")")
+        for node in [a, b] {
+            let after = try listing(node)
+            let newEpoch = try XCTUnwrap(after["epoch"]?.stringValue)
+            XCTAssertNotEqual(newEpoch, oldEpoch, "the lost log's epoch is never reused")
+            XCTAssertGreaterThan(try XCTUnwrap(after["seq"]?.numberValue), lastAnswered, "the state put back is the newest a node held")
+            let done = Set(
+                (after["tasks"]?.arrayValue ?? []).filter { $0["state"] == .string("done") }.compactMap { $0["id"]?.stringValue })
+            XCTAssertEqual(done, Set((0..<10).map { "cl.job-\($0)" }), "every update A answered is on node \(node.port)")
+        }
+
+        // A watcher that last saw the old epoch gets the whole state, not a resume.
+        let resumed = TestWatcher("ws://127.0.0.1:\(b.port)/ws?watch=cl.*&since=\(oldEpoch):\(Int(oldSeq))")
+        let snapshot = resumed.waitForSnapshot().snapshot
+        XCTAssertEqual(snapshot.event["full"], .bool(true), "a since from before the loss is answered with a full snapshot")
+        XCTAssertEqual(snapshot.event["tasks"]?.arrayValue?.count, 11)
+    }
+}

@@ -438,13 +438,12 @@ final class SharedState: @unchecked Sendable {
         wakeEveryone()
     }
 
-    /// The whole state, for the cluster's checkpoint.
-    func checkpointBody() -> (epoch: String, body: [UInt8]) {
+    /// The whole state, for the cluster's checkpoint (or to seed a Redis that lost it).
+    func checkpointState() -> PersistedState {
         lock.withLock {
-            let state = PersistedState(
-                epoch: store.epoch, seq: store.seq, tasks: store.tasks.values.sorted { $0.seq < $1.seq },
+            PersistedState(
+                epoch: store.epoch, seq: store.seq, tasks: store.tasks.values.sorted { $0.seq < $1.seq }, appliedNow: appliedNow,
                 history: store.history.kinds)
-            return (store.epoch, state.checkpointBody(appliedNow: appliedNow))
         }
     }
 
