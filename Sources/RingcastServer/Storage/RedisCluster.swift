@@ -48,7 +48,7 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
     /// (`reconnectCapSeconds`) plus one connection's set-up, so every node alive through the loss
     /// has proposed before anyone seeds.
     static let reseedSettleSeconds = 3.0
-    /// The longest the reader waits between two attempts to reach Redis.
+    /// The longest the reader and the writer wait between two attempts to reach Redis.
     static let reconnectCapSeconds = 1.0
     /// Puts a lost cluster's state back, once: a new epoch (so no watcher resumes across the loss),
     /// the log index and checkpoint of the node that had read furthest, and where it came from
@@ -57,9 +57,18 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
         if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
         redis.call('SET', KEYS[1], ARGV[1])
         redis.call('SET', KEYS[2], ARGV[2])
-        redis.call('DEL', KEYS[3])
+        redis.call('DEL', KEYS[3], KEYS[5])
         redis.call('HSET', KEYS[3], 'i', ARGV[2], 'id', '0-0', 'from', ARGV[3], 'fromIndex', ARGV[2], 'body', ARGV[4])
         redis.call('DEL', KEYS[4])
+        return 1
+        """
+    /// Declares the cluster's log lost when Redis holds fewer of its entries than a node has read
+    /// (a failover to a replica that had not received the last ones): deletes the epoch, so that
+    /// no node appends to that log again and every node goes through putting the state back.
+    private static let forgetScript = """
+        if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+        if tonumber(redis.call('GET', KEYS[2]) or '0') >= tonumber(ARGV[2]) then return 0 end
+        redis.call('DEL', KEYS[1])
         return 1
         """
     /// A node that starts on a Redis with no cluster in it makes a new one, unless nodes are putting
@@ -99,7 +108,12 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
         return 1
         """
 
-    let url: RedisURL
+    /// The Redis server, or the sentinels that name its master.
+    let url: RedisTarget
+    /// `redisReplicas`: how many replicas must confirm a change (Redis's WAIT) before it is answered.
+    let replicas: Int
+    /// How long an answer waits for the replicas to confirm.
+    static let replicaWaitMilliseconds = 1000
     let node: String
     private let logger: Logger
     private let condition = NSCondition()
@@ -125,12 +139,13 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
     private var lastCheckpointAt = Date()
 
     /// Connects and reads the cluster's epoch and checkpoint; a new cluster gets a new epoch.
-    init(url: RedisURL, logger: Logger) throws {
+    init(url: RedisTarget, replicas: Int = 0, logger: Logger) throws {
         self.url = url
+        self.replicas = replicas
         self.logger = logger
         node = TaskStore.newEpoch()
         do {
-            let redis = try RedisConnection(url)
+            let redis = try url.connect()
             let created = try redis.command(["EVAL", RedisCluster.createScript, "2", Key.epoch, Key.reseed, TaskStore.newEpoch()])
             if case .error(let message) = created { throw RedisError.reply(message) }
             // No epoch: the nodes are putting a lost state back. This node starts empty on an epoch
@@ -145,7 +160,8 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
             loaded = try RedisCluster.readCheckpoint(redis, epoch: epoch, cursor: &lastIndex, id: &lastID)
             lastCheckpointIndex = lastIndex
         } catch {
-            throw ServerError("storage \(url): \(error); start redis-server there, or set \"storage\" to \"memory\" or an SQLite file")
+            let what = if case .sentinel = url { "start the sentinels and the master they monitor" } else { "start redis-server there" }
+            throw ServerError("storage \(url): \(error); \(what), or set \"storage\" to \"memory\" or an SQLite file")
         }
     }
 
@@ -176,7 +192,7 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
     func startWriting(report: @escaping @Sendable (UInt64, Bool) -> Void) {
         guard let state else { return }
         do {
-            let redis = try RedisConnection(url)
+            let redis = try url.connect()
             while true {
                 let entries = try read(redis, block: nil)
                 if entries.isEmpty { break }
@@ -233,7 +249,7 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
 
     private func writerLoop() {
         var redis: RedisConnection?
-        var backoff = Backoff()
+        var backoff = Backoff(cap: RedisCluster.reconnectCapSeconds)
         while true {
             let batch: [Request] = condition.withLock {
                 while queue.isEmpty, running { condition.wait() }
@@ -248,12 +264,35 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
                 return
             }
             do {
-                if redis == nil { redis = try RedisConnection(url) }
-                let replies = try redis!.pipeline(batch.map(command(for:)))
+                if redis == nil { redis = try url.connect() }
+                var commands = batch.map(command(for:))
+                let appended = batch.contains { if case .append = $0 { true } else { false } }
+                let waits = replicas > 0 && appended
+                if waits { commands.append(["WAIT", String(replicas), String(RedisCluster.replicaWaitMilliseconds)].map { Array($0.utf8) }) }
+                let replies = try redis!.pipeline(commands)
                 markAvailable()
                 backoff.reset()
+                var indices: [Int64] = []
                 for (request, reply) in zip(batch, replies) {
-                    if case .error(let message) = reply { refuse(request, because: "Redis refused it: \(message)") }
+                    if case .error(let message) = reply {
+                        // A master turned replica by a failover answers READONLY: find the new one.
+                        if message.hasPrefix("READONLY") { redis = nil }
+                        refuse(request, because: "Redis refused it: \(message)")
+                    } else if case .append = request, let index = reply.integer {
+                        indices.append(index)
+                    }
+                }
+                if waits, let through = indices.max() {
+                    let confirmed = replies.last?.integer ?? 0
+                    let shortfall =
+                        confirmed >= replicas
+                        ? nil
+                        : APIError(
+                            .storageFailed,
+                            "the change was applied on the Redis master, but \(confirmed) of the \(replicas) replicas redisReplicas asks for confirmed it within \(RedisCluster.replicaWaitMilliseconds) ms, so a failover could lose it; check the replicas (INFO replication), then read the task and publish again if it is missing"
+                        )
+                    state?.replicated(
+                        through: through, failed: shortfall.map { error in Dictionary(uniqueKeysWithValues: indices.map { ($0, error) }) } ?? [:])
                 }
             } catch {
                 redis = nil
@@ -297,7 +336,7 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
             guard let state else { break }
             do {
                 if redis == nil {
-                    let connection = try RedisConnection(url)
+                    let connection = try url.connect()
                     try rejoin(connection, state: state)
                     redis = connection
                 }
@@ -331,6 +370,14 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
     /// lagged never overwrites what another answered and no watcher resumes across the loss; if
     /// the log moved on past what this node can read, reload the checkpoint.
     private func rejoin(_ redis: RedisConnection, state: SharedState) throws {
+        if try redis.answer(["GET", Key.epoch]).text == epoch, let indexNow = try redis.answer(["GET", Key.index]).integer, indexNow < lastIndex {
+            let forgot = try redis.answer(["EVAL", RedisCluster.forgetScript, "2", Key.epoch, Key.index, epoch, String(lastIndex)])
+            if forgot.integer == 1 {
+                logger.error(
+                    "storage \(url): Redis holds \(indexNow) entries of the cluster's log and this node had read \(lastIndex) (a failover to a replica that had not received them): the log is lost, and the state is put back under a new epoch"
+                )
+            }
+        }
         if try redis.answer(["GET", Key.epoch]).text == nil {
             try reseed(redis, state: state)
             if try redis.answer(["GET", Key.epoch]).text == nil {
@@ -377,7 +424,7 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
         let body = seeded.checkpointBody(appliedNow: seeded.appliedNow)
         let won = try redis.command(
             [
-                "EVAL", RedisCluster.seedScript, "4", Key.epoch, Key.index, Key.checkpoint, Key.reseed, seeded.epoch, String(lastIndex),
+                "EVAL", RedisCluster.seedScript, "5", Key.epoch, Key.index, Key.checkpoint, Key.reseed, Key.log, seeded.epoch, String(lastIndex),
                 lostEpoch,
             ].map { Array($0.utf8) } + [body])
         if case .error(let message) = won { throw RedisError.reply(message) }
@@ -391,21 +438,29 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
     }
 
     /// The next entries after `lastID` (waiting up to `block` ms when given); checks none is missing.
-    private func read(_ redis: RedisConnection, block: Int?) throws -> [LogEntry] {
+    private func read(_ redis: RedisConnection, block: Int?) throws -> [(index: Int64, entry: LogEntry)] {
         var arguments = ["XREAD", "COUNT", "1000"]
         if let block { arguments += ["BLOCK", String(block)] }
         redis.setTimeout(seconds: Double(block ?? 0) / 1000 + 5)
-        let reply = try redis.command(arguments + ["STREAMS", Key.log, lastID])
+        // The epoch is read after the entries (Redis answers a client's commands in order): if it
+        // changed, the entries may be of the new log, which this node must not apply to the old state.
+        let replies = try redis.pipeline([
+            (arguments + ["STREAMS", Key.log, lastID]).map { Array($0.utf8) }, [Array("GET".utf8), Array(Key.epoch.utf8)],
+        ])
+        let reply = replies[0]
         if case .error(let message) = reply { throw RedisError.reply(message) }
+        guard replies[1].text == condition.withLock({ epoch }) else {
+            throw LogGap(reason: "the cluster's epoch in Redis is no longer \(condition.withLock { epoch })")
+        }
         guard let streams = reply.array, let stream = streams.first?.array, stream.count == 2, let items = stream[1].array else { return [] }
-        var entries: [LogEntry] = []
+        var entries: [(index: Int64, entry: LogEntry)] = []
         for item in items {
             guard let (id, index, bytes) = RedisCluster.entryFields(item) else { continue }
             guard index == lastIndex + 1 else { throw LogGap(reason: "the log went from entry \(lastIndex) to \(index)") }
             lastIndex = index
             lastID = id
             if let entry = LogEntry(decoding: bytes) {
-                entries.append(entry)
+                entries.append((index, entry))
             } else {
                 logger.error("storage \(url): log entry \(index) is not one this version reads; skipped")
             }
@@ -413,7 +468,7 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
         return entries
     }
 
-    private func apply(_ entries: [LogEntry], to state: SharedState) {
+    private func apply(_ entries: [(index: Int64, entry: LogEntry)], to state: SharedState) {
         state.applyLog(entries, node: node)
     }
 
