@@ -199,6 +199,15 @@ class Client:
         thread.join(timeout + 5)
         return result.get("status", 0), result.get("body", b"")
 
+    def until_200(self, method, node, path, body=None):
+        """The call, again while the faults make it fail (at most 20 tries): its last status."""
+        for _ in range(20):
+            status, _ = self.call(method, node, path, body)
+            if status == 200:
+                break
+            time.sleep(0.3)
+        return status
+
     def state(self, node):
         status, body = self.call("GET", node, "/api/tasks?watch=nx.*")
         return json.loads(body) if status == 200 else None
@@ -213,7 +222,8 @@ class Publishers:
         self.client, self.nodes = client, list(nodes)
         self.answered, self.statuses, self.lock = {}, {}, threading.Lock()
         self.running = True
-        self.threads = [threading.Thread(target=self.run, args=(n,)) for n in range(PUBLISHERS)]
+        self.threads = [threading.Thread(target=self.run, args=(n,), daemon=True) for n in range(PUBLISHERS)]
+        running.append(self)
         for thread in self.threads:
             thread.start()
 
@@ -225,7 +235,9 @@ class Publishers:
             task = f"nx.p{number}-{step % TASKS_PER_PUBLISHER}"
             value = round(step / 10000, 4)
             node = self.nodes[(number + step) % len(self.nodes)]
-            status, _ = self.client.call("POST", node, f"/api/tasks/{task}", {"progress": value}, timeout=10)
+            # A change Redis took just before the node's link went down is answered when the node
+            # reads it back, after the partition heals: the client waits that long.
+            status, _ = self.client.call("POST", node, f"/api/tasks/{task}", {"progress": value}, timeout=30)
             with self.lock:
                 self.statuses[status] = self.statuses.get(status, 0) + 1
                 if status == 200:
@@ -238,6 +250,10 @@ class Publishers:
             thread.join(30)
 
 
+# Publishers and watchers of the running test, stopped by the fixture whatever happens.
+running = []
+
+
 class Watcher(threading.Thread):
     """A WebSocket watcher of one node from the client namespace: keeps the tasks it was told of,
     reconnects with `since`, and notes every time seq went backwards within an epoch."""
@@ -247,8 +263,10 @@ class Watcher(threading.Thread):
         self.ns, self.node = ns, node
         self.tasks, self.epoch, self.seq = {}, None, 0
         self.backwards, self.epochs, self.snapshots = [], [], 0
+        self.ticks, self.hides = [], []  # (id, elapsed) of every tick, id of every hide
         self.running = True
         self.lock = threading.Lock()
+        running.append(self)
         self.start()
 
     def run(self):
@@ -294,6 +312,10 @@ class Watcher(threading.Thread):
                 if event["seq"] < self.seq:
                     self.backwards.append((self.epoch, self.seq, event["seq"], kind))
                 self.seq = max(self.seq, event["seq"])
+                if kind == "tick":
+                    self.ticks.append((event["id"], event.get("elapsed")))
+                if kind == "hide":
+                    self.hides.append(event["id"])
                 if kind == "remove":
                     self.tasks.pop(event["id"], None)
                 else:
@@ -372,6 +394,9 @@ def cluster_factory(topology, tmp_path):
         return made[-1]
 
     yield make
+    for thing in running:
+        thing.running = False
+    running.clear()
     for cluster in made:
         cluster.stop()
 
@@ -395,9 +420,18 @@ def test_delay_jitter_and_resets_under_steady_publishing(topology, cluster_facto
     client = Client(topology.client)
     watchers = watch_all(topology)
     publishers = Publishers(client)
+    # Deadlines fire once for the cluster, whichever node claims them through the faults.
+    assert client.until_200("POST", 0, "/api/timers/nx.timer", {"seconds": 4, "interval": 0.5}) == 200
+    assert client.until_200("POST", 1, "/api/tasks/nx.shown/show", {"hideAfter": 2}) == 200
     time.sleep(20)
     publishers.stop()
     figures = check("delay 50±20 ms, 5 %/s resets", cluster, client, publishers, watchers)
+    for watcher in watchers:
+        ticks = [elapsed for task, elapsed in watcher.ticks if task == "nx.timer"]
+        assert len(ticks) == len(set(ticks)), f"a tick came twice: {ticks}"
+        assert ticks and ticks == sorted(ticks), f"ticks out of order: {ticks}"
+        assert watcher.hides.count("nx.shown") <= 1, f"the hideAfter fired more than once: {watcher.hides}"
+        assert watcher.tasks["nx.timer"]["state"] == "done" and watcher.tasks["nx.shown"]["visible"] is False
     stop_watchers(watchers)
     proxies = cluster.stop()
     print(json.dumps({"proxies": proxies}))
