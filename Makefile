@@ -12,7 +12,7 @@ UNITDIR ?= $(PREFIX)/lib/systemd/system
 # toolchain), no $$ORIGIN rpath, bind-now; in a build folder of its own so `make run` keeps its own.
 DIST_BIN = .build/dist/release/ringcast
 
-.PHONY: run test build release example test-swift test-browser test-clients test-sanitize bench bench-publish clean dist install deb lint
+.PHONY: run test build release example test-swift test-browser test-clients test-cluster test-sanitize bench bench-publish clean dist install deb lint
 
 run: release
 	.build/release/ringcast serve --config config.json
@@ -27,7 +27,12 @@ build:
 
 test:
 	scripts/deps.sh test
-	$(MAKE) test-swift test-browser test-clients test-schemathesis deb
+	$(MAKE) test-swift test-browser test-clients test-cluster test-schemathesis deb
+
+# Three nodes and Redis in network namespaces of their own, with delay, resets, a partition and
+# an empty restart (Tests/cluster/): about a minute. Needs root (CI is), and fails without it.
+test-cluster: build
+	RINGCAST_BIN=.build/debug/ringcast python3 -m pytest -q -s Tests/cluster
 
 # The Python package, installed from this checkout into a virtual environment of its own (pytest
 # and tqdm from PyPI: scripts/clients-deps.sh), and its tests, then the Node module's on

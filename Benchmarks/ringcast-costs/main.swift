@@ -17,6 +17,7 @@ let usage = """
     usage: ringcast-costs patterns --server URL --pid PID [--watchers N] [--events N]
            ringcast-costs age --server URL --pid PID [--updates N]
            ringcast-costs storage --target NAME=URL … [--batches N] [--batch-size N]
+           ringcast-costs throughput --server URL … [--connections N] [--requests N] [--batch-size N]
 
     patterns  N watchers each on its own task (?watch=w.I) against N watchers on one task (?watch=w.0),
               the same events to random ids w.0…w.(N-1), so both deliver about one event per event
@@ -24,6 +25,10 @@ let usage = """
     age       one task updated one request at a time: server CPU of the last 10 % against the first 10 %.
     storage   batches of updates to 1 000 tasks (plain progress, then with a tenth of each batch ending a
               task) against each target: events accepted per second.
+    throughput  --connections keep-alive connections at once, spread round-robin over the --server
+              URLs (the nodes of a cluster), each posting its share of --requests one after another:
+              one update per POST /api/tasks/ID (--batch-size 1) or batches to POST /api/events, to
+              1 000 tasks. Prints {"events", "seconds", "rate"} as one JSON line.
     """
 
 struct Failure: Error, CustomStringConvertible { let description: String }
@@ -246,11 +251,85 @@ func storage() throws {
     }
 }
 
+// MARK: throughput
+
+/// One connection's share of a throughput run: posts one after another on its own keep-alive
+/// connection. @unchecked Sendable: each is used by the one thread that runs it, then read after.
+final class Poster: @unchecked Sendable {
+    let http: HTTPClient
+    let size: Int
+    let first: Int
+    var failure: String?
+    private static let singles = (0..<1000).map { index in
+        (path: "/api/tasks/thr.\(index)", body: Array(#"{"progress":\#(Double(index % 100) / 100)}"#.utf8))
+    }
+    private let batches: [[UInt8]]
+
+    init(_ url: ServerURL, size: Int, first: Int) {
+        http = HTTPClient(host: url.host, port: url.port)
+        self.size = size
+        self.first = first
+        batches = (0..<10).map { round in
+            let events = (0..<size).map { index in
+                #"{"type":"update","id":"thr.\#((index + round * size) % 1000)","progress":\#(Double(index) / Double(size))}"#
+            }
+            return Array(("[" + events.joined(separator: ",") + "]").utf8)
+        }
+    }
+
+    func post(_ index: Int) throws {
+        if size == 1 {
+            let single = Poster.singles[index % Poster.singles.count]
+            try expect200(try http.request("POST", single.path, body: single.body), "POST \(single.path)")
+        } else {
+            try expect200(try http.request("POST", "/api/events", body: batches[index % batches.count]), "POST /api/events")
+        }
+    }
+
+    func run(_ count: Int) {
+        do {
+            for index in 0..<count { try post(first + index) }
+        } catch {
+            failure = "\(error)"
+        }
+    }
+}
+
+func throughput() throws {
+    let servers = (values["server"] ?? []).map { text -> ServerURL in
+        guard let url = ServerURL(text) else { fail("--server wants http://HOST:PORT, not '\(text)'") }
+        return url
+    }
+    guard !servers.isEmpty else { fail("give --server URL for each node") }
+    let connections = count("connections", 4)
+    let requests = count("requests", 10_000)
+    let size = count("batch-size", 100)
+    let share = requests / connections
+    let posters = (0..<connections).map { Poster(servers[$0 % servers.count], size: size, first: $0 * share) }
+    for poster in posters { for index in 0..<20 { try poster.post(index) } }
+    // A thread per connection (GCD would run no more of them at once than there are cores).
+    let finished = DispatchGroup()
+    let start = Date()
+    for poster in posters {
+        finished.enter()
+        Thread {
+            poster.run(share)
+            finished.leave()
+        }.start()
+    }
+    finished.wait()
+    let seconds = Date().timeIntervalSince(start)
+    if let failure = posters.compactMap(\.failure).first { throw Failure(description: failure) }
+    let events = share * connections * size
+    print(#"{"events": \#(events), "seconds": \#(seconds), "rate": \#(Double(events) / seconds)}"#)
+}
+
 do {
     switch scenario {
     case "patterns": try patterns()
     case "age": try age()
     case "storage": try storage()
+    case "throughput": try throughput()
     case "--help", "help": print(usage)
     default: fail("unknown scenario '\(scenario)'; see --help")
     }

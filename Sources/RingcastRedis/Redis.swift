@@ -96,9 +96,17 @@ package struct RedisURL: Equatable, Sendable, CustomStringConvertible {
 package struct RedisURLError: Error, Equatable, CustomStringConvertible, Sendable {
     package let text: String
     package let reason: String
+    /// What to write instead.
+    package var example = "redis://HOST[:PORT][/DB], like redis://127.0.0.1:6379"
+
+    package init(text: String, reason: String, example: String = "redis://HOST[:PORT][/DB], like redis://127.0.0.1:6379") {
+        self.text = text
+        self.reason = reason
+        self.example = example
+    }
 
     package var description: String {
-        "'\(text)' is not a Redis URL: \(reason); write redis://HOST[:PORT][/DB], like redis://127.0.0.1:6379"
+        "'\(text)' is not a Redis URL: \(reason); write \(example)"
     }
 }
 

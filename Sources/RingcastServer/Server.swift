@@ -62,11 +62,16 @@ public final class Server: @unchecked Sendable {
     /// The storage `config.storage` names: memory, a Redis cluster (`redis://…`), or an SQLite file
     /// relative to `baseDirectory`.
     public static func persistence(for config: ServerConfig, baseDirectory: String, logger: Logger) throws -> TaskPersistence {
+        guard RedisTarget.names(config.storage) || config.redisReplicas == 0 else {
+            throw ServerError(
+                "redisReplicas is \(config.redisReplicas) but storage is \(config.storage), not Redis: set \"storage\" to redis://… or redis-sentinel://…, or remove \"redisReplicas\""
+            )
+        }
         guard config.storage != "memory" else { return MemoryOnlyPersistence() }
-        if config.storage.hasPrefix("redis://") {
-            let url: RedisURL
-            do { url = try RedisURL(config.storage) } catch { throw ServerError("storage \(error)") }
-            return try RedisCluster(url: url, logger: logger)
+        if RedisTarget.names(config.storage) {
+            let target: RedisTarget
+            do { target = try RedisTarget(config.storage) } catch { throw ServerError("storage \(error)") }
+            return try RedisCluster(url: target, replicas: config.redisReplicas, logger: logger)
         }
         let path = config.storage.hasPrefix("/") ? config.storage : baseDirectory + "/" + config.storage
         return try SQLitePersistence(path: path, logger: logger)

@@ -36,7 +36,7 @@ extension ServeCommand {
     private var storageDescription: String {
         guard config.storage != "memory" else { return "memory" }
         // A Redis URL carries no password (RedisURL refuses one), so the start line may show it whole.
-        if config.storage.hasPrefix("redis://") { return config.storage }
+        if config.storage.hasPrefix("redis://") || config.storage.hasPrefix("redis-sentinel://") { return config.storage }
         let path = config.storage.hasPrefix("/") ? config.storage : baseDirectory + "/" + config.storage
         return "sqlite " + URL(fileURLWithPath: path).standardizedFileURL.path
     }

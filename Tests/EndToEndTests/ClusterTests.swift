@@ -220,3 +220,148 @@ extension ClusterTests {
         listener.cancel()
     }
 }
+
+/// Redis loses everything while one node lags behind the log: what the other node answered
+/// survives, and the cluster moves to a new epoch so that no watcher resumes across the loss.
+extension ClusterTests {
+    private func listing(_ node: ServeProcess) throws -> JSONValue {
+        try JSONParser.parse(try HTTPClient(host: "127.0.0.1", port: node.port).request("GET", "/api/tasks?watch=cl.*").body)
+    }
+
+    func testRedisLosingEverythingWhileANodeLagsLosesNothingAnsweredAndNumbersANewEpoch() throws {
+        let a = try node("a")
+        let b = try node("b")
+        for job in 0..<6 { try post(a, "/api/tasks/cl.job-\(job)", #"{"progress":0.5}"#) }
+        XCTAssertTrue(eventually(timeout: 10) { (try? self.tasks(a)) == (try? self.tasks(b)) }, "B caught up before it was paused")
+        let before = try listing(a)
+        let oldEpoch = try XCTUnwrap(before["epoch"]?.stringValue)
+        let oldSeq = try XCTUnwrap(before["seq"]?.numberValue)
+
+        // B stops reading (as a node stalled by its host would); A answers ten terminal updates.
+        kill(b.process.processIdentifier, SIGSTOP)
+        var answeredSeqs: [Double] = []
+        for job in 0..<6 {
+            answeredSeqs.append(try post(a, "/api/tasks/cl.job-\(job)", #"{"state":"done"}"#)["seq"]?.numberValue ?? 0)
+        }
+        for job in 6..<10 {
+            answeredSeqs.append(try post(a, "/api/tasks/cl.job-\(job)", #"{"state":"done"}"#)["seq"]?.numberValue ?? 0)
+        }
+        let lastAnswered = try XCTUnwrap(answeredSeqs.max())
+
+        // Redis dies, stays down long enough for A's reconnect back-off to grow to its cap, and
+        // comes back empty; B resumes first, holding the older state.
+        redis.stop()
+        Thread.sleep(forTimeInterval: 3)
+        try redis.start()
+        kill(b.process.processIdentifier, SIGCONT)
+
+        XCTAssertTrue(
+            eventually(timeout: 30) {
+                (try? HTTPClient(host: "127.0.0.1", port: a.port).request("POST", "/api/tasks/cl.after", json: "{}"))?.status == 200
+            }, "A publishes again once the state is back")
+        XCTAssertTrue(
+            eventually(timeout: 10) { (try? self.tasks(a)) == (try? self.tasks(b)) }, "A: \((try? tasks(a)) ?? "")\nB: \((try? tasks(b)) ?? "")")
+        for node in [a, b] {
+            let after = try listing(node)
+            let newEpoch = try XCTUnwrap(after["epoch"]?.stringValue)
+            XCTAssertNotEqual(newEpoch, oldEpoch, "the lost log's epoch is never reused")
+            XCTAssertGreaterThan(try XCTUnwrap(after["seq"]?.numberValue), lastAnswered, "the state put back is the newest a node held")
+            let done = Set(
+                (after["tasks"]?.arrayValue ?? []).filter { $0["state"] == .string("done") }.compactMap { $0["id"]?.stringValue })
+            XCTAssertEqual(done, Set((0..<10).map { "cl.job-\($0)" }), "every update A answered is on node \(node.port)")
+        }
+
+        // A watcher that last saw the old epoch gets the whole state, not a resume.
+        let resumed = TestWatcher("ws://127.0.0.1:\(b.port)/ws?watch=cl.*&since=\(oldEpoch):\(Int(oldSeq))")
+        let snapshot = resumed.waitForSnapshot().snapshot
+        XCTAssertEqual(snapshot.event["full"], .bool(true), "a since from before the loss is answered with a full snapshot")
+        XCTAssertEqual(snapshot.event["tasks"]?.arrayValue?.count, 11)
+    }
+}
+
+/// Redis under Sentinel: the master killed while two nodes publish; the nodes find the promoted
+/// replica, and with `redisReplicas: 1` nothing they answered is lost. The killed master comes
+/// back (as operators restart it) and the sentinels make it the new master's replica.
+extension ClusterTests {
+    func testTheNodesFollowASentinelFailoverAndLoseNothingAnsweredWithRedisReplicas() throws {
+        let group = try SentinelGroup()
+        func sentinelNode(_ name: String) throws -> ServeProcess {
+            let config = folder.file("\(name).json")
+            try Data(
+                #"{"port":0,"publicDir":"\#(emptyPublicDirectory)","storage":"\#(group.url)","redisReplicas":1,"logLevel":"error"}"#.utf8
+            ).write(to: config)
+            return try ServeProcess(["--config", config.path])
+        }
+        let nodes = [try sentinelNode("a"), try sentinelNode("b")]
+        let oldMaster = group.master.port
+        var answered: [String: Double] = [:]  // task → the progress its last 200 said
+        var refusals: [String] = []
+        var step = 0
+        /// Publishes to the nodes in turn until `done` holds (at most `seconds`); true if it did.
+        func publish(for seconds: Double, until done: (_ node: Int, _ status: Int, _ text: String) -> Bool) -> Bool {
+            let ends = Date().addingTimeInterval(seconds)
+            while Date() < ends {
+                step += 1
+                let node = step % nodes.count
+                let task = "cl.f-\(step % 40)"
+                let progress = Double(step) / 10_000
+                let answer = try? HTTPClient(host: "127.0.0.1", port: nodes[node].port, timeoutSeconds: 10).request(
+                    "POST", "/api/tasks/\(task)", json: #"{"progress":\#(progress)}"#)
+                if answer?.status == 200 {
+                    answered[task] = progress
+                } else {
+                    refusals.append("\(answer?.status ?? 0) \(answer?.text ?? "no answer")")
+                }
+                if done(node, answer?.status ?? 0, answer?.text ?? "") { return true }
+                usleep(20_000)
+            }
+            return false
+        }
+        XCTAssertTrue(publish(for: 30) { _, _, _ in answered.count == 40 && step >= 100 }, "publishing before the failover: \(refusals.suffix(3))")
+        XCTAssertTrue(refusals.isEmpty, "\(refusals)")
+
+        group.master.stop()
+        let killed = Date()
+        // A node is on the new master when its append reached a master: answered, or refused only
+        // because the one replica is gone (it was promoted), not because no master answers.
+        var onNewMaster: Set<Int> = []
+        XCTAssertTrue(
+            publish(for: 30) { node, status, text in
+                if status == 200 || text.contains("replicas redisReplicas asks for") { onNewMaster.insert(node) }
+                return onNewMaster.count == nodes.count
+            }, "both nodes reach the new master: \(refusals.suffix(3))")
+        let following = Date().timeIntervalSince(killed)
+        XCTAssertEqual(group.masterPort, group.replica.port, "the sentinels promoted the replica")
+
+        // The old master returns empty; the sentinels turn it into the new master's replica, and
+        // answers are confirmed by a replica again.
+        try group.master.start()
+        var answeringAgain: Set<Int> = []
+        XCTAssertTrue(
+            publish(for: 30) { node, status, _ in
+                if status == 200 { answeringAgain.insert(node) }
+                return answeringAgain.count == nodes.count
+            }, "both nodes answer 200 once the old master is the new one's replica: \(refusals.suffix(3))")
+        XCTAssertNotEqual(group.masterPort, oldMaster)
+        XCTAssertTrue(
+            SentinelGroup.redisCLI(oldMaster, "INFO", "replication").contains("role:slave"), "the old master came back as a replica")
+
+        for refusal in refusals {
+            XCTAssertTrue(refusal.hasPrefix("503") && refusal.contains("storage_failed"), "between masters only 503 storage_failed: \(refusal)")
+        }
+        for node in nodes {
+            XCTAssertTrue(
+                eventually(timeout: 10) {
+                    guard let listing = try? self.listing(node) else { return false }
+                    let held = Dictionary(
+                        (listing["tasks"]?.arrayValue ?? []).compactMap { task in
+                            task["id"]?.stringValue.map { ($0, task["progress"]?.numberValue ?? -1) }
+                        }, uniquingKeysWith: { $1 })
+                    return answered.allSatisfy { task, progress in (held[task] ?? -1) >= progress }
+                }, "every update answered 200 is on node \(node.port) after the failover (\(answered.count) tasks)")
+        }
+        print(
+            "sentinel failover: \(step) updates sent, \(step - refusals.count) answered 200, \(refusals.count) refused with 503; both nodes on the new master \(following) s after the kill"
+        )
+    }
+}

@@ -82,3 +82,35 @@ final class RedisURLTests: XCTestCase {
         }
     }
 }
+
+/// `redis-sentinel://HOST[:PORT],HOST[:PORT]/NAME`: the sentinels and the master's name.
+final class RedisTargetTests: XCTestCase {
+    func testASentinelURLNamesItsSentinelsAndMaster() throws {
+        let target = try RedisTarget("redis-sentinel://10.0.0.1:26380,sentinel-b,[::1]:26379/cache.main")
+        guard case .sentinel(let sentinels, let master) = target else { return XCTFail("\(target)") }
+        XCTAssertEqual(master, "cache.main")
+        XCTAssertEqual(sentinels.map(\.host), ["10.0.0.1", "sentinel-b", "::1"])
+        XCTAssertEqual(sentinels.map(\.port), [26380, 26379, 26379], "a sentinel's port is 26379 unless given")
+        XCTAssertEqual(target.description, "redis-sentinel://10.0.0.1:26380,sentinel-b:26379,[::1]:26379/cache.main")
+        XCTAssertEqual(try RedisTarget(target.description), target, "what it writes reads back")
+        XCTAssertEqual(try RedisTarget("redis://127.0.0.1:6380"), .server(try RedisURL("redis://127.0.0.1:6380")))
+    }
+
+    func testEachSentinelRefusalSaysWhatIsWrongAndHowToWriteOne() {
+        let refusals: [(String, reason: String)] = [
+            ("redis-sentinel://127.0.0.1:26379", "names no master"),
+            ("redis-sentinel://127.0.0.1:26379/", "is empty"),
+            ("redis-sentinel://127.0.0.1:26379/my master", "letters, digits"),
+            ("redis-sentinel://127.0.0.1:26379,,127.0.0.2/m", "a sentinel's address is empty"),
+            ("redis-sentinel://127.0.0.1:99999/m", "the port '99999'"),
+            ("redis-sentinel:///m", "a sentinel's address is empty"),
+        ]
+        for (text, reason) in refusals {
+            XCTAssertThrowsError(try RedisTarget(text), text) { error in
+                let said = "\(error)"
+                XCTAssertTrue(said.contains(reason), "\(text): \(said)")
+                XCTAssertTrue(said.contains("write redis-sentinel://HOST[:PORT],HOST[:PORT]/MASTER-NAME"), said)
+            }
+        }
+    }
+}

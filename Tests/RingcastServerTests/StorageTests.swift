@@ -28,6 +28,15 @@ final class StorageTests: XCTestCase {
         }
     }
 
+    func testWaitingForRedisReplicasWithoutRedisIsRefusedAtStart() {
+        var config = ServerConfig()
+        config.redisReplicas = 1
+        config.storage = "memory"
+        XCTAssertThrowsError(try Server.persistence(for: config, baseDirectory: folder.url.path, logger: .silent)) { error in
+            XCTAssertTrue("\(error)".contains("redisReplicas is 1 but storage is memory, not Redis"), "\(error)")
+        }
+    }
+
     func testARestartBringsBackEveryTaskItsEpochAndItsSequence() throws {
         var first: TestServer? = try server()
         try first!.post("/api/tasks/keep.progress", #"{"title":"Half","progress":0.5,"detail":"écrit — \"quoted\""}"#)

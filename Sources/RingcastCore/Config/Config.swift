@@ -26,6 +26,9 @@ public struct ServerConfig: Equatable, Sendable {
     public var trustedProxies: [String] = []
     /// `"memory"`, or the SQLite file that keeps tasks across restarts (relative to the config file).
     public var storage = "memory"
+    /// In a cluster: how many Redis replicas must confirm a change (Redis's `WAIT`) before it is
+    /// answered; 0 answers once the master has it.
+    public var redisReplicas = 0
     /// Names besides the configured host, `localhost` and IP literals that the `Host` header may carry
     /// (`.example.com` allows every subdomain; `*` turns the check off).
     public var allowedHosts: [String] = []
@@ -73,7 +76,7 @@ public struct ServerConfig: Equatable, Sendable {
         "storage", "retentionSeconds", "maxTasks", "maxPublishRate", "maxConnectionsPerAddress", "limitLoopback", "tls",
         "handshakeTimeoutSeconds", "threads", "webhooks", "abandonAfterSeconds", "logLines", "logBytes", "maxLogBytes", "logFormat",
         "flushMilliseconds",
-        "readers", "anonymousRead", "anonymousLocalMaxTasks", "tokenSecretEnv", "trustedProxies",
+        "readers", "anonymousRead", "anonymousLocalMaxTasks", "tokenSecretEnv", "trustedProxies", "redisReplicas",
     ]
 
     /// Parses a config file's contents; the error names the field and says what to write instead.
@@ -136,9 +139,12 @@ public struct ServerConfig: Equatable, Sendable {
                 config.logFormat = format
             case "storage":
                 guard case .string(let storage) = value, !storage.isEmpty else {
-                    throw fail("\"memory\" or the path of an SQLite file, like \"data/ringcast.db\"")
+                    throw fail(
+                        "\"memory\", the path of an SQLite file like \"data/ringcast.db\", redis://HOST:PORT or redis-sentinel://HOST:PORT,HOST:PORT/MASTER"
+                    )
                 }
                 config.storage = storage
+            case "redisReplicas": config.redisReplicas = try integer(0...100, "a count of Redis replicas from 0 to 100 (0: do not wait for replicas)")
             case "allowedHosts":
                 guard case .array(let items) = value else { throw fail("a list of host names like [\"ringcast.example.com\"]") }
                 config.allowedHosts = try items.map { item throws(ConfigError) in

@@ -45,7 +45,11 @@ extension ServerConfig {
         Reference("staticMaxAge", "60", "Seconds browsers may cache static files (they revalidate with ETag)."),
         Reference(
             "storage", #""memory""#,
-            "\"memory\", an SQLite file (relative to this file) that keeps every task across restarts, or redis://HOST[:PORT][/DB] to share state with other nodes. RINGCAST_STORAGE overrides it."
+            "\"memory\", an SQLite file (relative to this file) that keeps every task across restarts, redis://HOST[:PORT][/DB] to share state with other nodes, or redis-sentinel://HOST[:PORT],HOST[:PORT]/MASTER to find that Redis through Sentinel. RINGCAST_STORAGE overrides it."
+        ),
+        Reference(
+            "redisReplicas", "0",
+            "With Redis storage: how many replicas must confirm a change (Redis's WAIT, at most 1 s) before it is answered; 0 answers once the master has it."
         ),
         Reference("retentionSeconds", "86400", "Seconds after which a finished or hidden task nothing touched is removed."),
         Reference("maxTasks", "10000", "The most tasks held; past it a new task is refused (409)."),

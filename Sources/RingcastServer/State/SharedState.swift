@@ -66,6 +66,9 @@ final class SharedState: @unchecked Sendable {
         var deadline: Double??
         /// Worker 0 keeps the write-behind timer: arm it.
         var armWriteBehind = false
+        /// The cluster's state was put back under a new epoch: the changes this worker handed to
+        /// the lost log up to this token will never be read back; answer them with the error.
+        var lostThrough: (token: UInt64, error: APIError)?
     }
 
     private let lock = NSLock()
@@ -94,6 +97,14 @@ final class SharedState: @unchecked Sendable {
     /// The webhook senders, once started; deliveries a change made wait here for its ticket.
     var webhooks: WebhookSenders?
     private let heldWebhooks = Locked<[(ticket: UInt64, deliveries: [WebhookDelivery])]>([])
+    /// In a cluster, per worker: the token of the last change it handed to the log.
+    private var lastAppended: [UInt64] = []
+    /// In a cluster with `redisReplicas`: answers to this node's changes that wait for the replicas
+    /// to confirm them (by log index), the newest index the writer has heard about, and the
+    /// indices whose replicas fell short, with the error to answer instead.
+    private var awaitingReplicas: [(index: Int64, worker: Int, token: UInt64, outcome: Outcome)] = []
+    private var replicatedThrough: Int64 = 0
+    private var replicaShortfalls: [Int64: APIError] = [:]
     /// In a cluster: the time of the last entry applied. Entries apply at the later of their own
     /// time and this one, on every node alike, so time never runs back across nodes' clocks.
     private var appliedNow: Double = 0
@@ -115,6 +126,7 @@ final class SharedState: @unchecked Sendable {
         self.workers.withLock { $0 = workers }
         lock.withLock {
             mail = Array(repeating: Mail(), count: workers.count)
+            lastAppended = Array(repeating: 0, count: workers.count)
             windows = workers.map(\.window)
             armedDeadline = store.nextDeadline()
             deadlineChanged = true
@@ -202,6 +214,7 @@ final class SharedState: @unchecked Sendable {
             performed.outcome = .refused(cluster.unreachable)
             return performed
         }
+        lock.withLock { if worker < lastAppended.count { lastAppended[worker] = token } }
         cluster.append(LogEntry(node: cluster.node, token: token, worker: worker, now: now, kind: entryKind))
         return performed
     }
@@ -368,10 +381,11 @@ final class SharedState: @unchecked Sendable {
     // MARK: The cluster's log
 
     /// Applies log entries in order (the engine's reader thread); the asking node's worker gets its answer.
-    func applyLog(_ entries: [LogEntry], node: String) {
+    func applyLog(_ entries: [(index: Int64, entry: LogEntry)], node: String) {
         var notify: Set<Int> = []
+        let waitsForReplicas = (cluster?.replicas ?? 0) > 0
         lock.withLock {
-            for entry in entries {
+            for (index, entry) in entries {
                 appliedNow = max(appliedNow, entry.now)
                 let now = appliedNow
                 let asked = entry.node == node
@@ -402,14 +416,40 @@ final class SharedState: @unchecked Sendable {
                     _ = store.webhooks?.takePending()
                 }
                 if let outcome, asked, entry.worker < mail.count {
-                    mail[entry.worker].completions.append((entry.token, outcome))
-                    notify.insert(entry.worker)
+                    if waitsForReplicas, index > replicatedThrough {
+                        awaitingReplicas.append((index, entry.worker, entry.token, outcome))
+                    } else {
+                        answerLocked(worker: entry.worker, token: entry.token, index: index, outcome, notify: &notify)
+                    }
                 }
             }
             for index in mail.indices where !mail[index].deliveries.isEmpty { notify.insert(index) }
         }
         wake(notify)
         releaseWebhooks()
+    }
+
+    /// Under the lock: `outcome` to the worker that asked, or the replicas' shortfall instead.
+    private func answerLocked(worker: Int, token: UInt64, index: Int64, _ outcome: Outcome, notify: inout Set<Int>) {
+        let shortfall = replicaShortfalls.removeValue(forKey: index)
+        mail[worker].completions.append((token, shortfall.map { .refused($0) } ?? outcome))
+        notify.insert(worker)
+    }
+
+    /// The writer heard from Redis's WAIT about this node's changes up to log index `through`:
+    /// their answers leave, each as applied or, for those in `failed`, with the error.
+    func replicated(through: Int64, failed: [Int64: APIError]) {
+        var notify: Set<Int> = []
+        lock.withLock {
+            replicatedThrough = max(replicatedThrough, through)
+            replicaShortfalls.merge(failed) { $1 }
+            let ready = awaitingReplicas.filter { $0.index <= replicatedThrough }
+            awaitingReplicas.removeAll { $0.index <= replicatedThrough }
+            for held in ready where held.worker < mail.count {
+                answerLocked(worker: held.worker, token: held.token, index: held.index, held.outcome, notify: &notify)
+            }
+        }
+        wake(notify)
     }
 
     /// Redis did not take a change: its worker answers with the error.
@@ -426,11 +466,24 @@ final class SharedState: @unchecked Sendable {
     /// log's trimmed start): every watcher on every thread gets a full snapshot.
     func reload(_ saved: PersistedState) {
         lock.withLock {
+            let lostEpoch = saved.epoch != store.epoch
             store.replace(with: saved)
             appliedNow = saved.appliedNow
+            let unknown = APIError(
+                .storageFailed,
+                "Redis lost the cluster's log while this change was on its way, and the state was put back under a new epoch; it may or may not be in it: read the task, and publish again if it is missing"
+            )
             for index in mail.indices {
                 mail[index].deliveries = []
                 mail[index].resyncEveryone = true
+                if lostEpoch, index < lastAppended.count { mail[index].lostThrough = (lastAppended[index], unknown) }
+            }
+            if lostEpoch {
+                for held in awaitingReplicas where held.worker < mail.count {
+                    mail[held.worker].completions.append((held.token, .refused(unknown)))
+                }
+                awaitingReplicas = []
+                replicaShortfalls = [:]
             }
             armedDeadline = store.nextDeadline()
             deadlineChanged = true
@@ -438,13 +491,12 @@ final class SharedState: @unchecked Sendable {
         wakeEveryone()
     }
 
-    /// The whole state, for the cluster's checkpoint.
-    func checkpointBody() -> (epoch: String, body: [UInt8]) {
+    /// The whole state, for the cluster's checkpoint (or to seed a Redis that lost it).
+    func checkpointState() -> PersistedState {
         lock.withLock {
-            let state = PersistedState(
-                epoch: store.epoch, seq: store.seq, tasks: store.tasks.values.sorted { $0.seq < $1.seq },
+            PersistedState(
+                epoch: store.epoch, seq: store.seq, tasks: store.tasks.values.sorted { $0.seq < $1.seq }, appliedNow: appliedNow,
                 history: store.history.kinds)
-            return (store.epoch, state.checkpointBody(appliedNow: appliedNow))
         }
     }
 

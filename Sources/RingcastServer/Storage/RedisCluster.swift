@@ -43,8 +43,41 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
         end
         return redis.call('HGET', KEYS[1], 'node')
         """
-    /// How long the nodes that found the state gone have to propose theirs before the furthest seeds it.
-    private static let reseedSettleSeconds = 1.0
+    /// How long the nodes that found the state gone have to propose theirs before the furthest seeds
+    /// it: well over the longest a node that is up waits between two attempts to reach Redis
+    /// (`reconnectCapSeconds`) plus one connection's set-up, so every node alive through the loss
+    /// has proposed before anyone seeds.
+    static let reseedSettleSeconds = 3.0
+    /// The longest the reader and the writer wait between two attempts to reach Redis.
+    static let reconnectCapSeconds = 1.0
+    /// Puts a lost cluster's state back, once: a new epoch (so no watcher resumes across the loss),
+    /// the log index and checkpoint of the node that had read furthest, and where it came from
+    /// (`from`, `fromIndex`: a node that comes back later having read further can say what was lost).
+    private static let seedScript = """
+        if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+        redis.call('SET', KEYS[1], ARGV[1])
+        redis.call('SET', KEYS[2], ARGV[2])
+        redis.call('DEL', KEYS[3], KEYS[5])
+        redis.call('HSET', KEYS[3], 'i', ARGV[2], 'id', '0-0', 'from', ARGV[3], 'fromIndex', ARGV[2], 'body', ARGV[4])
+        redis.call('DEL', KEYS[4])
+        return 1
+        """
+    /// Declares the cluster's log lost when Redis holds fewer of its entries than a node has read
+    /// (a failover to a replica that had not received the last ones): deletes the epoch, so that
+    /// no node appends to that log again and every node goes through putting the state back.
+    private static let forgetScript = """
+        if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+        if tonumber(redis.call('GET', KEYS[2]) or '0') >= tonumber(ARGV[2]) then return 0 end
+        redis.call('DEL', KEYS[1])
+        return 1
+        """
+    /// A node that starts on a Redis with no cluster in it makes a new one, unless nodes are putting
+    /// a lost one back (their proposals are there): then it waits and loads theirs.
+    private static let createScript = """
+        if redis.call('EXISTS', KEYS[2]) == 1 then return redis.call('GET', KEYS[1]) end
+        redis.call('SET', KEYS[1], ARGV[1], 'NX')
+        return redis.call('GET', KEYS[1])
+        """
     private let nodeID = UUID().uuidString
 
     /// Appends an entry with the next index, unless the cluster's epoch is not the one the node has
@@ -65,8 +98,9 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
         redis.call('XADD', KEYS[4], '*', 'i', i, 'e', ARGV[3])
         return i
         """
-    /// Keeps the newest checkpoint, and trims the log entries it makes unnecessary.
+    /// Keeps the newest checkpoint of the cluster's epoch, and trims the log entries it makes unnecessary.
     private static let checkpointScript = """
+        if redis.call('GET', KEYS[3]) ~= ARGV[4] then return 0 end
         local current = redis.call('HGET', KEYS[1], 'i')
         if current and tonumber(current) >= tonumber(ARGV[1]) then return 0 end
         redis.call('HSET', KEYS[1], 'i', ARGV[1], 'id', ARGV[2], 'body', ARGV[3])
@@ -74,14 +108,19 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
         return 1
         """
 
-    let url: RedisURL
+    /// The Redis server, or the sentinels that name its master.
+    let url: RedisTarget
+    /// `redisReplicas`: how many replicas must confirm a change (Redis's WAIT) before it is answered.
+    let replicas: Int
+    /// How long an answer waits for the replicas to confirm.
+    static let replicaWaitMilliseconds = 1000
     let node: String
     private let logger: Logger
     private let condition = NSCondition()
     private enum Request {
         case append(LogEntry)
         case claim(deadline: Double, entry: LogEntry)
-        case checkpoint(index: Int64, id: String, body: [UInt8])
+        case checkpoint(index: Int64, id: String, body: [UInt8], epoch: String)
     }
     private var queue: [Request] = []
     private var running = false
@@ -100,19 +139,29 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
     private var lastCheckpointAt = Date()
 
     /// Connects and reads the cluster's epoch and checkpoint; a new cluster gets a new epoch.
-    init(url: RedisURL, logger: Logger) throws {
+    init(url: RedisTarget, replicas: Int = 0, logger: Logger) throws {
         self.url = url
+        self.replicas = replicas
         self.logger = logger
         node = TaskStore.newEpoch()
         do {
-            let redis = try RedisConnection(url)
-            _ = try redis.command(["SET", Key.epoch, TaskStore.newEpoch(), "NX"])
-            guard let epoch = try redis.command(["GET", Key.epoch]).text else { throw RedisError.reply("no epoch") }
+            let redis = try url.connect()
+            let created = try redis.command(["EVAL", RedisCluster.createScript, "2", Key.epoch, Key.reseed, TaskStore.newEpoch()])
+            if case .error(let message) = created { throw RedisError.reply(message) }
+            // No epoch: the nodes are putting a lost state back. This node starts empty on an epoch
+            // of its own, which no watcher can resume in, and loads theirs when it is there.
+            guard let epoch = created.text else {
+                self.epoch = TaskStore.newEpoch()
+                logger.warning(
+                    "storage \(url): Redis lost the cluster's state and the nodes are putting it back; this node loads it when it is there")
+                return
+            }
             self.epoch = epoch
             loaded = try RedisCluster.readCheckpoint(redis, epoch: epoch, cursor: &lastIndex, id: &lastID)
             lastCheckpointIndex = lastIndex
         } catch {
-            throw ServerError("storage \(url): \(error); start redis-server there, or set \"storage\" to \"memory\" or an SQLite file")
+            let what = if case .sentinel = url { "start the sentinels and the master they monitor" } else { "start redis-server there" }
+            throw ServerError("storage \(url): \(error); \(what), or set \"storage\" to \"memory\" or an SQLite file")
         }
     }
 
@@ -143,7 +192,7 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
     func startWriting(report: @escaping @Sendable (UInt64, Bool) -> Void) {
         guard let state else { return }
         do {
-            let redis = try RedisConnection(url)
+            let redis = try url.connect()
             while true {
                 let entries = try read(redis, block: nil)
                 if entries.isEmpty { break }
@@ -200,7 +249,7 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
 
     private func writerLoop() {
         var redis: RedisConnection?
-        var backoff = Backoff()
+        var backoff = Backoff(cap: RedisCluster.reconnectCapSeconds)
         while true {
             let batch: [Request] = condition.withLock {
                 while queue.isEmpty, running { condition.wait() }
@@ -215,12 +264,35 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
                 return
             }
             do {
-                if redis == nil { redis = try RedisConnection(url) }
-                let replies = try redis!.pipeline(batch.map(command(for:)))
+                if redis == nil { redis = try url.connect() }
+                var commands = batch.map(command(for:))
+                let appended = batch.contains { if case .append = $0 { true } else { false } }
+                let waits = replicas > 0 && appended
+                if waits { commands.append(["WAIT", String(replicas), String(RedisCluster.replicaWaitMilliseconds)].map { Array($0.utf8) }) }
+                let replies = try redis!.pipeline(commands)
                 markAvailable()
                 backoff.reset()
+                var indices: [Int64] = []
                 for (request, reply) in zip(batch, replies) {
-                    if case .error(let message) = reply { refuse(request, because: "Redis refused it: \(message)") }
+                    if case .error(let message) = reply {
+                        // A master turned replica by a failover answers READONLY: find the new one.
+                        if message.hasPrefix("READONLY") { redis = nil }
+                        refuse(request, because: "Redis refused it: \(message)")
+                    } else if case .append = request, let index = reply.integer {
+                        indices.append(index)
+                    }
+                }
+                if waits, let through = indices.max() {
+                    let confirmed = replies.last?.integer ?? 0
+                    let shortfall =
+                        confirmed >= replicas
+                        ? nil
+                        : APIError(
+                            .storageFailed,
+                            "the change was applied on the Redis master, but \(confirmed) of the \(replicas) replicas redisReplicas asks for confirmed it within \(RedisCluster.replicaWaitMilliseconds) ms, so a failover could lose it; check the replicas (INFO replication), then read the task and publish again if it is missing"
+                        )
+                    state?.replicated(
+                        through: through, failed: shortfall.map { error in Dictionary(uniqueKeysWithValues: indices.map { ($0, error) }) } ?? [:])
                 }
             } catch {
                 redis = nil
@@ -240,8 +312,10 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
             return strings(["EVAL", RedisCluster.claimScript, "4", Key.epoch, Key.due, Key.index, Key.log, epochNow, String(deadline)]) + [
                 entry.encoded()
             ]
-        case .checkpoint(let index, let id, let body):
-            return strings(["EVAL", RedisCluster.checkpointScript, "2", Key.checkpoint, Key.log, String(index), id]) + [body]
+        case .checkpoint(let index, let id, let body, let epoch):
+            return strings(["EVAL", RedisCluster.checkpointScript, "3", Key.checkpoint, Key.log, Key.epoch, String(index), id]) + [
+                body, Array(epoch.utf8),
+            ]
         }
     }
 
@@ -257,12 +331,12 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
 
     private func readerLoop() {
         var redis: RedisConnection?
-        var backoff = Backoff()
+        var backoff = Backoff(cap: RedisCluster.reconnectCapSeconds)
         while condition.withLock({ running }) {
             guard let state else { break }
             do {
                 if redis == nil {
-                    let connection = try RedisConnection(url)
+                    let connection = try url.connect()
                     try rejoin(connection, state: state)
                     redis = connection
                 }
@@ -290,36 +364,27 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
 
     private struct LogGap: Error { let reason: String }
 
-    /// On (re)connecting: if Redis lost the cluster's state, put back the state of the node that had
-    /// read furthest (every node that finds it gone proposes how far it read; after a settle window
-    /// the furthest seeds, the others wait and reload it), so a node that lagged never overwrites
-    /// what another answered; if the log moved on past what this node can read, reload the checkpoint.
+    /// On (re)connecting: if Redis lost the cluster's state, the node that had read furthest puts
+    /// its state back under a new epoch (every node that finds it gone proposes how far it read;
+    /// after a settle window the furthest seeds, the others wait and reload it), so a node that
+    /// lagged never overwrites what another answered and no watcher resumes across the loss; if
+    /// the log moved on past what this node can read, reload the checkpoint.
     private func rejoin(_ redis: RedisConnection, state: SharedState) throws {
-        let current = try redis.command(["GET", Key.epoch]).text
-        if current == nil {
-            _ = try redis.command(["EVAL", RedisCluster.proposeScript, "1", Key.reseed, String(lastIndex), nodeID])
-            Thread.sleep(forTimeInterval: RedisCluster.reseedSettleSeconds)
-            let furthest = try redis.command(["HGET", Key.reseed, "node"]).text
-            if furthest != nodeID, try redis.command(["GET", Key.epoch]).text == nil {
+        if try redis.answer(["GET", Key.epoch]).text == epoch, let indexNow = try redis.answer(["GET", Key.index]).integer, indexNow < lastIndex {
+            let forgot = try redis.answer(["EVAL", RedisCluster.forgetScript, "2", Key.epoch, Key.index, epoch, String(lastIndex)])
+            if forgot.integer == 1 {
+                logger.error(
+                    "storage \(url): Redis holds \(indexNow) entries of the cluster's log and this node had read \(lastIndex) (a failover to a replica that had not received them): the log is lost, and the state is put back under a new epoch"
+                )
+            }
+        }
+        if try redis.answer(["GET", Key.epoch]).text == nil {
+            try reseed(redis, state: state)
+            if try redis.answer(["GET", Key.epoch]).text == nil {
                 throw RedisError.reply("Redis lost the cluster's state; waiting for the node that read furthest to put it back")
             }
         }
-        if current == nil, try redis.command(["GET", Key.epoch]).text == nil {
-            let seeded = state.checkpointBody()
-            let won = try redis.command(["SET", Key.epoch, seeded.epoch, "NX"])
-            if won.text == "OK" {
-                _ = try redis.pipeline([
-                    ["SET", Key.index, String(lastIndex)].map { Array($0.utf8) },
-                    ["HSET", Key.checkpoint, "i", String(lastIndex), "id", "0-0"].map { Array($0.utf8) } + [Array("body".utf8), seeded.body],
-                ])
-                lastID = "0-0"
-                _ = try redis.command(["DEL", Key.reseed])
-                logger.warning(
-                    "storage \(url): Redis had lost the cluster's state; this node put its own back (epoch \(seeded.epoch), \(lastIndex) entries)")
-                return
-            }
-        }
-        let epochNow = try redis.command(["GET", Key.epoch]).text ?? ""
+        let epochNow = try redis.answer(["GET", Key.epoch]).text ?? ""
         let first = try redis.command(["XRANGE", Key.log, "-", "+", "COUNT", "1"]).array?.first
         let firstIndex = first.flatMap(RedisCluster.entryFields)?.index
         let indexNow = try redis.command(["GET", Key.index]).integer ?? 0
@@ -327,37 +392,75 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
         let canContinue =
             epochNow == epoch && indexNow >= lastIndex
             && (indexNow == lastIndex || (firstIndex.map { $0 <= lastIndex + 1 } ?? false))
-        if !canContinue {
-            var index: Int64 = 0
-            var id = "0-0"
-            let reloaded =
-                try RedisCluster.readCheckpoint(redis, epoch: epochNow, cursor: &index, id: &id)
-                ?? PersistedState(epoch: epochNow, seq: 0, tasks: [])
-            condition.withLock { epoch = epochNow }
-            lastIndex = index
-            lastID = id
-            state.reload(reloaded)
-            logger.info(
-                "storage \(url): reloaded the cluster's state (epoch \(epochNow), \(reloaded.tasks.count) tasks); every watcher gets a snapshot")
+        guard !canContinue else { return }
+        var index: Int64 = 0
+        var id = "0-0"
+        let reloaded =
+            try RedisCluster.readCheckpoint(redis, epoch: epochNow, cursor: &index, id: &id)
+            ?? PersistedState(epoch: epochNow, seq: 0, tasks: [])
+        let origin = try redis.command(["HMGET", Key.checkpoint, "from", "fromIndex"]).array
+        if let origin, origin.count == 2, origin[0].text == epoch, let seededAt = origin[1].integer, seededAt < lastIndex {
+            logger.error(
+                "storage \(url): Redis lost the cluster's state and another node put back its own, \(lastIndex - seededAt) log entries behind this one (this node was away longer than \(RedisCluster.reseedSettleSeconds) s); those changes are gone"
+            )
         }
+        condition.withLock { epoch = epochNow }
+        lastIndex = index
+        lastID = id
+        state.reload(reloaded)
+        logger.info("storage \(url): reloaded the cluster's state (epoch \(epochNow), \(reloaded.tasks.count) tasks); every watcher gets a snapshot")
+    }
+
+    /// Redis has no cluster: proposes how far this node read and, after the settle window, puts
+    /// its state back under a new epoch if it read furthest (and nobody did so meanwhile).
+    private func reseed(_ redis: RedisConnection, state: SharedState) throws {
+        _ = try redis.command(["EVAL", RedisCluster.proposeScript, "1", Key.reseed, String(lastIndex), nodeID])
+        let settleUntil = Date().addingTimeInterval(RedisCluster.reseedSettleSeconds)
+        while Date() < settleUntil, condition.withLock({ running }) { usleep(50_000) }
+        guard try redis.command(["HGET", Key.reseed, "node"]).text == nodeID else { return }
+        var seeded = state.checkpointState()
+        let lostEpoch = seeded.epoch
+        seeded.epoch = TaskStore.newEpoch()
+        let body = seeded.checkpointBody(appliedNow: seeded.appliedNow)
+        let won = try redis.command(
+            [
+                "EVAL", RedisCluster.seedScript, "5", Key.epoch, Key.index, Key.checkpoint, Key.reseed, Key.log, seeded.epoch, String(lastIndex),
+                lostEpoch,
+            ].map { Array($0.utf8) } + [body])
+        if case .error(let message) = won { throw RedisError.reply(message) }
+        guard won.integer == 1 else { return }
+        condition.withLock { epoch = seeded.epoch }
+        lastID = "0-0"
+        state.reload(seeded)
+        logger.warning(
+            "storage \(url): Redis had lost the cluster's state; this node, which had read furthest, put its own back (\(lastIndex) entries, seq \(seeded.seq)) under a new epoch \(seeded.epoch): every watcher gets a snapshot"
+        )
     }
 
     /// The next entries after `lastID` (waiting up to `block` ms when given); checks none is missing.
-    private func read(_ redis: RedisConnection, block: Int?) throws -> [LogEntry] {
+    private func read(_ redis: RedisConnection, block: Int?) throws -> [(index: Int64, entry: LogEntry)] {
         var arguments = ["XREAD", "COUNT", "1000"]
         if let block { arguments += ["BLOCK", String(block)] }
         try redis.setTimeout(seconds: Double(block ?? 0) / 1000 + 5)
-        let reply = try redis.command(arguments + ["STREAMS", Key.log, lastID])
+        // The epoch is read after the entries (Redis answers a client's commands in order): if it
+        // changed, the entries may be of the new log, which this node must not apply to the old state.
+        let replies = try redis.pipeline([
+            (arguments + ["STREAMS", Key.log, lastID]).map { Array($0.utf8) }, [Array("GET".utf8), Array(Key.epoch.utf8)],
+        ])
+        let reply = replies[0]
         if case .error(let message) = reply { throw RedisError.reply(message) }
+        guard replies[1].text == condition.withLock({ epoch }) else {
+            throw LogGap(reason: "the cluster's epoch in Redis is no longer \(condition.withLock { epoch })")
+        }
         guard let streams = reply.array, let stream = streams.first?.array, stream.count == 2, let items = stream[1].array else { return [] }
-        var entries: [LogEntry] = []
+        var entries: [(index: Int64, entry: LogEntry)] = []
         for item in items {
             guard let (id, index, bytes) = RedisCluster.entryFields(item) else { continue }
             guard index == lastIndex + 1 else { throw LogGap(reason: "the log went from entry \(lastIndex) to \(index)") }
             lastIndex = index
             lastID = id
             if let entry = LogEntry(decoding: bytes) {
-                entries.append(entry)
+                entries.append((index, entry))
             } else {
                 logger.error("storage \(url): log entry \(index) is not one this version reads; skipped")
             }
@@ -365,7 +468,7 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
         return entries
     }
 
-    private func apply(_ entries: [LogEntry], to state: SharedState) {
+    private func apply(_ entries: [(index: Int64, entry: LogEntry)], to state: SharedState) {
         state.applyLog(entries, node: node)
     }
 
@@ -374,7 +477,8 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
         guard since >= 20_000 || (since > 0 && Date().timeIntervalSince(lastCheckpointAt) > 60) else { return }
         lastCheckpointIndex = lastIndex
         lastCheckpointAt = Date()
-        enqueue(.checkpoint(index: lastIndex, id: lastID, body: state.checkpointBody().body))
+        let saved = state.checkpointState()
+        enqueue(.checkpoint(index: lastIndex, id: lastID, body: saved.checkpointBody(appliedNow: saved.appliedNow), epoch: saved.epoch))
     }
 
     /// An XREAD/XRANGE item `[id, [field, value, …]]` as (id, index, entry bytes).
@@ -436,11 +540,22 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
     }
 }
 
+extension RedisConnection {
+    /// A command's reply, an error reply thrown (a Redis still loading its data answers so).
+    func answer(_ arguments: [String]) throws -> RedisValue {
+        let reply = try command(arguments)
+        if case .error(let message) = reply { throw RedisError.reply(message) }
+        return reply
+    }
+}
+
 /// Capped full-jitter back-off: a random wait between 0 and min(cap, base · 2^attempt).
 struct Backoff {
     var base = 0.1
     var cap = 5.0
     private var attempt = 0
+
+    init(cap: Double = 5.0) { self.cap = cap }
 
     mutating func reset() { attempt = 0 }
 

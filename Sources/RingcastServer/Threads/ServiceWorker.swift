@@ -106,6 +106,9 @@ final class ServiceWorker: @unchecked Sendable {
         }
         releaseKeptAnswers()
         for (token, outcome) in mail.completions { submitted.removeValue(forKey: token)?(outcome) }
+        if let (through, error) = mail.lostThrough {
+            for token in submitted.keys.filter({ $0 <= through }).sorted() { submitted.removeValue(forKey: token)?(.refused(error)) }
+        }
         if mail.resyncEveryone { fanOut.resyncEveryone() }
         if let deadline = mail.deadline { arm(deadline) }
         if mail.armWriteBehind { writeBehindTimer?.schedule(seconds: SQLitePersistence.writeBehindSeconds) }
