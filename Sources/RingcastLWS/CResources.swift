@@ -28,12 +28,20 @@ package struct CResources {
         list[0].callback = callback
         list[0].per_session_data_size = sessionSize
         list[0].rx_buffer_size = rxBufferSize
+        // lws 4.1.6 hands the kernel at most tx_packet_size (0: rx_buffer_size) bytes a send and
+        // keeps the rest for the next POLLOUT, again that much a time (lws_issue_raw): a 2 MB
+        // snapshot left in 4 KiB pieces, one wake-up each. With no practical limit, one send
+        // gives the kernel the whole frame and it takes what its buffer holds.
+        list[0].tx_packet_size = CResources.unlimitedSend
         releases.append { list.deallocate() }
         return UnsafePointer(list)
     }
 
     /// `/` serves the public directory (and nothing outside it); each of `callbackPaths` goes to the
     /// protocol named `protocolName` instead.
+    /// A send size no frame reaches; lws adds its headroom to it in an `unsigned int`, so not `Int.max`.
+    static let unlimitedSend = 1 << 30
+
     package mutating func mounts(publicDirectory: String, maxAge: Int, callbackPaths: [String], protocolName: String) -> UnsafePointer<lws_http_mount>
     {
         let mimeTypes = mimeTypeList([
