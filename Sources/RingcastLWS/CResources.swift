@@ -39,6 +39,19 @@ package struct CResources {
 
     /// `/` serves the public directory (and nothing outside it); each of `callbackPaths` goes to the
     /// protocol named `protocolName` instead.
+    /// A retry and idle policy without lws's validity check (a PING after 300 s without proof the
+    /// peer is there, a hang-up at 310 s). lws 4.1.6 keeps that check as an entry per connection in
+    /// one sorted list per service thread, and inserts by walking it from the head (__lws_sul_insert,
+    /// lws_dll2_add_sorted): every new connection's entry, due last, walked past every held one's,
+    /// which made a connection's cost grow with the connections held (Benchmarks/NOTES.md). The
+    /// kernel checks the same thing on the sockets the server accepts (`ListeningSocket.accept`).
+    package mutating func retryPolicyWithoutValidityChecks() -> UnsafePointer<lws_retry_bo_t> {
+        let policy = UnsafeMutablePointer<lws_retry_bo_t>.allocate(capacity: 1)
+        policy.initialize(to: lws_retry_bo_t())
+        releases.append { policy.deallocate() }
+        return UnsafePointer(policy)
+    }
+
     /// A send size no frame reaches; lws adds its headroom to it in an `unsigned int`, so not `Int.max`.
     static let unlimitedSend = 1 << 30
 

@@ -60,6 +60,24 @@ package final class ListeningSocket: @unchecked Sendable {
 
     deinit { if !adopted { close(descriptor) } }
 
+    /// What lws's validity check did, which the server turns off (`retryPolicyWithoutValidityChecks`),
+    /// done by the kernel at no cost per connection to the loop: a silent peer is probed after 300 s
+    /// and dropped when the probe goes unanswered for 10 s, and one that stops acknowledging what
+    /// is sent (heartbeats) is dropped after 310 s.
+    private func keepCheckingThePeer(_ fd: Int32) {
+        let size = socklen_t(MemoryLayout<Int32>.size)
+        var on: Int32 = 1
+        var idleSeconds: Int32 = 300
+        var probeSeconds: Int32 = 10
+        var probes: Int32 = 1
+        var unacknowledgedMilliseconds: Int32 = 310_000
+        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, size)
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_KEEPIDLE, &idleSeconds, size)
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_KEEPINTVL, &probeSeconds, size)
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_KEEPCNT, &probes, size)
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_USER_TIMEOUT, &unacknowledgedMilliseconds, size)
+    }
+
     /// Accepts one waiting connection: its descriptor (non-blocking, TCP_NODELAY) and the peer's
     /// address, or nil when none waits.
     func accept() -> (descriptor: Int32, address: PeerAddress)? {
@@ -75,6 +93,7 @@ package final class ListeningSocket: @unchecked Sendable {
             }
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            keepCheckingThePeer(fd)
             return (fd, PeerAddress(&peer))
         }
     }

@@ -414,6 +414,7 @@ package final class ServiceLoop: @unchecked Sendable {
             info.alpn = resources.string("http/1.1")
         }
         info.user = Unmanaged.passUnretained(self).toOpaque()
+        info.retry_and_idle_policy = resources.retryPolicyWithoutValidityChecks()
         info.timeout_secs = UInt32(max(1, settings.timeoutSeconds))
         // A connection idle in the middle of its request headers holds one of lws's header tables:
         // the same limit (lws's default is 10 s whatever timeout_secs says).
