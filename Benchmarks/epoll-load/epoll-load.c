@@ -8,14 +8,16 @@
  * first publish to the last delivery.
  *
  *   epoll-load --port P --pid PID [--watchers N] [--rate R] [--messages M] [--payload B] [--hold S]
- *              [--tasks T] [--churn K] [--churn-concurrency C] [--churn-until upgrade|snapshot]
+ *              [--tasks T] [--churn K] [--churn-concurrency C] [--churn-until upgrade|snapshot] [--deflate]
  *
  * --rate 0 publishes as fast as one request at a time allows. Prints one line of JSON.
  * --tasks T first creates T tasks (one POST each, about 200 bytes of snapshot apiece), so that
  * every watcher's snapshot carries them. --churn K then, with the N watchers held, connects K
  * more, C at a time: each upgrades, waits for its snapshot (or only the upgrade: Nchan sends
  * none), and closes; the server's CPU over that phase, per watcher, is churnCpuUsPerConnection
- * (a connect and a close at N held).
+ * (a connect and a close at N held). --deflate: the churning watchers ask for permessage-deflate;
+ * their frames are not inflated, so the snapshot is taken to be the second whole message (the first
+ * is the hello) and snapshotBytes is what it took on the wire.
  * Loopback only: it connects to 127.0.0.1.
  */
 #define _GNU_SOURCE
@@ -47,7 +49,7 @@ struct watcher {
 
 static int port, watchers_n = 1000, rate = 100, messages = 1000, payload = 120;
 static double hold_seconds = 0;
-static int tasks_n = 0, churn_n = 0, churn_concurrency = 32, churn_until_snapshot = 1;
+static int tasks_n = 0, churn_n = 0, churn_concurrency = 32, churn_until_snapshot = 1, deflate = 0;
 static long server_pid;
 static volatile int publishing_done;
 static volatile uint64_t published;
@@ -281,6 +283,8 @@ static void preload_tasks(void)
 struct churner {
 	int fd;
 	int upgraded;
+	int messages;		/* whole messages seen (--deflate) */
+	size_t message_bytes;	/* the current message's bytes so far (--deflate) */
 	size_t have, cap;
 	char *buf;
 };
@@ -325,7 +329,16 @@ static int churner_done(struct churner *c)
 		if (c->have - at < header + length)
 			break;
 		const char *payload = c->buf + at + header;
-		if (length > 20 && memmem(payload, length < 64 ? length : 64, "\"snapshot\"", 10)) {
+		if (deflate) {
+			c->message_bytes += length;
+			if (h[0] & 0x80) {	/* FIN: a whole message */
+				if (++c->messages == 2) {
+					snapshot_bytes = (int)c->message_bytes;
+					done = 1;
+				}
+				c->message_bytes = 0;
+			}
+		} else if (length > 20 && memmem(payload, length < 64 ? length : 64, "\"snapshot\"", 10)) {
 			snapshot_bytes = (int)length;
 			done = 1;
 		}
@@ -341,6 +354,8 @@ static void churn_start(struct churner *c, int ep, const char *handshake, int hl
 	c->fd = connect_loopback();
 	c->upgraded = 0;
 	c->have = 0;
+	c->messages = 0;
+	c->message_bytes = 0;
 	write_all(c->fd, handshake, (size_t)hl);
 	fcntl(c->fd, F_SETFL, O_NONBLOCK);
 	struct epoll_event e = { .events = EPOLLIN, .data.ptr = c };
@@ -402,7 +417,11 @@ static double churn(const char *handshake, int hl)
 
 int main(int argc, char **argv)
 {
-	for (int i = 1; i + 1 < argc; i += 2) {
+	for (int i = 1; i < argc; i += 2) {
+		if (strcmp(argv[i], "--deflate") && i + 1 >= argc) {
+			fprintf(stderr, "epoll-load: %s needs a value\n", argv[i]);
+			return 2;
+		}
 		if (!strcmp(argv[i], "--port")) port = atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--pid")) server_pid = atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--watchers")) watchers_n = atoi(argv[i + 1]);
@@ -414,6 +433,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--churn")) churn_n = atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--churn-concurrency")) churn_concurrency = atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : 1;
 		else if (!strcmp(argv[i], "--churn-until")) churn_until_snapshot = strcmp(argv[i + 1], "upgrade") != 0;
+		else if (!strcmp(argv[i], "--deflate")) { deflate = 1; i--; }
 		else { fprintf(stderr, "epoll-load: unknown option %s\n", argv[i]); return 2; }
 	}
 	if (!port || !server_pid) {
@@ -473,7 +493,10 @@ int main(int argc, char **argv)
 	}
 	if (churn_n > 0) {
 		uint64_t cpu_churn = server_cpu_ns();
-		double seconds = churn(handshake, hl);
+		char churn_handshake[640];
+		int chl = snprintf(churn_handshake, sizeof(churn_handshake), "%.*s%s\r\n", hl - 2, handshake,
+				   deflate ? "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n" : "");
+		double seconds = churn(churn_handshake, chl);
 		/* the last closes reach the server after the last snapshot: let it finish them */
 		uint64_t settle_until = now_ns() + 200000000ull;
 		while (now_ns() < settle_until)

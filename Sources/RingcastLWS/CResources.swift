@@ -52,6 +52,17 @@ package struct CResources {
         return UnsafePointer(policy)
     }
 
+    /// The extension list that offers permessage-deflate (lws's own), ended by a zeroed entry.
+    package mutating func permessageDeflate() -> UnsafePointer<lws_extension> {
+        let list = UnsafeMutablePointer<lws_extension>.allocate(capacity: 2)
+        list.initialize(repeating: lws_extension(), count: 2)
+        list[0].name = string("permessage-deflate")
+        list[0].callback = lws_extension_callback_pm_deflate
+        list[0].client_offer = string("permessage-deflate; client_max_window_bits")
+        releases.append { list.deallocate() }
+        return UnsafePointer(list)
+    }
+
     /// A send size no frame reaches; lws adds its headroom to it in an `unsigned int`, so not `Int.max`.
     static let unlimitedSend = 1 << 30
 
