@@ -8,8 +8,16 @@
  * first publish to the last delivery.
  *
  *   epoll-load --port P --pid PID [--watchers N] [--rate R] [--messages M] [--payload B] [--hold S]
+ *              [--tasks T] [--churn K] [--churn-concurrency C] [--churn-until upgrade|snapshot] [--deflate]
  *
  * --rate 0 publishes as fast as one request at a time allows. Prints one line of JSON.
+ * --tasks T first creates T tasks (one POST each, about 200 bytes of snapshot apiece), so that
+ * every watcher's snapshot carries them. --churn K then, with the N watchers held, connects K
+ * more, C at a time: each upgrades, waits for its snapshot (or only the upgrade: Nchan sends
+ * none), and closes; the server's CPU over that phase, per watcher, is churnCpuUsPerConnection
+ * (a connect and a close at N held). --deflate: the churning watchers ask for permessage-deflate;
+ * their frames are not inflated, so the snapshot is taken to be the second whole message (the first
+ * is the hello) and snapshotBytes is what it took on the wire.
  * Loopback only: it connects to 127.0.0.1.
  */
 #define _GNU_SOURCE
@@ -41,6 +49,7 @@ struct watcher {
 
 static int port, watchers_n = 1000, rate = 100, messages = 1000, payload = 120;
 static double hold_seconds = 0;
+static int tasks_n = 0, churn_n = 0, churn_concurrency = 32, churn_until_snapshot = 1, deflate = 0;
 static long server_pid;
 static volatile int publishing_done;
 static volatile uint64_t published;
@@ -225,9 +234,194 @@ static int by_value(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Reads one HTTP answer (headers and Content-Length body) on fd; exits unless it is a 2xx. */
+static void read_answer(int fd, const char *what)
+{
+	char answer[8192];
+	size_t have = 0;
+	for (;;) {
+		ssize_t got = read(fd, answer + have, sizeof(answer) - 1 - have);
+		if (got <= 0) {
+			fprintf(stderr, "epoll-load: the server closed the connection during %s\n", what);
+			exit(1);
+		}
+		have += (size_t)got;
+		answer[have] = 0;
+		char *end = strstr(answer, "\r\n\r\n");
+		if (!end)
+			continue;
+		char *cl = strcasestr(answer, "content-length:");
+		size_t want = (size_t)(end - answer) + 4 + (cl && cl < end ? strtoul(cl + 15, NULL, 10) : 0);
+		if (have >= want)
+			break;
+	}
+	if (strncmp(answer, "HTTP/1.1 2", 10)) {
+		fprintf(stderr, "epoll-load: %s was refused: %.60s\n", what, answer);
+		exit(1);
+	}
+}
+
+/* --tasks: T tasks, one POST each over one keep-alive connection. */
+static void preload_tasks(void)
+{
+	int fd = connect_loopback();
+	char body[512], request[1024];
+	for (int i = 0; i < tasks_n; i++) {
+		int n = snprintf(body, sizeof(body),
+				 "{\"progress\":0.%02d,\"title\":\"held task %d\",\"detail\":\"step %d of a long job, on its way\","
+				 "\"completed\":%d,\"total\":100}", i % 100, i, i % 100, i % 100);
+		int r = snprintf(request, sizeof(request),
+				 "POST /api/tasks/held-%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+				 "Content-Length: %d\r\n\r\n%s", i, port, n, body);
+		write_all(fd, request, (size_t)r);
+		read_answer(fd, "a task's creation (--tasks)");
+	}
+	close(fd);
+}
+
+/* One churning watcher: upgraded yet, and whether a whole snapshot frame has come. */
+struct churner {
+	int fd;
+	int upgraded;
+	int messages;		/* whole messages seen (--deflate) */
+	size_t message_bytes;	/* the current message's bytes so far (--deflate) */
+	size_t have, cap;
+	char *buf;
+};
+
+static int snapshot_bytes;
+
+/* Whether the churner has what it waits for; frames it has seen whole are dropped. */
+static int churner_done(struct churner *c)
+{
+	size_t at = 0;
+	if (!c->upgraded) {
+		char *end = memmem(c->buf, c->have, "\r\n\r\n", 4);
+		if (!end)
+			return 0;
+		if (strncmp(c->buf, "HTTP/1.1 101", 12)) {
+			fprintf(stderr, "epoll-load: a churn upgrade was refused: %.*s\n", (int)(end - c->buf), c->buf);
+			exit(1);
+		}
+		c->upgraded = 1;
+		at = (size_t)(end - c->buf) + 4;
+		if (!churn_until_snapshot)
+			return 1;
+	}
+	int done = 0;
+	while (!done && c->have - at >= 2) {
+		const unsigned char *h = (const unsigned char *)c->buf + at;
+		uint64_t length = h[1] & 0x7f;
+		size_t header = 2;
+		if (length == 126) {
+			if (c->have - at < 4)
+				break;
+			length = (uint64_t)h[2] << 8 | h[3];
+			header = 4;
+		} else if (length == 127) {
+			if (c->have - at < 10)
+				break;
+			length = 0;
+			for (int i = 0; i < 8; i++)
+				length = length << 8 | h[2 + i];
+			header = 10;
+		}
+		if (c->have - at < header + length)
+			break;
+		const char *payload = c->buf + at + header;
+		if (deflate) {
+			c->message_bytes += length;
+			if (h[0] & 0x80) {	/* FIN: a whole message */
+				if (++c->messages == 2) {
+					snapshot_bytes = (int)c->message_bytes;
+					done = 1;
+				}
+				c->message_bytes = 0;
+			}
+		} else if (length > 20 && memmem(payload, length < 64 ? length : 64, "\"snapshot\"", 10)) {
+			snapshot_bytes = (int)length;
+			done = 1;
+		}
+		at += header + (size_t)length;
+	}
+	memmove(c->buf, c->buf + at, c->have - at);
+	c->have -= at;
+	return done;
+}
+
+static void churn_start(struct churner *c, int ep, const char *handshake, int hl)
+{
+	c->fd = connect_loopback();
+	c->upgraded = 0;
+	c->have = 0;
+	c->messages = 0;
+	c->message_bytes = 0;
+	write_all(c->fd, handshake, (size_t)hl);
+	fcntl(c->fd, F_SETFL, O_NONBLOCK);
+	struct epoll_event e = { .events = EPOLLIN, .data.ptr = c };
+	epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &e);
+}
+
+/* --churn: K watchers connect, get what they wait for and close, C at a time. Returns the seconds taken. */
+static double churn(const char *handshake, int hl)
+{
+	int ep = epoll_create1(0), started = 0, finished = 0;
+	int slots = churn_concurrency < churn_n ? churn_concurrency : churn_n;
+	struct churner *cs = calloc((size_t)slots, sizeof(*cs));
+	for (int i = 0; i < slots; i++) {
+		cs[i].cap = 1 << 16;
+		cs[i].buf = malloc(cs[i].cap);
+		churn_start(&cs[i], ep, handshake, hl);
+		started++;
+	}
+	uint64_t began = now_ns(), give_up = began + 120ull * 1000000000ull;
+	struct epoll_event events[256];
+	while (finished < churn_n && now_ns() < give_up) {
+		int ready = epoll_wait(ep, events, 256, 100);
+		for (int k = 0; k < ready; k++) {
+			struct churner *c = events[k].data.ptr;
+			for (;;) {
+				if (c->cap - c->have < 65536) {
+					c->cap *= 2;
+					c->buf = realloc(c->buf, c->cap);
+				}
+				ssize_t got = read(c->fd, c->buf + c->have, c->cap - c->have);
+				if (got == 0) {
+					fprintf(stderr, "epoll-load: the server closed a churning watcher\n");
+					exit(1);
+				}
+				if (got < 0)
+					break;
+				c->have += (size_t)got;
+				if (churner_done(c)) {
+					epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
+					close(c->fd);
+					finished++;
+					if (started < churn_n) {
+						churn_start(c, ep, handshake, hl);
+						started++;
+					}
+					break;
+				}
+			}
+		}
+	}
+	if (finished < churn_n) {
+		fprintf(stderr, "epoll-load: only %d of %d churning watchers got their %s in 120 s\n", finished, churn_n,
+			churn_until_snapshot ? "snapshot" : "upgrade");
+		exit(1);
+	}
+	close(ep);
+	return (double)(now_ns() - began) / 1e9;
+}
+
 int main(int argc, char **argv)
 {
-	for (int i = 1; i + 1 < argc; i += 2) {
+	for (int i = 1; i < argc; i += 2) {
+		if (strcmp(argv[i], "--deflate") && i + 1 >= argc) {
+			fprintf(stderr, "epoll-load: %s needs a value\n", argv[i]);
+			return 2;
+		}
 		if (!strcmp(argv[i], "--port")) port = atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--pid")) server_pid = atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--watchers")) watchers_n = atoi(argv[i + 1]);
@@ -235,6 +429,11 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--messages")) messages = atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--payload")) payload = atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--hold")) hold_seconds = atof(argv[i + 1]);
+		else if (!strcmp(argv[i], "--tasks")) tasks_n = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--churn")) churn_n = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--churn-concurrency")) churn_concurrency = atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : 1;
+		else if (!strcmp(argv[i], "--churn-until")) churn_until_snapshot = strcmp(argv[i + 1], "upgrade") != 0;
+		else if (!strcmp(argv[i], "--deflate")) { deflate = 1; i--; }
 		else { fprintf(stderr, "epoll-load: unknown option %s\n", argv[i]); return 2; }
 	}
 	if (!port || !server_pid) {
@@ -250,6 +449,8 @@ int main(int argc, char **argv)
 			  "GET /ws HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
 			  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", port);
 
+	if (tasks_n > 0)
+		preload_tasks();
 	uint64_t cpu_before_connect = server_cpu_ns();
 	int upgraded = 0;
 	struct epoll_event events[256];
@@ -289,6 +490,23 @@ int main(int argc, char **argv)
 	if (upgraded < watchers_n) {
 		fprintf(stderr, "epoll-load: only %d of %d watchers upgraded in 30 s\n", upgraded, watchers_n);
 		return 1;
+	}
+	if (churn_n > 0) {
+		uint64_t cpu_churn = server_cpu_ns();
+		char churn_handshake[640];
+		int chl = snprintf(churn_handshake, sizeof(churn_handshake), "%.*s%s\r\n", hl - 2, handshake,
+				   deflate ? "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n" : "");
+		double seconds = churn(churn_handshake, chl);
+		/* the last closes reach the server after the last snapshot: let it finish them */
+		uint64_t settle_until = now_ns() + 200000000ull;
+		while (now_ns() < settle_until)
+			SERVE(50);
+		double churn_cpu = (double)(server_cpu_ns() - cpu_churn);
+		printf("{\"watchers\":%d,\"tasks\":%d,\"churn\":%d,\"churnSeconds\":%.3f,\"churnCpuUsPerConnection\":%.2f,"
+		       "\"snapshotBytes\":%d,\"connectCpuUsPerConnection\":%.2f}\n",
+		       watchers_n, tasks_n, churn_n, seconds, churn_cpu / 1000.0 / churn_n, snapshot_bytes,
+		       (double)(cpu_connected - cpu_before_connect) / 1000.0 / (watchers_n ? watchers_n : 1));
+		return 0;
 	}
 	if (hold_seconds > 0) {
 		uint64_t until = now_ns() + (uint64_t)(hold_seconds * 1e9);

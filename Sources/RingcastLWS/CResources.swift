@@ -28,12 +28,44 @@ package struct CResources {
         list[0].callback = callback
         list[0].per_session_data_size = sessionSize
         list[0].rx_buffer_size = rxBufferSize
+        // lws 4.1.6 hands the kernel at most tx_packet_size (0: rx_buffer_size) bytes a send and
+        // keeps the rest for the next POLLOUT, again that much a time (lws_issue_raw): a 2 MB
+        // snapshot left in 4 KiB pieces, one wake-up each. With no practical limit, one send
+        // gives the kernel the whole frame and it takes what its buffer holds.
+        list[0].tx_packet_size = CResources.unlimitedSend
         releases.append { list.deallocate() }
         return UnsafePointer(list)
     }
 
     /// `/` serves the public directory (and nothing outside it); each of `callbackPaths` goes to the
     /// protocol named `protocolName` instead.
+    /// A retry and idle policy without lws's validity check (a PING after 300 s without proof the
+    /// peer is there, a hang-up at 310 s). lws 4.1.6 keeps that check as an entry per connection in
+    /// one sorted list per service thread, and inserts by walking it from the head (__lws_sul_insert,
+    /// lws_dll2_add_sorted): every new connection's entry, due last, walked past every held one's,
+    /// which made a connection's cost grow with the connections held (Benchmarks/NOTES.md). The
+    /// kernel checks the same thing on the sockets the server accepts (`ListeningSocket.accept`).
+    package mutating func retryPolicyWithoutValidityChecks() -> UnsafePointer<lws_retry_bo_t> {
+        let policy = UnsafeMutablePointer<lws_retry_bo_t>.allocate(capacity: 1)
+        policy.initialize(to: lws_retry_bo_t())
+        releases.append { policy.deallocate() }
+        return UnsafePointer(policy)
+    }
+
+    /// The extension list that offers permessage-deflate (lws's own), ended by a zeroed entry.
+    package mutating func permessageDeflate() -> UnsafePointer<lws_extension> {
+        let list = UnsafeMutablePointer<lws_extension>.allocate(capacity: 2)
+        list.initialize(repeating: lws_extension(), count: 2)
+        list[0].name = string("permessage-deflate")
+        list[0].callback = lws_extension_callback_pm_deflate
+        list[0].client_offer = string("permessage-deflate; client_max_window_bits")
+        releases.append { list.deallocate() }
+        return UnsafePointer(list)
+    }
+
+    /// A send size no frame reaches; lws adds its headroom to it in an `unsigned int`, so not `Int.max`.
+    static let unlimitedSend = 1 << 30
+
     package mutating func mounts(publicDirectory: String, maxAge: Int, callbackPaths: [String], protocolName: String) -> UnsafePointer<lws_http_mount>
     {
         let mimeTypes = mimeTypeList([

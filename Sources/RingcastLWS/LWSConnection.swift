@@ -5,6 +5,8 @@ import RingcastCore
 /// The request headers the server and client read, named in Swift so that only this layer sees lws's tokens.
 package enum HTTPHeader: Sendable {
     case host, origin, authorization, contentLength, transferEncoding, contentType, accept, upgrade, ifNoneMatch, cookie, xForwardedFor
+    /// `Sec-WebSocket-Extensions`: what a WebSocket client offers.
+    case webSocketExtensions
     /// The request line's `HTTP/1.1`.
     case version
 
@@ -21,6 +23,7 @@ package enum HTTPHeader: Sendable {
         case .ifNoneMatch: return WSI_TOKEN_HTTP_IF_NONE_MATCH
         case .cookie: return WSI_TOKEN_HTTP_COOKIE
         case .xForwardedFor: return WSI_TOKEN_X_FORWARDED_FOR
+        case .webSocketExtensions: return WSI_TOKEN_EXTENSIONS
         case .version: return WSI_TOKEN_HTTP
         }
     }

@@ -73,8 +73,20 @@ package final class ListeningSocket: @unchecked Sendable {
 
     deinit { if !adopted { close(descriptor) } }
 
+    /// What lws's validity check did, which the server turns off (`retryPolicyWithoutValidityChecks`),
+    /// done by the kernel at no cost per connection to the loop: a silent peer is probed after 300 s
+    /// and dropped when the probe goes unanswered for 10 s, and one that stops acknowledging what
+    /// is sent (heartbeats) is dropped after 310 s.
+    private func keepCheckingThePeer(_ fd: Int32) throws(CCallError) {
+        try setSocketOption(fd, SOL_SOCKET, SO_KEEPALIVE, "SO_KEEPALIVE", Int32(1))
+        try setSocketOption(fd, Int32(IPPROTO_TCP), TCP_KEEPIDLE, "TCP_KEEPIDLE", Int32(300))
+        try setSocketOption(fd, Int32(IPPROTO_TCP), TCP_KEEPINTVL, "TCP_KEEPINTVL", Int32(10))
+        try setSocketOption(fd, Int32(IPPROTO_TCP), TCP_KEEPCNT, "TCP_KEEPCNT", Int32(1))
+        try setSocketOption(fd, Int32(IPPROTO_TCP), TCP_USER_TIMEOUT, "TCP_USER_TIMEOUT", Int32(310_000))
+    }
+
     /// Accepts one waiting connection: its descriptor (non-blocking, TCP_NODELAY) and the peer's
-    /// address, or nil when none waits. A socket whose TCP_NODELAY cannot be set is closed and the
+    /// address, or nil when none waits. A socket whose TCP_NODELAY or keep-alive cannot be set is closed and the
     /// next one taken: it would answer every frame a delayed-ACK late.
     func accept() -> (descriptor: Int32, address: PeerAddress)? {
         var peer = sockaddr_storage()
@@ -89,6 +101,7 @@ package final class ListeningSocket: @unchecked Sendable {
             }
             do throws(CCallError) {
                 try setSocketOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY, "TCP_NODELAY", Int32(1))
+                try keepCheckingThePeer(fd)
             } catch {
                 close(fd)
                 continue

@@ -102,6 +102,8 @@ package struct ContextSettings: Sendable {
     package var staticFileHeaders: [(String, String)] = []
     /// lws's own Content-Security-Policy and friends on every answer (no inline script or style).
     package var enforceSecurityHeaders = false
+    /// Offer permessage-deflate on WebSockets (a server to clients that ask; a client to its servers).
+    package var offersCompression = false
     /// Refuse WebSocket text that is not UTF-8 (close 1007) before it reaches the handler.
     package var validateUTF8 = false
     /// Seconds lws allows a connection's handshake or an idle HTTP exchange.
@@ -439,6 +441,8 @@ package final class ServiceLoop: @unchecked Sendable {
             info.alpn = resources.string("http/1.1")
         }
         info.user = Unmanaged.passUnretained(self).toOpaque()
+        info.retry_and_idle_policy = resources.retryPolicyWithoutValidityChecks()
+        if settings.offersCompression { info.extensions = resources.permessageDeflate() }
         info.timeout_secs = UInt32(max(1, settings.timeoutSeconds))
         // A connection idle in the middle of its request headers holds one of lws's header tables:
         // the same limit (lws's default is 10 s whatever timeout_secs says).

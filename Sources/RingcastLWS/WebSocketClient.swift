@@ -104,7 +104,10 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
     ///     before it fails with an error.
     ///   - trustedCertificates: a PEM file of the certificates wss:// servers may present (a private
     ///     CA, or a self-signed server's own); nil trusts the system's.
-    package init(connectTimeoutSeconds: Int = 10, trustedCertificates: String? = nil, logger: Logger = .silent) throws {
+    ///   - offersCompression: offer permessage-deflate to the servers it connects to.
+    package init(connectTimeoutSeconds: Int = 10, trustedCertificates: String? = nil, offersCompression: Bool = false, logger: Logger = .silent)
+        throws
+    {
         loop = ServiceLoop(name: WebSocketClientContext.protocolName, logger: logger)
         var settings = ContextSettings(name: WebSocketClientContext.protocolName)
         settings.receiveBufferBytes = 64 * 1024
@@ -113,6 +116,7 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
         // wss:// needs the TLS library set up once per context.
         settings.initializeTLS = true
         settings.trustedCertificates = trustedCertificates
+        settings.offersCompression = offersCompression
         LWSLog.routeUnlessRouted(to: logger)
         try loop.start(settings, handler: self)
     }

@@ -157,6 +157,7 @@ public final class Server: @unchecked Sendable {
         settings.enforceSecurityHeaders = true
         settings.validateUTF8 = true
         settings.timeoutSeconds = config.handshakeTimeoutSeconds
+        settings.offersCompression = config.compression
         return settings
     }
 

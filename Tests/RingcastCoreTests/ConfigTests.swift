@@ -98,6 +98,9 @@ final class ConfigTests: XCTestCase {
         assertFails(#"{"maxTasks": 0}"#, naming: "maxTasks")
         assertFails(#"{"maxPublishRate": -1}"#, naming: "maxPublishRate")
         assertFails(#"{"limitLoopback": "yes"}"#, naming: "limitLoopback")
+        XCTAssertFalse(defaults.compression, "off by default: a deflated snapshot costs each watcher its own CPU")
+        XCTAssertTrue(try parse(#"{"compression": true}"#).compression)
+        assertFails(#"{"compression": "deflate"}"#, naming: "compression")
     }
 
     func testStorageIsMemoryOrAFile() throws {

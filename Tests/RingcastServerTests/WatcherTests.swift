@@ -326,3 +326,78 @@ private func median(_ values: [Double]) -> Double {
     let sorted = values.sorted()
     return sorted.isEmpty ? .nan : sorted[sorted.count / 2]
 }
+
+/// Snapshots shared by the watchers that connect at one seq, and resumes that send only what was missed.
+final class SharedSnapshotWatcherTests: XCTestCase {
+    private func ids(_ snapshot: Received) -> [String] {
+        guard case .array(let tasks)? = snapshot.event["tasks"] else { return [] }
+        return tasks.compactMap {
+            if case .string(let id)? = $0["id"] { return id }
+            return nil
+        }
+    }
+
+    func testAWatcherConnectingWhileASnapshotIsSharedGetsTheStateAtItsSeq() throws {
+        let server = try TestServer()
+        for i in 0..<40 { try server.post("/api/tasks/job\(i)", #"{"progress":0.1}"#) }
+        let first = TestWatcher(server.wsURL)
+        let second = TestWatcher(server.wsURL)
+        let (firstHello, firstSnapshot) = first.waitForSnapshot()
+        let (secondHello, secondSnapshot) = second.waitForSnapshot()
+        XCTAssertEqual(firstHello.number("seq"), 40)
+        XCTAssertEqual(secondHello.number("seq"), 40)
+        XCTAssertEqual(firstSnapshot.event, secondSnapshot.event, "two watchers at seq 40 hold the same state")
+        XCTAssertEqual(ids(firstSnapshot).count, 40)
+
+        try server.post("/api/tasks/job5", #"{"progress":0.8}"#)
+        let third = TestWatcher(server.wsURL)
+        let (thirdHello, thirdSnapshot) = third.waitForSnapshot()
+        XCTAssertEqual(thirdHello.number("seq"), 41)
+        XCTAssertEqual(thirdSnapshot.number("seq"), 41, "not the snapshot shared at seq 40")
+        guard case .array(let tasks)? = thirdSnapshot.event["tasks"] else { return XCTFail("no tasks") }
+        XCTAssertEqual(tasks.first { $0["id"] == .string("job5") }?["progress"], .number(0.8))
+        // The two earlier watchers get the change as an event, the new one has it in its snapshot.
+        for watcher in [first, second] {
+            let got = watcher.wait { $0.contains { $0.id == "job5" && $0.type == "progress" } }
+            XCTAssertEqual(got.filter { $0.id == "job5" }.last?.number("progress"), 0.8)
+        }
+        try server.post("/api/tasks/job6", #"{"progress":0.7}"#)
+        let next = third.wait { $0.contains { $0.id == "job6" } }
+        XCTAssertFalse(next.contains { $0.id == "job5" && $0.type == "progress" }, "the snapshot's change came again as an event")
+    }
+
+    func testWatchersWithDifferentPatternsEachGetTheirOwnSnapshot() throws {
+        let server = try TestServer()
+        try server.post("/api/tasks/ci.build", "{}")
+        try server.post("/api/tasks/deploy.web", "{}")
+        try server.post("/api/tasks/ci.test", "{}")
+        let ci = TestWatcher(server.wsURL + "?watch=ci.*")
+        let deploy = TestWatcher(server.wsURL + "?watch=deploy.*")
+        let ciAgain = TestWatcher(server.wsURL + "?watch=ci.*")
+        XCTAssertEqual(ids(ci.waitForSnapshot().snapshot).sorted(), ["ci.build", "ci.test"])
+        XCTAssertEqual(ids(deploy.waitForSnapshot().snapshot), ["deploy.web"])
+        XCTAssertEqual(ids(ciAgain.waitForSnapshot().snapshot).sorted(), ["ci.build", "ci.test"])
+    }
+
+    func testResumingInsideTheLogSendsOnlyWhatWasMissedNotASnapshotOfEverything() throws {
+        let server = try TestServer()
+        for i in 0..<300 { try server.post("/api/tasks/held\(i)", #"{"progress":0.5}"#) }
+        let first = TestWatcher(server.wsURL)
+        let (hello, full) = first.waitForSnapshot()
+        XCTAssertEqual(ids(full).count, 300)
+        let epoch = try XCTUnwrap(hello.string("epoch"))
+        let seen = Int(try XCTUnwrap(hello.number("seq")))
+        first.connection.close()
+
+        try server.post("/api/tasks/held7", #"{"progress":0.75}"#)
+        try server.post("/api/tasks/fresh", #"{"progress":0.01}"#)
+        // Two watchers back from the same cut: each gets the two changes, nothing of the 298 others.
+        for resumed in [TestWatcher(server.wsURL + "?since=\(epoch):\(seen)"), TestWatcher(server.wsURL + "?since=\(epoch):\(seen)")] {
+            let snapshot = resumed.waitForSnapshot().snapshot
+            XCTAssertEqual(snapshot.event["full"], .bool(false))
+            XCTAssertEqual(snapshot.number("since"), Double(seen))
+            XCTAssertEqual(ids(snapshot), ["held7", "fresh"])
+            XCTAssertEqual(resumed.received.filter { $0.type == "snapshot" }.count, 1)
+        }
+    }
+}

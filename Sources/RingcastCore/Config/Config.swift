@@ -42,6 +42,8 @@ public struct ServerConfig: Equatable, Sendable {
     public var maxConnectionsPerAddress = 1024
     /// Whether the per-address limit applies to loopback peers too (they are on this machine).
     public var limitLoopback = false
+    /// Offer permessage-deflate to WebSocket clients that ask for it (browsers do).
+    public var compression = false
     /// Serve https:// and wss:// with this certificate and key (PEM files, relative to the config file).
     public var tls: TLSFiles?
     /// Service threads, each with its own libwebsockets context sharing the port; 0 (the default)
@@ -73,7 +75,7 @@ public struct ServerConfig: Equatable, Sendable {
     public static let keys = [
         "host", "port", "publicDir", "allowedOrigins", "allowedHosts", "heartbeatSeconds", "maxMessageBytes",
         "fanOutLogEvents", "maxEventsPerFrame", "staticMaxAge", "logLevel", "publishers", "anonymousLocalPublish",
-        "storage", "retentionSeconds", "maxTasks", "maxPublishRate", "maxConnectionsPerAddress", "limitLoopback", "tls",
+        "storage", "retentionSeconds", "maxTasks", "maxPublishRate", "maxConnectionsPerAddress", "limitLoopback", "compression", "tls",
         "handshakeTimeoutSeconds", "threads", "webhooks", "abandonAfterSeconds", "logLines", "logBytes", "maxLogBytes", "logFormat",
         "flushMilliseconds",
         "readers", "anonymousRead", "anonymousLocalMaxTasks", "tokenSecretEnv", "trustedProxies", "redisReplicas",
@@ -163,6 +165,9 @@ public struct ServerConfig: Equatable, Sendable {
             case "limitLoopback":
                 guard case .bool(let flag) = value else { throw fail("true or false") }
                 config.limitLoopback = flag
+            case "compression":
+                guard case .bool(let flag) = value else { throw fail("true or false") }
+                config.compression = flag
             case "tls":
                 guard case .object = value, case .string(let cert)? = value["cert"], !cert.isEmpty,
                     case .string(let key)? = value["key"], !key.isEmpty

@@ -102,6 +102,7 @@ extension ServerConfig {
         Reference("maxMessageBytes", "1048576", "The largest HTTP body or WebSocket message accepted, in bytes."),
         Reference("maxConnectionsPerAddress", "1024", "Sockets one address may hold open; 0: no limit."),
         Reference("limitLoopback", "false", "Whether maxConnectionsPerAddress applies to loopback too."),
+        Reference("compression", "false", "Offer permessage-deflate to WebSocket clients that ask for it (browsers do)."),
         Reference("threads", "0", "Service threads, each with its own libwebsockets context on the one port; 0: one per online core."),
         Reference("handshakeTimeoutSeconds", "10", "Seconds a connection may take to send its request or finish a WebSocket handshake."),
         Reference("logLevel", #""info""#, "debug, info, warning or error; logs go to stderr. RINGCAST_LOG_LEVEL overrides it."),

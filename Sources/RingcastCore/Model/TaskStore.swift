@@ -86,6 +86,7 @@ public final class TaskStore {
     public func replace(with saved: PersistedState) {
         epoch = saved.epoch
         seq = saved.seq
+        sharedSnapshots.removeAll(at: seq)
         removalHorizon = saved.seq
         removals = [:]
         tasks = [:]
@@ -489,7 +490,20 @@ public final class TaskStore {
     }
 
     /// `{"type":"snapshot",…}`: everything watched, or, with `since`, only what changed after it.
+    /// A snapshot depends only on the state at this seq, so the bytes are kept and handed to every
+    /// watcher that asks for the same one before the next change (`SharedSnapshots`).
     public func encodeSnapshot(matching watch: WatchSet, since: UInt64? = nil, now: Double) -> [UInt8] {
+        let key = SharedSnapshots.Key(watch: watch, since: since)
+        if let kept = sharedSnapshots.lookup(key, seq: seq) { return kept }
+        let snapshot = encodeSnapshotAnew(matching: watch, since: since, now: now)
+        sharedSnapshots.keep(snapshot, for: key, seq: seq)
+        return snapshot
+    }
+
+    /// How many snapshots were handed out again rather than encoded, since the start.
+    public var reusedSnapshotCount: Int { sharedSnapshots.reused }
+
+    private func encodeSnapshotAnew(matching watch: WatchSet, since: UInt64?, now: Double) -> [UInt8] {
         var writer = JSONWriter(capacity: 256 + tasks.count * 256)
         writer.beginObject()
         writer.key("type")
@@ -567,6 +581,8 @@ public final class TaskStore {
         writer.appendEncoded(parts.tail)
         return writer.bytes
     }
+
+    private var sharedSnapshots = SharedSnapshots()
 
     /// What `encodeHello` keeps: every field but seq and now, for the epoch and heartbeat it was made for.
     private var helloParts: (epoch: String, heartbeatSeconds: Double, head: [UInt8], tail: [UInt8])?

@@ -87,6 +87,10 @@ final class SocketPeer: FanOutWriter {
     /// Set when the peer's close frame has come: lws answers it and makes no more writeable
     /// callbacks, so nothing is written at once either.
     @exclusivity(unchecked) var peerIsClosing = false
+    /// permessage-deflate was agreed: lws 4.1.6 sends a frame its deflater cannot take whole in
+    /// pieces over the next writeable callbacks, and a frame written before the last piece would
+    /// land inside it. Such a socket gets one frame per writeable callback, and none outside one.
+    @exclusivity(unchecked) var isCompressed = false
     /// In `ServiceWorker.queuedForRoundEnd`, to be written to when this round of the loop ends.
     @exclusivity(unchecked) var isQueuedToWrite = false
     /// The entry whose `maxConnections` this socket counts against (`Server.connectionsByEntry`).

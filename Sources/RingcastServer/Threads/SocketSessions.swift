@@ -25,6 +25,8 @@ extension ServiceWorker {
 
     func openSocket(_ link: LWSConnection) -> Bool {
         let socket = SocketPeer(link: link, worker: self, messageLimit: config.maxMessageBytes)
+        // lws agrees to permessage-deflate whenever it offers it and the client asks.
+        socket.isCompressed = config.compression && link.header(.webSocketExtensions)?.contains("permessage-deflate") == true
         switch SocketRequest.parse(link.queryArguments()) {
         case .failure(let error):
             release(link.attach(Connection(.watcher(socket))))
@@ -178,7 +180,7 @@ extension ServiceWorker {
     /// frame that is to close the socket always waits for the callback, since only a callback's
     /// answer closes it. False leaves the watcher to a writeable callback.
     func queueWriteAtRoundEnd(_ socket: SocketPeer) -> Bool {
-        guard socket.closeReason == nil, !socket.peerIsClosing else { return false }
+        guard socket.closeReason == nil, !socket.peerIsClosing, !socket.isCompressed else { return false }
         if !socket.isQueuedToWrite {
             socket.isQueuedToWrite = true
             queuedForRoundEnd.append(socket)
@@ -245,7 +247,7 @@ extension ServiceWorker {
                 bytes: sent.bytes, events: sent.events, newestSeq: subscription.newestSeqSent > seenBefore ? subscription.newestSeqSent : nil)
             frames += 1
             // lws takes a second write in one callback only while nothing of the first is buffered.
-        } while frames < Self.framesPerWriteable && subscription.hasPending && !link.isChoked
+        } while frames < (socket.isCompressed ? 1 : Self.framesPerWriteable) && subscription.hasPending && !link.isChoked
         if subscription.hasPending || socket.closeReason != nil { subscription.requestWrite() }
         return true
     }

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Reconnect storms, piece by piece, through Benchmarks/epoll-load (C, no libwebsockets), the server
+# pinned to CPU 0 and the generator to CPU 1, rounds alternating between the servers:
+#   - connect + close: with N watchers held, 1 000 more connect one batch at a time, each waits
+#     for its snapshot (for Nchan, which sends none: its upgrade) and closes; the server's CPU per
+#     watcher, at three sizes, for Ringcast (one service thread), the raw-libwebsockets reference
+#     and Nchan where it is installed (apt-get install libnginx-mod-nchan);
+#   - the snapshot: the same with no watcher held and 0, 1 000 or 10 000 tasks held, and the
+#     snapshot's size on the wire.
+# Ringcast runs with heartbeatSeconds 3600 here: a heartbeat to every held watcher would land in
+# some runs' window and not others' (neither the reference nor Nchan sends one). Prints Markdown
+# (Benchmarks/run puts it in RESULTS.md); progress goes to stderr.
+#
+#   Benchmarks/storms.sh            # held 2 500 / 10 000 / 19 000, 2 rounds
+#   Benchmarks/storms.sh --quick    # held 500 / 2 000 / 4 000, 1 round
+#   Benchmarks/storms.sh --rounds 3
+. "$(dirname "$0")/lib.sh"
+options="quick rounds=N"
+parse_options "$@"
+[ ${#rest[@]} -eq 0 ] || usage_error "unexpected argument ${rest[0]}"
+rounds=${rounds:-$([ "$quick" = 1 ] && echo 1 || echo 2)}
+
+build_release ringcast
+build_reference
+build_epoll_load
+fresh_results storms
+ringcast_config "$work/ringcast.json" threads=1 heartbeatSeconds=3600
+
+if [ "$quick" = 1 ]; then held_sizes=(500 2000 4000); churn=300; else held_sizes=(2500 10000 19000); churn=1000; fi
+task_counts=(0 1000 10000)
+servers=(ringcast reference)
+if have_nchan; then servers+=(nchan); else echo "$script: no Nchan (apt-get install libnginx-mod-nchan adds it)" >&2; fi
+
+# run_epoll TAG SERVER GENERATOR-OPTION…: one epoll-load run against a fresh SERVER.
+run_epoll() {
+  local tag=$1 server=$2
+  shift 2
+  start_by_name "$server"
+  echo "$tag ($server, pid $server_pid)" >&2
+  "${pin_load[@]}" "$epoll_load" --port "$server_port" --pid "$server_pid" "$@" >"$results/$tag.json" 2>"$results/$tag.log" \
+    || { echo "  $tag failed: $(tail -1 "$results/$tag.log")" >&2; rm -f "$results/$tag.json"; }
+  stop_server
+  sleep 0.5 # let the kernel retire the closed sockets before the next server starts
+}
+
+for round in $(seq "$rounds"); do
+  for held in "${held_sizes[@]}"; do
+    for server in "${servers[@]}"; do
+      until=snapshot
+      [ "$server" = nchan ] && until=upgrade
+      run_epoll "connect-$held-$server-$round" "$server" --watchers "$held" --churn "$churn" --churn-until "$until"
+    done
+  done
+  for tasks in "${task_counts[@]}"; do
+    run_epoll "snapshot-$tasks-ringcast-$round" ringcast --watchers 0 --tasks "$tasks" --churn "$churn"
+  done
+done
+
+python3 - "$results" "$rounds" "$quick" "$churn" "${held_sizes[*]}" "${task_counts[*]}" "${servers[*]}" <<'PY'
+import glob, json, statistics, sys
+results, rounds, quick, churn = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", int(sys.argv[4])
+held_sizes, task_counts, servers = (list(map(int, sys.argv[5].split())), list(map(int, sys.argv[6].split())), sys.argv[7].split())
+def runs(pattern):
+    found = []
+    for path in sorted(glob.glob(f"{results}/{pattern}-*.json")):
+        try:
+            found.append(json.load(open(path)))
+        except ValueError:
+            pass
+    return found
+def median(pattern, key):
+    values = [r[key] for r in runs(pattern) if key in r]
+    return statistics.median(values) if values else None
+show = lambda v, d=0: "–" if v is None else f"{v:,.{d}f}".replace(",", " ")
+ratio = lambda a, b: "–" if a is None or not b else f"{a / b:.2f}"
+names = {"ringcast": "Ringcast, 1 thread", "reference": "raw-lws reference", "nchan": "Nchan"}
+print(f"`Benchmarks/storms.sh{' --quick' if quick else ''}`: Benchmarks/epoll-load, {churn} watchers connecting "
+      f"{32} at a time, each closing once it has its snapshot (Nchan: its upgrade); server CPU from /proc over "
+      f"that phase, per watcher (µs); median of {rounds} alternating round{'s' if rounds > 1 else ''}.\n")
+print("### Connect + close, by connections held\n")
+header = ["server"] + [f"{show(h)} held" for h in held_sizes] + [f"{show(held_sizes[-1])} / {show(held_sizes[0])}"]
+print("| " + " | ".join(header) + " |")
+print("|" + " --- |" * len(header))
+cpu = {}
+for server in servers:
+    row = [median(f"connect-{h}-{server}", "churnCpuUsPerConnection") for h in held_sizes]
+    cpu[server] = row
+    print("| " + " | ".join([names[server]] + [show(v) for v in row] + [ratio(row[-1], row[0])]) + " |")
+for other in ("reference", "nchan"):
+    if other in cpu:
+        print("| " + " | ".join([f"Ringcast / {names[other]}"] + [ratio(a, b) for a, b in zip(cpu["ringcast"], cpu[other])] + [""]) + " |")
+print("\n### The snapshot: connect + close by tasks held (no other watcher held)\n")
+print("| tasks held | " + " | ".join(show(t) for t in task_counts) + " |")
+print("|" + " --- |" * (len(task_counts) + 1))
+print("| server CPU per watcher connect + close (µs) | " + " | ".join(show(median(f"snapshot-{t}-ringcast", "churnCpuUsPerConnection")) for t in task_counts) + " |")
+print("| snapshot frame (bytes) | " + " | ".join(show(median(f"snapshot-{t}-ringcast", "snapshotBytes")) for t in task_counts) + " |")
+print("| time for all of them (s) | " + " | ".join(show(median(f"snapshot-{t}-ringcast", "churnSeconds"), 2) for t in task_counts) + " |")
+PY
