@@ -56,6 +56,10 @@ public struct ServerConfig: Equatable, Sendable {
     public var logLines = 100
     /// What `logLines` may be set to.
     public static let logLinesRange: ClosedRange<Double> = 1...10_000
+    /// Entries of each task's timeline the server keeps (`GET /api/tasks/{id}/timeline`).
+    public var timelineEntries = 50
+    /// What `timelineEntries` may be set to.
+    public static let timelineEntriesRange: ClosedRange<Double> = 1...1000
     /// The coalescing window, in milliseconds: each service thread holds the events of a
     /// window this long (from its first event) and then sends each watcher one frame with the latest
     /// event of each task changed in it and every sticky one. 0 writes every event at once.
@@ -68,7 +72,7 @@ public struct ServerConfig: Equatable, Sendable {
         "fanOutLogEvents", "maxEventsPerFrame", "staticMaxAge", "logLevel", "publishers", "anonymousLocalPublish",
         "storage", "retentionSeconds", "maxTasks", "maxPublishRate", "maxConnectionsPerAddress", "limitLoopback", "tls",
         "handshakeTimeoutSeconds", "threads", "webhooks", "abandonAfterSeconds", "logLines", "logFormat", "flushMilliseconds",
-        "readers", "anonymousRead", "anonymousLocalMaxTasks", "tokenSecretEnv", "trustedProxies",
+        "timelineEntries", "readers", "anonymousRead", "anonymousLocalMaxTasks", "tokenSecretEnv", "trustedProxies",
     ]
 
     /// Parses a config file's contents; the error names the field and says what to write instead.
@@ -178,6 +182,7 @@ public struct ServerConfig: Equatable, Sendable {
                 }
             case "abandonAfterSeconds": config.abandonAfterSeconds = try number(0...31_536_000, "seconds, 0 for never")
             case "logLines": config.logLines = try integer(logLinesRange, "a count between 1 and 10000")
+            case "timelineEntries": config.timelineEntries = try integer(timelineEntriesRange, "a count between 1 and 1000")
             case "flushMilliseconds":
                 config.flushMilliseconds = try integer(
                     0...1000,

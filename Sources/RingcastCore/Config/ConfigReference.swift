@@ -92,6 +92,7 @@ extension ServerConfig {
             "abandonAfterSeconds", "3600",
             "Seconds a stalled task stays stalled before it ends failed, \"abandoned\" (a task's abandonAfter wins); 0: never."),
         Reference("logLines", "100", "Lines of each task's log the server keeps."),
+        Reference("timelineEntries", "50", "Entries of each task's timeline (created, states, requests and who asked) the server keeps."),
         Reference("maxPublishRate", "100000", "Events a second one connection may publish; 0: no limit."),
         Reference("maxMessageBytes", "1048576", "The largest HTTP body or WebSocket message accepted, in bytes."),
         Reference("maxConnectionsPerAddress", "1024", "Sockets one address may hold open; 0: no limit."),

@@ -226,6 +226,7 @@ extension API {
     /// The store's share of the config for the follow-up features: log tails, abandonment, webhooks.
     func configureLoop() {
         store.logLines = config.logLines
+        store.timelineEntries = config.timelineEntries
         store.abandonAfterSeconds = config.abandonAfterSeconds
         if !config.webhooks.isEmpty { store.webhooks = WebhookPlanner(rules: config.webhooks) }
         // Deliveries owed when the server stopped go out again; those no hook has any more are dropped.

@@ -15,6 +15,10 @@ public final class TaskStore {
     /// Resuming from a seq below this needs a full snapshot: removals older than it were forgotten.
     public private(set) var removalHorizon: UInt64 = 0
     public let maxRemembered: Int
+    /// Entries of each task's timeline kept (config `timelineEntries`).
+    public var timelineEntries = ServerConfig().timelineEntries
+    /// The cancel, pause or resume the next commit records on the timeline (Timeline.swift).
+    var requestBeingRecorded: TaskControl?
     /// Seconds after which a finished or hidden, untouched task is removed (config `retentionSeconds`).
     public let retentionSeconds: Double
     /// The most tasks held at once (config `maxTasks`).
@@ -155,6 +159,7 @@ public final class TaskStore {
         if let controls = patch.controls { task.controls = controls }
         if let abandonAfter = patch.abandonAfter { task.abandonAfter = abandonAfter }
         if let kind = patch.kind { setKind(&task, kind) }
+        if let url = patch.url { task.url = url }
         // A state the publisher sets is its answer to whatever was asked of it.
         if patch.state != nil {
             task.cancelRequested = false
@@ -330,6 +335,7 @@ public final class TaskStore {
         task.updatedAt = now
         settleFollowUpFields(&task, now: now)
         settleHistoryFields(&task, from: oldState, now: now)
+        recordTimeline(&task, from: tasks[task.id], now: now)
         tasks[task.id] = task
         removals.removeValue(forKey: task.id)
         persistence.save(task, epoch: epoch, seq: seq, urgent: urgent ?? (type.isSticky || (type == .tick && task.state.isTerminal)))
@@ -568,7 +574,7 @@ public final class TaskStore {
 }
 
 public enum ProtocolInfo {
-    public static let version = 3
+    public static let version = 4
 }
 
 /// A min-heap of (time, task id), ties broken by id so the order never depends on how entries
