@@ -62,6 +62,7 @@ export class Placement {
       if (from !== parent.childBox) {
         parent.childBox.append(card.el);
         card.el.classList.add('child');
+        card.el.tabIndex = -1; // one Tab stop per top-level card; arrow keys reach its steps
         syncParent(from);
         syncParent(parent.childBox);
       }
@@ -71,16 +72,18 @@ export class Placement {
     // Top level: not a child any more (a filtered-out child was hidden; here the section decides).
     if (card.el.hidden || card.el.classList.contains('child')) {
       card.el.classList.remove('child');
+      card.el.tabIndex = 0;
       card.el.hidden = false;
     }
     let target = null;
     if (this.filter.passes(task)) target = this.folds(task) ? this.recent : this.live;
-    if (card.section === target && (target || !from)) return false;
+    const key = target === this.recent ? -(task.updatedAt || 0) : liveKey(task);
+    if (card.section === target && (target || !from) && (target !== this.live || card.key === key)) return false;
     const folding = card.section === this.live && target === this.recent;
     if (card.section) card.section.remove(card);
     else if (from) card.el.remove();
     syncParent(from);
-    if (target) target.insert(card, target === this.recent ? -(task.updatedAt || 0) : card.no, fresh || folding);
+    if (target) target.insert(card, key, fresh || folding);
     return true;
   }
 
@@ -147,6 +150,14 @@ export class Placement {
     card.el.scrollIntoView({ block: 'center' });
     card.el.focus({ preventScroll: true });
   }
+}
+
+/** Where a card stands in the live grid, the same after every reload and on every screen:
+ *  failed first, then stalled, then the rest; within each, by id. */
+export function liveKey(task) {
+  const state = stateOf(task);
+  const rank = state === 'failed' ? 0 : state === 'stalled' ? 1 : 2;
+  return `${rank}${task.id}`;
 }
 
 /** Marks the card owning a children box while it holds any (it then spans two grid rows). */

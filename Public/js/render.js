@@ -231,7 +231,8 @@ export class Dashboard {
   update(card, task, now, background) {
     const text = faceText(task, now);
     updateCard(card, task, text, this.family.stepsText(task.id));
-    if (text.etaCountsDown && !background) this.ticking.add(task.id);
+    // A countdown ETA, an elapsed clock or a quiet publisher's silence moves every second.
+    if ((text.etaCountsDown || text.clock.startsWith('elapsed') || text.state === 'running') && !background) this.ticking.add(task.id);
     else this.ticking.delete(task.id);
     if (!background) this.sparklines.update(card, text.state === 'running' && !task.timer);
     if (text.ring.active && !background) this.moving.add(task.id);
