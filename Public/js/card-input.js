@@ -11,8 +11,9 @@ import { taskPageURL } from './base.js';
  * @param {HTMLElement} root  holds the cards
  * @param {(id: string) => object|undefined} cardOf  the card (card.js) of a task id
  * @param {(id: string) => object|undefined} taskOf  the task of an id
+ * @param {(id: string) => void} dismiss  a failure was seen: it may fold into Recent
  */
-export function bindCardInput(root, cardOf, taskOf) {
+export function bindCardInput(root, cardOf, taskOf, dismiss) {
   const toggle = (e) => {
     const cardEl = e.target.closest && e.target.closest('.task');
     if (!cardEl) return;
@@ -20,7 +21,12 @@ export function bindCardInput(root, cardOf, taskOf) {
     if (inner && cardEl.contains(inner) && inner.closest('.task') === cardEl) {
       if (inner.matches('button')) {
         const card = cardOf(cardEl.dataset.id);
-        if (card) act(inner, card.id, card.actionNote, () => taskOf(card.id));
+        if (card && inner.dataset.action === 'dismiss') {
+          dismiss(card.id);
+          cardEl.focus({ preventScroll: true });
+        } else if (card) {
+          act(inner, card.id, card.actionNote, () => taskOf(card.id));
+        }
       }
       return;
     }

@@ -42,7 +42,13 @@ export function createCard(task, no) {
   url.rel = 'noopener noreferrer';
   url.tabIndex = -1;
   url.hidden = true;
-  links.append(open, url);
+  // A failure stays in the live grid until someone has seen it (placement.js).
+  const dismiss = el('button', 'action action-dismiss', 'Dismiss');
+  dismiss.type = 'button';
+  dismiss.dataset.action = 'dismiss';
+  dismiss.hidden = true;
+  dismiss.setAttribute('aria-label', `Dismiss ${task.title || task.id}: move it to Recent`);
+  links.append(open, url, dismiss);
   face.info.append(kids, actions, actionNote, links);
   main.append(face.ring.el, face.info);
   const more = el('dl', 'more');
@@ -58,18 +64,20 @@ export function createCard(task, no) {
   logBox.setAttribute('aria-label', `Output of ${task.title || task.id}`);
   root.append(main, more, logBox);
   return {
-    ...face, id: task.id, no, el: root, kids, more, moreUpdated, actions, actionNote, logBox, logView: null, url,
+    ...face, id: task.id, no, el: root, kids, more, moreUpdated, actions, actionNote, logBox, logView: null, url, dismiss,
     childBox: null, section: null, key: 0, spark: null, sparkVersion: -1, sparkAt: 0, sparkDrawn: false,
     leaving: false, leaveTimer: 0,
   };
 }
 
-/** Brings `card` up to `task`: its face says `text` (face.js), its children line `steps`. */
-export function updateCard(card, task, text, steps) {
+/** Brings `card` up to `task`: its face says `text` (face.js), its children line `steps`;
+ *  `dismissible`: a failure that waits to be dismissed. */
+export function updateCard(card, task, text, steps, dismissible = false) {
   const L = card.last;
   writeFace(card, text);
   const actions = offeredActions(task);
   write(L, 'actions', actions.join(','), () => setButtons(card.actions, actions, text.title));
+  write(L, 'dismissible', dismissible, (v) => { card.dismiss.hidden = !v; });
   write(L, 'url', task.url || '', (v) => {
     card.url.hidden = !v;
     if (!v) return;

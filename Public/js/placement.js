@@ -9,6 +9,16 @@ import { isRendered } from './sections.js';
 import { el } from './dom.js';
 
 export const FOLD_AFTER_MS = 4000;
+const DISMISSED_KEY = 'ringcast-dismissed';
+
+function readDismissed() {
+  try {
+    const ids = JSON.parse(sessionStorage.getItem(DISMISSED_KEY) || '[]');
+    return Array.isArray(ids) ? ids.filter((id) => typeof id === 'string') : [];
+  } catch {
+    return [];
+  }
+}
 const LEAVE_FALLBACK_MS = 700;
 
 export class Placement {
@@ -33,6 +43,24 @@ export class Placement {
     this.rerender = rerender;
     this.gone = gone;
     this.foldAt = new Map(); // id -> performance.now() when a task seen finishing may fold
+    // Failures the reader dismissed (Dismiss on the card): only these fold into Recent. Kept
+    // for the tab's life, so a reload does not bring them back.
+    this.dismissed = new Set(readDismissed());
+  }
+
+  /** The reader has seen `id`'s failure: it may fold into Recent now. */
+  dismiss(id) {
+    this.dismissed.add(id);
+    try {
+      sessionStorage.setItem(DISMISSED_KEY, JSON.stringify([...this.dismissed].slice(-1000)));
+    } catch { /* storage full or off: dismissed for this page only */ }
+    this.foldAt.delete(id);
+    this.rerender(id);
+  }
+
+  /** Whether a failed task still waits to be dismissed (its card offers Dismiss). */
+  awaitsDismissal(task) {
+    return stateOf(task) === 'failed' && !this.dismissed.has(task.id);
   }
 
   /** The page saw `id` finish: its card stays where it is a moment, then may fold into Recent. */
@@ -41,9 +69,10 @@ export class Placement {
     setTimeout(() => this.rerender(id), FOLD_AFTER_MS + 20);
   }
 
-  /** `id` runs again, or is gone: no fold waits for it. */
+  /** `id` runs again, or is gone: no fold waits for it, and a later failure waits for dismissal again. */
   forgetFinish(id) {
     this.foldAt.delete(id);
+    this.dismissed.delete(id);
   }
 
   /** Puts a card in its parent's card when the parent is on the page, else in its section.
@@ -90,6 +119,8 @@ export class Placement {
   /** Whether a task goes to Recent: finished, not just seen finishing, nothing under it running. */
   folds(task) {
     if (!TERMINAL.has(stateOf(task))) return false;
+    // A failure stays in the live grid, first, until someone has seen it.
+    if (this.awaitsDismissal(task)) return false;
     const at = this.foldAt.get(task.id);
     if (at != null) {
       if (at > performance.now()) return false;
@@ -164,4 +195,7 @@ export function liveKey(task) {
 function syncParent(box) {
   if (!box || !box.classList || !box.classList.contains('children')) return;
   box.parentNode.classList.toggle('parent', box.childElementCount > 0);
+  // Rows it spans, about as many as its steps fill (a step is most of a card's height), so its
+  // neighbours pack beside it without a hole (style.css, --rows).
+  box.parentNode.style.setProperty('--rows', String(1 + Math.ceil(box.childElementCount * 0.8)));
 }

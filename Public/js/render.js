@@ -85,7 +85,7 @@ export class Dashboard {
     setInterval(() => this.tickEtas(), 1000);
     this.flush = this.flush.bind(this);
     store.subscribe((c) => this.onChange(c));
-    bindCardInput(root, (id) => this.cards.get(id), (id) => store.tasks.get(id));
+    bindCardInput(root, (id) => this.cards.get(id), (id) => store.tasks.get(id), (id) => this.placement.dismiss(id));
   }
 
   /** Shows only the cards whose id or title holds every word of `query` (with their family). */
@@ -230,7 +230,8 @@ export class Dashboard {
   /** Writes `task` into its card; `background`: the card is off screen (no countdowns, no sparkline). */
   update(card, task, now, background) {
     const text = faceText(task, now);
-    updateCard(card, task, text, this.family.stepsText(task.id));
+    const dismissible = !card.el.classList.contains('child') && this.placement.awaitsDismissal(task);
+    updateCard(card, task, text, this.family.stepsText(task.id), dismissible);
     // A countdown ETA, an elapsed clock or a quiet publisher's silence moves every second.
     if ((text.etaCountsDown || text.clock.startsWith('elapsed') || text.state === 'running') && !background) this.ticking.add(task.id);
     else this.ticking.delete(task.id);
