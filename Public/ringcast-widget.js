@@ -42,9 +42,13 @@ const CSS = `
   color: var(--rc-text);
 }
 @media (prefers-color-scheme: dark) {
-  :host { --rc-bg: #131a2e; --rc-text: #e5e9f2; --rc-muted: #9aa6bc; --rc-border: #243049; --rc-accent: #8b7dff;
-          --rc-ok: #22c55e; --rc-bad: #f87171; --rc-track: rgb(148 163 184 / .16); }
+  :host(:not([theme="light"])) { --rc-bg: #131a2e; --rc-text: #e5e9f2; --rc-muted: #9aa6bc; --rc-border: #243049; --rc-accent: #8b7dff;
+          --rc-ok: #22c55e; --rc-bad: #f87171; --rc-track: rgb(148 163 184 / .16); --rc-link: #b3a9ff; }
 }
+/* theme="dark" or "light" follows the host page's theme rather than the system's */
+:host([theme="dark"]) { --rc-bg: #131a2e; --rc-text: #e5e9f2; --rc-muted: #9aa6bc; --rc-border: #243049; --rc-accent: #8b7dff;
+          --rc-ok: #22c55e; --rc-bad: #f87171; --rc-track: rgb(148 163 184 / .16); --rc-link: #b3a9ff; }
+.link { color: var(--rc-link, #4534d6); font-size: .85em; overflow-wrap: anywhere; }
 :host([hidden]), [hidden] { display: none !important; }
 .card { --c: var(--rc-accent); position: relative; display: flex; align-items: center; gap: 12px;
   padding: 12px 14px; border-radius: 14px; background: var(--rc-bg); border: 1px solid var(--rc-border);
@@ -132,7 +136,7 @@ function socketAddress(server) {
 }
 
 class RingcastTask extends HTMLElement {
-  static get observedAttributes() { return ['server', 'task', 'notify', 'token']; }
+  static get observedAttributes() { return ['server', 'task', 'notify', 'token', 'theme']; }
 
   constructor() {
     super();
@@ -143,7 +147,12 @@ class RingcastTask extends HTMLElement {
     this.face = createFace(this.card, { titleTag: 'div' });
     this.card.dataset.state = this.face.last.state = 'none';
     this.placeholderEl = el('div', 'placeholder');
-    this.face.info.append(this.placeholderEl);
+    // The publisher's link (a CI run, a pull request), when the task has one.
+    this.link = el('a', 'link');
+    this.link.rel = 'noopener noreferrer';
+    this.link.target = '_blank';
+    this.link.hidden = true;
+    this.face.info.append(this.placeholderEl, this.link);
     this.dot = el('span', 'dot');
     this.dot.setAttribute('role', 'status');
     this.card.append(this.face.ring.el, this.face.info, this.dot);
@@ -181,6 +190,7 @@ class RingcastTask extends HTMLElement {
       this.setupNotify();
       return;
     }
+    if (name === 'theme') return; // the stylesheet follows it
     // Another task or server: what the store holds is about something else.
     this.shut();
     this.store = null;
@@ -309,7 +319,7 @@ class RingcastTask extends HTMLElement {
     this.hideTimers.watch(this.taskId, task, now);
     write(this.last, 'hidden', !!task && !isShown(task, now), (v) => { this.hidden = v; });
     if (!task) {
-      this.placeholder(this.problem || (store && store.everSynced ? `Waiting for ${this.taskId}` : this.statusText));
+      this.placeholder(this.problem || (store && store.everSynced ? `Unknown task ${this.taskId}: nothing published yet` : this.statusText));
       write(this.face.last, 'state', 'none', (v) => { this.card.dataset.state = v; });
       setRing(this.face.ring, NO_TASK);
       return;
@@ -317,9 +327,17 @@ class RingcastTask extends HTMLElement {
     this.placeholder('');
     const text = faceText(task, now);
     writeFace(this.face, text);
+    write(this.last, 'url', task.url || '', (v) => {
+      this.link.hidden = !v;
+      if (v) {
+        this.link.href = v;
+        this.link.textContent = v;
+      }
+    });
     if (text.ring.active) {
       this.schedule();
-    } else if (text.etaCountsDown && !this.etaTimer) {
+    } else if ((text.etaCountsDown || text.state === 'running' || text.clock) && !this.etaTimer) {
+      // A countdown ETA, the elapsed clock or a quiet publisher's silence: redrawn every second.
       this.etaTimer = setTimeout(() => {
         this.etaTimer = 0;
         this.schedule();

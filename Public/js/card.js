@@ -43,7 +43,7 @@ export function createCard(task, no) {
   url.tabIndex = -1;
   url.hidden = true;
   // A failure stays in the live grid until someone has seen it (placement.js).
-  const dismiss = el('button', 'action action-dismiss', 'Dismiss');
+  const dismiss = el('button', 'dismiss', 'Dismiss');
   dismiss.type = 'button';
   dismiss.dataset.action = 'dismiss';
   dismiss.hidden = true;

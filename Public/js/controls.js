@@ -68,7 +68,7 @@ const CONFIRM_MS = 4000;
  */
 export function act(button, id, note, taskNow) {
   const action = button.dataset.action;
-  if (!action || button.disabled) return;
+  if (!action || button.getAttribute('aria-disabled') === 'true') return;
   if (action === 'withdraw') {
     withdraw(button, id, note, taskNow);
     return;
@@ -87,9 +87,10 @@ export function act(button, id, note, taskNow) {
     return;
   }
   delete button.dataset.confirm;
-  button.disabled = true;
+  // Not `disabled`: a disabled button drops focus to the page, and focus stays on the task.
+  button.setAttribute('aria-disabled', 'true');
   sendRequest(id, action).then(({ problem, delivered }) => {
-    button.disabled = false;
+    button.removeAttribute('aria-disabled');
     if (problem) {
       tell(note, problem);
       console.warn(`ringcast: ${action} ${id}: ${problem}`);
@@ -118,10 +119,10 @@ function tell(note, text, withdrawable = false) {
  *  waiting on it (docs/PROTOCOL.md, merge rules), so the cancel goes and nothing else changes. */
 async function withdraw(button, id, note, taskNow) {
   const task = taskNow() || {};
-  button.disabled = true;
+  button.setAttribute('aria-disabled', 'true');
   const { problem } = await post(`api/tasks/${encodeURIComponent(id)}`, { state: stateOf(task) === 'paused' ? 'paused' : 'running' });
   if (problem) {
-    button.disabled = false;
+    button.removeAttribute('aria-disabled');
     tell(note, `Could not withdraw: ${problem}`);
     return;
   }

@@ -233,7 +233,7 @@ export class Dashboard {
     const dismissible = !card.el.classList.contains('child') && this.placement.awaitsDismissal(task);
     updateCard(card, task, text, this.family.stepsText(task.id), dismissible);
     // A countdown ETA, an elapsed clock or a quiet publisher's silence moves every second.
-    if ((text.etaCountsDown || text.clock.startsWith('elapsed') || text.state === 'running') && !background) this.ticking.add(task.id);
+    if ((text.etaCountsDown || text.clock || text.state === 'running') && !background) this.ticking.add(task.id);
     else this.ticking.delete(task.id);
     if (!background) this.sparklines.update(card, text.state === 'running' && !task.timer);
     if (text.ring.active && !background) this.moving.add(task.id);

@@ -135,7 +135,7 @@ def test_finished_tasks_fold_into_recent(page, server):
                       "summary": "Recent 3 finished"}, recent
     assert page.shown_ids() == {"rc.run", "rc.paused", "rc.stall", "rc.p1", "rc.p1.kid", "rc.p2", "rc.p2.kid", "rc.failed"}
     # Dismissed, the failure folds into Recent.
-    page.driver.find_element(By.CSS_SELECTOR, ".task[data-id='rc.failed'] button.action-dismiss").click()
+    page.driver.find_element(By.CSS_SELECTOR, ".task[data-id='rc.failed'] button.dismiss").click()
     page.wait(lambda: "rc.failed" in page.section_ids("recent"), 2, "a dismissed failure does not fold")
     # Opened with the keyboard, closed with a click.
     summary = page.driver.find_element(By.CSS_SELECTOR, "#recent > summary")
