@@ -15,8 +15,9 @@ import { TERMINAL, stateOf } from './store.js';
 export const QUIET_MS = 10000;
 import { el, write } from './dom.js';
 
-/** What the face of `task` says at server time `now` (ms). */
-export function faceText(task, now) {
+/** What the face of `task` says at server time `now` (ms). `withClock` false leaves the elapsed
+ *  clock out (a card off screen: it is written when the card is shown, not 10 000 times a second). */
+export function faceText(task, now, withClock = true) {
   const state = stateOf(task);
   const running = state === 'running';
   // An indeterminate task has an ETA too when its kind's past runs give one: the time it
@@ -38,7 +39,7 @@ export function faceText(task, now) {
     rate: running ? formatRate(task) : '',
     eta,
     quiet: quiet && !!eta,
-    clock: clockText(task, state, now),
+    clock: withClock ? clockText(task, state, now) : '',
     usual: running ? usualText(task) : '',
     slow: running && task.slow === true,
     badge: request || (running ? '' : stateLabel(task.state)),

@@ -229,7 +229,7 @@ export class Dashboard {
 
   /** Writes `task` into its card; `background`: the card is off screen (no countdowns, no sparkline). */
   update(card, task, now, background) {
-    const text = faceText(task, now);
+    const text = faceText(task, now, !background);
     const dismissible = !card.el.classList.contains('child') && this.placement.awaitsDismissal(task);
     updateCard(card, task, text, this.family.stepsText(task.id), dismissible);
     // A countdown ETA, an elapsed clock or a quiet publisher's silence moves every second.
