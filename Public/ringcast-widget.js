@@ -37,24 +37,31 @@ const CSS = `
   --rc-accent: #6d5dfc; --rc-ok: #16a34a; --rc-bad: #dc2626; --rc-warn: #d97706; --rc-idle: #8391a7; --rc-stall: #c026d3;
   --rc-bg: #ffffff; --rc-text: #0f172a; --rc-muted: #5b6b82; --rc-border: #e3e7f0; --rc-track: rgb(100 116 139 / .16);
   --rc-ring-size: 56px;
+  --rc-ok-text: #15803d; --rc-bad-text: #b91c1c; --rc-warn-text: #92400e; --rc-idle-text: #4b5563; --rc-stall-text: #a21caf;
   display: inline-block; min-width: 240px; max-width: 100%;
   font: 14px/1.4 system-ui, -apple-system, "Segoe UI", Roboto, "Noto Sans", "DejaVu Sans", sans-serif;
   color: var(--rc-text);
 }
 @media (prefers-color-scheme: dark) {
-  :host { --rc-bg: #131a2e; --rc-text: #e5e9f2; --rc-muted: #9aa6bc; --rc-border: #243049; --rc-accent: #8b7dff;
-          --rc-ok: #22c55e; --rc-bad: #f87171; --rc-track: rgb(148 163 184 / .16); }
+  :host(:not([theme="light"])) { --rc-bg: #131a2e; --rc-text: #e5e9f2; --rc-muted: #9aa6bc; --rc-border: #243049; --rc-accent: #8b7dff;
+          --rc-ok: #22c55e; --rc-bad: #f87171; --rc-track: rgb(148 163 184 / .16); --rc-link: #b3a9ff;
+          --rc-ok-text: #4ade80; --rc-bad-text: #fca5a5; --rc-warn-text: #fcd34d; --rc-idle-text: #cbd5e1; --rc-stall-text: #f0abfc; }
 }
+/* theme="dark" or "light" follows the host page's theme rather than the system's */
+:host([theme="dark"]) { --rc-bg: #131a2e; --rc-text: #e5e9f2; --rc-muted: #9aa6bc; --rc-border: #243049; --rc-accent: #8b7dff;
+          --rc-ok: #22c55e; --rc-bad: #f87171; --rc-track: rgb(148 163 184 / .16); --rc-link: #b3a9ff;
+          --rc-ok-text: #4ade80; --rc-bad-text: #fca5a5; --rc-warn-text: #fcd34d; --rc-idle-text: #cbd5e1; --rc-stall-text: #f0abfc; }
+.link { color: var(--rc-link, #4534d6); font-size: .85em; overflow-wrap: anywhere; }
 :host([hidden]), [hidden] { display: none !important; }
 .card { --c: var(--rc-accent); position: relative; display: flex; align-items: center; gap: 12px;
   padding: 12px 14px; border-radius: 14px; background: var(--rc-bg); border: 1px solid var(--rc-border);
   box-shadow: 0 1px 2px rgb(15 23 42 / .05), 0 4px 14px rgb(15 23 42 / .06);
   animation: in .3s ease-out both; transition: opacity .3s, filter .3s; }
-.card[data-state="done"] { --c: var(--rc-ok); }
-.card[data-state="failed"] { --c: var(--rc-bad); }
-.card[data-state="paused"] { --c: var(--rc-warn); }
-.card[data-state="cancelled"] { --c: var(--rc-idle); }
-.card[data-state="stalled"] { --c: var(--rc-stall); }
+.card[data-state="done"] { --c: var(--rc-ok); --ct: var(--rc-ok-text); }
+.card[data-state="failed"] { --c: var(--rc-bad); --ct: var(--rc-bad-text); }
+.card[data-state="paused"] { --c: var(--rc-warn); --ct: var(--rc-warn-text); }
+.card[data-state="cancelled"] { --c: var(--rc-idle); --ct: var(--rc-idle-text); }
+.card[data-state="stalled"] { --c: var(--rc-stall); --ct: var(--rc-stall-text); }
 .card[data-state="none"] :is(.head, .detail, .meta) { display: none; }
 .card[data-conn="reconnecting"], .card[data-conn="offline"] { opacity: .6; filter: grayscale(.7); }
 .ring { position: relative; flex: none; width: var(--rc-ring-size); height: var(--rc-ring-size); }
@@ -76,9 +83,9 @@ circle { fill: none; stroke-width: 10; }
 .detail, .meta { margin: 0; color: var(--rc-muted); font-size: .85em; overflow-wrap: anywhere; }
 .meta { display: flex; flex-wrap: wrap; gap: 0 10px; font-variant-numeric: tabular-nums; }
 .meta span:empty { display: none; }
-.meta .usual.slow { color: var(--rc-warn); font-weight: 600; }
-.badge { flex: none; font-size: .68em; font-weight: 700; letter-spacing: .05em; text-transform: uppercase; color: var(--c); }
-.card[data-request] .badge { color: var(--rc-warn); }
+.meta .usual.slow { color: var(--rc-warn-text); font-weight: 600; }
+.badge { flex: none; font-size: .68em; font-weight: 700; letter-spacing: .05em; text-transform: uppercase; color: var(--ct, var(--c)); }
+.card[data-request] .badge { color: var(--rc-warn-text); }
 .dot { position: absolute; top: 8px; right: 8px; width: 7px; height: 7px; border-radius: 50%; background: var(--rc-warn); }
 .dot[data-state="live"] { background: var(--rc-ok); }
 .dot[data-state="offline"] { background: var(--rc-bad); }
@@ -132,7 +139,7 @@ function socketAddress(server) {
 }
 
 class RingcastTask extends HTMLElement {
-  static get observedAttributes() { return ['server', 'task', 'notify', 'token']; }
+  static get observedAttributes() { return ['server', 'task', 'notify', 'token', 'theme']; }
 
   constructor() {
     super();
@@ -143,7 +150,12 @@ class RingcastTask extends HTMLElement {
     this.face = createFace(this.card, { titleTag: 'div' });
     this.card.dataset.state = this.face.last.state = 'none';
     this.placeholderEl = el('div', 'placeholder');
-    this.face.info.append(this.placeholderEl);
+    // The publisher's link (a CI run, a pull request), when the task has one.
+    this.link = el('a', 'link');
+    this.link.rel = 'noopener noreferrer';
+    this.link.target = '_blank';
+    this.link.hidden = true;
+    this.face.info.append(this.placeholderEl, this.link);
     this.dot = el('span', 'dot');
     this.dot.setAttribute('role', 'status');
     this.card.append(this.face.ring.el, this.face.info, this.dot);
@@ -181,6 +193,7 @@ class RingcastTask extends HTMLElement {
       this.setupNotify();
       return;
     }
+    if (name === 'theme') return; // the stylesheet follows it
     // Another task or server: what the store holds is about something else.
     this.shut();
     this.store = null;
@@ -309,7 +322,7 @@ class RingcastTask extends HTMLElement {
     this.hideTimers.watch(this.taskId, task, now);
     write(this.last, 'hidden', !!task && !isShown(task, now), (v) => { this.hidden = v; });
     if (!task) {
-      this.placeholder(this.problem || (store && store.everSynced ? `Waiting for ${this.taskId}` : this.statusText));
+      this.placeholder(this.problem || (store && store.everSynced ? `Unknown task ${this.taskId}: nothing published yet` : this.statusText));
       write(this.face.last, 'state', 'none', (v) => { this.card.dataset.state = v; });
       setRing(this.face.ring, NO_TASK);
       return;
@@ -317,9 +330,17 @@ class RingcastTask extends HTMLElement {
     this.placeholder('');
     const text = faceText(task, now);
     writeFace(this.face, text);
+    write(this.last, 'url', task.url || '', (v) => {
+      this.link.hidden = !v;
+      if (v) {
+        this.link.href = v;
+        this.link.textContent = v;
+      }
+    });
     if (text.ring.active) {
       this.schedule();
-    } else if (text.etaCountsDown && !this.etaTimer) {
+    } else if ((text.etaCountsDown || text.state === 'running' || text.clock) && !this.etaTimer) {
+      // A countdown ETA, the elapsed clock or a quiet publisher's silence: redrawn every second.
       this.etaTimer = setTimeout(() => {
         this.etaTimer = 0;
         this.schedule();

@@ -9,11 +9,23 @@ import { TitleAndIcon } from './favicon.js';
 import { SearchBox } from './search.js';
 import { bindBell, notifier } from './notify.js';
 import { SignIn } from './signin.js';
+import { bindThemeToggle } from './theme.js';
 
 const $ = (id) => document.getElementById(id);
 
 const params = new URLSearchParams(location.search);
 const watch = (params.get('watch') || '*').trim() || '*';
+// A wall display: no chrome, big cards, the overall figure large (style.css).
+if (params.get('view') === 'wall') document.body.dataset.view = 'wall';
+bindThemeToggle($('theme'));
+
+/** This page's address without `watch`: every task. */
+function withoutWatch() {
+  const rest = new URLSearchParams(location.search);
+  rest.delete('watch');
+  const query = rest.toString();
+  return location.pathname + (query ? `?${query}` : '');
+}
 
 const server = pageServer(location);
 const store = new Store();
@@ -29,6 +41,9 @@ if (watch !== '*') {
   const filter = $('filter');
   filter.textContent = `watching ${watch}`;
   filter.hidden = false;
+  // Shown only while nothing is on the page: then nothing this filter matches is on the server.
+  $('empty-title').replaceChildren(`No task matches “${watch}”. `,
+    Object.assign(document.createElement('a'), { href: withoutWatch(), textContent: 'Show every task' }));
 }
 $('empty-hint').textContent = `curl -X POST -d '{"title":"Build","progress":0.42}' ${location.origin}/api/tasks/ci.build-42`;
 
@@ -47,9 +62,9 @@ const dashboard = new Dashboard({
   onSummary(s) {
     titleAndIcon.update(s);
     const parts = [];
-    if (s.running) parts.push(`${s.running} running`);
-    if (s.done) parts.push(`${s.done} done`);
-    if (s.failed) parts.push(`${s.failed} failed`);
+    for (const state of ['running', 'paused', 'stalled', 'failed', 'cancelled', 'done']) {
+      if (s.states[state]) parts.push(`${s.states[state]} ${state}`);
+    }
     const text = parts.join(' · ');
     if (summary.textContent !== text) summary.textContent = text;
     const count = s.filtered ? `${s.matching} of ${s.topLevel}` : '';
@@ -111,6 +126,16 @@ connection = new Connection({
     if (ev.type === 'error' && ev.error === 'unauthorized' && !store.everSynced) {
       connection.stop();
       signIn.show(ev.message);
+      return;
+    }
+    // A filter the server refuses never gets a snapshot: say why, and how to clear it.
+    if (ev.type === 'error' && ev.error === 'invalid_pattern' && !store.everSynced) {
+      connection.stop();
+      splash.finish();
+      $('watch-problem').replaceChildren(`The server refused the filter “${watch}”: ${ev.message} `,
+        Object.assign(document.createElement('a'), { href: withoutWatch(), textContent: 'Show every task' }));
+      $('watch-problem').hidden = false;
+      showStatus('offline', 'Filter refused');
       return;
     }
     store.handle(ev);

@@ -5,6 +5,7 @@ import { createFace, writeFace } from './face.js';
 import { offeredActions, setButtons } from './controls.js';
 import { LogView } from './tail.js';
 import { el, write } from './dom.js';
+import { taskPageURL } from './base.js';
 
 let nextDomId = 0;
 
@@ -30,7 +31,25 @@ export function createCard(task, no) {
   const actionNote = el('p', 'action-note');
   actionNote.hidden = true;
   actionNote.setAttribute('role', 'status');
-  face.info.append(kids, actions, actionNote);
+  // The task's page (Enter on the focused card goes there too) and the publisher's link, if any.
+  // Neither is a Tab stop of its own: a card is one stop, its links a click or Enter away.
+  const links = el('p', 'card-links');
+  const open = el('a', 'open', 'Open');
+  open.href = taskPageURL(task.id);
+  open.tabIndex = -1;
+  open.setAttribute('aria-label', `Open the page of ${task.title || task.id}`);
+  const url = el('a', 'task-url');
+  url.rel = 'noopener noreferrer';
+  url.tabIndex = -1;
+  url.hidden = true;
+  // A failure stays in the live grid until someone has seen it (placement.js).
+  const dismiss = el('button', 'dismiss', 'Dismiss');
+  dismiss.type = 'button';
+  dismiss.dataset.action = 'dismiss';
+  dismiss.hidden = true;
+  dismiss.setAttribute('aria-label', `Dismiss ${task.title || task.id}: move it to Recent`);
+  links.append(open, url, dismiss);
+  face.info.append(kids, actions, actionNote, links);
   main.append(face.ring.el, face.info);
   const more = el('dl', 'more');
   more.hidden = true;
@@ -45,18 +64,26 @@ export function createCard(task, no) {
   logBox.setAttribute('aria-label', `Output of ${task.title || task.id}`);
   root.append(main, more, logBox);
   return {
-    ...face, id: task.id, no, el: root, kids, more, moreUpdated, actions, actionNote, logBox, logView: null,
+    ...face, id: task.id, no, el: root, kids, more, moreUpdated, actions, actionNote, logBox, logView: null, url, dismiss,
     childBox: null, section: null, key: 0, spark: null, sparkVersion: -1, sparkAt: 0, sparkDrawn: false,
     leaving: false, leaveTimer: 0,
   };
 }
 
-/** Brings `card` up to `task`: its face says `text` (face.js), its children line `steps`. */
-export function updateCard(card, task, text, steps) {
+/** Brings `card` up to `task`: its face says `text` (face.js), its children line `steps`;
+ *  `dismissible`: a failure that waits to be dismissed. */
+export function updateCard(card, task, text, steps, dismissible = false) {
   const L = card.last;
   writeFace(card, text);
   const actions = offeredActions(task);
   write(L, 'actions', actions.join(','), () => setButtons(card.actions, actions, text.title));
+  write(L, 'dismissible', dismissible, (v) => { card.dismiss.hidden = !v; });
+  write(L, 'url', task.url || '', (v) => {
+    card.url.hidden = !v;
+    if (!v) return;
+    card.url.href = v;
+    card.url.textContent = linkText(v);
+  });
   if (L.expanded) followLog(card, task);
   write(L, 'kids', steps, (v) => {
     card.kids.textContent = v;
@@ -93,6 +120,17 @@ export function closeLog(card) {
   if (!card.logView) return;
   card.logView.close();
   card.logView = null;
+}
+
+/** A link's host and the end of its path: "ci.example.com/…/42". */
+function linkText(url) {
+  try {
+    const u = new URL(url);
+    const tail = u.pathname.split('/').filter(Boolean).pop();
+    return tail ? `${u.host}/…/${tail}` : u.host;
+  } catch {
+    return url;
+  }
 }
 
 function updatedText(task) {

@@ -6,13 +6,18 @@
 // `writeFace` writes into them only what changed.
 
 import { createRing, ringView, setRing, stateLabel } from './ring.js';
-import { formatDuration, formatRate, formatUnits } from './format.js';
+import { formatAgo, formatClock, formatDuration, formatRate, formatUnits } from './format.js';
 import { requestLabel } from './controls.js';
-import { stateOf } from './store.js';
+import { TERMINAL, stateOf } from './store.js';
+
+/** After this long without an update a running task's ETA is no longer believed: it is greyed and
+ *  says how long the publisher has been silent instead. */
+export const QUIET_MS = 10000;
 import { el, write } from './dom.js';
 
-/** What the face of `task` says at server time `now` (ms). */
-export function faceText(task, now) {
+/** What the face of `task` says at server time `now` (ms). `withClock` false leaves the elapsed
+ *  clock out (a card off screen: it is written when the card is shown, not 10 000 times a second). */
+export function faceText(task, now, withClock = true) {
   const state = stateOf(task);
   const running = state === 'running';
   // An indeterminate task has an ETA too when its kind's past runs give one: the time it
@@ -22,13 +27,19 @@ export function faceText(task, now) {
   const showEta = running && left != null && (!etaCountsDown || left > 0) && (task.progress == null || task.progress < 1);
   // While a cancel or pause request waits for the publisher, the badge says so.
   const request = requestLabel(task);
+  const quietFor = running && !task.timer ? now - (task.updatedAt || now) : 0;
+  const quiet = quietFor >= QUIET_MS;
+  let eta = showEta ? `ETA ${formatDuration(left)}` : '';
+  if (quiet && (eta || task.eta != null)) eta = `no update for ${formatDuration(quietFor / 1000)}`;
   return {
     state,
     title: task.title || task.id,
     detail: task.detail || '',
     units: formatUnits(task),
     rate: running ? formatRate(task) : '',
-    eta: showEta ? `ETA ${formatDuration(left)}` : '',
+    eta,
+    quiet: quiet && !!eta,
+    clock: withClock ? clockText(task, state, now) : '',
     usual: running ? usualText(task) : '',
     slow: running && task.slow === true,
     badge: request || (running ? '' : stateLabel(task.state)),
@@ -37,6 +48,16 @@ export function faceText(task, now) {
     etaCountsDown,
     ring: ringView(task, now),
   };
+}
+
+/** "elapsed 1:05" while a task runs (or waits), "took 0:45 · 3 min ago" once it finished. */
+export function clockText(task, state, now) {
+  if (typeof task.startedAt !== 'number' || task.timer) return '';
+  if (TERMINAL.has(state)) {
+    const end = task.updatedAt || now;
+    return `took ${formatClock((end - task.startedAt) / 1000)} · ${formatAgo((now - end) / 1000)}`;
+  }
+  return `elapsed ${formatClock(Math.max(0, now - task.startedAt) / 1000)}`;
 }
 
 /** "usually 3 min" from the task's kind's past runs; "slower than usual · usually 3 min" once it is past their 90th percentile. */
@@ -66,9 +87,11 @@ export function createFace(owner, { titleTag = 'h2' } = {}) {
   const eta = el('span', 'eta');
   // What this kind of task usually takes, from its past runs ("usually 3 min", "slower than usual").
   const usual = el('span', 'usual');
-  meta.append(units, rate, eta, usual);
+  // How long it has run, or took ("elapsed 1:05", "took 0:45 · 3 min ago").
+  const clock = el('span', 'clock');
+  meta.append(units, rate, eta, clock, usual);
   info.append(head, detail, meta);
-  return { owner, ring, info, head, title, badge, detail, meta, units, rate, eta, usual, last: {} };
+  return { owner, ring, info, head, title, badge, detail, meta, units, rate, eta, clock, usual, last: {} };
 }
 
 /** Writes `text` (from `faceText`) into a face made by `createFace`, skipping what did not change. */
@@ -76,7 +99,10 @@ export function writeFace(face, text) {
   const L = face.last;
   const owner = face.owner;
   write(L, 'state', text.state, (v) => { owner.dataset.state = v; });
-  write(L, 'title', text.title, (v) => { face.title.textContent = v; });
+  write(L, 'title', text.title, (v) => {
+    face.title.textContent = v;
+    face.title.title = v; // clipped by the badge or sparkline: the whole title on hover
+  });
   write(L, 'detail', text.detail, (v) => {
     face.detail.textContent = v;
     face.detail.hidden = !v;
@@ -85,8 +111,10 @@ export function writeFace(face, text) {
   write(L, 'rate', text.rate, (v) => { face.rate.textContent = v; });
   write(L, 'eta', text.eta, (v) => { face.eta.textContent = v; });
   write(L, 'usual', text.usual, (v) => { face.usual.textContent = v; });
+  write(L, 'quiet', text.quiet, (v) => { face.eta.classList.toggle('quiet', v); });
+  write(L, 'clock', text.clock || '', (v) => { face.clock.textContent = v; });
   write(L, 'slow', text.slow, (v) => { face.usual.classList.toggle('slow', v); });
-  write(L, 'meta', !(text.units || text.rate || text.eta || text.usual), (v) => { face.meta.hidden = v; });
+  write(L, 'meta', !(text.units || text.rate || text.eta || text.usual || text.clock), (v) => { face.meta.hidden = v; });
   write(L, 'badge', text.badge, (v) => {
     face.badge.textContent = v;
     face.badge.hidden = !v;

@@ -33,3 +33,23 @@ export function formatUnits(task) {
   if (task.timer || task.completed == null) return '';
   return task.total != null ? `${formatNumber(task.completed)} / ${formatNumber(task.total)}` : formatNumber(task.completed);
 }
+
+/** A running clock: `m:ss`, or `h:mm:ss` from an hour on. */
+export function formatClock(seconds) {
+  if (!Number.isFinite(seconds) || seconds < 0) return '';
+  const s = Math.floor(seconds);
+  const pad = (n) => String(n).padStart(2, '0');
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  return h ? `${h}:${pad(m)}:${pad(s % 60)}` : `${m}:${pad(s % 60)}`;
+}
+
+/** "12 s ago", "3 min ago", "2 h ago". */
+export function formatAgo(seconds) {
+  if (!Number.isFinite(seconds)) return '';
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s} s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+  return `${Math.floor(s / 86400)} d ago`;
+}

@@ -9,6 +9,16 @@ import { isRendered } from './sections.js';
 import { el } from './dom.js';
 
 export const FOLD_AFTER_MS = 4000;
+const DISMISSED_KEY = 'ringcast-dismissed';
+
+function readDismissed() {
+  try {
+    const ids = JSON.parse(sessionStorage.getItem(DISMISSED_KEY) || '[]');
+    return Array.isArray(ids) ? ids.filter((id) => typeof id === 'string') : [];
+  } catch {
+    return [];
+  }
+}
 const LEAVE_FALLBACK_MS = 700;
 
 export class Placement {
@@ -33,6 +43,24 @@ export class Placement {
     this.rerender = rerender;
     this.gone = gone;
     this.foldAt = new Map(); // id -> performance.now() when a task seen finishing may fold
+    // Failures the reader dismissed (Dismiss on the card): only these fold into Recent. Kept
+    // for the tab's life, so a reload does not bring them back.
+    this.dismissed = new Set(readDismissed());
+  }
+
+  /** The reader has seen `id`'s failure: it may fold into Recent now. */
+  dismiss(id) {
+    this.dismissed.add(id);
+    try {
+      sessionStorage.setItem(DISMISSED_KEY, JSON.stringify([...this.dismissed].slice(-1000)));
+    } catch { /* storage full or off: dismissed for this page only */ }
+    this.foldAt.delete(id);
+    this.rerender(id);
+  }
+
+  /** Whether a failed task still waits to be dismissed (its card offers Dismiss). */
+  awaitsDismissal(task) {
+    return stateOf(task) === 'failed' && !this.dismissed.has(task.id);
   }
 
   /** The page saw `id` finish: its card stays where it is a moment, then may fold into Recent. */
@@ -41,9 +69,10 @@ export class Placement {
     setTimeout(() => this.rerender(id), FOLD_AFTER_MS + 20);
   }
 
-  /** `id` runs again, or is gone: no fold waits for it. */
+  /** `id` runs again, or is gone: no fold waits for it, and a later failure waits for dismissal again. */
   forgetFinish(id) {
     this.foldAt.delete(id);
+    this.dismissed.delete(id);
   }
 
   /** Puts a card in its parent's card when the parent is on the page, else in its section.
@@ -62,6 +91,7 @@ export class Placement {
       if (from !== parent.childBox) {
         parent.childBox.append(card.el);
         card.el.classList.add('child');
+        card.el.tabIndex = -1; // one Tab stop per top-level card; arrow keys reach its steps
         syncParent(from);
         syncParent(parent.childBox);
       }
@@ -71,22 +101,26 @@ export class Placement {
     // Top level: not a child any more (a filtered-out child was hidden; here the section decides).
     if (card.el.hidden || card.el.classList.contains('child')) {
       card.el.classList.remove('child');
+      card.el.tabIndex = 0;
       card.el.hidden = false;
     }
     let target = null;
     if (this.filter.passes(task)) target = this.folds(task) ? this.recent : this.live;
-    if (card.section === target && (target || !from)) return false;
+    const key = target === this.recent ? -(task.updatedAt || 0) : liveKey(task);
+    if (card.section === target && (target || !from) && (target !== this.live || card.key === key)) return false;
     const folding = card.section === this.live && target === this.recent;
     if (card.section) card.section.remove(card);
     else if (from) card.el.remove();
     syncParent(from);
-    if (target) target.insert(card, target === this.recent ? -(task.updatedAt || 0) : card.no, fresh || folding);
+    if (target) target.insert(card, key, fresh || folding);
     return true;
   }
 
   /** Whether a task goes to Recent: finished, not just seen finishing, nothing under it running. */
   folds(task) {
     if (!TERMINAL.has(stateOf(task))) return false;
+    // A failure stays in the live grid, first, until someone has seen it.
+    if (this.awaitsDismissal(task)) return false;
     const at = this.foldAt.get(task.id);
     if (at != null) {
       if (at > performance.now()) return false;
@@ -149,8 +183,19 @@ export class Placement {
   }
 }
 
+/** Where a card stands in the live grid, the same after every reload and on every screen:
+ *  failed first, then stalled, then the rest; within each, by id. */
+export function liveKey(task) {
+  const state = stateOf(task);
+  const rank = state === 'failed' ? 0 : state === 'stalled' ? 1 : 2;
+  return `${rank}${task.id}`;
+}
+
 /** Marks the card owning a children box while it holds any (it then spans two grid rows). */
 function syncParent(box) {
   if (!box || !box.classList || !box.classList.contains('children')) return;
   box.parentNode.classList.toggle('parent', box.childElementCount > 0);
+  // Rows it spans, about as many as its steps fill (a step is most of a card's height), so its
+  // neighbours pack beside it without a hole (style.css, --rows).
+  box.parentNode.style.setProperty('--rows', String(1 + Math.ceil(box.childElementCount * 0.8)));
 }

@@ -85,7 +85,7 @@ export class Dashboard {
     setInterval(() => this.tickEtas(), 1000);
     this.flush = this.flush.bind(this);
     store.subscribe((c) => this.onChange(c));
-    bindCardInput(root, (id) => this.cards.get(id), (id) => store.tasks.get(id));
+    bindCardInput(root, (id) => this.cards.get(id), (id) => store.tasks.get(id), (id) => this.placement.dismiss(id));
   }
 
   /** Shows only the cards whose id or title holds every word of `query` (with their family). */
@@ -229,9 +229,11 @@ export class Dashboard {
 
   /** Writes `task` into its card; `background`: the card is off screen (no countdowns, no sparkline). */
   update(card, task, now, background) {
-    const text = faceText(task, now);
-    updateCard(card, task, text, this.family.stepsText(task.id));
-    if (text.etaCountsDown && !background) this.ticking.add(task.id);
+    const text = faceText(task, now, !background);
+    const dismissible = !card.el.classList.contains('child') && this.placement.awaitsDismissal(task);
+    updateCard(card, task, text, this.family.stepsText(task.id), dismissible);
+    // A countdown ETA, an elapsed clock or a quiet publisher's silence moves every second.
+    if ((text.etaCountsDown || text.clock || text.state === 'running') && !background) this.ticking.add(task.id);
     else this.ticking.delete(task.id);
     if (!background) this.sparklines.update(card, text.state === 'running' && !task.timer);
     if (text.ring.active && !background) this.moving.add(task.id);

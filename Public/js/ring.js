@@ -150,8 +150,9 @@ export function ringView(task, now) {
       valuenow: Math.round(clamp01(fraction) * 100),
       valuetext: `${whole} second${whole === 1 ? '' : 's'} left${state !== 'running' ? `, ${stateLabel(state).toLowerCase()}` : ''}`,
       label: title,
-      text: String(whole),
-      unit: 's',
+      // Under a minute in seconds; from a minute on as a clock, 8:43 rather than 523 s.
+      text: whole >= 60 ? `${Math.floor(whole / 60)}:${String(whole % 60).padStart(2, '0')}` : String(whole),
+      unit: whole >= 60 ? '' : 's',
       active: state === 'running' && task.timer.pausedAt == null && rem > 0,
     };
   }

@@ -5,6 +5,7 @@
 // requests, and the page's scripts never see the cookie. Sign out clears it (DELETE api/session).
 
 import { setGrant } from './access.js';
+import { appURL } from './base.js';
 
 /** The token of a `#token=…` fragment, taken out of the address bar (and so out of history). */
 export function takeFragmentToken(location, history) {
@@ -19,7 +20,7 @@ export function takeFragmentToken(location, history) {
 }
 
 async function session(method, body) {
-  const url = new URL('api/session', location.href);
+  const url = appURL('api/session');
   const init = { method, credentials: 'same-origin', headers: {} };
   if (body !== undefined) {
     init.headers['Content-Type'] = 'application/json';

@@ -7,7 +7,7 @@ const TASK_EVENTS = new Set(['progress', 'show', 'hide', 'state', 'tick', 'updat
 // Optional task fields: absent from a full task event means unset.
 const OPTIONAL = ['detail', 'completed', 'total', 'hideAt', 'rate', 'eta', 'parent',
   'controls', 'cancelRequested', 'pauseRequested', 'abandonAfter', 'logCount',
-  'kind', 'expectedSeconds', 'slow'];
+  'kind', 'expectedSeconds', 'slow', 'by', 'url'];
 // Event fields that are not task fields (a `log` event's lines are the log's, not the task's).
 const EVENT_ONLY = ['type', 'remaining', 'elapsed', 'now', 'from', 'lines'];
 
@@ -61,7 +61,7 @@ export class Store {
       case 'hello':
         this.setClock(ev.now);
         if (ev.heartbeat > 0) this.heartbeat = ev.heartbeat;
-        if (!(ev.protocol >= 2)) console.warn(`ringcast: server speaks protocol ${ev.protocol}, this page speaks 3`);
+        if (!(ev.protocol >= 2)) console.warn(`ringcast: server speaks protocol ${ev.protocol}, this page speaks 4`);
         return;
       case 'snapshot':
         this.snapshot(ev);

@@ -33,6 +33,7 @@ export class Summary {
    * @param {number} now  server time (ms)
    */
   update({ store, cards, live, recent, modals, filter }, now) {
+    const states = { running: 0, paused: 0, stalled: 0, failed: 0, cancelled: 0, done: 0 };
     let running = 0;
     let done = 0;
     let failed = 0;
@@ -45,6 +46,7 @@ export class Summary {
       // A parent's progress already holds its children's.
       if (task.parent && store.tasks.has(task.parent)) continue;
       const state = stateOf(task);
+      if (state in states) states[state]++;
       if (state === 'done') done++;
       else if (state === 'failed') failed++;
       if (TERMINAL.has(state)) continue;
@@ -80,7 +82,7 @@ export class Summary {
       this.note.hidden = !v;
     });
     this.onSummary({
-      running, done, failed, shown, pct: counted ? Math.floor((sum / counted) * 100) : null,
+      running, done, failed, states, shown, pct: counted ? Math.floor((sum / counted) * 100) : null,
       filtered: filter.active, matching, topLevel,
     });
   }

@@ -3,6 +3,8 @@
 // its lines come, so a gap, e.g. after a resync, is noticed and the tail loaded again). It stays
 // at the bottom while the reader is there, and holds still when they scrolled up to read.
 
+import { appURL } from './base.js';
+
 const MAX_LINES = 1000; // lines kept in the box; the server keeps `logLines` (100 by default)
 
 export class LogView {
@@ -19,7 +21,7 @@ export class LogView {
   /** Loads the tail; events that arrive meanwhile are applied after it. */
   load() {
     if (this.loading) return this.loading;
-    const url = new URL(`api/tasks/${encodeURIComponent(this.id)}/log`, location.href);
+    const url = appURL(`api/tasks/${encodeURIComponent(this.id)}/log`);
     this.loading = fetch(url, { headers: { Accept: 'application/json' } })
       .then((r) => (r.ok ? r.json() : null))
       .then((tail) => {

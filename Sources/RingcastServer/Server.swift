@@ -50,7 +50,11 @@ public final class Server: @unchecked Sendable {
             let fields: [LogField] = [("by", .string(note.by)), ("task", .string(note.id))]
             if note.kind == .state { logger.debug(note.description, fields: fields) } else { logger.info(note.description, fields: fields) }
         }
-        state = SharedState(store: store, api: API(store: store, config: config), persistence: persistence)
+        let api = API(store: store, config: config)
+        // Read once: `/tasks/{id}` answers it from the API, which has no files of its own.
+        let pageFolder = URL(fileURLWithPath: config.publicDir.hasPrefix("/") ? config.publicDir : baseDirectory + "/" + config.publicDir)
+        api.taskPage = FileManager.default.contents(atPath: pageFolder.appendingPathComponent("task.html").path).map { Array($0) }
+        state = SharedState(store: store, api: api, persistence: persistence)
         operations = OperationsState(probes: Server.readinessProbes(for: persistence), logger: logger)
         func resolved(_ path: String) -> String {
             URL(fileURLWithPath: path.hasPrefix("/") ? path : baseDirectory + "/" + path).standardizedFileURL.path
@@ -149,7 +153,7 @@ public final class Server: @unchecked Sendable {
         settings.acceptsAdoptedSockets = true
         settings.certificate = certificate
         settings.staticFiles = .init(
-            directory: publicDirectory, maxAge: config.staticMaxAge, callbackPaths: ["/api", "/healthz", "/readyz", "/metrics", "/badge"])
+            directory: publicDirectory, maxAge: config.staticMaxAge, callbackPaths: ["/api", "/healthz", "/readyz", "/metrics", "/badge", "/tasks"])
         settings.sessionBytes = LWSConnection.sessionBytes
         // The widget's files load from any site; the API's answers name their origins themselves
         // (RequestGate.corsHeaders), never `*`.

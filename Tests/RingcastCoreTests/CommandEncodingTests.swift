@@ -13,6 +13,7 @@ final class CommandEncodingTests: XCTestCase {
         "modal": .bool(true), "parent": .string("ci"), "staleAfter": .number(30),
         "controls": .array([.string("cancel"), .string("pause")]), "abandonAfter": .number(600),
         "kind": .string("ci.build"),
+        "url": .string("https://ci.example.com/runs/42"),
     ]
 
     private func roundTrip(_ event: String, file: StaticString = #filePath, line: UInt = #line) throws {

@@ -208,8 +208,8 @@ final class HistoryTests: XCTestCase {
             kinds,
             json(
                 #"""
-                [{"kind": "ci.build", "runs": 3, "median": 75, "p90": 90, "last": 75, "lastFinishedAt": \#(Int(t0) + 275_000)},
-                 {"kind": "lint", "runs": 1, "median": 5, "p90": 5, "last": 5, "lastFinishedAt": \#(Int(t0) + 5_000)}]
+                [{"kind": "ci.build", "runs": 3, "median": 75, "p90": 90, "last": 75, "durations": [60, 90, 75], "lastFinishedAt": \#(Int(t0) + 275_000)},
+                 {"kind": "lint", "runs": 1, "median": 5, "p90": 5, "last": 5, "durations": [5], "lastFinishedAt": \#(Int(t0) + 5_000)}]
                 """#))
         XCTAssertEqual(api.handle(APIRequest(method: "POST", path: "/api/kinds"), now: t0).status, 405)
     }

@@ -155,7 +155,7 @@ final class OpenAPITests: XCTestCase {
     /// Each documented operation, sent with its first example body (or none), answers 200 as documented;
     /// so no documented operation is a 404 or a 405.
     func testEveryDocumentedOperationIsRoutedAndAnswersAsDocumented() {
-        XCTAssertEqual(operations.count, 27)
+        XCTAssertEqual(operations.count, 28)
         for (template, method, operation) in operations {
             let body = examples(of: operation).first.map { JSONWriter.encode($0.body) } ?? []
             let response = fixture().handle(APIRequest(method: method, path: concrete(template), body: body), now: t0 + 1000)
@@ -368,8 +368,15 @@ final class OpenAPITests: XCTestCase {
             values += [.string(accent), .string(accent + "x"), .string(String(repeating: "x", count: limit)), .string("")]
         }
         if let pattern = property["pattern"]?.stringValue {
-            XCTAssertEqual(pattern, TaskID.pattern)
-            values += ["ci", "ci.build-42", "-ci", "ci/x", "ci build", String(repeating: "a", count: 129)].map(JSONValue.string)
+            if pattern == TaskURL.pattern {
+                values += [
+                    "https://ci.example.com/runs/42", "HTTP://x", "http://", "https:///x", "ftp://x", "javascript:alert(1)",
+                    "https://a b", "https://x/\u{7f}", "http://x?q=1#f",
+                ].map(JSONValue.string)
+            } else {
+                XCTAssertEqual(pattern, TaskID.pattern)
+                values += ["ci", "ci.build-42", "-ci", "ci/x", "ci build", String(repeating: "a", count: 129)].map(JSONValue.string)
+            }
         }
         for case .array(let options)? in [property["enum"]] { values += options + [.string("bogus"), .string("stalled")] }
         return values

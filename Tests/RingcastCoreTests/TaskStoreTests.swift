@@ -29,7 +29,7 @@ final class TaskStoreTests: XCTestCase {
         XCTAssertEqual(event.seq, 1)
         XCTAssertEqual(event.id, "ci.build-42")
         let body = decode(event)
-        XCTAssertEqual(body.keys, ["type", "id", "title", "progress", "state", "visible", "modal", "updatedAt", "seq"])
+        XCTAssertEqual(body.keys, ["type", "id", "title", "progress", "state", "visible", "modal", "updatedAt", "seq", "startedAt"])
         XCTAssertEqual(body["progress"], .null)
         XCTAssertEqual(body["updatedAt"], .number(t0))
     }

@@ -65,6 +65,10 @@ public struct ServerConfig: Equatable, Sendable {
     public var logBytes = 64 * 1024
     /// Bytes of every task's log together; past it the oldest lines of all go first.
     public var maxLogBytes = 64 * 1024 * 1024
+    /// Entries of each task's timeline the server keeps (`GET /api/tasks/{id}/timeline`).
+    public var timelineEntries = 50
+    /// What `timelineEntries` may be set to.
+    public static let timelineEntriesRange: ClosedRange<Double> = 1...1000
     /// The coalescing window, in milliseconds: each service thread holds the events of a
     /// window this long (from its first event) and then sends each watcher one frame with the latest
     /// event of each task changed in it and every sticky one. 0 writes every event at once.
@@ -78,7 +82,7 @@ public struct ServerConfig: Equatable, Sendable {
         "storage", "retentionSeconds", "maxTasks", "maxPublishRate", "maxConnectionsPerAddress", "limitLoopback", "compression", "tls",
         "handshakeTimeoutSeconds", "threads", "webhooks", "abandonAfterSeconds", "logLines", "logBytes", "maxLogBytes", "logFormat",
         "flushMilliseconds",
-        "readers", "anonymousRead", "anonymousLocalMaxTasks", "tokenSecretEnv", "trustedProxies", "redisReplicas",
+        "timelineEntries", "readers", "anonymousRead", "anonymousLocalMaxTasks", "tokenSecretEnv", "trustedProxies", "redisReplicas",
     ]
 
     /// Parses a config file's contents; the error names the field and says what to write instead.
@@ -198,6 +202,7 @@ public struct ServerConfig: Equatable, Sendable {
                 // The floor holds the longest line there is (2 000 four-byte characters and their bookkeeping).
                 config.logBytes = try integer(8192...1_073_741_824, "bytes between 8192 (one longest line) and 1073741824")
             case "maxLogBytes": config.maxLogBytes = try integer(65_536...17_179_869_184, "bytes between 65536 and 17179869184 (16 GiB)")
+            case "timelineEntries": config.timelineEntries = try integer(timelineEntriesRange, "a count between 1 and 1000")
             case "flushMilliseconds":
                 config.flushMilliseconds = try integer(
                     0...1000,

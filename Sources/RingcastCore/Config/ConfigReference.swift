@@ -98,6 +98,7 @@ extension ServerConfig {
         Reference("logLines", "100", "Lines of each task's log the server keeps."),
         Reference("logBytes", "65536", "Bytes of each task's log the server keeps (a line: its UTF-8 bytes and 96)."),
         Reference("maxLogBytes", "67108864", "Bytes of every task's log together; past it the oldest lines of all go first."),
+        Reference("timelineEntries", "50", "Entries of each task's timeline (created, states, requests and who asked) the server keeps."),
         Reference("maxPublishRate", "100000", "Events a second one connection may publish; 0: no limit."),
         Reference("maxMessageBytes", "1048576", "The largest HTTP body or WebSocket message accepted, in bytes."),
         Reference("maxConnectionsPerAddress", "1024", "Sockets one address may hold open; 0: no limit."),

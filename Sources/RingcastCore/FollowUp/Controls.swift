@@ -96,6 +96,7 @@ extension TaskStore {
             task.pauseRequested = false
         }
         noteChange(&task, .request, "asked to \(action.rawValue)")
+        requestBeingRecorded = action
         return commit(task, .state, now: now)
     }
 

@@ -300,6 +300,7 @@ extension API {
     /// The store's share of the config for the follow-up features: log tails, abandonment, webhooks.
     func configureLoop() {
         store.setLogBudgets(lines: config.logLines, bytes: config.logBytes, total: config.maxLogBytes)
+        store.timelineEntries = config.timelineEntries
         store.abandonAfterSeconds = config.abandonAfterSeconds
         if !config.webhooks.isEmpty { store.webhooks = WebhookPlanner(rules: config.webhooks) }
         followUpMetrics.webhookHooks = config.webhooks.map { WebhookHookStatus(url: $0.url) }

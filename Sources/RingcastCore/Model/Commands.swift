@@ -108,12 +108,14 @@ public struct TaskPatch: Equatable, Sendable {
     public var abandonAfter: Double??
     /// The kind its runs are remembered under (History.swift); null: the id without its trailing number.
     public var kind: String??
+    /// A link to show with the task (http or https); null clears it.
+    public var url: String??
 
     public init() {}
 
     public static let fields = [
         "title", "detail", "progress", "completed", "total", "state", "visible", "hideAfter", "modal", "parent", "staleAfter",
-        "controls", "abandonAfter", "kind",
+        "controls", "abandonAfter", "kind", "url",
     ]
     /// The largest `completed` or `total`: 2^53, the largest unit count a browser holds exactly, and
     /// small enough that a parent's sum over its children stays finite.
@@ -157,6 +159,7 @@ public struct TaskPatch: Equatable, Sendable {
             try object.number("abandonAfter", in: 0.001...31_536_000, hint: "seconds, above 0")
         }
         patch.kind = try object.nullable("kind") { () throws(APIError) in try TaskKind.parse(object.string("kind", maxLength: 128)) }
+        patch.url = try object.nullable("url") { () throws(APIError) in try TaskURL.parse(object.string("url", maxLength: TaskURL.maxLength)) }
         return patch
     }
 }
@@ -303,6 +306,7 @@ extension Command {
             add("controls", patch.controls.map { JSONValue.array($0.map { .string($0.rawValue) }) })
             add("abandonAfter", patch.abandonAfter, JSONValue.number)
             add("kind", patch.kind, JSONValue.string)
+            add("url", patch.url, JSONValue.string)
         case .show(_, let options):
             type = "show"
             add("hideAfter", options.hideAfter)

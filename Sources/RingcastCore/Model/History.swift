@@ -114,6 +114,10 @@ public struct KindHistory: Sendable {
                 writer.key("last")
                 writer.number(last)
             }
+            writer.key("durations")
+            writer.beginArray()
+            for seconds in runs.seconds { writer.number(seconds) }
+            writer.endArray()
             writer.key("lastFinishedAt")
             writer.number(runs.lastFinishedAt.rounded())
             writer.endObject()

@@ -230,6 +230,11 @@ public struct TaskRecord: Equatable, Sendable {
     public var owner: String?
     /// Who made its last state change or request (a publisher, reader, signed token's `sub`, or `local`).
     public var by: String?
+    /// A link the publisher gave (a CI run, a pull request): http or https only (Timeline.swift).
+    public var url: String?
+    /// Its short history (Timeline.swift): never in events or snapshots, only in storage and
+    /// `GET /api/tasks/{id}/timeline`.
+    public var timeline: [TimelineEntry] = []
     var rateEstimator = RateEstimator()
     /// Set once a publisher gives this task progress of its own; until then a parent's progress is
     /// rolled up from its children.
@@ -299,6 +304,12 @@ public struct TaskRecord: Equatable, Sendable {
             writer.key("by")
             writer.string(by)
         }
+        if let url {
+            writer.key("url")
+            writer.string(url)
+        }
+        writer.key("startedAt")
+        writer.number(runStartedAt.rounded())
         if let timer {
             writer.key("timer")
             writer.beginObject()

@@ -24,6 +24,7 @@ extension TaskRecord {
             writer.number(stalledAt)
         }
         writeHistoryStorage(into: &writer)
+        writeTimelineStorage(into: &writer)
         if let owner {
             writer.key("owner")
             writer.string(owner)
@@ -86,6 +87,8 @@ extension TaskRecord {
         readFollowUpFields(json, stored: stored)
         if case .string(let owner)? = stored["owner"] { self.owner = owner }
         if case .string(let by)? = json["by"] { self.by = by }
+        if case .string(let url)? = json["url"] { self.url = url }
+        readTimelineStorage(stored)
         readHistoryFields(json, stored: stored)
         if let timerFields = json["timer"], let seconds = timerFields.number("seconds"), let interval = timerFields.number("interval"),
             let startedAt = stored.number("startedAt")

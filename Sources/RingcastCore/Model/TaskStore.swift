@@ -15,6 +15,10 @@ public final class TaskStore {
     /// Resuming from a seq below this needs a full snapshot: removals older than it were forgotten.
     public private(set) var removalHorizon: UInt64 = 0
     public let maxRemembered: Int
+    /// Entries of each task's timeline kept (config `timelineEntries`).
+    public var timelineEntries = ServerConfig().timelineEntries
+    /// The cancel, pause or resume the next commit records on the timeline (Timeline.swift).
+    var requestBeingRecorded: TaskControl?
     /// Seconds after which a finished or hidden, untouched task is removed (config `retentionSeconds`).
     public let retentionSeconds: Double
     /// The most tasks held at once (config `maxTasks`).
@@ -161,6 +165,7 @@ public final class TaskStore {
         if let controls = patch.controls { task.controls = controls }
         if let abandonAfter = patch.abandonAfter { task.abandonAfter = abandonAfter }
         if let kind = patch.kind { setKind(&task, kind) }
+        if let url = patch.url { task.url = url }
         // A state the publisher sets is its answer to whatever was asked of it.
         if patch.state != nil {
             task.cancelRequested = false
@@ -336,6 +341,7 @@ public final class TaskStore {
         task.updatedAt = now
         settleFollowUpFields(&task, now: now)
         settleHistoryFields(&task, from: oldState, now: now)
+        recordTimeline(&task, from: tasks[task.id], now: now)
         tasks[task.id] = task
         removals.removeValue(forKey: task.id)
         persistence.save(task, epoch: epoch, seq: seq, urgent: urgent ?? (type.isSticky || (type == .tick && task.state.isTerminal)))

@@ -219,6 +219,9 @@ public final class API {
     public let publisherSockets = PublisherSockets()
     /// Counters of webhooks and control requests, after the others at /metrics.
     public var followUpMetrics = FollowUpMetrics()
+    /// The task page (`publicDir/task.html`), served at `/tasks/{id}` so a task's page has a URL
+    /// that survives a reload; nil when the folder has none (the path is then a 404).
+    public var taskPage: [UInt8]?
 
     public init(store: TaskStore, config: ServerConfig = ServerConfig()) {
         self.store = store
@@ -339,6 +342,12 @@ public final class API {
             if parts.count == 2, parts[1].hasSuffix(".svg"), TaskID.isValid(String(parts[1].dropLast(4))) { try read(String(parts[1].dropLast(4))) }
             return .answer(try badgeAnswer(request, parts))
         }
+        if parts.first == "tasks", parts.count == 2, let taskPage {
+            try allow(request, "GET")
+            var response = APIResponse(body: taskPage, contentType: "text/html; charset=utf-8")
+            response.cacheControl = "no-cache"
+            return .answer(response)
+        }
         guard parts.first == "api", parts.count >= 2 else { throw routeNotFound(request.path) }
         switch (parts[1], parts.count) {
         case ("tasks", 2):
@@ -366,9 +375,14 @@ public final class API {
                 throw methodNotAllowed(request, "GET, POST, PUT, PATCH, DELETE")
             }
         case ("tasks", 4):
-            guard ["show", "hide", "log", "cancel", "pause", "resume"].contains(parts[3]) else { throw routeNotFound(request.path) }
+            guard ["show", "hide", "log", "timeline", "cancel", "pause", "resume"].contains(parts[3]) else { throw routeNotFound(request.path) }
             let id = parts[2]
             try Command.validateID(id)
+            if parts[3] == "timeline" {
+                try allow(request, "GET")
+                try read(id)
+                return .answer(APIResponse(body: try store.encodeTimeline(of: id)))
+            }
             if parts[3] == "log" {
                 switch request.method {
                 case "GET":

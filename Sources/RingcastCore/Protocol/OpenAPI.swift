@@ -260,6 +260,10 @@ public enum OpenAPI {
                 "GET", "/api/tasks/{id}/log", "readLog", "The lines kept of a task's log: the last logLines (config) it received.",
                 .scoped, ok: .json("The tail of the log, and how many lines it has received in all.", "LogTail"), errors: [.invalidID, .notFound]),
             Operation(
+                "GET", "/api/tasks/{id}/timeline", "readTimeline",
+                "(v4) The task's short history: created, each state it entered, shown and hidden, each cancel, pause or resume asked and who asked, abandonment.",
+                .scoped, ok: .json("The timeline, oldest first.", "Timeline"), errors: [.invalidID, .notFound]),
+            Operation(
                 "POST", "/api/tasks/{id}/log", "appendLog",
                 "Append lines to the log of a task that exists. A log line renews the task's lease, and a stalled task runs again. Watchers receive a log event.",
                 .change, body: logBody, ok: asIs,
@@ -503,6 +507,10 @@ public enum OpenAPI {
                 "type": ["string", "null"], "pattern": .string(TaskID.pattern),
                 "description": "The kind whose past runs give its ETA, spelled like an id; null: the id without its trailing number.",
             ],
+            "url": [
+                "type": ["string", "null"], "maxLength": .number(Double(TaskURL.maxLength)), "pattern": .string(TaskURL.pattern),
+                "description": "(v4) A link to show with the task (a CI run, a pull request): http or https only; null clears it.",
+            ],
         ]
         let showFields: Node = [
             "hideAfter": seconds.with("description", "Seconds until the server hides the task by itself; a later show restarts the clock."),
@@ -568,6 +576,11 @@ public enum OpenAPI {
                         "type": "string", "minLength": 1,
                         "description": "Who made its last state change or request: a publisher's or reader's name, a signed token's sub, or local.",
                     ],
+                    "url": [
+                        "type": "string", "maxLength": .number(Double(TaskURL.maxLength)), "pattern": .string(TaskURL.pattern),
+                        "description": "(v4) The link its publisher gave; left out when none.",
+                    ],
+                    "startedAt": millis.with("description", "(v4) When the current run began: its creation, or its return from a finished state."),
                     "timer": ref("Timer"),
                 ], required: ["id", "title", "progress", "state", "visible", "modal", "updatedAt", "seq"]),
             "Timer": object(
@@ -617,6 +630,25 @@ public enum OpenAPI {
                         "description": "The last logLines (config) lines, oldest first.",
                     ],
                 ], required: ["id", "logCount", "from", "lines"]),
+            "Timeline": object(
+                [
+                    "id": ref("TaskID"),
+                    "entries": [
+                        "type": "array", "maxItems": .number(Double(ServerConfig.timelineEntriesRange.upperBound)),
+                        "description": "Oldest first; past timelineEntries (config) the oldest after created are dropped.",
+                        "items": object(
+                            [
+                                "at": millis,
+                                "event": ["enum": ["created", "state", "shown", "hidden", "requested", "abandoned"]],
+                                "state": state.with("description", "The state entered (created, state, abandoned)."),
+                                "action": control.with("description", "What was asked (requested)."),
+                                "by": [
+                                    "type": "string", "minLength": 1,
+                                    "description": "Who did it; left out for the server's own changes (ticks, leases, abandonment).",
+                                ],
+                            ], required: ["at", "event"]),
+                    ],
+                ], required: ["id", "entries"]),
             "Removed": object(["seq": ["type": "integer", "minimum": 1], "removed": ref("TaskID")], required: ["seq", "removed"]),
             "SignIn": object(
                 ["token": ["type": "string", "minLength": 1, "maxLength": .number(Double(SignedToken.maxBytes))]], required: [],
@@ -723,6 +755,11 @@ public enum OpenAPI {
                                 "median": ["type": "number", "minimum": 0, "description": "Seconds: the middle run (the mean of the middle two)."],
                                 "p90": ["type": "number", "minimum": 0, "description": "Seconds: the 90th percentile, nearest rank."],
                                 "last": ["type": "number", "minimum": 0, "description": "Seconds the newest run took."],
+                                "durations": [
+                                    "type": "array", "items": ["type": "number", "minimum": 0],
+                                    "maxItems": .number(Double(KindHistory.runsKept)),
+                                    "description": "(v4) Seconds each run kept took, oldest first.",
+                                ],
                                 "lastFinishedAt": millis,
                             ], required: ["kind", "runs", "lastFinishedAt"]),
                     ]

@@ -1,0 +1,124 @@
+"""A task's own page (/tasks/{id}): a card opens it, its log follows new lines and pauses when
+asked, its timeline says who asked for a cancel, its chart draws the kind's past runs with the
+median, and a reload or a shared link opens the same page, live."""
+
+import time
+
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+
+def open_task(page, task_id):
+    page.driver.get(f"{page.server.base}/tasks/{task_id}")
+    page.wait(lambda: page.js("return document.getElementById('status').dataset.state") == "live", 10,
+              "the task page did not become live")
+    page.wait(lambda: page.js("return document.getElementById('hero-title').textContent") != "", 5,
+              "the task page shows no title")
+
+
+def test_a_card_opens_its_page_by_click_and_by_enter(page, server):
+    server.post("/api/tasks/tp.open-1", {"title": "Open me", "progress": 0.25, "url": "https://ci.example.com/runs/1"})
+    page.open("tp.open-*")
+    page.wait(lambda: page.card("tp.open-1") is not None, 5, "no card")
+    link = page.driver.find_element(By.CSS_SELECTOR, '.task[data-id="tp.open-1"] a.open')
+    assert link.get_attribute("href") == f"{server.base}/tasks/tp.open-1"
+    assert page.js("return document.querySelector('.task[data-id=\"tp.open-1\"] .task-url').href") == \
+        "https://ci.example.com/runs/1", "the task's link is on its card"
+    link.click()
+    page.wait(lambda: page.driver.current_url == f"{server.base}/tasks/tp.open-1", 5, "the link did not open the page")
+    page.wait(lambda: page.js("return document.getElementById('hero-title').textContent") == "Open me", 10, "not the task's page")
+    assert page.js("return document.querySelector('#hero .ring').getAttribute('aria-valuenow')") == "25"
+    assert page.js("return document.querySelector('#hero .task-url').href") == "https://ci.example.com/runs/1"
+
+    # Enter on a focused card goes there too.
+    page.open("tp.open-*")
+    page.card("tp.open-1").send_keys(Keys.ENTER)
+    page.wait(lambda: page.driver.current_url == f"{server.base}/tasks/tp.open-1", 5, "Enter did not open the page")
+
+
+def test_the_log_follows_new_lines_and_pauses_when_asked(page, server):
+    server.post("/api/tasks/tp.log", {"title": "Logging"})
+    server.post("/api/tasks/tp.log/log", {"lines": [f"line {n}" for n in range(200)]})
+    open_task(page, "tp.log")
+    page.wait(lambda: page.js("return document.getElementById('log').dataset.lines") == "200", 5, "the tail did not load")
+    at_bottom = "const l = document.getElementById('log'); return l.scrollTop + l.clientHeight >= l.scrollHeight - 4;"
+    assert page.js(at_bottom), "the log starts at its newest line"
+    server.post("/api/tasks/tp.log/log", {"lines": ["fresh 1", "fresh 2"]})
+    page.wait(lambda: page.js("return document.getElementById('log').textContent.endsWith('fresh 2')"), 5, "no new lines")
+    page.wait(lambda: page.js(at_bottom), 2, "the log did not follow the new lines")
+
+    page.driver.find_element(By.ID, "log-follow").click()
+    assert page.js("return document.getElementById('log-follow').getAttribute('aria-pressed')") == "false"
+    page.js("document.getElementById('log').scrollTop = 0")
+    server.post("/api/tasks/tp.log/log", {"lines": ["while paused"]})
+    page.wait(lambda: page.js("return document.getElementById('log').textContent.endsWith('while paused')"), 5, "no line")
+    assert page.js("return document.getElementById('log').scrollTop") == 0, "a paused log holds still"
+
+    # Search shows only the lines that hold the words.
+    box = page.driver.find_element(By.ID, "log-search")
+    box.send_keys("fresh")
+    page.wait(lambda: page.js("return document.getElementById('log').textContent") == "fresh 1\nfresh 2", 2, "search")
+    assert page.js("return document.getElementById('log-count').textContent") == "2 of 103 lines match", "the server keeps the last 100 lines (logLines), and the 3 since"
+
+
+def test_the_timeline_shows_a_cancel_and_who_asked(page, server):
+    server.post("/api/tasks/tp.deploy", {"title": "Deploy", "controls": ["cancel"], "progress": 0.1})
+    open_task(page, "tp.deploy")
+    cancel = page.driver.find_element(By.CSS_SELECTOR, "#hero button[data-action='cancel']")
+    cancel.click()
+    assert cancel.text == "Confirm cancel", "a cancel asks once before it is sent"
+    assert server.api("GET", "/api/tasks/tp.deploy").get("cancelRequested") is None, "nothing sent before confirming"
+    cancel.click()
+    page.wait(lambda: page.js("return [...document.querySelectorAll('#timeline li')].map(li => li.textContent).join('|')")
+              .find("Cancel requested by local") >= 0, 5, "the timeline does not show the cancel")
+    entry = page.js("const li = document.querySelector('#timeline li[data-event=requested]');"
+                    "return [li.dataset.by, li.querySelector('time').dateTime];")
+    assert entry[0] == "local" and entry[1].endswith("Z"), entry
+    server.post("/api/tasks/tp.deploy", {"state": "cancelled"})
+    page.wait(lambda: page.js("return document.querySelectorAll('#timeline li').length") == 3, 5, "the answer is not on the timeline")
+    assert page.js("return document.querySelector('#timeline li:last-child').dataset.state") == "cancelled"
+
+
+def test_the_chart_draws_the_kinds_runs_with_the_median(page, server):
+    # Three finished runs of the kind tp.build: 0.3 s, 0.6 s and 0.9 s or so.
+    for n, seconds in enumerate([0.3, 0.6, 0.9]):
+        server.post(f"/api/tasks/tp.build-{n}", {"progress": 0})
+        time.sleep(seconds)
+        server.post(f"/api/tasks/tp.build-{n}", {"state": "done"})
+    kinds = {k["kind"]: k for k in server.api("GET", "/api/kinds")["kinds"]}
+    runs = kinds["tp.build"]
+    server.post("/api/tasks/tp.build-9", {"title": "Build 9", "progress": 0.1})
+    open_task(page, "tp.build-9")
+    page.wait(lambda: page.js("return document.querySelectorAll('#runs svg .bar').length") == 3, 5, "no bars")
+    bars = page.js("return [...document.querySelectorAll('#runs svg .bar')].map(b => Number(b.dataset.seconds))")
+    assert bars == runs["durations"], (bars, runs)
+    assert page.js("return Number(document.querySelector('#runs svg line.median').dataset.seconds)") == runs["median"]
+    assert page.js("return Number(document.querySelector('#runs svg line.p90').dataset.seconds)") == runs["p90"]
+    assert page.js("return !!document.querySelector('#runs svg line.this-run')"), "this run's elapsed time is on the chart"
+    # The median line is drawn at the median's height: between the shortest and the longest bar's tops.
+    tops = page.js("""const svg = document.querySelector('#runs svg');
+        return [Number(svg.querySelector('line.median').getAttribute('y1')),
+                ...[...svg.querySelectorAll('.bar')].map(b => Number(b.getAttribute('y')))];""")
+    assert min(tops[1:]) <= tops[0] <= max(tops[1:]), tops
+
+
+def test_a_reload_and_a_shared_link_open_the_same_page_live(page, server, driver):
+    server.post("/api/tasks/tp.share", {"title": "Shared", "progress": 0.2})
+    server.post("/api/tasks/tp.share.step-1", {"title": "Step one", "parent": "tp.share", "progress": 0.5})
+    open_task(page, "tp.share")
+    assert page.js("return [...document.querySelectorAll('#steps .step a')].map(a => a.textContent)") == ["Step one"]
+    page.driver.refresh()
+    open_task(page, "tp.share")
+    answer = server.post("/api/tasks/tp.share", {"progress": 0.6})
+    page.sync(answer["seq"])
+    page.wait(lambda: page.js("return document.querySelector('#hero .ring').getAttribute('aria-valuenow')") == "60", 5,
+              "the reloaded page is not live")
+    # The link as someone else receives it: a fresh load of the same address.
+    page.driver.delete_all_cookies()
+    page.driver.get("about:blank")
+    page.driver.get(f"{server.base}/tasks/tp.share")
+    page.wait(lambda: page.js("return document.querySelector('#hero .ring') && "
+                              "document.querySelector('#hero .ring').getAttribute('aria-valuenow')") == "60", 10, "shared link")
+    assert page.js("return document.title") == "Shared · Ringcast"
+    server.post("/api/tasks/tp.share.step-1", {"state": "done"})
+    page.wait(lambda: page.js("return document.querySelector('#steps .step').dataset.state") == "done", 5, "steps not live")
