@@ -35,7 +35,7 @@ final class TextTableTests: XCTestCase {
             decoding: api.handle(APIRequest(method: "GET", path: "/api/tasks", query: ["format": "text", "width": "60"]), now: t0).body, as: UTF8.self
         )
         let last = try XCTUnwrap(table.split(separator: "\n").last.map(String.init))
-        XCTAssertLessThanOrEqual(TextTable.columns(of: last), 60, last)
+        XCTAssertLessThanOrEqual(TerminalText.columns(of: last), 60, last)
         XCTAssertEqual(last, "16 tasks: 10 running, 1 paused, 3 done, 1 failed, …")
         let wide = String(
             decoding: api.handle(APIRequest(method: "GET", path: "/api/tasks", query: ["format": "text", "width": "120"]), now: t0).body,

@@ -150,7 +150,7 @@ public enum TextTable {
         var states = TaskState.allCases.compactMap { state in counts[state].map { "\($0) \(state.rawValue)" } }
         let head = tasks.count == 1 ? "1 task" : "\(tasks.count) tasks"
         var line = states.isEmpty ? head : head + ": " + states.joined(separator: ", ")
-        while columns(of: line) > width, !states.isEmpty {
+        while TerminalText.columns(of: line) > width, !states.isEmpty {
             states.removeLast()
             line = head + ": " + (states + ["…"]).joined(separator: ", ")
         }
