@@ -14,7 +14,7 @@ final class RequestBodyTests: XCTestCase {
     private func comparable(_ server: TestServer, _ id: String) throws -> [String: JSONValue] {
         guard case .object(let fields)? = try server.task(id) else { return [:] }
         var kept: [String: JSONValue] = [:]
-        for (key, value) in fields where !["id", "updatedAt", "seq"].contains(key) { kept[key] = value }
+        for (key, value) in fields where !["id", "updatedAt", "startedAt", "seq"].contains(key) { kept[key] = value }
         return kept
     }
 
