@@ -21,10 +21,12 @@ package final class ListeningSocket: @unchecked Sendable {
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
         var found: UnsafeMutablePointer<addrinfo>?
-        try checked(getaddrinfo(host, String(port), &hints, &found), "getaddrinfo", failsWhen: { $0 != 0 }) { status, code in
-            let reason = status == EAI_SYSTEM ? CCallError.errnoText(code) : String(cString: gai_strerror(status))
-            return "'\(host)' is not an address of this machine: \(reason); pick another \"host\""
-        }
+        try checked(
+            getaddrinfo(host, String(port), &hints, &found), "getaddrinfo", failsWhen: { $0 != 0 },
+            detail: { status, code in
+                let reason = status == EAI_SYSTEM ? CCallError.errnoText(code) : String(cString: gai_strerror(status))
+                return "'\(host)' is not an address of this machine: \(reason); pick another \"host\""
+            })
         defer { freeaddrinfo(found) }
         guard let address = found else { throw CCallError("getaddrinfo", "'\(host)' resolved to no address; pick another \"host\"") }
         let fd = try checked(

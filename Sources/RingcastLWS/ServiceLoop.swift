@@ -177,7 +177,9 @@ package final class ServiceLoop: @unchecked Sendable {
     /// In debug builds, stops the process, naming the caller, when it is not this loop's service
     /// thread while the loop runs: the types that belong to a service thread call it where they are
     /// entered, so the ownership their comments state is checked (as NIO's `preconditionInEventLoop`).
-    /// In release builds it is empty and inlined away.
+    /// In release builds it is empty, and inlined away in this module; another module's release build
+    /// still calls it (SwiftPM builds it with -enable-testing), so the server calls it through
+    /// `assertOnThread(of:)`, which compiles to nothing there.
     @inlinable
     package func assertOnLoopThread(file: StaticString = #fileID, line: UInt = #line) {
         #if DEBUG
@@ -186,6 +188,7 @@ package final class ServiceLoop: @unchecked Sendable {
             }
         #endif
     }
+
     package var isRunning: Bool { lock.withLock { lifecycle == .running } }
 
     /// Creates the context on a new service thread, runs `prepare` there (timers, first state), and

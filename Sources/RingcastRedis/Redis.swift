@@ -202,7 +202,7 @@ package final class RedisConnection {
     /// A hiredis call's status (REDIS_OK or REDIS_ERR, with the reason in the context), checked.
     private func hiredis(_ status: Int32, _ call: String, doing: @autoclosure () -> String) throws(RedisError) {
         do throws(CCallError) {
-            try checked(status, call, failsWhen: { $0 != REDIS_OK }) { _, _ in RedisConnection.errorText(context) }
+            try checked(status, call, failsWhen: { $0 != REDIS_OK }, detail: { _, _ in RedisConnection.errorText(context) })
         } catch {
             throw RedisError.failed(error, doing: doing())
         }

@@ -28,9 +28,9 @@ final class SQLiteDatabase {
 
     /// Throws unless `status` is one of `accepted` (SQLITE_OK by default).
     fileprivate func check(_ status: Int32, _ call: String, accepting accepted: Set<Int32> = [SQLITE_OK]) throws(SQLiteError) {
-        try checked(status, call, failsWhen: { !accepted.contains($0) }) { status, _ in
-            SQLiteDatabase.describe(status, String(cString: sqlite3_errmsg(handle)))
-        }
+        try checked(
+            status, call, failsWhen: { !accepted.contains($0) },
+            detail: { status, _ in SQLiteDatabase.describe(status, String(cString: sqlite3_errmsg(handle))) })
     }
 
     /// SQLite's message and its result code, as a `CCallError`'s detail.
@@ -41,9 +41,9 @@ final class SQLiteDatabase {
         var message: UnsafeMutablePointer<CChar>?
         let status = sqlite3_exec(handle, sql, nil, nil, &message)
         defer { sqlite3_free(message) }
-        try checked(status, "sqlite3_exec", failsWhen: { $0 != SQLITE_OK }) { status, _ in
-            SQLiteDatabase.describe(status, message.map { String(cString: $0) } ?? "unknown error")
-        }
+        try checked(
+            status, "sqlite3_exec", failsWhen: { $0 != SQLITE_OK },
+            detail: { status, _ in SQLiteDatabase.describe(status, message.map { String(cString: $0) } ?? "unknown error") })
     }
 
     func prepare(_ sql: String) throws(SQLiteError) -> SQLiteStatement {

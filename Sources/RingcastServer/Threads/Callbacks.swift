@@ -6,7 +6,7 @@ import RingcastPlatform
 /// roles (HTTPExchange.swift, SocketSessions.swift). Service thread only.
 extension ServiceWorker: ServiceHandler {
     func handle(_ event: ServiceEvent, on link: LWSConnection) -> Bool {
-        loop.assertOnLoopThread()
+        assertOnThread(of: loop)
         switch event {
         case .accepted(let address):
             return admitsConnection(from: address)

@@ -37,7 +37,7 @@ final class CoalescingWindowOwner: @unchecked Sendable {
     /// Holds events for the window, opening it with the first (unless it is closing). False when
     /// nothing is held after all (a full window was published at once): the caller flushes then.
     func hold(_ events: [OutboundEvent]) -> Bool {
-        loop?.assertOnLoopThread()
+        assertOnThread(of: loop)
         fanOut.hold(events)
         guard fanOut.isHolding else { return isOpen }
         if fanOut.heldCount >= fanOut.logCapacity {
@@ -54,7 +54,7 @@ final class CoalescingWindowOwner: @unchecked Sendable {
     /// The window's time is up: from now on deliveries wake the thread again, and what the inbox
     /// holds still joins the window (`hold` does not reopen it) until `close`.
     func beginClosing() {
-        loop?.assertOnLoopThread()
+        assertOnThread(of: loop)
         isClosing = true
         open.store(false, ordering: .releasing)
         timer?.cancel()
@@ -63,7 +63,7 @@ final class CoalescingWindowOwner: @unchecked Sendable {
     /// Closes the window: what it held goes to the fan-out's logs. True when there was something.
     @discardableResult
     func close() -> Bool {
-        loop?.assertOnLoopThread()
+        assertOnThread(of: loop)
         if isOpen {
             open.store(false, ordering: .releasing)
             timer?.cancel()

@@ -107,7 +107,17 @@ final class SocketPeer: FanOutWriter {
     func requestWrite() { link.requestWrite() }
 
     func queueWriteAtRoundEnd() -> Bool {
-        worker.loop.assertOnLoopThread()
+        assertOnThread(of: worker.loop)
         return worker.queueWriteAtRoundEnd(self)
     }
+}
+
+/// In debug builds, stops the process when the caller is not `loop`'s service thread
+/// (`ServiceLoop.assertOnLoopThread`); the service-thread types call it where they are entered.
+/// In release builds it is empty and inlined here, where a call to the loop's would remain.
+@inline(__always)
+func assertOnThread(of loop: ServiceLoop?, file: StaticString = #fileID, line: UInt = #line) {
+    #if DEBUG
+        loop?.assertOnLoopThread(file: file, line: line)
+    #endif
 }

@@ -94,7 +94,7 @@ final class ServiceWorker: @unchecked Sendable {
     /// release the answers that waited for storage; hand the cluster's outcomes to whoever asked;
     /// resync every watcher if the state was replaced; rearm worker 0's timers.
     func settle(closingWindow: Bool = false) {
-        loop.assertOnLoopThread()
+        assertOnThread(of: loop)
         let mail = state.takeMail(index)
         let published = deliverKept(mail.deliveries)
         // Every callback that publishes settles once, so asking for writes right away costs one
@@ -166,7 +166,7 @@ final class ServiceWorker: @unchecked Sendable {
     /// Returns what the state did at once: the frames the sender may have now, the session as the
     /// message left it, and how many commands the publisher's allowance pays for.
     func perform(_ asked: SharedState.Asked, now: Double, answer: @escaping (SharedState.Outcome) -> Void) -> SharedState.Performed {
-        loop.assertOnLoopThread()
+        assertOnThread(of: loop)
         lastToken += 1
         let server = self.server
         let performed = state.perform(asked, from: index, token: lastToken, now: now) { server.transportStatus }
