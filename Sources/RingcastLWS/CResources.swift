@@ -122,6 +122,15 @@ package struct CResources {
         return UnsafePointer(list)
     }
 
+    /// lws's per-header length limits, every header (and piece of the request line) the same.
+    package mutating func tokenLimits(each: UInt16) -> UnsafePointer<lws_token_limits> {
+        let limits = UnsafeMutablePointer<lws_token_limits>.allocate(capacity: 1)
+        UnsafeMutableRawPointer(limits).initializeMemory(
+            as: UInt16.self, repeating: each, count: MemoryLayout<lws_token_limits>.size / MemoryLayout<UInt16>.size)
+        releases.append { limits.deallocate() }
+        return UnsafePointer(limits)
+    }
+
     package mutating func release() {
         for release in releases { release() }
         for string in strings { free(string) }

@@ -156,7 +156,8 @@ package struct LWSConnection {
     /// at the first `=` byte: as Characters, `=` and a combining mark after it are one.
     package func queryArguments() -> [String: String] {
         var arguments: [String: String] = [:]
-        withUnsafeTemporaryAllocation(of: CChar.self, capacity: 2048) { buffer in
+        // As long as any argument lws can hold (HeaderLimit), so none is dropped for its length.
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: Int(UInt16.max) + 1) { buffer in
             var index: Int32 = 0
             while true {
                 let length = lws_hdr_copy_fragment(wsi, buffer.baseAddress, Int32(buffer.count), WSI_TOKEN_HTTP_URI_ARGS, index)

@@ -108,6 +108,10 @@ package struct ContextSettings: Sendable {
     package var validateUTF8 = false
     /// Seconds lws allows a connection's handshake or an idle HTTP exchange.
     package var timeoutSeconds = 10
+    /// How much of a request's head lws keeps (0: lws's 4 096 bytes in all, past which it closes
+    /// the connection without an answer), and how long one header or piece of the request line may
+    /// be before lws cuts it there and goes on: `HeaderLimit` tells a cut one, which is answered.
+    package var headerLimit: HeaderLimit?
     package var connectTimeoutSeconds: Int?
     /// Set up the TLS library (needed before any wss:// client connection).
     package var initializeTLS = false
@@ -447,6 +451,10 @@ package final class ServiceLoop: @unchecked Sendable {
         info.retry_and_idle_policy = resources.retryPolicyWithoutValidityChecks()
         if settings.offersCompression { info.extensions = resources.permessageDeflate() }
         info.timeout_secs = UInt32(max(1, settings.timeoutSeconds))
+        if let limit = settings.headerLimit {
+            info.max_http_header_data = UInt16(limit.totalBytes)
+            info.token_limits = resources.tokenLimits(each: UInt16(limit.eachBytes))
+        }
         // A connection idle in the middle of its request headers holds one of lws's header tables:
         // the same limit (lws's default is 10 s whatever timeout_secs says).
         info.timeout_secs_ah_idle = UInt32(max(1, settings.timeoutSeconds))

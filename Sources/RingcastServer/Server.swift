@@ -81,6 +81,11 @@ public final class Server: @unchecked Sendable {
         return try SQLitePersistence(path: path, logger: logger)
     }
 
+    /// A request's head: 16 KiB in all, a header or a piece of the request line (the path, one
+    /// query argument) under 8 KiB. Past the piece limit the answer is 414 or 431; past the total
+    /// (lws 4.1.6's own limit: 4 KiB), lws closes the connection without one.
+    static let headerLimit = HeaderLimit(totalBytes: 16 * 1024, eachBytes: 8 * 1024)
+
     /// How many service threads `threads` asks for: 0 means one per online core.
     public static func threadCount(for config: ServerConfig) -> Int {
         config.threads > 0 ? config.threads : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
@@ -162,6 +167,7 @@ public final class Server: @unchecked Sendable {
         settings.validateUTF8 = true
         settings.timeoutSeconds = config.handshakeTimeoutSeconds
         settings.offersCompression = config.compression
+        settings.headerLimit = Server.headerLimit
         return settings
     }
 

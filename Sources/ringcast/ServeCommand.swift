@@ -69,6 +69,10 @@ struct ServeCommand: Subcommand {
             let persistence = try Server.persistence(for: config, baseDirectory: baseDirectory, logger: logger)
             server = Server(config: config, baseDirectory: baseDirectory, logger: logger, persistence: persistence)
             try server.start()
+        } catch let error as StorageFileError {
+            // Like a wrong setting, a file the server will not touch needs the operator, not a restart.
+            fail("\(Self.name): \(error)")
+            return 2
         } catch {
             throw CommandFailure("\(error)")
         }

@@ -54,6 +54,34 @@ final class TokenTests: XCTestCase {
         XCTAssertEqual(try client.request("GET", "/api/tasks").status, 200)
     }
 
+    /// The protocol names `Authorization: Bearer TOKEN` only: a bare token (once taken) or another
+    /// scheme is a 401 that says how to write it, even where loopback may publish without one, and
+    /// sign-in refuses it the same way.
+    func testATokenWithoutBearerIsRefusedWithHowToWriteIt() throws {
+        let server = try securedServer(anonymousLocal: true)
+        let client = server.http()
+        for header in [ciToken, "Basic \(ciToken)", "Bearer ", "Token \(ciToken)"] {
+            for (method, path, body) in [
+                ("POST", "/api/tasks/ci.bare", #"{"progress":0.5}"#), ("GET", "/api/tasks", ""), ("POST", "/api/session", ""),
+            ] {
+                let refused = try client.request(method, path, body: Array(body.utf8), headers: [("Authorization", header)])
+                XCTAssertEqual(refused.status, 401, "\(method) \(path) with Authorization: \(header)")
+                let error = try JSONParser.parse(refused.body)
+                XCTAssertEqual(error["error"], .string("unauthorized"))
+                XCTAssertEqual(error["field"], .string("Authorization"))
+                guard case .string(let message)? = error["message"] else { return XCTFail("no message") }
+                XCTAssertTrue(message.contains("\"Bearer <token>\""), message)
+            }
+        }
+        XCTAssertNil(try server.task("ci.bare"), "nothing was published with a refused header")
+        XCTAssertEqual(try client.request("POST", "/api/tasks/ci.bare", json: "{}", headers: [("Authorization", "bearer  \(ciToken)")]).status, 200)
+
+        let upgrade = TestWatcher(server.wsURL + "?mode=publish", headers: [("Authorization", ciToken)])
+        let refusal = upgrade.wait { $0.contains { $0.type == "error" } }.first { $0.type == "error" }
+        XCTAssertEqual(refusal?.string("field"), "Authorization")
+        XCTAssertTrue(upgrade.waitForClose(), "a bare token on the upgrade closes the socket, as any token that does not hold")
+    }
+
     func testLoopbackPublishesWithoutATokenWhileAnonymousLocalPublishIsOn() throws {
         let server = try securedServer(anonymousLocal: true)
         let client = server.http()

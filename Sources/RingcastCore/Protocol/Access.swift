@@ -240,12 +240,16 @@ public struct AccessPolicy: Equatable, Sendable {
             maxTasks: publishes ? anonymousLocalMaxTasks : nil)
     }
 
-    /// The token of `Authorization: Bearer TOKEN` (or a bare token, as an `auth` message sends
-    /// it), else of the sign-in cookie: an entry's, a signed token, or none.
+    /// The token of `Authorization: Bearer TOKEN`, else of the sign-in cookie: an entry's, a
+    /// signed token, or none. An `Authorization` header in another form is refused.
     public func identify(authorization: String?, cookie: String? = nil, fromLoopback: Bool, now: Double) -> Credential {
-        guard let token = AccessPolicy.presentedToken(authorization: authorization, cookie: cookie) else {
-            return .anonymous(anonymousGrant(fromLoopback: fromLoopback))
+        let presented: String?
+        do throws(APIError) {
+            presented = try AccessPolicy.presentedToken(authorization: authorization, cookie: cookie)
+        } catch {
+            return .refused(error)
         }
+        guard let token = presented else { return .anonymous(anonymousGrant(fromLoopback: fromLoopback)) }
         return identify(token: token, now: now)
     }
 
@@ -271,11 +275,20 @@ public struct AccessPolicy: Equatable, Sendable {
                     : "the token matches no publisher or reader in config.json and is not a signed token (header.claims.signature)"))
     }
 
-    /// The bearer token of an `Authorization` header (or a bare one), else the sign-in cookie's.
-    static func presentedToken(authorization: String?, cookie: String?) -> String? {
+    /// The bearer token of an `Authorization` header, else the sign-in cookie's. A header that is
+    /// not `Bearer TOKEN` (a bare token, another scheme) is a 401 that says how to write it: the
+    /// protocol names only Bearer, and a header taken some other way would be a second syntax to keep.
+    static func presentedToken(authorization: String?, cookie: String?) throws(APIError) -> String? {
         if let authorization, !authorization.isEmpty {
-            var token = Substring(authorization)
-            if token.lowercased().hasPrefix("bearer ") { token = token.dropFirst(7).drop { $0 == " " } }
+            guard authorization.lowercased().hasPrefix("bearer ") else {
+                throw APIError(
+                    .unauthorized, "the Authorization header must read \"Bearer <token>\": write Bearer and a space before the token",
+                    field: "Authorization")
+            }
+            let token = authorization.dropFirst(7).drop { $0 == " " }
+            guard !token.isEmpty else {
+                throw APIError(.unauthorized, "the Authorization header holds no token: write \"Bearer <token>\"", field: "Authorization")
+            }
             return String(token)
         }
         guard let cookie else { return nil }

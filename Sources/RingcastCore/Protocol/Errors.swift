@@ -22,6 +22,8 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
         case storageFailed = "storage_failed"
         case lengthRequired = "length_required"
         case notImplemented = "not_implemented"
+        case uriTooLong = "uri_too_long"
+        case headerTooLarge = "header_too_large"
 
         public var status: Int {
             switch self {
@@ -39,6 +41,8 @@ public struct APIError: Error, Equatable, Sendable, CustomStringConvertible {
             case .storageFailed: return 503
             case .lengthRequired: return 411
             case .notImplemented: return 501
+            case .uriTooLong: return 414
+            case .headerTooLarge: return 431
             }
         }
     }

@@ -53,6 +53,8 @@ public enum OpenAPI {
         (.storageFailed, "the change was applied in memory but storage could not keep it; send it again"),
         (.lengthRequired, "a request with neither Content-Length nor Transfer-Encoding to an endpoint whose body is required"),
         (.notImplemented, "a Transfer-Encoding with a coding other than chunked (before any routing; the connection is closed)"),
+        (.uriTooLong, "the path, or one query argument, is 8 KiB or more (before any routing; the connection is closed)"),
+        (.headerTooLarge, "a header is 8 KiB or more (before any routing; the connection is closed)"),
     ]
 
     /// What an event of a batch can fail with when it is applied: the answer lists it in `errors`,
@@ -812,15 +814,20 @@ struct OpenAPIOperation {
 
         var errors: [APIError.Code] {
             switch self {
-            case .read: return [.invalidRequest, .bodyTooLarge, .misdirected]
-            case .scoped: return [.invalidRequest, .unauthorized, .forbidden, .bodyTooLarge, .misdirected]
-            case .session: return [.invalidRequest, .unauthorized, .forbidden, .bodyTooLarge, .misdirected, .notImplemented]
+            case .read: return [.invalidRequest, .bodyTooLarge, .misdirected] + OpenAPIOperation.headErrors
+            case .scoped: return [.invalidRequest, .unauthorized, .forbidden, .bodyTooLarge, .misdirected] + OpenAPIOperation.headErrors
+            case .session:
+                return [.invalidRequest, .unauthorized, .forbidden, .bodyTooLarge, .misdirected, .notImplemented] + OpenAPIOperation.headErrors
             case .change:
                 return [.invalidRequest, .unauthorized, .forbidden, .bodyTooLarge, .misdirected, .rateLimited, .storageFailed, .notImplemented]
-            case .probe: return [.invalidRequest, .misdirected]
+                    + OpenAPIOperation.headErrors
+            case .probe: return [.invalidRequest, .misdirected] + OpenAPIOperation.headErrors
             }
         }
     }
+
+    /// What the transport refuses in any request's head, whatever it asks.
+    static let headErrors: [APIError.Code] = [.uriTooLong, .headerTooLarge]
 
     let method: String
     let path: String

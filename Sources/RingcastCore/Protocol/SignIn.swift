@@ -15,7 +15,8 @@ extension API {
             let fields = try FieldReader(isEmpty ? .object([]) : try JSONParser.parseForAPI(request.body), allowed: ["token"])
             let given = try fields.string("token", maxLength: SignedToken.maxBytes)
             if given?.isEmpty == true { throw APIError(.invalidField, "token is empty: send the token itself", field: "token") }
-            guard let token = given ?? AccessPolicy.presentedToken(authorization: request.headers.authorization, cookie: nil) else {
+            let fromHeader = given == nil ? try AccessPolicy.presentedToken(authorization: request.headers.authorization, cookie: nil) : nil
+            guard let token = given ?? fromHeader else {
                 throw APIError(
                     .missingField, "sign in with {\"token\": \"…\"}: the token a publisher, reader or backend gave you", field: "token")
             }

@@ -10,9 +10,14 @@ final class SQLiteDatabase {
     private let handle: OpaquePointer
 
     /// `busyTimeoutMilliseconds`: how long a statement waits for another connection's lock.
-    init(path: String, busyTimeoutMilliseconds: Int32 = 5000) throws(SQLiteError) {
+    /// `inspectOnly`: the file must exist, and nothing is written to it or beside it (SQLite's
+    /// `immutable` open makes no -wal or -shm file, and reads the main file alone).
+    init(path: String, busyTimeoutMilliseconds: Int32 = 5000, inspectOnly: Bool = false) throws(SQLiteError) {
         var opened: OpaquePointer?
-        let status = sqlite3_open_v2(path, &opened, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
+        let status =
+            inspectOnly
+            ? sqlite3_open_v2(SQLiteDatabase.immutableURI(path), &opened, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nil)
+            : sqlite3_open_v2(path, &opened, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
         guard status == SQLITE_OK, let opened else {
             let message = opened.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             sqlite3_close(opened)
@@ -25,6 +30,19 @@ final class SQLiteDatabase {
     }
 
     deinit { sqlite3_close(handle) }
+
+    /// `file:PATH?immutable=1`, the path percent-encoded where a URI needs it.
+    private static func immutableURI(_ path: String) -> String {
+        var encoded = ""
+        for byte in path.utf8 {
+            switch byte {
+            case UInt8(ascii: "%"), UInt8(ascii: "?"), UInt8(ascii: "#"), 0..<0x21, 0x7F...:
+                encoded += (byte < 16 ? "%0" : "%") + String(byte, radix: 16, uppercase: true)
+            default: encoded.append(Character(UnicodeScalar(byte)))
+            }
+        }
+        return "file:\(encoded)?immutable=1"
+    }
 
     /// Throws unless `status` is one of `accepted` (SQLITE_OK by default).
     fileprivate func check(_ status: Int32, _ call: String, accepting accepted: Set<Int32> = [SQLITE_OK]) throws(SQLiteError) {

@@ -71,6 +71,7 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
         self.logger = logger
         let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
         try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        if let problem = SQLiteSchema.problem(withFileAt: path) { throw StorageFileError(path: path, problem: problem) }
         do {
             database = try SQLiteDatabase(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
             try database.execute(
@@ -335,5 +336,17 @@ extension SQLitePersistence: ReadinessProbe, StorageMetricsSource {
             if !kept { instruments.commitFailures += 1 }
         }
         return kept
+    }
+}
+
+/// A storage file that exists but that this release cannot open as its own: damaged, not SQLite,
+/// another program's, or from a newer release. It is left exactly as it was; `ringcast serve`
+/// exits 2 with this one line.
+public struct StorageFileError: Error, CustomStringConvertible {
+    public let path: String
+    public let problem: String
+
+    public var description: String {
+        "the storage file '\(path)' \(problem); it was left as it is: move it aside (to keep what it holds) or point \"storage\" at another file"
     }
 }

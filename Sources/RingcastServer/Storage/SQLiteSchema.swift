@@ -1,4 +1,5 @@
 import CSQLite
+import Glibc
 import RingcastCore
 
 /// The storage file's layout and its versions, in one place. The version is SQLite's
@@ -48,6 +49,44 @@ enum SQLiteSchema {
             }
         }
         return tables > 0 ? found : nil
+    }
+
+    /// What is wrong with the storage file at `path`, found by reading it only, before anything
+    /// writes to it; nil for a file this release can open (or no file yet: it will be made).
+    /// Ringcast never repairs or replaces a file it cannot read: its tasks may still be recovered.
+    static func problem(withFileAt path: String) -> String? {
+        var status = stat()
+        guard stat(path, &status) == 0, status.st_size > 0 else { return nil }
+        do {
+            let database = try SQLiteDatabase(path: path, inspectOnly: true)
+            // quick_check reads every page: a file cut short, or pages overwritten, fail here.
+            var findings: [String] = []
+            try database.prepare("PRAGMA quick_check(3)").forEachRow { row in findings.append(row.text(0) ?? "") }
+            guard findings == ["ok"] else {
+                // quick_check answers in lines, a heading first: one line of the first findings.
+                let lines = findings.flatMap { $0.split(separator: "\n") }.filter { !$0.hasPrefix("***") }
+                return "is damaged: \(lines.joined(separator: "; ").prefix(200))"
+            }
+            let found = try version(of: database)
+            if found > current {
+                return
+                    "was written by a newer release of Ringcast (schema version \(found); Ringcast \(RingcastVersion.version) reads versions up to \(current)): run that release or a later one"
+            }
+            var tables: [String] = []
+            try database.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").forEachRow { row in
+                tables.append(row.text(0) ?? "")
+            }
+            if !tables.isEmpty, !(tables.contains("meta") && tables.contains("tasks")) {
+                return "is another program's SQLite database (its tables: \(tables.prefix(5).joined(separator: ", "))), not Ringcast's"
+            }
+            return nil
+        } catch {
+            switch error.code & 0xFF {
+            case SQLITE_NOTADB: return "is not an SQLite database (\(error.message))"
+            case SQLITE_CORRUPT: return "is damaged: \(error.message)"
+            default: return "cannot be read: \(error.message) (\(error.call))"
+            }
+        }
     }
 
     static func version(of database: SQLiteDatabase) throws(SQLiteError) -> Int32 {

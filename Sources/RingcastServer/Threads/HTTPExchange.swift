@@ -15,12 +15,27 @@ extension ServiceWorker {
             return false
         }
         do throws(APIError) {
+            try checkHeaderLimit(link)
             guard link.hasWholeRequestLine else { throw APIError.cutRequestLine }
             try gate.checkHost(link.header(.host))
             return true
         } catch {
             refuseHTTP(error, on: link)
             return false
+        }
+    }
+
+    /// A request whose path, query argument or header lws cut at `Server.headerLimit`: 414 or 431,
+    /// rather than an answer to what is left of it.
+    func checkHeaderLimit(_ link: LWSConnection) throws(APIError) {
+        switch Server.headerLimit.exceeded(on: link) {
+        case .requestLine?:
+            throw APIError(
+                .uriTooLong,
+                "the path, or one query argument, is \(Server.headerLimit.eachBytes) bytes or more: send a shorter one (a batch goes in a POST body)")
+        case .header(let name)?:
+            throw APIError(.headerTooLarge, "the \(name) header is \(Server.headerLimit.eachBytes) bytes or more: send a shorter one", field: name)
+        case nil: return
         }
     }
 

@@ -11,12 +11,13 @@ extension ServiceWorker {
             return false
         }
         do throws(APIError) {
+            try checkHeaderLimit(link)
             guard link.hasWholeRequestLine else { throw APIError.cutRequestLine }
             try gate.checkHost(link.header(.host))
             try gate.checkOrigin(RequestHeaders(host: link.header(.host), origin: link.header(.origin)))
         } catch {
             server.logRefusal(
-                error.code == .misdirected ? "host" : error.code == .invalidRequest ? "request" : "origin", offender: link.peerAddress,
+                error.code == .misdirected ? "host" : error.code == .forbidden ? "origin" : "request", offender: link.peerAddress,
                 "refused a WebSocket from \(link.peerAddress): \(error.message)")
             return false
         }
