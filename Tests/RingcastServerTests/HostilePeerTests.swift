@@ -180,4 +180,23 @@ final class HostilePeerTests: XCTestCase {
         XCTAssertNotNil(status["probeAt"])
         XCTAssertEqual(ready["ready"], .bool(true), "a receiver's trouble is not the server's")
     }
+
+    func testOneAttemptThatHangsHoldsOneSlotAndTheRestAreDelivered() throws {
+        let receiver = try HostileReceiver(.hangFirst(thenAnswer: "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n"))
+        defer { receiver.stop() }
+        let server = try TestServer { config in
+            config.publicDir = emptyPublicDirectory
+            config.webhooks = [
+                WebhookRule(
+                    url: receiver.url, patterns: WatchSet([Glob("ci.*")]), states: [.failed], secret: "s", timeoutSeconds: 120, concurrency: 2)
+            ]
+        }
+        try server.post("/api/tasks/ci.first", #"{"state":"failed"}"#)
+        XCTAssertTrue(eventually(timeout: 30) { receiver.attempts == 1 }, "the first attempt is out, and hangs")
+        for n in 0..<4 { try server.post("/api/tasks/ci.next-\(n)", #"{"state":"failed"}"#) }
+        XCTAssertTrue(
+            try eventually(timeout: 30) { try metrics(server).value("ringcast_webhook_deliveries_total") == 4 },
+            "the other slot delivers the rest while the first attempt hangs (its deadline is 120 s)")
+        XCTAssertEqual(try metrics(server).value("ringcast_webhook_outbox"), 1, "only the hung one is owed")
+    }
 }

@@ -16,6 +16,8 @@ package final class HostileReceiver: @unchecked Sendable {
         case hang
         /// Half an answer, then a TCP reset.
         case resetMidAnswer
+        /// Hangs on the first request it is sent (as `hang`), and answers each later one with these bytes.
+        case hangFirst(thenAnswer: String)
     }
 
     package let port: Int
@@ -84,14 +86,26 @@ package final class HostileReceiver: @unchecked Sendable {
             guard count > 0 else { return }
             request.append(contentsOf: buffer[..<count])
         }
-        lock.withLock { attemptCount += 1 }
+        let attempt = lock.withLock {
+            attemptCount += 1
+            return attemptCount
+        }
         func send(_ text: String) -> Bool {
             let bytes = Array(text.utf8)
             return bytes.withUnsafeBytes { Glibc.send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == bytes.count
         }
+        func hang() {
+            while !isStopped {
+                var probe: UInt8 = 0
+                var poller = pollfd(fd: connection, events: Int16(POLLIN), revents: 0)
+                if poll(&poller, 1, 100) > 0, recv(connection, &probe, 1, Int32(MSG_PEEK)) == 0 { return }
+            }
+        }
         switch lie {
         case .raw(let text):
             _ = send(text)
+        case .hangFirst(let answer):
+            if attempt == 1 { hang() } else { _ = send(answer) }
         case .endlessBody:
             guard send("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n") else { return }
             let block = [UInt8](repeating: UInt8(ascii: "x"), count: 64 * 1024)
@@ -106,11 +120,7 @@ package final class HostileReceiver: @unchecked Sendable {
                 Thread.sleep(forTimeInterval: interval)
             }
         case .hang:
-            while !isStopped {
-                var probe: UInt8 = 0
-                var poller = pollfd(fd: connection, events: Int16(POLLIN), revents: 0)
-                if poll(&poller, 1, 100) > 0, recv(connection, &probe, 1, Int32(MSG_PEEK)) == 0 { return }
-            }
+            hang()
         case .resetMidAnswer:
             _ = send("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhalf")
             var linger = Glibc.linger(l_onoff: 1, l_linger: 0)

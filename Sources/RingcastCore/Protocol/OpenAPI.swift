@@ -259,7 +259,8 @@ public enum OpenAPI {
                 "Ask the publisher of a paused task (or one with a pause request waiting) to go on: clears pauseRequested. The task must offer resume.",
                 .change, body: noFields, ok: asked, errors: noFieldsErrors + [.notFound, .conflict]),
             Operation(
-                "GET", "/api/tasks/{id}/log", "readLog", "The lines kept of a task's log: the last logLines (config) it received.",
+                "GET", "/api/tasks/{id}/log", "readLog",
+                "The lines kept of a task's log: the last it received, within logLines, logBytes and maxLogBytes (config).",
                 .scoped, ok: .json("The tail of the log, and how many lines it has received in all.", "LogTail"), errors: [.invalidID, .notFound]),
             Operation(
                 "GET", "/api/tasks/{id}/timeline", "readTimeline",
@@ -629,7 +630,8 @@ public enum OpenAPI {
                     "lines": [
                         "type": "array", "items": ["type": "string", "maxLength": .number(Double(LogTail.maxLineCharacters))],
                         "maxItems": .number(Double(ServerConfig.logLinesRange.upperBound)),
-                        "description": "The last logLines (config) lines, oldest first.",
+                        "description":
+                            "The last lines, oldest first: at most logLines and logBytes (config), fewer once maxLogBytes took the oldest of all tasks'.",
                     ],
                 ], required: ["id", "logCount", "from", "lines"]),
             "Timeline": object(
