@@ -365,3 +365,23 @@ extension ClusterTests {
         )
     }
 }
+
+/// Log tails in a cluster: in the checkpoint with the tasks, so a node that starts from it serves
+/// the lines written before it joined.
+extension ClusterTests {
+    func testANodeStartedFromTheCheckpointServesTheLogLinesWrittenBeforeItJoined() throws {
+        let a = try node("a")
+        let onA = HTTPClient(host: "127.0.0.1", port: a.port)
+        try post(a, "/api/tasks/cl.build", #"{"title":"Build"}"#)
+        try post(a, "/api/tasks/cl.build/log", #"{"lines":["compiling","linking","done linking"]}"#)
+        // Redis loses everything; A puts its state back as the cluster's checkpoint, the only
+        // thing a node that starts now can start from.
+        try redis.restart()
+        XCTAssertTrue(
+            eventually(timeout: 20) { (try? onA.request("POST", "/api/tasks/cl.after", json: "{}"))?.status == 200 },
+            "A never got back to Redis")
+        let c = try node("c")
+        let tail = try JSONParser.parse(try HTTPClient(host: "127.0.0.1", port: c.port).request("GET", "/api/tasks/cl.build/log").body)
+        XCTAssertEqual(tail["lines"]?.arrayValue?.compactMap(\.stringValue), ["compiling", "linking", "done linking"], "\(tail)")
+    }
+}

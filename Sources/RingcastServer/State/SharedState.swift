@@ -495,8 +495,8 @@ final class SharedState: @unchecked Sendable {
     func checkpointState() -> PersistedState {
         lock.withLock {
             PersistedState(
-                epoch: store.epoch, seq: store.seq, tasks: store.tasks.values.sorted { $0.seq < $1.seq }, appliedNow: appliedNow,
-                history: store.history.kinds)
+                epoch: store.epoch, seq: store.seq, tasks: store.tasks.values.sorted { $0.seq < $1.seq }, logs: store.logTails,
+                appliedNow: appliedNow, history: store.history.kinds)
         }
     }
 

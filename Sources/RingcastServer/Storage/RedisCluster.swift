@@ -574,8 +574,10 @@ struct Backoff {
 
 extension PersistedState {
     /// A checkpoint: a first line of `{"epoch", "seq", "now"}`, then one stored task per line, then
-    /// one line per kind of the history, `{"history": KIND, "seconds": […], "lastFinishedAt"}`
-    /// (a node that does not know such lines skips them: they are no task).
+    /// one line per kind of the history, `{"history": KIND, "seconds": […], "lastFinishedAt"}`,
+    /// then one line per task with a log, `{"log": ID, "lines": […]}`, in id order (a node that
+    /// does not know such lines skips them: they are no task), so a node that joins late serves
+    /// the whole tail.
     func checkpointBody(appliedNow: Double) -> [UInt8] {
         var writer = JSONWriter(capacity: 64)
         writer.beginObject()
@@ -592,6 +594,10 @@ extension PersistedState {
             body += task.encodedForStorage()
         }
         body += KindHistory.checkpointLines(history)
+        for (id, lines) in logs.sorted(by: { $0.key < $1.key }) {
+            body.append(UInt8(ascii: "\n"))
+            body += JSONWriter.encode(.object([("log", .string(id)), ("lines", .array(lines.map(JSONValue.string)))]))
+        }
         return body
     }
 
@@ -603,7 +609,23 @@ extension PersistedState {
         var now = 0.0
         if case .number(let value)? = meta["now"] { now = value }
         self.init(
-            epoch: epoch, seq: UInt64(seq), tasks: lines.dropFirst().compactMap { TaskRecord(stored: Array($0)) }, appliedNow: now,
+            epoch: epoch, seq: UInt64(seq), tasks: lines.dropFirst().compactMap { TaskRecord(stored: Array($0)) },
+            logs: PersistedState.logTails(inCheckpoint: lines.dropFirst().map(Array.init)), appliedNow: now,
             history: KindHistory.fromCheckpoint(lines.dropFirst().map(Array.init)))
+    }
+
+    /// The log lines among a checkpoint's lines.
+    private static func logTails(inCheckpoint lines: [[UInt8]]) -> [String: [String]] {
+        var logs: [String: [String]] = [:]
+        for line in lines where line.starts(with: Array(#"{"log":"#.utf8)) {
+            guard let json = try? JSONParser.parse(line), case .string(let id)? = json["log"], case .array(let items)? = json["lines"] else {
+                continue
+            }
+            logs[id] = items.compactMap {
+                if case .string(let text) = $0 { return text }
+                return nil
+            }
+        }
+        return logs
     }
 }
