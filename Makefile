@@ -29,8 +29,9 @@ test:
 	scripts/deps.sh test
 	$(MAKE) test-swift test-browser test-clients test-cluster test-schemathesis deb
 
-# Three nodes and Redis in network namespaces of their own, with delay, resets, a partition and
-# an empty restart (Tests/cluster/): about a minute. Needs root (CI is), and fails without it.
+# Three nodes and Redis in network namespaces of their own, with delay, resets, a partition, an
+# empty restart and a Sentinel failover (Tests/cluster/): about two minutes. Needs root (CI is),
+# and fails without it.
 test-cluster: build
 	RINGCAST_BIN=.build/debug/ringcast python3 -m pytest -q -s Tests/cluster
 

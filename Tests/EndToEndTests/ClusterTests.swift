@@ -365,3 +365,70 @@ extension ClusterTests {
         )
     }
 }
+
+/// Log tails in a cluster: in the checkpoint with the tasks, so a node that starts from it serves
+/// the lines written before it joined.
+extension ClusterTests {
+    func testANodeStartedFromTheCheckpointServesTheLogLinesWrittenBeforeItJoined() throws {
+        let a = try node("a")
+        let onA = HTTPClient(host: "127.0.0.1", port: a.port)
+        try post(a, "/api/tasks/cl.build", #"{"title":"Build"}"#)
+        try post(a, "/api/tasks/cl.build/log", #"{"lines":["compiling","linking","done linking"]}"#)
+        // Redis loses everything; A puts its state back as the cluster's checkpoint, the only
+        // thing a node that starts now can start from.
+        try redis.restart()
+        XCTAssertTrue(
+            eventually(timeout: 20) { (try? onA.request("POST", "/api/tasks/cl.after", json: "{}"))?.status == 200 },
+            "A never got back to Redis")
+        let c = try node("c")
+        let tail = try JSONParser.parse(try HTTPClient(host: "127.0.0.1", port: c.port).request("GET", "/api/tasks/cl.build/log").body)
+        XCTAssertEqual(tail["lines"]?.arrayValue?.compactMap(\.stringValue), ["compiling", "linking", "done linking"], "\(tail)")
+    }
+}
+
+/// Webhook deliveries in a cluster: the node that took the change sends them under a lease it
+/// renews; another node sends them only when that node dies, once per delivery id.
+extension ClusterTests {
+    func testDeliveriesOwedByANodeThatDiesAreSentByAnotherOncePerId() throws {
+        let secret = "cluster-hooks-secret-0123456789"
+        let whileAlive = try WebhookReceiver(secret: secret, refuseAll: true)
+        let afterDeath = try WebhookReceiver(secret: secret, refuseAll: true)
+        func hookedNode(_ name: String) throws -> ServeProcess {
+            let config = folder.file("\(name).json")
+            try Data(
+                #"""
+                {"port": 0, "publicDir": "\#(emptyPublicDirectory)", "storage": "\#(redis.url)", "logLevel": "error",
+                 "webhooks": [{"url": "\#(whileAlive.url)", "patterns": ["cl.alive.*"], "states": ["failed"], "secret": "\#(secret)"},
+                              {"url": "\#(afterDeath.url)", "patterns": ["cl.dead.*"], "states": ["failed"], "secret": "\#(secret)"}]}
+                """#.utf8
+            ).write(to: config)
+            return try ServeProcess(["--config", config.path])
+        }
+        let a = try hookedNode("a")
+        let b = try hookedNode("b")
+        defer { withExtendedLifetime(b) {} }  // B runs to the end: it is the node that takes over
+        func onceEach(_ receiver: WebhookReceiver, _ count: Int, file: StaticString = #filePath, line: UInt = #line) {
+            let refused = Set(receiver.wait(timeout: 15) { Set($0.map(\.delivery)).count == count }.map(\.delivery))
+            receiver.accept()
+            let delivered = receiver.wait(timeout: 30) { Set($0.filter { $0.status == 200 }.map(\.delivery)) == refused }
+            Thread.sleep(forTimeInterval: 2)  // room for a second node's duplicate, were there one
+            let twice = Dictionary(grouping: receiver.deliveries.filter { $0.status == 200 }, by: \.delivery).filter { $0.value.count > 1 }
+            XCTAssertTrue(twice.isEmpty, "delivered more than once: \(twice.keys)", file: file, line: line)
+            XCTAssertTrue(delivered.allSatisfy(\.valid), file: file, line: line)
+        }
+
+        // A lives: its leases hold past their length, so B never sends what A owes.
+        for job in 0..<3 { try post(a, "/api/tasks/cl.alive.\(job)", #"{"state":"failed"}"#) }
+        Thread.sleep(forTimeInterval: Double(RedisClusterLease.milliseconds) / 1000 + 2)
+        onceEach(whileAlive, 3)
+
+        // A dies owing three deliveries; B sends them once its leases run out.
+        for job in 0..<3 { try post(a, "/api/tasks/cl.dead.\(job)", #"{"state":"failed"}"#) }
+        afterDeath.wait(timeout: 15) { Set($0.map(\.delivery)).count == 3 }
+        _ = a.stop(SIGKILL)
+        onceEach(afterDeath, 3)
+    }
+}
+
+/// The lease on a webhook delivery (RedisCluster.leaseMilliseconds), as the tests wait for it.
+private enum RedisClusterLease { static let milliseconds = 10_000 }

@@ -254,10 +254,13 @@ final class SharedState: @unchecked Sendable {
 
     /// Under the lock: the deliveries the change made, held until storage keeps the change (their
     /// outbox rows are in the same commit).
-    private func takeWebhooksLocked(ticket: UInt64) {
-        guard let made = store.webhooks?.takePending(), !made.isEmpty else { return }
+    /// Returns the ids of the deliveries taken.
+    @discardableResult
+    private func takeWebhooksLocked(ticket: UInt64) -> [String] {
+        guard let made = store.webhooks?.takePending(), !made.isEmpty else { return [] }
         api.webhookQueued(made.count)
         heldWebhooks.withLock { $0.append((ticket, made)) }
+        return made.map(\.id)
     }
 
     /// Hands the senders every held delivery whose ticket storage has kept.
@@ -411,7 +414,7 @@ final class SharedState: @unchecked Sendable {
                 deliverLocked(events, ticket: 0, from: -1, notify: &notify)
                 // Every node made the same deliveries; the node that asked sends them, once.
                 if asked {
-                    takeWebhooksLocked(ticket: 0)
+                    cluster?.sends(takeWebhooksLocked(ticket: 0))
                 } else {
                     _ = store.webhooks?.takePending()
                 }
@@ -495,8 +498,8 @@ final class SharedState: @unchecked Sendable {
     func checkpointState() -> PersistedState {
         lock.withLock {
             PersistedState(
-                epoch: store.epoch, seq: store.seq, tasks: store.tasks.values.sorted { $0.seq < $1.seq }, appliedNow: appliedNow,
-                history: store.history.kinds)
+                epoch: store.epoch, seq: store.seq, tasks: store.tasks.values.sorted { $0.seq < $1.seq }, logs: store.logTails,
+                appliedNow: appliedNow, history: store.history.kinds)
         }
     }
 

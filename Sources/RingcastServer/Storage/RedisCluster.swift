@@ -31,7 +31,21 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
         static let due = "ringcast:due"
         static let checkpoint = "ringcast:checkpoint"
         static let reseed = "ringcast:reseed"
+        /// `…:ID`: the node sending delivery ID, for `leaseMilliseconds` unless renewed.
+        static let lease = "ringcast:lease:"
+        /// `…:ID`: delivery ID was answered with a 2xx or given up, for an hour.
+        static let delivered = "ringcast:delivered:"
     }
+
+    /// Takes the lease of an owed delivery for ARGV[1] unless it was delivered or another node holds it.
+    private static let claimDeliveryScript = """
+        if redis.call('EXISTS', KEYS[2]) == 1 then return 'done' end
+        if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 'claimed' end
+        return 'held'
+        """
+    /// How long a node's lease on a delivery lasts without renewal (it renews every second while
+    /// it sends): the longest a dead node's deliveries wait before another node sends them.
+    static let leaseMilliseconds = 10_000
 
     /// Keeps the proposal of the node that has read furthest into the lost log (the first of equals),
     /// for 10 s; answers whose it is.
@@ -123,6 +137,12 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
         case checkpoint(index: Int64, id: String, body: [UInt8], epoch: String)
     }
     private var queue: [Request] = []
+    /// The webhook deliveries the cluster owes, as every node applied them (with when this node
+    /// learnt of each), those this node sends, and those it finished (delivered or gave up) whose
+    /// end Redis has not been told yet. Under `condition`.
+    private var owed: [String: (delivery: WebhookDelivery, since: Double)] = [:]
+    private var sending: Set<String> = []
+    private var finished: [String] = []
     private var running = false
     private var writerStopped = true
     private var readerStopped = true
@@ -184,6 +204,22 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
 
     func load() -> PersistedState? { loaded ?? PersistedState(epoch: epoch, seq: 0, tasks: []) }
     func save(_ task: TaskRecord, epoch: String, seq: UInt64, urgent: Bool) {}
+    /// Every node applies the change that owes a delivery: each keeps it until the cluster has sent it.
+    func saveDelivery(_ delivery: WebhookDelivery, urgent: Bool) {
+        condition.withLock { owed[delivery.id] = (delivery, owed[delivery.id]?.since ?? Date().timeIntervalSince1970 * 1000) }
+    }
+    /// This node's sender is done with a delivery (a 2xx, or given up): the cluster is told.
+    func removeDelivery(id: String) {
+        condition.withLock {
+            owed[id] = nil
+            if sending.remove(id) != nil { finished.append(id) }
+        }
+    }
+    /// The node that took a change sends the deliveries it made, under a lease renewed each second.
+    func sends(_ ids: [String]) {
+        guard !ids.isEmpty else { return }
+        condition.withLock { sending.formUnion(ids) }
+    }
     func remove(id: String, epoch: String, seq: UInt64) {}
     var hasPendingWrites: Bool { false }
 
@@ -251,17 +287,26 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
         var redis: RedisConnection?
         var backoff = Backoff(cap: RedisCluster.reconnectCapSeconds)
         while true {
-            let batch: [Request] = condition.withLock {
-                while queue.isEmpty, running { condition.wait() }
+            let (batch, stopping): ([Request], Bool) = condition.withLock {
+                let tick = Date().addingTimeInterval(1)
+                while queue.isEmpty, running, condition.wait(until: tick) {}
                 defer { queue.removeAll(keepingCapacity: true) }
-                return queue
+                return (queue, !running)
             }
-            if batch.isEmpty {
+            if batch.isEmpty, stopping {
                 condition.withLock {
                     writerStopped = true
                     condition.broadcast()
                 }
                 return
+            }
+            if batch.isEmpty {
+                // Once a second: the webhook leases. An outage shows in the next append's answer.
+                if redis == nil { redis = try? url.connect() }
+                if let connection = redis {
+                    do { try tendDeliveries(connection) } catch { redis = nil }
+                }
+                continue
             }
             do {
                 if redis == nil { redis = try url.connect() }
@@ -316,6 +361,49 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
             return strings(["EVAL", RedisCluster.checkpointScript, "3", Key.checkpoint, Key.log, Key.epoch, String(index), id]) + [
                 body, Array(epoch.utf8),
             ]
+        }
+    }
+
+    /// Renews this node's leases, tells the cluster which deliveries it finished, and claims those
+    /// whose sender has not renewed its lease (a node that died) to send them itself.
+    private func tendDeliveries(_ redis: RedisConnection) throws {
+        let now = Date().timeIntervalSince1970 * 1000
+        let (mine, done, unclaimed): ([String], [String], [WebhookDelivery]) = condition.withLock {
+            defer { finished = [] }
+            let stale = owed.values.filter { !sending.contains($0.delivery.id) && now - $0.since >= Double(RedisCluster.leaseMilliseconds) }
+            return (Array(sending), finished, stale.map(\.delivery))
+        }
+        guard !mine.isEmpty || !done.isEmpty || !unclaimed.isEmpty else { return }
+        func strings(_ values: [String]) -> [[UInt8]] { values.map { Array($0.utf8) } }
+        var commands = mine.map { strings(["SET", Key.lease + $0, nodeID, "PX", String(RedisCluster.leaseMilliseconds)]) }
+        for id in done {
+            commands.append(strings(["SET", Key.delivered + id, "1", "PX", "3600000"]))
+            commands.append(strings(["DEL", Key.lease + id]))
+        }
+        let senders = state?.webhooks
+        let claimable = senders == nil ? [] : unclaimed
+        commands += claimable.map {
+            strings([
+                "EVAL", RedisCluster.claimDeliveryScript, "2", Key.lease + $0.id, Key.delivered + $0.id, nodeID,
+                String(RedisCluster.leaseMilliseconds),
+            ])
+        }
+        let replies = try redis.pipeline(commands)
+        var claimed: [WebhookDelivery] = []
+        condition.withLock {
+            for (delivery, reply) in zip(claimable, replies.suffix(claimable.count)) {
+                switch reply.text {
+                case "done": owed[delivery.id] = nil
+                case "claimed":
+                    sending.insert(delivery.id)
+                    claimed.append(delivery)
+                default: owed[delivery.id]?.since = now - Double(RedisCluster.leaseMilliseconds) / 2
+                }
+            }
+        }
+        if !claimed.isEmpty {
+            logger.warning("storage \(url): \(claimed.count) webhook deliveries owed by a node that stopped renewing its lease; this node sends them")
+            senders?.send(claimed)
         }
     }
 
@@ -574,8 +662,10 @@ struct Backoff {
 
 extension PersistedState {
     /// A checkpoint: a first line of `{"epoch", "seq", "now"}`, then one stored task per line, then
-    /// one line per kind of the history, `{"history": KIND, "seconds": […], "lastFinishedAt"}`
-    /// (a node that does not know such lines skips them: they are no task).
+    /// one line per kind of the history, `{"history": KIND, "seconds": […], "lastFinishedAt"}`,
+    /// then one line per task with a log, `{"log": ID, "lines": […]}`, in id order (a node that
+    /// does not know such lines skips them: they are no task), so a node that joins late serves
+    /// the whole tail.
     func checkpointBody(appliedNow: Double) -> [UInt8] {
         var writer = JSONWriter(capacity: 64)
         writer.beginObject()
@@ -592,6 +682,10 @@ extension PersistedState {
             body += task.encodedForStorage()
         }
         body += KindHistory.checkpointLines(history)
+        for (id, lines) in logs.sorted(by: { $0.key < $1.key }) {
+            body.append(UInt8(ascii: "\n"))
+            body += JSONWriter.encode(.object([("log", .string(id)), ("lines", .array(lines.map(JSONValue.string)))]))
+        }
         return body
     }
 
@@ -603,7 +697,23 @@ extension PersistedState {
         var now = 0.0
         if case .number(let value)? = meta["now"] { now = value }
         self.init(
-            epoch: epoch, seq: UInt64(seq), tasks: lines.dropFirst().compactMap { TaskRecord(stored: Array($0)) }, appliedNow: now,
+            epoch: epoch, seq: UInt64(seq), tasks: lines.dropFirst().compactMap { TaskRecord(stored: Array($0)) },
+            logs: PersistedState.logTails(inCheckpoint: lines.dropFirst().map(Array.init)), appliedNow: now,
             history: KindHistory.fromCheckpoint(lines.dropFirst().map(Array.init)))
+    }
+
+    /// The log lines among a checkpoint's lines.
+    private static func logTails(inCheckpoint lines: [[UInt8]]) -> [String: [String]] {
+        var logs: [String: [String]] = [:]
+        for line in lines where line.starts(with: Array(#"{"log":"#.utf8)) {
+            guard let json = try? JSONParser.parse(line), case .string(let id)? = json["log"], case .array(let items)? = json["lines"] else {
+                continue
+            }
+            logs[id] = items.compactMap {
+                if case .string(let text) = $0 { return text }
+                return nil
+            }
+        }
+        return logs
     }
 }
