@@ -6,7 +6,11 @@
 #     watcher, at three sizes, for Ringcast (one service thread), the raw-libwebsockets reference
 #     and Nchan where it is installed (apt-get install libnginx-mod-nchan);
 #   - the snapshot: the same with no watcher held and 0, 1 000 or 10 000 tasks held, and the
-#     snapshot's size on the wire.
+#     snapshot's size on the wire, with permessage-deflate (config compression) off and on;
+#   - the storm: 5 000 watchers (quick: 1 000) live with 10 000 or 100 tasks held (SQLite, so the
+#     tasks survive a restart); the server restarted with SIGTERM, or every watcher's socket reset
+#     at once (a network blip); the watchers come back with the dashboard's back-off and since:
+#     time until all are live again, p50/p99 of each one's time back, and the server's CPU.
 # Ringcast runs with heartbeatSeconds 3600 here: a heartbeat to every held watcher would land in
 # some runs' window and not others' (neither the reference nor Nchan sends one). Prints Markdown
 # (Benchmarks/run puts it in RESULTS.md); progress goes to stderr.
@@ -25,8 +29,10 @@ build_reference
 build_epoll_load
 fresh_results storms
 ringcast_config "$work/ringcast.json" threads=1 heartbeatSeconds=3600
+ringcast_config "$work/deflating.json" threads=1 heartbeatSeconds=3600 compression=true
 
-if [ "$quick" = 1 ]; then held_sizes=(500 2000 4000); churn=300; else held_sizes=(2500 10000 19000); churn=1000; fi
+if [ "$quick" = 1 ]; then held_sizes=(500 2000 4000); churn=300; storm_watchers=1000; else held_sizes=(2500 10000 19000); churn=1000; storm_watchers=5000; fi
+storm_tasks=(10000 100)
 task_counts=(0 1000 10000)
 servers=(ringcast reference)
 if have_nchan; then servers+=(nchan); else echo "$script: no Nchan (apt-get install libnginx-mod-nchan adds it)" >&2; fi
@@ -53,10 +59,42 @@ for round in $(seq "$rounds"); do
   done
   for tasks in "${task_counts[@]}"; do
     run_epoll "snapshot-$tasks-ringcast-$round" ringcast --watchers 0 --tasks "$tasks" --churn "$churn"
+    run_epoll "snapshot-$tasks-deflating-$round" deflating --watchers 0 --tasks "$tasks" --churn "$churn" --deflate
   done
 done
 
-python3 - "$results" "$rounds" "$quick" "$churn" "${held_sizes[*]}" "${task_counts[*]}" "${servers[*]}" <<'PY'
+# storm MODE TASKS: one storm against a server on a fixed port with its own SQLite file; for a
+# restart, SIGTERM and a new server on the same port once every watcher is live.
+storm() {
+  local mode=$1 tasks=$2 tag="storm-$1-$2-1" ready=$work/ready pidfile=$work/storm.pid generator step
+  rm -f "$work/storm.db"* "$ready"
+  ringcast_config "$work/storm.json" threads=1 port="$(free_port)" storage="$work/storm.db" maxConnectionsPerAddress=0
+  start_ringcast storm "$work/storm.json"
+  echo "$server_pid" >"$pidfile"
+  echo "$tag ($storm_watchers watchers, pid $server_pid)" >&2
+  "${pin_load[@]}" "$epoll_load" --port "$server_port" --pid "$server_pid" --watchers "$storm_watchers" --tasks "$tasks" \
+    --storm "$mode" --pid-file "$pidfile" --ready-file "$ready" >"$results/$tag.json" 2>"$results/$tag.log" &
+  generator=$!
+  for step in $(seq 3000); do
+    [ -f "$ready" ] && break
+    kill -0 "$generator" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ "$mode" = restart ] && [ -f "$ready" ]; then
+    stop_server
+    start_ringcast storm "$work/storm.json"
+    echo "$server_pid" >"$pidfile"
+  fi
+  wait "$generator" || { echo "  $tag failed: $(tail -1 "$results/$tag.log")" >&2; rm -f "$results/$tag.json"; }
+  stop_server
+  sleep 0.5
+}
+for tasks in "${storm_tasks[@]}"; do
+  storm restart "$tasks"
+  storm cut "$tasks"
+done
+
+python3 - "$results" "$rounds" "$quick" "$churn" "${held_sizes[*]}" "${task_counts[*]}" "${servers[*]}" "$storm_watchers" "${storm_tasks[*]}" <<'PY'
 import glob, json, statistics, sys
 results, rounds, quick, churn = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", int(sys.argv[4])
 held_sizes, task_counts, servers = (list(map(int, sys.argv[5].split())), list(map(int, sys.argv[6].split())), sys.argv[7].split())
@@ -95,4 +133,20 @@ print("|" + " --- |" * (len(task_counts) + 1))
 print("| server CPU per watcher connect + close (µs) | " + " | ".join(show(median(f"snapshot-{t}-ringcast", "churnCpuUsPerConnection")) for t in task_counts) + " |")
 print("| snapshot frame (bytes) | " + " | ".join(show(median(f"snapshot-{t}-ringcast", "snapshotBytes")) for t in task_counts) + " |")
 print("| time for all of them (s) | " + " | ".join(show(median(f"snapshot-{t}-ringcast", "churnSeconds"), 2) for t in task_counts) + " |")
+print("| with compression: server CPU per connect + close (µs) | " + " | ".join(show(median(f"snapshot-{t}-deflating", "churnCpuUsPerConnection")) for t in task_counts) + " |")
+print("| with compression: snapshot on the wire (bytes) | " + " | ".join(show(median(f"snapshot-{t}-deflating", "snapshotBytes")) for t in task_counts) + " |")
+print(f"\n### The storm: {show(int(sys.argv[8]))} watchers lose their sockets and come back\n")
+print("The dashboard's back-off (a delay random in [0, min(15 s, 0.5 s·2^n))), resuming with `since`; "
+      "the tasks in SQLite, so they survive the restart. Restart: SIGTERM (every watcher gets a 1001), a new server "
+      "on the same port, its CPU from its start (loading the tasks included). Cut: every watcher's socket reset at once "
+      "by the generator, the server's CPU from the cut. One run each.\n")
+print("| storm | tasks held | until all live (s) | p50 back (ms) | p99 back (ms) | server CPU (s) | per watcher (ms) |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
+for tasks in map(int, sys.argv[9].split()):
+    for mode in ("restart", "cut"):
+        found = runs(f"storm-{mode}-{tasks}")
+        r = found[0] if found else {}
+        print(f"| {'SIGTERM and restart' if mode == 'restart' else 'network cut, since resume'} | {show(tasks)} | "
+              + " | ".join([show(r.get("allLiveSeconds"), 2), show(r.get("liveP50Ms")), show(r.get("liveP99Ms")),
+                            show(r.get("serverCpuSeconds"), 2), show(r.get("serverCpuMsPerWatcher"), 3)]) + " |")
 PY

@@ -18,6 +18,17 @@
  * (a connect and a close at N held). --deflate: the churning watchers ask for permessage-deflate;
  * their frames are not inflated, so the snapshot is taken to be the second whole message (the first
  * is the hello) and snapshotBytes is what it took on the wire.
+ *
+ * --storm restart|cut: N watchers connect and get their snapshots; then either the server is
+ * restarted by whoever runs this (restart: it waits for every watcher to be closed, and learns the
+ * new server's pid from --pid-file once all are back) or this generator drops every socket at once
+ * (cut: a reset, as a page's watchdog does after a network blip). Each watcher then reconnects as
+ * the dashboard does (Public/js/connection.js: a delay random in [0, min(15 s, 0.5 s * 2^n)), n the
+ * attempts since its last snapshot), resuming with ?since=EPOCH:SEQ from its hello (the first
+ * watcher's, for the others' first connection), until it has a
+ * snapshot again. Prints the time until every watcher was live again, the p50/p99 of each one's
+ * time from its loss to its snapshot, and the server's CPU over the storm (restart: the new
+ * server's whole CPU time, start-up included). --ready-file: created once the N are connected.
  * Loopback only: it connects to 127.0.0.1.
  */
 #define _GNU_SOURCE
@@ -415,6 +426,298 @@ static double churn(const char *handshake, int hl)
 	return (double)(now_ns() - began) / 1e9;
 }
 
+/* --storm: one watcher through a loss and its reconnection. */
+struct stormer {
+	int fd;
+	int state;		/* 0 waiting to connect, 1 upgrading, 2 live */
+	int attempts;
+	uint64_t due, lost_at, live_after;
+	size_t have, cap;
+	char *buf;
+	int upgraded;
+};
+
+static char storm_epoch[64];
+static unsigned long long storm_seq;
+static const char *storm_mode, *pid_file, *ready_file;
+
+static uint64_t backoff_ns(int attempts)
+{
+	double ceiling = 500.0 * (double)(1u << (attempts > 10 ? 10 : attempts));
+	if (ceiling > 15000.0)
+		ceiling = 15000.0;
+	return (uint64_t)((double)rand() / ((double)RAND_MAX + 1.0) * ceiling * 1e6);
+}
+
+/* Connects (loopback answers at once: refused while the server is down) and sends the upgrade. */
+static int stormer_connect(struct stormer *w, int ep)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&to, sizeof(to)) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	char request[512];
+	int n = storm_epoch[0]
+		? snprintf(request, sizeof(request), "GET /ws?since=%s:%llu HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\n"
+			   "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+			   storm_epoch, storm_seq, port)
+		: snprintf(request, sizeof(request), "GET /ws HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\n"
+			   "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+			   port);
+	if (write(fd, request, (size_t)n) != n) {
+		close(fd);
+		return -1;
+	}
+	fcntl(fd, F_SETFL, O_NONBLOCK);
+	w->fd = fd;
+	w->state = 1;
+	w->have = 0;
+	w->upgraded = 0;
+	struct epoll_event e = { .events = EPOLLIN, .data.ptr = w };
+	epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e);
+	return 0;
+}
+
+/* Whole frames off the front: returns 1 once a snapshot has come (the hello's epoch and seq kept). */
+static int stormer_frames(struct stormer *w)
+{
+	size_t at = 0;
+	int snapshot = 0;
+	if (!w->upgraded) {
+		char *end = memmem(w->buf, w->have, "\r\n\r\n", 4);
+		if (!end)
+			return 0;
+		if (strncmp(w->buf, "HTTP/1.1 101", 12))
+			return -1;
+		w->upgraded = 1;
+		at = (size_t)(end - w->buf) + 4;
+	}
+	while (w->have - at >= 2) {
+		const unsigned char *h = (const unsigned char *)w->buf + at;
+		uint64_t length = h[1] & 0x7f;
+		size_t header = 2;
+		if (length == 126) {
+			if (w->have - at < 4)
+				break;
+			length = (uint64_t)h[2] << 8 | h[3];
+			header = 4;
+		} else if (length == 127) {
+			if (w->have - at < 10)
+				break;
+			length = 0;
+			for (int i = 0; i < 8; i++)
+				length = length << 8 | h[2 + i];
+			header = 10;
+		}
+		if (w->have - at < header + length)
+			break;
+		const char *payload = w->buf + at + header;
+		size_t look = length < 96 ? length : 96;
+		if ((h[0] & 0x0f) == 8)
+			return -1;	/* a close frame: lost */
+		if (memmem(payload, look, "\"type\":\"hello\"", 14)) {
+			const char *e = memmem(payload, length, "\"epoch\":\"", 9), *q = memmem(payload, length, "\"seq\":", 6);
+			if (e && q) {
+				const char *close_quote = memchr(e + 9, '"', (size_t)(payload + length - (e + 9)));
+				if (close_quote && close_quote - (e + 9) < (long)sizeof(storm_epoch)) {
+					memcpy(storm_epoch, e + 9, (size_t)(close_quote - (e + 9)));
+					storm_epoch[close_quote - (e + 9)] = 0;
+				}
+				storm_seq = strtoull(q + 6, NULL, 10);
+			}
+		} else if (memmem(payload, look, "\"type\":\"snapshot\"", 17))
+			snapshot = 1;
+		at += header + (size_t)length;
+	}
+	memmove(w->buf, w->buf + at, w->have - at);
+	w->have -= at;
+	return snapshot;
+}
+
+static void stormer_lost(struct stormer *w, int ep, uint64_t now)
+{
+	epoll_ctl(ep, EPOLL_CTL_DEL, w->fd, NULL);
+	close(w->fd);
+	w->fd = -1;
+	w->state = 0;
+	if (!w->lost_at)
+		w->lost_at = now;
+	w->due = now + backoff_ns(w->attempts++);
+}
+
+static long read_pid_file(void)
+{
+	FILE *f = pid_file ? fopen(pid_file, "r") : NULL;
+	long pid = 0;
+	if (f) {
+		if (fscanf(f, "%ld", &pid) != 1)
+			pid = 0;
+		fclose(f);
+	}
+	return pid;
+}
+
+/* The whole process's user and system time (ns), exited threads included. */
+static uint64_t process_cpu_ns(long pid)
+{
+	char path[64], line[1024];
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	uint64_t total = 0;
+	if (fgets(line, sizeof(line), f)) {
+		char *p = strrchr(line, ')');
+		unsigned long long utime = 0, stime = 0;
+		if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) == 2)
+			total = (utime + stime) * (1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK));
+	}
+	fclose(f);
+	return total;
+}
+
+static int by_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int storm(void)
+{
+	int restart = !strcmp(storm_mode, "restart");
+	int ep = epoll_create1(0);
+	struct stormer *ws = calloc((size_t)watchers_n, sizeof(*ws));
+	for (int i = 0; i < watchers_n; i++) {
+		ws[i].cap = 1 << 16;
+		ws[i].buf = malloc(ws[i].cap);
+	}
+	/* The first watcher takes a full snapshot and learns the epoch and seq; the others connect as
+	 * pages that have been open a while, resuming from there (so the set-up does not move a full
+	 * snapshot to every one of them). */
+	if (stormer_connect(&ws[0], ep) < 0) {
+		perror("epoll-load: connect to 127.0.0.1");
+		return 1;
+	}
+	struct epoll_event events[256];
+	int live = 0, lost = 0;
+	uint64_t give_up = now_ns() + 60ull * 1000000000ull, storm_began = 0, cpu_began = 0;
+	/* Phase 1: every watcher live once. */
+	while (live < watchers_n && now_ns() < give_up) {
+		int ready = epoll_wait(ep, events, 256, 100);
+		for (int k = 0; k < ready; k++) {
+			struct stormer *w = events[k].data.ptr;
+			for (;;) {
+				if (w->cap - w->have < 65536) { w->cap *= 2; w->buf = realloc(w->buf, w->cap); }
+				ssize_t got = read(w->fd, w->buf + w->have, w->cap - w->have);
+				if (got <= 0)
+					break;
+				w->have += (size_t)got;
+				if (w->state == 1 && stormer_frames(w) == 1) {
+					w->state = 2;
+					live++;
+					if (w == &ws[0]) {
+						for (int i = 1; i < watchers_n; i++) {
+							if (stormer_connect(&ws[i], ep) < 0) {
+								perror("epoll-load: connect to 127.0.0.1");
+								return 1;
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if (live < watchers_n) {
+		fprintf(stderr, "epoll-load: only %d of %d watchers were live in 60 s\n", live, watchers_n);
+		return 1;
+	}
+	if (ready_file) {
+		FILE *f = fopen(ready_file, "w");
+		if (f)
+			fclose(f);
+	}
+	if (!restart) {
+		/* The cut: every socket reset at once. */
+		cpu_began = server_cpu_ns();
+		storm_began = now_ns();
+		struct linger reset = { .l_onoff = 1, .l_linger = 0 };
+		for (int i = 0; i < watchers_n; i++) {
+			setsockopt(ws[i].fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+			stormer_lost(&ws[i], ep, storm_began);
+		}
+		lost = watchers_n;
+	}
+	/* Phase 2: each lost watcher back with its snapshot, as the dashboard retries. */
+	live = 0;
+	give_up = now_ns() + 180ull * 1000000000ull;
+	while (live < watchers_n && now_ns() < give_up) {
+		int ready = epoll_wait(ep, events, 256, 2);
+		uint64_t now = now_ns();
+		for (int k = 0; k < ready; k++) {
+			struct stormer *w = events[k].data.ptr;
+			for (;;) {
+				if (w->cap - w->have < 65536) { w->cap *= 2; w->buf = realloc(w->buf, w->cap); }
+				ssize_t got = read(w->fd, w->buf + w->have, w->cap - w->have);
+				int frames = 0;
+				if (got > 0) {
+					w->have += (size_t)got;
+					frames = stormer_frames(w);
+				}
+				if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR) || frames < 0) {
+					if (w->state == 2 && w->lost_at == 0) {
+						if (!storm_began)
+							storm_began = now;
+						lost++;
+					}
+					if (w->state == 2 && w->live_after) {
+						/* lost again after it was back: counts once, from its first loss */
+						live--;
+						w->live_after = 0;
+					}
+					stormer_lost(w, ep, now);
+					break;
+				}
+				if (got < 0)
+					break;
+				if (frames == 1 && w->state == 1 && w->lost_at) {
+					w->state = 2;
+					w->attempts = 0;
+					w->live_after = now - w->lost_at;
+					live++;
+					break;
+				}
+			}
+		}
+		for (int i = 0; i < watchers_n; i++) {
+			if (ws[i].state == 0 && ws[i].due <= now && stormer_connect(&ws[i], ep) < 0)
+				ws[i].due = now + backoff_ns(ws[i].attempts++);
+		}
+	}
+	uint64_t ended = now_ns();
+	long pid = restart ? read_pid_file() : server_pid;
+	double cpu = restart ? (double)process_cpu_ns(pid) / 1e9 : (double)(server_cpu_ns() - cpu_began) / 1e9;
+	if (live < watchers_n) {
+		fprintf(stderr, "epoll-load: only %d of %d watchers were live again within 180 s\n", live, watchers_n);
+		return 1;
+	}
+	uint64_t *times = calloc((size_t)watchers_n, sizeof(uint64_t));
+	for (int i = 0; i < watchers_n; i++)
+		times[i] = ws[i].live_after;
+	qsort(times, (size_t)watchers_n, sizeof(uint64_t), by_u64);
+	printf("{\"storm\":\"%s\",\"watchers\":%d,\"tasks\":%d,\"allLiveSeconds\":%.3f,\"liveP50Ms\":%.1f,\"liveP99Ms\":%.1f,"
+	       "\"serverCpuSeconds\":%.3f,\"serverCpuMsPerWatcher\":%.3f}\n",
+	       storm_mode, watchers_n, tasks_n, (double)(ended - storm_began) / 1e9,
+	       (double)times[(watchers_n - 1) * 50 / 100] / 1e6, (double)times[(watchers_n - 1) * 99 / 100] / 1e6, cpu,
+	       cpu * 1000.0 / watchers_n);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	for (int i = 1; i < argc; i += 2) {
@@ -434,6 +737,9 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--churn-concurrency")) churn_concurrency = atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : 1;
 		else if (!strcmp(argv[i], "--churn-until")) churn_until_snapshot = strcmp(argv[i + 1], "upgrade") != 0;
 		else if (!strcmp(argv[i], "--deflate")) { deflate = 1; i--; }
+		else if (!strcmp(argv[i], "--storm")) storm_mode = argv[i + 1];
+		else if (!strcmp(argv[i], "--pid-file")) pid_file = argv[i + 1];
+		else if (!strcmp(argv[i], "--ready-file")) ready_file = argv[i + 1];
 		else { fprintf(stderr, "epoll-load: unknown option %s\n", argv[i]); return 2; }
 	}
 	if (!port || !server_pid) {
@@ -451,6 +757,18 @@ int main(int argc, char **argv)
 
 	if (tasks_n > 0)
 		preload_tasks();
+	if (storm_mode) {
+		if (strcmp(storm_mode, "restart") && strcmp(storm_mode, "cut")) {
+			fprintf(stderr, "epoll-load: --storm is restart or cut, not %s\n", storm_mode);
+			return 2;
+		}
+		if (!strcmp(storm_mode, "restart") && !pid_file) {
+			fprintf(stderr, "epoll-load: --storm restart needs --pid-file (the new server's pid, written by whoever restarts it)\n");
+			return 2;
+		}
+		srand((unsigned)now_ns());
+		return storm();
+	}
 	uint64_t cpu_before_connect = server_cpu_ns();
 	int upgraded = 0;
 	struct epoll_event events[256];

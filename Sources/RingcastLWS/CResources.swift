@@ -43,8 +43,9 @@ package struct CResources {
     /// peer is there, a hang-up at 310 s). lws 4.1.6 keeps that check as an entry per connection in
     /// one sorted list per service thread, and inserts by walking it from the head (__lws_sul_insert,
     /// lws_dll2_add_sorted): every new connection's entry, due last, walked past every held one's,
-    /// which made a connection's cost grow with the connections held (Benchmarks/NOTES.md). The
-    /// kernel checks the same thing on the sockets the server accepts (`ListeningSocket.accept`).
+    /// which made a connection's cost grow with the connections held (Benchmarks/NOTES.md). For a
+    /// context that serves the sockets `ListeningSocket.accept` hands it, where the kernel checks
+    /// the same thing.
     package mutating func retryPolicyWithoutValidityChecks() -> UnsafePointer<lws_retry_bo_t> {
         let policy = UnsafeMutablePointer<lws_retry_bo_t>.allocate(capacity: 1)
         policy.initialize(to: lws_retry_bo_t())

@@ -448,7 +448,9 @@ package final class ServiceLoop: @unchecked Sendable {
             info.alpn = resources.string("http/1.1")
         }
         info.user = Unmanaged.passUnretained(self).toOpaque()
-        info.retry_and_idle_policy = resources.retryPolicyWithoutValidityChecks()
+        // Only where the sockets are our own accepts, which carry the kernel's check instead
+        // (`ListeningSocket.accept`); a client context keeps lws's.
+        if settings.acceptsAdoptedSockets { info.retry_and_idle_policy = resources.retryPolicyWithoutValidityChecks() }
         if settings.offersCompression { info.extensions = resources.permessageDeflate() }
         info.timeout_secs = UInt32(max(1, settings.timeoutSeconds))
         if let limit = settings.headerLimit {
