@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the browser tests need, only what is missing (safe to run again):
-# Chromium and chromedriver from Debian's packages, selenium and pytest from PyPI, and PyJWT,
+# Chromium and chromedriver from Debian's packages, selenium, pytest and axe-selenium-python from PyPI, and PyJWT,
 # which mints the signed tokens the access tests (Swift and browser) present: a real JWT library,
 # not the server's own code.
 set -euo pipefail
@@ -24,6 +24,8 @@ pip_missing=()
 "$PYTHON" -c 'import selenium' >/dev/null 2>&1 || pip_missing+=(selenium)
 "$PYTHON" -c 'import pytest' >/dev/null 2>&1 || pip_missing+=(pytest)
 "$PYTHON" -c 'import jwt; jwt.encode' >/dev/null 2>&1 || pip_missing+=(pyjwt)
+# axe-core, the accessibility engine Tests/browser/test_accessibility.py runs, comes with it.
+"$PYTHON" -c 'import axe_selenium_python' >/dev/null 2>&1 || pip_missing+=(axe-selenium-python)
 if [ ${#pip_missing[@]} -gt 0 ]; then
   echo "browser-deps: pip installing ${pip_missing[*]}"
   if ! "$PYTHON" -m pip --version >/dev/null 2>&1; then

@@ -65,6 +65,8 @@ const dashboard = new Dashboard({
     for (const state of ['running', 'paused', 'stalled', 'failed', 'cancelled', 'done']) {
       if (s.states[state]) parts.push(`${s.states[state]} ${state}`);
     }
+    // On a wall the overall progress leads, large (style.css).
+    if (document.body.dataset.view === 'wall' && s.pct != null) parts.unshift(`${s.pct} % overall`);
     const text = parts.join(' · ');
     if (summary.textContent !== text) summary.textContent = text;
     const count = s.filtered ? `${s.matching} of ${s.topLevel}` : '';

@@ -27,6 +27,8 @@ export function faceText(task, now, withClock = true) {
   const showEta = running && left != null && (!etaCountsDown || left > 0) && (task.progress == null || task.progress < 1);
   // While a cancel or pause request waits for the publisher, the badge says so.
   const request = requestLabel(task);
+  // Work that waits (a step not started: progress 0, no rate yet) looks queued, not busy.
+  const queued = running && task.progress === 0 && !(task.rate > 0) && !task.timer;
   const quietFor = running && !task.timer ? now - (task.updatedAt || now) : 0;
   const quiet = quietFor >= QUIET_MS;
   let eta = showEta ? `ETA ${formatDuration(left)}` : '';
@@ -42,7 +44,8 @@ export function faceText(task, now, withClock = true) {
     clock: withClock ? clockText(task, state, now) : '',
     usual: running ? usualText(task) : '',
     slow: running && task.slow === true,
-    badge: request || (running ? '' : stateLabel(task.state)),
+    badge: request || (queued ? 'Queued' : running ? '' : stateLabel(task.state)),
+    queued,
     request: request ? (task.cancelRequested ? 'cancel' : 'pause') : '',
     /** The ETA moves by itself: whoever shows it redraws it once a second. */
     etaCountsDown,
@@ -118,6 +121,10 @@ export function writeFace(face, text) {
   write(L, 'badge', text.badge, (v) => {
     face.badge.textContent = v;
     face.badge.hidden = !v;
+  });
+  write(L, 'queued', text.queued, (v) => {
+    if (v) owner.dataset.queued = 'true';
+    else delete owner.dataset.queued;
   });
   write(L, 'request', text.request, (v) => {
     if (v) owner.dataset.request = v;

@@ -68,8 +68,10 @@ def main():
                 d.save_screenshot(str(DOCS / f"task-page-{theme}.png"))
             finally:
                 d.quit()
-        d = make_driver(width=360, height=900)
+        d = make_driver(width=500, height=900)
         try:
+            # A desktop window is at least 500 px wide: the phone is emulated, as a phone's viewport.
+            d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": 360, "height": 780, "deviceScaleFactor": 1, "mobile": True})
             d.get(f"{server.base}/?watch=team.*")
             WebDriverWait(d, 10).until(lambda d: d.execute_script(READY))
             settle(d)

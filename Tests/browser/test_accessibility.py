@@ -39,6 +39,15 @@ def use_theme(page, theme):
     page.js("localStorage.setItem('ringcast-theme', arguments[0])", theme)
 
 
+@pytest.fixture(autouse=True)
+def forget_theme(driver, server):
+    """The browser is shared by every test: the theme picked here must not stay for the others."""
+    yield
+    for origin in (server.base,):
+        driver.get(origin + "/favicon.svg")
+        driver.execute_script("localStorage.removeItem('ringcast-theme')")
+
+
 @pytest.fixture(scope="module")
 def tasks(server):
     post = server.post
@@ -110,10 +119,13 @@ def closed(site):
 
 
 @pytest.mark.parametrize("theme", THEMES)
-def test_the_sign_in_form(page, closed, theme):
+def test_the_sign_in_form(page, closed, theme, driver):
     page.driver.get(closed.base + "/")
     use_theme(page, theme)
     page.driver.get(closed.base + "/")
     page.wait(lambda: page.js("return !document.getElementById('signin').hidden"), 10, "the form")
     page.allowed_console.append("401")
-    check(page.driver, "sign-in", theme)
+    try:
+        check(page.driver, "sign-in", theme)
+    finally:
+        driver.execute_script("localStorage.removeItem('ringcast-theme')")

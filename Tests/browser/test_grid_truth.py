@@ -124,3 +124,13 @@ def test_at_360_px_nothing_scrolls_sideways(page, server):
         assert widths[0] <= widths[1], widths
     finally:
         d.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def test_waiting_work_looks_queued_not_busy(page, server):
+    server.post("/api/tasks/wait.step", {"title": "Not started", "progress": 0})
+    page.open("wait.*")
+    card = "return document.querySelector('.task[data-id=\"wait.step\"]')"
+    page.wait(lambda: page.js(card + "?.dataset.queued") == "true", 3, "no queued look")
+    assert page.js(card + ".querySelector('.badge').textContent") == "Queued"
+    server.post("/api/tasks/wait.step", {"progress": 0.1})
+    page.wait(lambda: page.js(card + ".dataset.queued") is None, 3, "still queued once it runs")
