@@ -95,8 +95,8 @@ public final class TaskStore {
         removals = [:]
         tasks = [:]
         for task in saved.tasks { tasks[task.id] = task }
-        logs = [:]
-        for (id, lines) in saved.logs where tasks[id] != nil { logs[id] = LogTail(lines: lines) }
+        logs = LogTails()
+        restoreLogs(saved.logs, within: (logLines, logBytes, maxLogBytes))
         history = KindHistory(saved.history)
         deadlines = DeadlineQueue()
         children = [:]
@@ -104,7 +104,7 @@ public final class TaskStore {
     }
 
     /// Task id → the lines kept of its log, for a cluster's checkpoint.
-    public var logTails: [String: [String]] { logs.mapValues(\.lines) }
+    public var logTails: [String: [String]] { logs.tails.mapValues(\.lines) }
 
     /// Children and deadlines from the tasks held, in id order: every node of a cluster that loads
     /// the same tasks then schedules, and later fires, the same deadlines in the same order.

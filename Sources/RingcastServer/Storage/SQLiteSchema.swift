@@ -81,10 +81,10 @@ enum SQLiteSchema {
             }
             return nil
         } catch {
-            switch error.code & 0xFF {
-            case SQLITE_NOTADB: return "is not an SQLite database (\(error.message))"
-            case SQLITE_CORRUPT: return "is damaged: \(error.message)"
-            default: return "cannot be read: \(error.message) (\(error.call))"
+            switch error.status & 0xFF {
+            case SQLITE_NOTADB: return "is not an SQLite database (\(error.detail))"
+            case SQLITE_CORRUPT: return "is damaged: \(error.detail)"
+            default: return "cannot be read: \(error.detail) (\(error.call))"
             }
         }
     }
