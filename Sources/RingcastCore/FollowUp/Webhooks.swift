@@ -224,7 +224,7 @@ public struct FollowUpMetrics: Sendable {
 
 extension API {
     /// The store's share of the config for the follow-up features: log tails, abandonment, webhooks.
-    func configureLoop() {
+    func configureFollowUp() {
         store.logLines = config.logLines
         store.abandonAfterSeconds = config.abandonAfterSeconds
         if !config.webhooks.isEmpty { store.webhooks = WebhookPlanner(rules: config.webhooks) }
