@@ -19,7 +19,7 @@ size_t rc_lws_pre(void) { return LWS_PRE; }
  * __lws_sul_service_ripe (lws-timeout-timer.h) runs the scheduled events of a service thread that
  * are due and returns the microseconds until the next one; _lws_plat_service_forced_tsi
  * (lws-eventlib-exports.h) services what lws holds already read (a pipelined request, buffered
- * rx). What is private is only where the thread's lists are: see rc_loop_run_once. */
+ * rx, TLS data OpenSSL has decrypted but lws not yet taken). What is private is only where the thread's lists are: see rc_loop_run_once. */
 
 struct rc_loop {
     struct ev_loop *ev;

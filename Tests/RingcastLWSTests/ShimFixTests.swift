@@ -74,7 +74,7 @@ final class ShimFixTests: XCTestCase {
 
         func handle(_ event: ServiceEvent, on connection: LWSConnection) -> Bool {
             guard case .received(let piece, let isLast, _) = event else { return true }
-            messages.add(String(decoding: piece, as: UTF8.self) + (isLast ? "" : "…"))
+            messages.add((piece.count > 16 ? "\(piece.count) bytes" : String(decoding: piece, as: UTF8.self)) + (isLast ? "" : "…"))
             if paused == nil {
                 paused = connection.wsi
                 _ = lws_rx_flow_control(connection.wsi, 0)
@@ -88,25 +88,64 @@ final class ShimFixTests: XCTestCase {
         }
     }
 
-    /// Two WebSocket messages arrive in one read; the first stops the connection reading (as the
-    /// server does while lws holds its output), so lws keeps the second in its buffer. Reading
-    /// resumes from a timer of the loop's, and no new input comes (the client sends nothing more):
-    /// the held message is read all the same. (lws asks itself for a writeable callback here, and
-    /// its idle watcher services the buffer after it; the shim's own service of what lws holds,
-    /// each round before the loop waits, is for the input no socket event follows.)
-    func testInputLWSHoldsIsReadWhenReadingResumesWithNoNewInput() throws {
+    /// A TLS client (arguments: the port, the first frame's size) that sends, in one TLS record, a
+    /// WebSocket frame of that many bytes and a frame "second", then waits, sending nothing more.
+    private static let oneRecordClient = """
+        import os, socket, ssl, struct, sys, time
+        def frame(payload):
+            mask, n = os.urandom(4), len(payload)
+            head = bytes([0x81]) + (bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + struct.pack(">H", n))
+            return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        tls = context.wrap_socket(socket.create_connection(("127.0.0.1", int(sys.argv[1]))))
+        tls.sendall(b"GET /ws HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\n"
+                    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\\r\\nSec-WebSocket-Version: 13\\r\\n\\r\\n")
+        head = b""
+        while b"\\r\\n\\r\\n" not in head:
+            head += tls.recv(4096)
+        first = frame(b"a" * (int(sys.argv[2]) - 8))
+        tls.sendall(first + frame(b"second"))
+        time.sleep(30)
+        """
+
+    /// lws reads a TLS connection 4 096 bytes at a time: of one TLS record holding a 4 096-byte
+    /// message and a second one, the second stays in OpenSSL's buffer, where no socket event will
+    /// announce it. The first message stops the connection reading (as the server does while lws
+    /// holds its output), and a timer of the loop's resumes it: lws's libev glue services such
+    /// input only from an idle watcher it starts after socket events, so the second message waited
+    /// for the next event, here never (it did, with the shim's service of it removed). The shim
+    /// services what lws holds each round before the loop waits.
+    func testInputLWSAlreadyHoldsIsServedWithoutANewSocketEvent() throws {
+        let folder = try TemporaryFolder("ringcast-shim-tls")
+        defer { folder.remove() }
+        let cert = folder.file("cert.pem").path
+        let key = folder.file("key.pem").path
+        let made = try runToEnd(
+            "/usr/bin/openssl",
+            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost"])
+        XCTAssertEqual(made.status, 0, "openssl could not make a certificate: \(made.output)")
+
         let handler = Pauser()
         var settings = ContextSettings(name: "test-shim-rx")
         settings.listener = .init(host: "127.0.0.1", port: 0)
         settings.timeoutSeconds = 60
+        settings.certificate = (cert, key, TLSFiles.intermediateCiphers)
         let loop = ServiceLoop(name: "test-shim-rx", logger: .silent)
         let port = try loop.start(settings, handler: handler) { loop in
             handler.resume = try loop.makeTimer { handler.resumeReading() }
         }
         defer { loop.stop() }
-        let client = try RawSocket(port: port, timeoutSeconds: 20)
-        XCTAssertTrue(try client.upgrade().hasPrefix("HTTP/1.1 101"))
-        try client.send(RawSocket.frame(Array("first".utf8)) + RawSocket.frame(Array("second".utf8)))
-        XCTAssertEqual(handler.messages.wait(for: 2, timeout: 20), ["first", "second"], "the buffered message was read once reading resumed")
+        let client = Process()
+        client.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        client.arguments = ["-c", ShimFixTests.oneRecordClient, String(port), "4096"]
+        try client.run()
+        defer {
+            client.terminate()
+            client.waitUntilExit()
+        }
+        XCTAssertEqual(
+            handler.messages.wait(for: 2, timeout: 20), ["4088 bytes", "second"],
+            "the message OpenSSL held was read once reading resumed")
     }
 }

@@ -298,7 +298,7 @@ public struct FollowUpMetrics: Sendable {
 
 extension API {
     /// The store's share of the config for the follow-up features: log tails, abandonment, webhooks.
-    func configureLoop() {
+    func configureFollowUp() {
         store.setLogBudgets(lines: config.logLines, bytes: config.logBytes, total: config.maxLogBytes)
         store.timelineEntries = config.timelineEntries
         store.abandonAfterSeconds = config.abandonAfterSeconds

@@ -227,7 +227,7 @@ public final class API {
         self.store = store
         self.config = config
         gate = RequestGate(config: config)
-        configureLoop()
+        configureFollowUp()
     }
 
     /// Answers one request. Each read and each change is checked against the request's credential.
