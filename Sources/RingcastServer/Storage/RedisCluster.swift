@@ -403,6 +403,7 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
         }
         if !claimed.isEmpty {
             logger.warning("storage \(url): \(claimed.count) webhook deliveries owed by a node that stopped renewing its lease; this node sends them")
+            state?.webhooksTakenOver(claimed.count)
             senders?.send(claimed)
         }
     }
