@@ -32,7 +32,9 @@ test:
 # Three nodes and Redis in network namespaces of their own, with delay, resets, a partition, an
 # empty restart and a Sentinel failover (Tests/cluster/): about two minutes. Needs root (CI is),
 # and fails without it.
+# Its watchers use websocket-client (PyPI), which selenium brings; installed here if missing.
 test-cluster: build
+	python3 -c 'import websocket' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check websocket-client
 	RINGCAST_BIN=.build/debug/ringcast python3 -m pytest -q -s Tests/cluster
 
 # The Python package, installed from this checkout into a virtual environment of its own (pytest

@@ -427,6 +427,10 @@ extension ClusterTests {
         afterDeath.wait(timeout: 15) { Set($0.map(\.delivery)).count == 3 }
         _ = a.stop(SIGKILL)
         onceEach(afterDeath, 3)
+        // B counted what it took over in its outbox, and emptied it again.
+        let metrics = { (try? HTTPClient(host: "127.0.0.1", port: b.port).request("GET", "/metrics").text) ?? "" }
+        XCTAssertTrue(eventually(timeout: 5) { metrics().contains("ringcast_webhook_outbox 0\n") }, metrics())
+        XCTAssertTrue(metrics().contains("ringcast_webhook_deliveries_total 3\n"), metrics())
     }
 }
 

@@ -455,6 +455,12 @@ final class SharedState: @unchecked Sendable {
         wake(notify)
     }
 
+    /// This node took over deliveries another node owed (its lease ran out): /metrics counts them
+    /// in this node's outbox, which their outcomes empty again.
+    func webhooksTakenOver(_ count: Int) {
+        lock.withLock { api.webhookQueued(count) }
+    }
+
     /// Redis did not take a change: its worker answers with the error.
     func unavailable(_ entry: LogEntry, _ error: APIError) {
         let known: Bool = lock.withLock {

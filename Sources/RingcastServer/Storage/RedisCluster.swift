@@ -302,6 +302,7 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
             }
             if batch.isEmpty {
                 // Once a second: the webhook leases. An outage shows in the next append's answer.
+                guard condition.withLock({ !owed.isEmpty || !sending.isEmpty || !finished.isEmpty }) else { continue }
                 if redis == nil { redis = try? url.connect() }
                 if let connection = redis {
                     do { try tendDeliveries(connection) } catch { redis = nil }
@@ -403,6 +404,7 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
         }
         if !claimed.isEmpty {
             logger.warning("storage \(url): \(claimed.count) webhook deliveries owed by a node that stopped renewing its lease; this node sends them")
+            state?.webhooksTakenOver(claimed.count)
             senders?.send(claimed)
         }
     }
