@@ -182,6 +182,8 @@ final class ReaderTests: XCTestCase {
         // Its place comes back when the first one goes.
         first.connection.close()
         XCTAssertTrue(first.waitForClose())
+        // The client sees the close before the server has let the connection go: wait for the server's count.
+        XCTAssertTrue(try eventually { try server.http().request("GET", "/metrics").text.contains("\nringcast_watchers 0\n") })
         let third = TestWatcher(server.wsURL, headers: bearer(readerToken))
         third.waitForSnapshot()
         XCTAssertFalse(third.closed)
