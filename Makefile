@@ -27,7 +27,7 @@ build:
 
 test:
 	scripts/deps.sh test
-	$(MAKE) test-swift test-browser test-clients test-cluster test-schemathesis deb
+	$(MAKE) -k test-swift test-browser test-clients test-cluster test-schemathesis deb
 
 # Three nodes and Redis in network namespaces of their own, with delay, resets, a partition, an
 # empty restart and a Sentinel failover (Tests/cluster/): about two minutes. Needs root (CI is),
