@@ -430,6 +430,7 @@ static double churn(const char *handshake, int hl)
 struct stormer {
 	int fd;
 	int state;		/* 0 waiting to connect, 1 upgrading, 2 live */
+	int sent;		/* the upgrade request has gone (the non-blocking connect finished) */
 	int attempts;
 	uint64_t due, lost_at, live_after;
 	size_t have, cap;
@@ -449,19 +450,9 @@ static uint64_t backoff_ns(int attempts)
 	return (uint64_t)((double)rand() / ((double)RAND_MAX + 1.0) * ceiling * 1e6);
 }
 
-/* Connects (loopback answers at once: refused while the server is down) and sends the upgrade. */
-static int stormer_connect(struct stormer *w, int ep)
+/* Sends the upgrade, resuming from the epoch and seq known now. */
+static int stormer_send_upgrade(struct stormer *w)
 {
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&to, sizeof(to)) < 0) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	int one = 1;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	char request[512];
 	int n = storm_epoch[0]
 		? snprintf(request, sizeof(request), "GET /ws?since=%s:%llu HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\n"
@@ -470,17 +461,48 @@ static int stormer_connect(struct stormer *w, int ep)
 		: snprintf(request, sizeof(request), "GET /ws HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\n"
 			   "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
 			   port);
-	if (write(fd, request, (size_t)n) != n) {
-		close(fd);
+	if (write(w->fd, request, (size_t)n) != n)
+		return -1;
+	w->sent = 1;
+	return 0;
+}
+
+/* Starts a non-blocking connect (so a full accept queue, whose SYNs the kernel retries after 1 s,
+ * stalls this watcher and not the others); the upgrade goes once it is writable. Refused at once
+ * while the server is down. */
+static int stormer_connect(struct stormer *w, int ep)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+	if (fd < 0 || (connect(fd, (struct sockaddr *)&to, sizeof(to)) < 0 && errno != EINPROGRESS)) {
+		if (fd >= 0)
+			close(fd);
 		return -1;
 	}
-	fcntl(fd, F_SETFL, O_NONBLOCK);
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	w->fd = fd;
 	w->state = 1;
+	w->sent = 0;
 	w->have = 0;
 	w->upgraded = 0;
-	struct epoll_event e = { .events = EPOLLIN, .data.ptr = w };
+	struct epoll_event e = { .events = EPOLLIN | EPOLLOUT, .data.ptr = w };
 	epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e);
+	return 0;
+}
+
+/* A watcher's connect finished: the upgrade goes, or the connect failed (-1). */
+static int stormer_writable(struct stormer *w, int ep)
+{
+	int error = 0;
+	socklen_t size = sizeof(error);
+	if (getsockopt(w->fd, SOL_SOCKET, SO_ERROR, &error, &size) < 0 || error)
+		return -1;
+	if (stormer_send_upgrade(w) < 0)
+		return -1;
+	struct epoll_event e = { .events = EPOLLIN, .data.ptr = w };
+	epoll_ctl(ep, EPOLL_CTL_MOD, w->fd, &e);
 	return 0;
 }
 
@@ -612,6 +634,13 @@ static int storm(void)
 		int ready = epoll_wait(ep, events, 256, 100);
 		for (int k = 0; k < ready; k++) {
 			struct stormer *w = events[k].data.ptr;
+			if (!w->sent) {
+				if (stormer_writable(w, ep) < 0) {
+					fprintf(stderr, "epoll-load: a watcher could not connect\n");
+					return 1;
+				}
+				continue;
+			}
 			for (;;) {
 				if (w->cap - w->have < 65536) { w->cap *= 2; w->buf = realloc(w->buf, w->cap); }
 				ssize_t got = read(w->fd, w->buf + w->have, w->cap - w->have);
@@ -661,6 +690,11 @@ static int storm(void)
 		uint64_t now = now_ns();
 		for (int k = 0; k < ready; k++) {
 			struct stormer *w = events[k].data.ptr;
+			if (w->state == 1 && !w->sent) {
+				if (stormer_writable(w, ep) < 0)
+					stormer_lost(w, ep, now);
+				continue;
+			}
 			for (;;) {
 				if (w->cap - w->have < 65536) { w->cap *= 2; w->buf = realloc(w->buf, w->cap); }
 				ssize_t got = read(w->fd, w->buf + w->have, w->cap - w->have);
