@@ -7,6 +7,8 @@
 #     and Nchan where it is installed (apt-get install libnginx-mod-nchan);
 #   - the snapshot: the same with no watcher held and 0, 1 000 or 10 000 tasks held, and the
 #     snapshot's size on the wire, with permessage-deflate (config compression) off and on;
+#   - a fan-out row with compression off and on: 1 000 watchers, 100 updates/s over HTTP, the
+#     server's CPU per delivery (the generator inflates what it gets, to count the updates);
 #   - the storm: 5 000 watchers (quick: 1 000) live with 10 000 or 100 tasks held (SQLite, so the
 #     tasks survive a restart); the server restarted with SIGTERM, or every watcher's socket reset
 #     at once (a network blip); the watchers come back with the dashboard's back-off and since:
@@ -57,6 +59,9 @@ for round in $(seq "$rounds"); do
       run_epoll "connect-$held-$server-$round" "$server" --watchers "$held" --churn "$churn" --churn-until "$until"
     done
   done
+  messages=$([ "$quick" = 1 ] && echo 200 || echo 500)
+  run_epoll "fanout-ringcast-$round" ringcast --watchers 1000 --rate 100 --messages "$messages"
+  run_epoll "fanout-deflating-$round" deflating --watchers 1000 --rate 100 --messages "$messages" --deflate
   for tasks in "${task_counts[@]}"; do
     run_epoll "snapshot-$tasks-ringcast-$round" ringcast --watchers 0 --tasks "$tasks" --churn "$churn"
     run_epoll "snapshot-$tasks-deflating-$round" deflating --watchers 0 --tasks "$tasks" --churn "$churn" --deflate
@@ -135,6 +140,12 @@ print("| snapshot frame (bytes) | " + " | ".join(show(median(f"snapshot-{t}-ring
 print("| time for all of them (s) | " + " | ".join(show(median(f"snapshot-{t}-ringcast", "churnSeconds"), 2) for t in task_counts) + " |")
 print("| with compression: server CPU per connect + close (µs) | " + " | ".join(show(median(f"snapshot-{t}-deflating", "churnCpuUsPerConnection")) for t in task_counts) + " |")
 print("| with compression: snapshot on the wire (bytes) | " + " | ".join(show(median(f"snapshot-{t}-deflating", "snapshotBytes")) for t in task_counts) + " |")
+print("\n### Fan-out with and without compression: 1 000 watchers, 100 updates/s over HTTP\n")
+print("| compression | server CPU per delivery (µs) | p50 latency (ms) | p99 latency (ms) |")
+print("| --- | --- | --- | --- |")
+for name, label in (("ringcast", "off"), ("deflating", "on (every watcher asked for it)")):
+    print(f"| {label} | " + " | ".join([show(median(f"fanout-{name}", "cpuUsPerDelivery"), 2), show(median(f"fanout-{name}", "latencyP50Ms"), 2),
+                                        show(median(f"fanout-{name}", "latencyP99Ms"), 2)]) + " |")
 print(f"\n### The storm: {show(int(sys.argv[8]))} watchers lose their sockets and come back\n")
 print("The dashboard's back-off (a delay random in [0, min(15 s, 0.5 s·2^n))), resuming with `since`; "
       "the tasks in SQLite, so they survive the restart. Restart: SIGTERM (every watcher gets a 1001), a new server "

@@ -17,7 +17,8 @@
  * none), and closes; the server's CPU over that phase, per watcher, is churnCpuUsPerConnection
  * (a connect and a close at N held). --deflate: the churning watchers ask for permessage-deflate;
  * their frames are not inflated, so the snapshot is taken to be the second whole message (the first
- * is the hello) and snapshotBytes is what it took on the wire.
+ * is the hello) and snapshotBytes is what it took on the wire. The held watchers ask for it too,
+ * and inflate what they get (zlib) to count the updates in it.
  *
  * --storm restart|cut: N watchers connect and get their snapshots; then either the server is
  * restarted by whoever runs this (restart: it waits for every watcher to be closed, and learns the
@@ -47,6 +48,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #define MARK "epl:"
 
@@ -56,11 +58,17 @@ struct watcher {
 	size_t have;		/* bytes in buf */
 	char *buf;
 	size_t cap;
+	/* --deflate: the inflater (kept across messages: the server may keep its context) and the
+	 * message being inflated */
+	z_stream z;
+	int z_ready, in_message;
+	char *message;
+	size_t message_len, message_cap;
 };
 
 static int port, watchers_n = 1000, rate = 100, messages = 1000, payload = 120;
 static double hold_seconds = 0;
-static int tasks_n = 0, churn_n = 0, churn_concurrency = 32, churn_until_snapshot = 1, deflate = 0;
+static int tasks_n = 0, churn_n = 0, churn_concurrency = 32, churn_until_snapshot = 1;
 static long server_pid;
 static volatile int publishing_done;
 static volatile uint64_t published;
@@ -143,6 +151,47 @@ static void count_updates(const char *data, size_t length, uint64_t now)
 	}
 }
 
+static int ask_deflate;
+
+/* Inflates one frame of a compressed message into w->message; at its last frame the updates in
+ * the whole message are counted. */
+static void inflate_frame(struct watcher *w, const char *data, size_t length, int fin, uint64_t now)
+{
+	static const unsigned char tail[4] = { 0x00, 0x00, 0xff, 0xff };
+	if (!w->z_ready) {
+		if (inflateInit2(&w->z, -15) != Z_OK) {
+			fprintf(stderr, "epoll-load: inflateInit2 failed\n");
+			exit(1);
+		}
+		w->z_ready = 1;
+	}
+	for (int part = 0; part < (fin ? 2 : 1); part++) {
+		w->z.next_in = (Bytef *)(part ? tail : (const unsigned char *)data);
+		w->z.avail_in = (uInt)(part ? sizeof(tail) : length);
+		while (w->z.avail_in) {
+			if (w->message_cap - w->message_len < 65536) {
+				w->message_cap = w->message_cap ? w->message_cap * 2 : 1 << 17;
+				w->message = realloc(w->message, w->message_cap);
+			}
+			w->z.next_out = (Bytef *)w->message + w->message_len;
+			w->z.avail_out = (uInt)(w->message_cap - w->message_len);
+			int r = inflate(&w->z, Z_SYNC_FLUSH);
+			w->message_len = (size_t)((char *)w->z.next_out - w->message);
+			if (r != Z_OK && r != Z_BUF_ERROR) {
+				fprintf(stderr, "epoll-load: inflate failed (%d)\n", r);
+				exit(1);
+			}
+			if (r == Z_BUF_ERROR && w->z.avail_out)
+				break;
+		}
+	}
+	w->in_message = !fin;
+	if (fin) {
+		count_updates(w->message, w->message_len, now);
+		w->message_len = 0;
+	}
+}
+
 /* Takes whole frames off the front of the buffer; server frames are never masked. */
 static void consume(struct watcher *w, uint64_t now)
 {
@@ -179,7 +228,9 @@ static void consume(struct watcher *w, uint64_t now)
 		}
 		if (w->have - at < header + length)
 			break;
-		if ((h[0] & 0x0f) == 1 || (h[0] & 0x0f) == 0)
+		if (ask_deflate && ((h[0] & 0x0f) == 1 || (h[0] & 0x0f) == 0) && ((h[0] & 0x40) || w->in_message))
+			inflate_frame(w, w->buf + at + header, (size_t)length, h[0] & 0x80, now);
+		else if ((h[0] & 0x0f) == 1 || (h[0] & 0x0f) == 0)
 			count_updates(w->buf + at + header, (size_t)length, now);
 		at += header + (size_t)length;
 	}
@@ -340,7 +391,7 @@ static int churner_done(struct churner *c)
 		if (c->have - at < header + length)
 			break;
 		const char *payload = c->buf + at + header;
-		if (deflate) {
+		if (ask_deflate) {
 			c->message_bytes += length;
 			if (h[0] & 0x80) {	/* FIN: a whole message */
 				if (++c->messages == 2) {
@@ -430,6 +481,7 @@ static double churn(const char *handshake, int hl)
 struct stormer {
 	int fd;
 	int state;		/* 0 waiting to connect, 1 upgrading, 2 live */
+	int sent;		/* the upgrade request has gone (the non-blocking connect finished) */
 	int attempts;
 	uint64_t due, lost_at, live_after;
 	size_t have, cap;
@@ -449,19 +501,9 @@ static uint64_t backoff_ns(int attempts)
 	return (uint64_t)((double)rand() / ((double)RAND_MAX + 1.0) * ceiling * 1e6);
 }
 
-/* Connects (loopback answers at once: refused while the server is down) and sends the upgrade. */
-static int stormer_connect(struct stormer *w, int ep)
+/* Sends the upgrade, resuming from the epoch and seq known now. */
+static int stormer_send_upgrade(struct stormer *w)
 {
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&to, sizeof(to)) < 0) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	int one = 1;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	char request[512];
 	int n = storm_epoch[0]
 		? snprintf(request, sizeof(request), "GET /ws?since=%s:%llu HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\n"
@@ -470,17 +512,48 @@ static int stormer_connect(struct stormer *w, int ep)
 		: snprintf(request, sizeof(request), "GET /ws HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\n"
 			   "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
 			   port);
-	if (write(fd, request, (size_t)n) != n) {
-		close(fd);
+	if (write(w->fd, request, (size_t)n) != n)
+		return -1;
+	w->sent = 1;
+	return 0;
+}
+
+/* Starts a non-blocking connect (so a full accept queue, whose SYNs the kernel retries after 1 s,
+ * stalls this watcher and not the others); the upgrade goes once it is writable. Refused at once
+ * while the server is down. */
+static int stormer_connect(struct stormer *w, int ep)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+	if (fd < 0 || (connect(fd, (struct sockaddr *)&to, sizeof(to)) < 0 && errno != EINPROGRESS)) {
+		if (fd >= 0)
+			close(fd);
 		return -1;
 	}
-	fcntl(fd, F_SETFL, O_NONBLOCK);
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	w->fd = fd;
 	w->state = 1;
+	w->sent = 0;
 	w->have = 0;
 	w->upgraded = 0;
-	struct epoll_event e = { .events = EPOLLIN, .data.ptr = w };
+	struct epoll_event e = { .events = EPOLLIN | EPOLLOUT, .data.ptr = w };
 	epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e);
+	return 0;
+}
+
+/* A watcher's connect finished: the upgrade goes, or the connect failed (-1). */
+static int stormer_writable(struct stormer *w, int ep)
+{
+	int error = 0;
+	socklen_t size = sizeof(error);
+	if (getsockopt(w->fd, SOL_SOCKET, SO_ERROR, &error, &size) < 0 || error)
+		return -1;
+	if (stormer_send_upgrade(w) < 0)
+		return -1;
+	struct epoll_event e = { .events = EPOLLIN, .data.ptr = w };
+	epoll_ctl(ep, EPOLL_CTL_MOD, w->fd, &e);
 	return 0;
 }
 
@@ -612,6 +685,13 @@ static int storm(void)
 		int ready = epoll_wait(ep, events, 256, 100);
 		for (int k = 0; k < ready; k++) {
 			struct stormer *w = events[k].data.ptr;
+			if (!w->sent) {
+				if (stormer_writable(w, ep) < 0) {
+					fprintf(stderr, "epoll-load: a watcher could not connect\n");
+					return 1;
+				}
+				continue;
+			}
 			for (;;) {
 				if (w->cap - w->have < 65536) { w->cap *= 2; w->buf = realloc(w->buf, w->cap); }
 				ssize_t got = read(w->fd, w->buf + w->have, w->cap - w->have);
@@ -661,6 +741,11 @@ static int storm(void)
 		uint64_t now = now_ns();
 		for (int k = 0; k < ready; k++) {
 			struct stormer *w = events[k].data.ptr;
+			if (w->state == 1 && !w->sent) {
+				if (stormer_writable(w, ep) < 0)
+					stormer_lost(w, ep, now);
+				continue;
+			}
 			for (;;) {
 				if (w->cap - w->have < 65536) { w->cap *= 2; w->buf = realloc(w->buf, w->cap); }
 				ssize_t got = read(w->fd, w->buf + w->have, w->cap - w->have);
@@ -736,7 +821,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--churn")) churn_n = atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--churn-concurrency")) churn_concurrency = atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : 1;
 		else if (!strcmp(argv[i], "--churn-until")) churn_until_snapshot = strcmp(argv[i + 1], "upgrade") != 0;
-		else if (!strcmp(argv[i], "--deflate")) { deflate = 1; i--; }
+		else if (!strcmp(argv[i], "--deflate")) { ask_deflate = 1; i--; }
 		else if (!strcmp(argv[i], "--storm")) storm_mode = argv[i + 1];
 		else if (!strcmp(argv[i], "--pid-file")) pid_file = argv[i + 1];
 		else if (!strcmp(argv[i], "--ready-file")) ready_file = argv[i + 1];
@@ -753,7 +838,8 @@ int main(int argc, char **argv)
 	char handshake[512];
 	int hl = snprintf(handshake, sizeof(handshake),
 			  "GET /ws HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-			  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", port);
+			  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n%s\r\n", port,
+			  ask_deflate ? "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n" : "");
 
 	if (tasks_n > 0)
 		preload_tasks();
@@ -811,10 +897,7 @@ int main(int argc, char **argv)
 	}
 	if (churn_n > 0) {
 		uint64_t cpu_churn = server_cpu_ns();
-		char churn_handshake[640];
-		int chl = snprintf(churn_handshake, sizeof(churn_handshake), "%.*s%s\r\n", hl - 2, handshake,
-				   deflate ? "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n" : "");
-		double seconds = churn(churn_handshake, chl);
+		double seconds = churn(handshake, hl);
 		/* the last closes reach the server after the last snapshot: let it finish them */
 		uint64_t settle_until = now_ns() + 200000000ull;
 		while (now_ns() < settle_until)

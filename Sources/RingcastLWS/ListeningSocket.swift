@@ -16,7 +16,11 @@ package final class ListeningSocket: @unchecked Sendable {
 
     /// Binds exactly `host` (an IPv4 or IPv6 address, or a name that resolves to one) and `port`
     /// (0: a free one; the others of a group then take the port the first got).
-    package init(host: String, port: Int, backlog: Int32 = 1024) throws(CCallError) {
+    ///
+    /// The backlog asks for as much as the kernel allows (it caps it at net.core.somaxconn, 4096 on
+    /// Debian 12): when thousands of dashboards come back at once, a connection the queue has no
+    /// room for is dropped, and the browser tries again only after a second (Benchmarks/NOTES.md).
+    package init(host: String, port: Int, backlog: Int32 = 65535) throws(CCallError) {
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
