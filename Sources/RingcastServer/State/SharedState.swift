@@ -360,7 +360,17 @@ final class SharedState: @unchecked Sendable {
     /// (`armed`, the same on every node) so that one node's `due` entry fires it for all.
     func deadlineFell(from worker: Int, now: Double) -> UInt64 {
         if let cluster {
-            let deadline = lock.withLock { armedDeadline }
+            // The timer may have been set for a deadline that has fired since, with a later one
+            // armed meanwhile (a hidden task's retention, a day away): claiming that one now would
+            // run every node's deadlines, and their clocks, up to it. Worker 0 re-arms for it instead.
+            let deadline: Double? = lock.withLock {
+                guard let armed = armedDeadline else { return nil }
+                guard armed <= now else {
+                    deadlineChanged = true
+                    return nil
+                }
+                return armed
+            }
             guard let deadline else { return 0 }
             cluster.claim(deadline: deadline, entry: LogEntry(node: cluster.node, token: 0, worker: worker, now: deadline, kind: .due))
             return 0
