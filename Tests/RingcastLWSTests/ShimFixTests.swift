@@ -133,7 +133,8 @@ final class ShimFixTests: XCTestCase {
         settings.certificate = (cert, key, TLSFiles.intermediateCiphers)
         let loop = ServiceLoop(name: "test-shim-rx", logger: .silent)
         let port = try loop.start(settings, handler: handler) { loop in
-            handler.resume = try loop.makeTimer { handler.resumeReading() }
+            // Weak: the handler holds the timer, whose job would otherwise hold the handler for good.
+            handler.resume = try loop.makeTimer { [weak handler] in handler?.resumeReading() }
         }
         defer { loop.stop() }
         let client = Process()
