@@ -192,6 +192,28 @@ static void inflate_frame(struct watcher *w, const char *data, size_t length, in
 	}
 }
 
+/* A server frame's header at h (have bytes there): its payload length and header size, or 0 when
+ * the header is not all there yet. Server frames are never masked. */
+static int frame_header(const unsigned char *h, size_t have, uint64_t *length, size_t *header)
+{
+	*length = h[1] & 0x7f;
+	*header = 2;
+	if (*length == 126) {
+		if (have < 4)
+			return 0;
+		*length = (uint64_t)h[2] << 8 | h[3];
+		*header = 4;
+	} else if (*length == 127) {
+		if (have < 10)
+			return 0;
+		*length = 0;
+		for (int i = 0; i < 8; i++)
+			*length = *length << 8 | h[2 + i];
+		*header = 10;
+	}
+	return 1;
+}
+
 /* Takes whole frames off the front of the buffer; server frames are never masked. */
 static void consume(struct watcher *w, uint64_t now)
 {
@@ -211,21 +233,10 @@ static void consume(struct watcher *w, uint64_t now)
 		if (w->have - at < 2)
 			break;
 		const unsigned char *h = (const unsigned char *)w->buf + at;
-		uint64_t length = h[1] & 0x7f;
-		size_t header = 2;
-		if (length == 126) {
-			if (w->have - at < 4)
-				break;
-			length = (uint64_t)h[2] << 8 | h[3];
-			header = 4;
-		} else if (length == 127) {
-			if (w->have - at < 10)
-				break;
-			length = 0;
-			for (int i = 0; i < 8; i++)
-				length = length << 8 | h[2 + i];
-			header = 10;
-		}
+		uint64_t length;
+		size_t header;
+		if (!frame_header(h, w->have - at, &length, &header))
+			break;
 		if (w->have - at < header + length)
 			break;
 		if (ask_deflate && ((h[0] & 0x0f) == 1 || (h[0] & 0x0f) == 0) && ((h[0] & 0x40) || w->in_message))
@@ -373,21 +384,10 @@ static int churner_done(struct churner *c)
 	int done = 0;
 	while (!done && c->have - at >= 2) {
 		const unsigned char *h = (const unsigned char *)c->buf + at;
-		uint64_t length = h[1] & 0x7f;
-		size_t header = 2;
-		if (length == 126) {
-			if (c->have - at < 4)
-				break;
-			length = (uint64_t)h[2] << 8 | h[3];
-			header = 4;
-		} else if (length == 127) {
-			if (c->have - at < 10)
-				break;
-			length = 0;
-			for (int i = 0; i < 8; i++)
-				length = length << 8 | h[2 + i];
-			header = 10;
-		}
+		uint64_t length;
+		size_t header;
+		if (!frame_header(h, c->have - at, &length, &header))
+			break;
 		if (c->have - at < header + length)
 			break;
 		const char *payload = c->buf + at + header;
@@ -573,21 +573,10 @@ static int stormer_frames(struct stormer *w)
 	}
 	while (w->have - at >= 2) {
 		const unsigned char *h = (const unsigned char *)w->buf + at;
-		uint64_t length = h[1] & 0x7f;
-		size_t header = 2;
-		if (length == 126) {
-			if (w->have - at < 4)
-				break;
-			length = (uint64_t)h[2] << 8 | h[3];
-			header = 4;
-		} else if (length == 127) {
-			if (w->have - at < 10)
-				break;
-			length = 0;
-			for (int i = 0; i < 8; i++)
-				length = length << 8 | h[2 + i];
-			header = 10;
-		}
+		uint64_t length;
+		size_t header;
+		if (!frame_header(h, w->have - at, &length, &header))
+			break;
 		if (w->have - at < header + length)
 			break;
 		const char *payload = w->buf + at + header;

@@ -90,7 +90,8 @@ private func checkTable(_ request: APIRequest, _ response: APIResponse, api: API
     let lines = table.dropLast().split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
     expect(lines.count >= 2, "\(what): a table of \(lines.count) lines")
     for line in lines {
-        expect(TerminalText.columns(of: line) <= width, "\(what): a line of \(TerminalText.columns(of: line)) columns in a table \(width) wide: \(line)")
+        expect(
+            TerminalText.columns(of: line) <= width, "\(what): a line of \(TerminalText.columns(of: line)) columns in a table \(width) wide: \(line)")
         for scalar in line.unicodeScalars {
             let value = scalar.value
             expect(
