@@ -111,6 +111,44 @@ def test_the_url_and_token_come_from_the_environment_as_for_the_command_line(liv
     assert live.task(task_id)["progress"] == 0.25
 
 
+def test_a_message_that_arrives_in_one_read_with_the_close_behind_it_is_returned_before_the_close():
+    """The server refuses a token with an error event and then close 4401, often in one read: the
+    event must still reach the client (it used to be dropped with the close, now and then)."""
+    import socket
+    import struct
+
+    from ringcast._websocket import ConnectionClosed, WebSocket
+
+    server_end, client_end = socket.socketpair()
+    try:
+        event = b'{"type":"error","error":"unauthorized","message":"no publisher has this token"}'
+        reason = b"unauthorized"
+        server_end.sendall(bytes([0x81, len(event)]) + event + bytes([0x88, 2 + len(reason)]) + struct.pack("!H", 4401) + reason)
+        ws = WebSocket(client_end, b"")
+        assert ws.receive() == [event.decode()]
+        assert ws.has_buffered(), "the close still waits to be raised"
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.receive(readable=False)
+        assert closed.value.code == 4401
+    finally:
+        server_end.close()
+        client_end.close()
+
+    # The same frames left over from the handshake's read, and the server gone: select says
+    # readable, the read finds the end, and the event is still returned first.
+    server_end, client_end = socket.socketpair()
+    try:
+        frames = bytes([0x81, len(event)]) + event + bytes([0x88, 2 + len(reason)]) + struct.pack("!H", 4401) + reason
+        server_end.close()
+        ws = WebSocket(client_end, frames)
+        assert ws.receive(readable=True) == [event.decode()]
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.receive(readable=True)
+        assert closed.value.code == 4401
+    finally:
+        client_end.close()
+
+
 def test_a_token_is_sent_and_a_wrong_one_is_named():
     from harness import Server
 

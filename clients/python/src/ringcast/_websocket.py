@@ -75,6 +75,9 @@ class WebSocket:
         self._fragments: list[bytes] = []
         self._fragment_opcode: int | None = None
         self._closed = False
+        # A close frame that came behind messages in the same read: those are returned first (an
+        # error event before the close that follows it), and the close is raised by the next call.
+        self._pending_close: ConnectionClosed | None = None
 
     @classmethod
     def connect(
@@ -136,7 +139,7 @@ class WebSocket:
     def has_buffered(self) -> bool:
         """Whether bytes wait that select would not report: leftovers of the handshake, or TLS
         records the ssl module has decrypted already."""
-        return self._unparsed or self.tls_pending()
+        return self._unparsed or self._pending_close is not None or self.tls_pending()
 
     def tls_pending(self) -> bool:
         pending = getattr(self._sock, "pending", None)
@@ -149,17 +152,24 @@ class WebSocket:
         """Returns the complete text messages that have arrived, reading the socket first when
         `readable` (select said so, or TLS holds decrypted bytes); without it, only what is
         buffered already (the handshake's answer may have brought the first frames with it).
-        Raises ConnectionClosed when the peer has closed."""
+        Raises ConnectionClosed when the peer has closed, after the messages that came before it."""
+        if self._pending_close is not None:
+            raise self._pending_close
         if readable:
             try:
                 chunk = self._sock.recv(65536)
             except ssl.SSLWantReadError:
                 chunk = None
             if chunk == b"":
-                raise ConnectionClosed(1006, "the server went away")
+                # What came before the end is still read: the server's last words (an error event,
+                # its close frame) often arrive together with it.
+                self._pending_close = ConnectionClosed(1006, "the server went away")
             if chunk:
                 self._buffer += chunk
-        return self._parse()
+        messages = self._parse()
+        if not messages and self._pending_close is not None:
+            raise self._pending_close
+        return messages
 
     def _parse(self) -> list[str]:
         self._unparsed = False
@@ -202,6 +212,9 @@ class WebSocket:
                 code = struct.unpack("!H", payload[:2])[0] if len(payload) >= 2 else 1005
                 reason = payload[2:].decode("utf-8", "replace")
                 self._answer_close(payload[:2])
+                if messages:
+                    self._pending_close = ConnectionClosed(code, reason)
+                    break
                 raise ConnectionClosed(code, reason)
             elif opcode in (_TEXT, _BINARY) or (opcode == _CONTINUATION and self._fragment_opcode is not None):
                 if opcode != _CONTINUATION:
