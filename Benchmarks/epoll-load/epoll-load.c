@@ -249,11 +249,13 @@ static void consume(struct watcher *w, uint64_t now)
 	w->have -= at;
 }
 
+static void read_answer(int fd, const char *what);
+
 static void *publish(void *unused)
 {
 	(void)unused;
 	int fd = connect_loopback();
-	char body[4096], request[8192], answer[8192];
+	char body[4096], request[8192];
 	uint64_t start = now_ns();
 	for (int i = 0; i < messages; i++) {
 		if (rate > 0) {
@@ -272,28 +274,7 @@ static void *publish(void *unused)
 				 "POST /api/tasks/epl-%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
 				 "Content-Length: %d\r\n\r\n%s", i, port, n, body);
 		write_all(fd, request, (size_t)r);
-		/* one answer: headers, then Content-Length bytes of body */
-		size_t have = 0;
-		for (;;) {
-			ssize_t got = read(fd, answer + have, sizeof(answer) - 1 - have);
-			if (got <= 0) {
-				fprintf(stderr, "epoll-load: the server closed the publishing connection\n");
-				exit(1);
-			}
-			have += (size_t)got;
-			answer[have] = 0;
-			char *end = strstr(answer, "\r\n\r\n");
-			if (!end)
-				continue;
-			char *cl = strcasestr(answer, "content-length:");
-			size_t want = (size_t)(end - answer) + 4 + (cl && cl < end ? strtoul(cl + 15, NULL, 10) : 0);
-			if (have >= want)
-				break;
-		}
-		if (strncmp(answer, "HTTP/1.1 2", 10)) {
-			fprintf(stderr, "epoll-load: a publish was refused: %.40s\n", answer);
-			exit(1);
-		}
+		read_answer(fd, "a publish");
 		published++;
 	}
 	close(fd);
