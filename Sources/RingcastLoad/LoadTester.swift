@@ -150,6 +150,9 @@ package final class LoadTester: @unchecked Sendable {
     private let deliveredCount = Atomic<Int>(0)
     private let publishedCount = Atomic<Int>(0)
     private let lastDeliveryAt = Atomic<UInt64>(0)
+    /// Watchers that received their first snapshot, and watchers that received any frame at all.
+    private let snapshotted = Atomic<Int>(0)
+    private let heardFrom = Atomic<Int>(0)
     private let stopRequested = Atomic<Bool>(false)
     private let publisherError = Locked<String?>(nil)
 
@@ -187,6 +190,7 @@ package final class LoadTester: @unchecked Sendable {
         var reporter = ProgressReporter(began: began, clients: options.clients, report: progress)
         let connectStarted = MonotonicClock.nanoseconds()
         let handles = ramp(watchers, reporter: &reporter)
+        awaitSnapshots(reporter: &reporter)
         let connectSeconds = seconds(MonotonicClock.nanoseconds() - connectStarted)
         let openAtStart: Int = lock.withLock {
             publishingStarted = true
@@ -442,6 +446,25 @@ package final class LoadTester: @unchecked Sendable {
         return handles
     }
 
+    /// Publishing starts once every open watcher holds its first snapshot. A watcher is open when
+    /// its handshake completes, but the server sends the snapshot after that: an update applied in
+    /// between arrives inside the snapshot, not as an event, and would count as lost. A server that
+    /// sends nothing on connect (Nchan) is waited for one second at most; any server, for the
+    /// connect timeout at most.
+    private func awaitSnapshots(reporter: inout ProgressReporter) {
+        let open = lock.withLock { connected }
+        guard open > 0 else { return }
+        let start = MonotonicClock.nanoseconds()
+        let limit = start + UInt64(options.connectTimeout * 1e9)
+        while !stopping, snapshotted.load(ordering: .acquiring) < open {
+            let now = MonotonicClock.nanoseconds()
+            if now >= limit { break }
+            if now - start > 1_000_000_000 && heardFrom.load(ordering: .relaxed) == 0 { break }
+            reporter.tick(.connecting, snapshot())
+            usleep(1000)
+        }
+    }
+
     fileprivate func watcherOpened(_ handle: WatcherHandle) {
         let keep: Bool = lock.withLock {
             guard states[handle.index] == .pending, !publishingStarted else { return false }
@@ -473,9 +496,15 @@ package final class LoadTester: @unchecked Sendable {
     /// One frame at one watcher, on the service thread: counted without parsing the JSON.
     fileprivate func watcherReceived(_ handle: WatcherHandle, _ frame: UnsafeRawBufferPointer) {
         let now = MonotonicClock.nanoseconds()
+        let snapshotsBefore = handle.snapshots
+        if !handle.heard {
+            handle.heard = true
+            heardFrom.add(1, ordering: .relaxed)
+        }
         let delivered = runBytes.withUnsafeBytes { run in
             stats.receive(frame, watcher: handle.index, at: now, sendTimes: sendTimes, run: run, snapshotsBefore: &handle.snapshots)
         }
+        if snapshotsBefore == 0 && handle.snapshots == 1 { snapshotted.add(1, ordering: .releasing) }
         guard delivered > 0 else { return }
         deliveredCount.add(delivered, ordering: .relaxed)
         lastDeliveryAt.store(now, ordering: .relaxed)
@@ -554,6 +583,7 @@ final class WatcherHandle: WebSocketDelegate {
     var connection: WebSocketConnection?
     /// Service thread only.
     var snapshots = 0
+    var heard = false
 
     init(index: Int, tester: LoadTester) {
         self.index = index
