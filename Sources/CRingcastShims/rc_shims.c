@@ -19,14 +19,25 @@ size_t rc_lws_pre(void) { return LWS_PRE; }
  * __lws_sul_service_ripe (lws-timeout-timer.h) runs the scheduled events of a service thread that
  * are due and returns the microseconds until the next one; _lws_plat_service_forced_tsi
  * (lws-eventlib-exports.h) services what lws holds already read (a pipelined request, buffered
- * rx, TLS data OpenSSL has decrypted but lws not yet taken). What is private is only where the thread's lists are: see rc_loop_run_once. */
+ * rx, TLS data OpenSSL has decrypted but lws not yet taken). What is private is only where the thread's lists are: see rc_loop_run_once.
+ *
+ * Several contexts may run on one loop (each socket's libev watcher names its own context, and each
+ * context has its own wake-up pipe, timers and idle watcher on it): rc_loop keeps an anchor for each. */
+
+/* One context on the loop, and its anchor: a scheduled event of lws's due in a year, kept so: its
+ * list's owner is that context's array of scheduled-event lists, which rc_loop_run_once services
+ * itself. Where lws links it, so never moved: the loop's array of them is allocated once. */
+struct rc_attached {
+    struct lws_context *context;
+    lws_sorted_usec_list_t anchor;
+};
 
 struct rc_loop {
     struct ev_loop *ev;
-    struct lws_context *context;
-    /* A scheduled event of lws's due in a year, kept so: its list's owner is the service thread's
-     * array of scheduled-event lists, which rc_loop_run_once services itself. */
-    lws_sorted_usec_list_t anchor;
+    /* The contexts that run on this loop, in the order they were attached: `count` of `capacity`. */
+    struct rc_attached *attached;
+    int count;
+    int capacity;
     ev_timer lws_due;
 };
 
@@ -42,14 +53,23 @@ static void rc_lws_due(struct ev_loop *ev, ev_timer *watcher, int revents)
     /* Nothing here: waking the loop is the point, rc_loop_run_once does the rest. */
 }
 
-rc_loop *rc_loop_new(void)
+rc_loop *rc_loop_new(int contexts)
 {
+    if (contexts < 1)
+        return NULL;
     rc_loop *loop = calloc(1, sizeof(*loop));
     if (!loop)
         return NULL;
+    loop->attached = calloc((size_t)contexts, sizeof(*loop->attached));
+    if (!loop->attached) {
+        free(loop);
+        return NULL;
+    }
+    loop->capacity = contexts;
     /* No signal handling of libev's: the process's own handlers stay in charge. */
     loop->ev = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOENV | EVFLAG_NOSIGMASK);
     if (!loop->ev) {
+        free(loop->attached);
         free(loop);
         return NULL;
     }
@@ -59,33 +79,49 @@ rc_loop *rc_loop_new(void)
 
 void **rc_loop_foreign(rc_loop *loop) { return (void **)&loop->ev; }
 
-void rc_loop_attach(rc_loop *loop, struct lws_context *context)
+int rc_loop_attach(rc_loop *loop, struct lws_context *context)
 {
-    loop->context = context;
-    lws_sul_schedule(context, 0, &loop->anchor, rc_anchor_fired, rc_anchor_us);
+    if (loop->count == loop->capacity)
+        return -1;
+    struct rc_attached *slot = &loop->attached[loop->count++];
+    slot->context = context;
+    lws_sul_schedule(context, 0, &slot->anchor, rc_anchor_fired, rc_anchor_us);
+    return 0;
 }
 
 void rc_loop_detach(rc_loop *loop)
 {
-    lws_sul_cancel(&loop->anchor);
+    for (int n = 0; n < loop->count; n++) {
+        lws_sul_cancel(&loop->attached[n].anchor);
+        loop->attached[n].context = NULL;
+    }
+    loop->count = 0;
     ev_timer_stop(loop->ev, &loop->lws_due);
-    loop->context = NULL;
 }
 
 /* lws 4.1.6 on libev runs its scheduled events (handshake and idle timeouts, its own timers) from
  * a libev timer it re-arms with ev_timer_set on a timer that may still be running, which libev
  * ignores: an event scheduled earlier than the one it waits for is late by up to the difference
- * (a 1 s handshake timeout came after 10 s). So each round runs what is due and arms a timer of
- * its own for the next one. */
+ * (a 1 s handshake timeout came after 10 s). So each round runs what is due in every context and
+ * arms a timer of its own for the earliest next one. */
 void rc_loop_run_once(rc_loop *loop)
 {
-    lws_dll2_owner_t *owners = loop->anchor.list.owner;
-    if (owners) {
+    lws_usec_t earliest = 0;
+    int serviced = 0;
+    for (int n = 0; n < loop->count; n++) {
+        lws_dll2_owner_t *owners = loop->attached[n].anchor.list.owner;
+        if (!owners)
+            continue;
+        serviced = 1;
         lws_usec_t next = __lws_sul_service_ripe(owners, LWS_COUNT_PT_SUL_OWNERS, lws_now_usecs());
+        if (next > 0 && (earliest == 0 || next < earliest))
+            earliest = next;
+    }
+    if (serviced) {
         ev_timer_stop(loop->ev, &loop->lws_due);
-        if (next > 0) {
+        if (earliest > 0) {
             ev_now_update(loop->ev);
-            ev_timer_set(&loop->lws_due, (double)next / 1e6, 0.);
+            ev_timer_set(&loop->lws_due, (double)earliest / 1e6, 0.);
             ev_timer_start(loop->ev, &loop->lws_due);
         }
     }
@@ -94,9 +130,13 @@ void rc_loop_run_once(rc_loop *loop)
      * libev glue does this only from an idle watcher it starts after socket events, and a
      * pipelined request could wait there for the next event. */
     int pending = 0;
-    if (loop->context && !lws_service_adjust_timeout(loop->context, 1, 0)) {
-        _lws_plat_service_forced_tsi(loop->context, 0);
-        pending = !lws_service_adjust_timeout(loop->context, 1, 0);
+    for (int n = 0; n < loop->count; n++) {
+        struct lws_context *context = loop->attached[n].context;
+        if (context && !lws_service_adjust_timeout(context, 1, 0)) {
+            _lws_plat_service_forced_tsi(context, 0);
+            if (!lws_service_adjust_timeout(context, 1, 0))
+                pending = 1;
+        }
     }
     ev_run(loop->ev, pending ? EVRUN_NOWAIT : EVRUN_ONCE);
 }
@@ -104,6 +144,7 @@ void rc_loop_run_once(rc_loop *loop)
 void rc_loop_free(rc_loop *loop)
 {
     ev_loop_destroy(loop->ev);
+    free(loop->attached);
     free(loop);
 }
 

@@ -91,6 +91,12 @@ package struct ContextSettings: Sendable {
     /// A server vhost that listens on nothing itself: it serves the sockets `adoptListener` accepts
     /// (lws's CONTEXT_PORT_NO_LISTEN_SERVER), TLS included.
     package var acceptsAdoptedSockets = false
+    /// How many lws contexts the loop runs on its one thread and event loop, all made from these
+    /// settings, the sockets `adoptListener` accepts spread over them (more than one only without
+    /// `listener`: each would bind it). Debian's lws scans its context's whole fd table, reading
+    /// every connection's, on each close (`sanity_assert_no_sockfd_traces`): a context scans only
+    /// its own share (Benchmarks/NOTES.md, "Connections held").
+    package var contexts = 1
     package var staticFiles: StaticFiles?
     /// Per-connection memory lws allocates and zeroes; `LWSConnection.sessionBytes` for `attach`.
     package var sessionBytes = 0
@@ -124,10 +130,11 @@ package struct ContextSettings: Sendable {
     package init(name: String) { self.name = name }
 }
 
-/// One libwebsockets context and the one thread that services it (lws is single-threaded: Debian
+/// One event loop, the libwebsockets contexts on it (one, or `ContextSettings.contexts` made alike,
+/// which share its sockets) and the one thread that services them (lws is single-threaded: Debian
 /// builds it with `LWS_MAX_SMP` 1). Other threads hand work in with `post`, which wakes the loop with
 /// `lws_cancel_service`; the work runs on the service thread in `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
-/// Connection callbacks reach the `ServiceHandler` through one C trampoline.
+/// Connection callbacks of every context reach the `ServiceHandler` through one C trampoline.
 ///
 /// `@unchecked Sendable`: `lifecycle`, `context`, `boundPort` and `jobs` are guarded by `lock`; every
 /// other stored property is touched only on the service thread, between `start` and `stop`.
@@ -139,7 +146,15 @@ package final class ServiceLoop: @unchecked Sendable {
 
     private let lock = NSLock()
     private var lifecycle = Lifecycle.initial
+    /// The first context: the one other threads wake (every context is on the same event loop, so
+    /// one wake-up is enough), and the one a client or a listener uses.
     private var context: OpaquePointer?
+    /// Every context on the loop, the first first, and each one's server vhost (service thread).
+    private var contexts: [OpaquePointer] = []
+    private var vhosts: [OpaquePointer] = []
+    /// lws connections each context holds now (`WSI_CREATE` to `WSI_DESTROY`; adopted listeners too),
+    /// by the index of its context (service thread).
+    @exclusivity(unchecked) private var heldByContext: [Int] = []
     private var boundPort = 0
     private var jobs: [@Sendable () -> Void] = []
     private var notified = false
@@ -262,11 +277,12 @@ package final class ServiceLoop: @unchecked Sendable {
     }
 
     /// Serves the connections `socket` accepts on this loop: each is offered to the handler as
-    /// `accepted(address:)`, then adopted (TLS too, when the context has a certificate). The loop's
-    /// context closes the socket when it is destroyed. Service thread only (e.g. in `prepare`).
+    /// `accepted(address:)`, then adopted (TLS too, when the contexts have a certificate) by the
+    /// context that holds fewest. The first context watches the socket and closes it when it is
+    /// destroyed. Service thread only (e.g. in `prepare`).
     package func adoptListener(_ socket: ListeningSocket) throws(CCallError) {
         assertOnLoopThread()
-        guard let context = serviceContext, let vhost = lws_get_vhost_by_name(context, "default") else {
+        guard let vhost = vhosts.first else {
             throw CCallError("lws_get_vhost_by_name", "the loop has no server vhost to adopt a listener into")
         }
         var descriptor = lws_sock_file_fd_type()
@@ -280,16 +296,43 @@ package final class ServiceLoop: @unchecked Sendable {
 
     /// Accepts everything waiting on a listener (level-triggered: what is left wakes us again).
     private func acceptConnections(_ socket: ListeningSocket, on listener: LWSConnection) {
-        guard let handler, let context = serviceContext, let vhost = lws_get_vhost_by_name(context, "default") else { return }
+        guard let handler, !vhosts.isEmpty else { return }
         for _ in 0..<256 {
             guard let (descriptor, address) = socket.accept() else { return }
             guard handler.handle(.accepted(address: address), on: listener) else {
                 close(descriptor)
                 continue
             }
-            // lws makes the connection (WSI_CREATE, so `created` reaches the handler) or closes the descriptor.
-            _ = lws_adopt_socket_vhost(vhost, descriptor)
+            // lws makes the connection (WSI_CREATE, so `created` reaches the handler and the count
+            // grows) or closes the descriptor.
+            _ = lws_adopt_socket_vhost(vhosts[leastHeldContext], descriptor)
         }
+    }
+
+    /// The context that holds fewest connections now (the first of them on a tie). By count, not in
+    /// turn: connections close in any order, and a context whose connections have gone is refilled
+    /// first, so every context's fd-table scan on close stays about held / contexts long. A pass
+    /// over a few counts per accepted socket.
+    private var leastHeldContext: Int {
+        var least = 0
+        for index in heldByContext.indices where heldByContext[index] < heldByContext[least] { least = index }
+        return least
+    }
+
+    /// The index of the context `wsi` belongs to (service thread).
+    private func contextIndex(of wsi: OpaquePointer) -> Int {
+        guard contexts.count > 1, let context = lws_get_context(wsi) else { return 0 }
+        return contexts.firstIndex(of: context) ?? 0
+    }
+
+    /// The connections each context on the loop holds now, the first context first: accepted
+    /// sockets from their adoption to their close (a listener is not counted). Service thread only
+    /// (from another thread, through `post`).
+    package var connectionsByContext: [Int] {
+        assertOnLoopThread()
+        var held = heldByContext
+        if !held.isEmpty { held[0] -= listeners.count }
+        return held
     }
 
     /// A one-shot timer on this loop; it fires on the service thread. Service thread only.
@@ -323,7 +366,7 @@ package final class ServiceLoop: @unchecked Sendable {
         borrowedHandler?.loopRoundEnded(self)
     }
 
-    /// The context, read on the service thread, which alone creates and destroys it.
+    /// The first context, read on the service thread, which alone creates and destroys it.
     var serviceContext: OpaquePointer? { context }
 
     // MARK: The service thread
@@ -352,8 +395,8 @@ package final class ServiceLoop: @unchecked Sendable {
             defer { serviceThread = nil }
         #endif
         ServiceLoop.reserveThreadHeap()
-        let created: OpaquePointer
-        guard let eventLoop = rc_loop_new() else {
+        precondition(settings.contexts >= 1 && (settings.contexts == 1 || settings.listener == nil), "several contexts share adopted sockets only")
+        guard let eventLoop = rc_loop_new(Int32(settings.contexts)) else {
             startError = CCallError("rc_loop_new", "could not make an epoll event loop (out of memory or file descriptors)")
             handler = nil
             lock.withLock { lifecycle = .stopped }
@@ -363,21 +406,15 @@ package final class ServiceLoop: @unchecked Sendable {
         }
         self.eventLoop = eventLoop
         do {
-            created = try makeContext(settings, on: eventLoop)
-            rc_loop_attach(eventLoop, created)
-            lock.withLock { context = created }
+            try makeContexts(settings, on: eventLoop)
+            lock.withLock { context = contexts.first }
             wakeTimer = try makeTimer {}
             try prepare(self)
         } catch {
             startError = error
-            if let context = lock.withLock({ () -> OpaquePointer? in
-                defer { context = nil }
-                return context
-            }) {
-                releaseTimers()
-                rc_loop_detach(eventLoop)
-                lws_context_destroy(context)
-            }
+            lock.withLock { context = nil }
+            releaseTimers()
+            destroyContexts(on: eventLoop)
             resources.release()
             handler = nil
             self.eventLoop = nil
@@ -389,7 +426,7 @@ package final class ServiceLoop: @unchecked Sendable {
         }
         lock.withLock { lifecycle = .running }
         started.signal()
-        logger.debug("\(name): service loop running")
+        logger.debug("\(name): service loop running with \(contexts.count) context(s)")
         while lock.withLock({ lifecycle == .running }) {
             turn(eventLoop)
         }
@@ -400,9 +437,8 @@ package final class ServiceLoop: @unchecked Sendable {
             jobs = []
         }
         listeners = [:]
-        rc_loop_detach(eventLoop)
         // Connections still open are closed in here, with callbacks: the handler must still be set.
-        lws_context_destroy(created)
+        destroyContexts(on: eventLoop)
         self.eventLoop = nil
         rc_loop_free(eventLoop)
         resources.release()
@@ -412,13 +448,44 @@ package final class ServiceLoop: @unchecked Sendable {
         finished.signal()
     }
 
+    /// Makes `settings.contexts` contexts on `eventLoop`, all from one creation info (so from the
+    /// same protocol, mounts, headers, certificate and limits, which lws keeps pointers to: they
+    /// live in `resources` until the last context is gone). A context that cannot be made leaves
+    /// those made before it in `contexts`, for `destroyContexts`.
+    private func makeContexts(_ settings: ContextSettings, on eventLoop: OpaquePointer) throws {
+        var info = creationInfo(settings, on: eventLoop)
+        LWS.raiseOpenFileLimit()
+        for _ in 0..<settings.contexts {
+            let created = try createContext(&info, settings)
+            contexts.append(created)
+            heldByContext.append(0)
+            try checked(
+                rc_loop_attach(eventLoop, created), "rc_loop_attach", detail: { _, _ in "the event loop has room for \(settings.contexts) contexts" })
+            if let vhost = lws_get_vhost_by_name(created, "default") { vhosts.append(vhost) }
+        }
+        if settings.listener != nil, let vhost = vhosts.first {
+            let port = Int(lws_get_vhost_listen_port(vhost))
+            lock.withLock { boundPort = port }
+        }
+    }
+
+    /// Forgets the loop's contexts and destroys them, the last first (the first holds the listeners).
+    private func destroyContexts(on eventLoop: OpaquePointer) {
+        rc_loop_detach(eventLoop)
+        for created in contexts.reversed() { lws_context_destroy(created) }
+        contexts = []
+        vhosts = []
+        heldByContext = []
+    }
+
     private func releaseTimers() {
         for timer in timers { timer.release() }
         timers = []
         wakeTimer = nil
     }
 
-    private func makeContext(_ settings: ContextSettings, on eventLoop: OpaquePointer) throws -> OpaquePointer {
+    /// How every context of this loop is made.
+    private func creationInfo(_ settings: ContextSettings, on eventLoop: OpaquePointer) -> lws_context_creation_info {
         protocolName = settings.name
         staticFileHeaders = settings.staticFileHeaders
         var info = lws_context_creation_info()
@@ -471,7 +538,10 @@ package final class ServiceLoop: @unchecked Sendable {
         options |= UInt64(LWS_SERVER_OPTION_LIBEV)
         info.foreign_loops = rc_loop_foreign(eventLoop)
         info.options = options
-        LWS.raiseOpenFileLimit()
+        return info
+    }
+
+    private func createContext(_ info: inout lws_context_creation_info, _ settings: ContextSettings) throws -> OpaquePointer {
         // A context lws fails to make (a port in use, a certificate it cannot load) is not all given
         // back: lws 4.1.6 keeps its system-message peer, and through it the vhost's OpenSSL state
         // with the system's CA store (warmcat/libwebsockets#3466, still in 4.4). Not reported under
@@ -491,11 +561,6 @@ package final class ServiceLoop: @unchecked Sendable {
                 )
             }
             throw CCallError("lws_create_context", "could not create a libwebsockets context")
-        }
-        if settings.listener != nil {
-            let vhost = lws_get_vhost_by_name(context, "default")
-            let port = Int(lws_get_vhost_listen_port(vhost))
-            lock.withLock { boundPort = port }
         }
         return context
     }
@@ -521,6 +586,8 @@ package final class ServiceLoop: @unchecked Sendable {
         func bytes() -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length) }
         switch reason {
         case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+            // Other threads wake the first context only; should lws wake another itself, the queue
+            // is simply empty or drained early: each job is taken from it once, under the lock.
             runJobs()
             return 0
         case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
@@ -537,9 +604,11 @@ package final class ServiceLoop: @unchecked Sendable {
         case LWS_CALLBACK_RAW_ADOPT_FILE, LWS_CALLBACK_RAW_CLOSE_FILE, LWS_CALLBACK_RAW_WRITEABLE_FILE:
             return 0
         case LWS_CALLBACK_WSI_CREATE:
+            heldByContext[contextIndex(of: wsi)] += 1
             _ = handler.handle(.created, on: connection)
             return 0
         case LWS_CALLBACK_WSI_DESTROY:
+            heldByContext[contextIndex(of: wsi)] -= 1
             if !readingStopped.isEmpty { readingStopped.remove(connection.identifier) }
             _ = handler.handle(.destroyed, on: connection)
             return 0

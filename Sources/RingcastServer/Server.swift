@@ -86,6 +86,11 @@ public final class Server: @unchecked Sendable {
     /// (lws 4.1.6's own limit: 4 KiB), lws closes the connection without one.
     static let headerLimit = HeaderLimit(totalBytes: 16 * 1024, eachBytes: 8 * 1024)
 
+    /// How many libwebsockets contexts each service thread runs on its one event loop, its accepted
+    /// sockets spread over them (`ContextSettings.contexts`): Debian's lws reads every connection
+    /// of a context on each close, so a close costs the connections its context holds.
+    static let contextsPerThread = 16
+
     /// How many service threads `threads` asks for: 0 means one per online core.
     public static func threadCount(for config: ServerConfig) -> Int {
         config.threads > 0 ? config.threads : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
@@ -156,6 +161,7 @@ public final class Server: @unchecked Sendable {
     private var settings: ContextSettings {
         var settings = ContextSettings(name: "ringcast")
         settings.acceptsAdoptedSockets = true
+        settings.contexts = Server.contextsPerThread
         settings.certificate = certificate
         settings.staticFiles = .init(
             directory: publicDirectory, maxAge: config.staticMaxAge, callbackPaths: ["/api", "/healthz", "/readyz", "/metrics", "/badge", "/tasks"])

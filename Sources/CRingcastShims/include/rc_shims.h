@@ -16,14 +16,16 @@ size_t rc_lws_pre(void);
 /// The event loop a context runs on: libev's, on epoll, which wakes for the connections that are
 /// ready instead of scanning all of them (lws's own loop calls poll(2) over every connection).
 /// lws is given it as a foreign loop (LWS_SERVER_OPTION_LIBEV); the service thread turns it.
+/// Up to `contexts` lws contexts run on it, all on that one thread (NULL when contexts < 1).
 typedef struct rc_loop rc_loop;
-rc_loop *rc_loop_new(void);
-/// What lws_context_creation_info.foreign_loops points at.
+rc_loop *rc_loop_new(int contexts);
+/// What lws_context_creation_info.foreign_loops points at (the same for every context on it).
 void **rc_loop_foreign(rc_loop *loop);
-/// Once the context is made on it, and before it is destroyed.
-void rc_loop_attach(rc_loop *loop, struct lws_context *context);
+/// Once each context is made on it; -1 when the loop already has the `contexts` it was made for.
+int rc_loop_attach(rc_loop *loop, struct lws_context *context);
+/// Before its contexts are destroyed: forgets all of them.
 void rc_loop_detach(rc_loop *loop);
-/// Runs lws's scheduled events that are due and services what lws holds already read, then
+/// Runs every context's scheduled events that are due and services what lws holds already read, then
 /// waits (unless some of that is left) for and handles one round of events (sockets, lws's
 /// wake-up pipe, timers).
 void rc_loop_run_once(rc_loop *loop);

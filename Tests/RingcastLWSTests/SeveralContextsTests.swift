@@ -1,0 +1,149 @@
+import Foundation
+import RingcastCore
+import RingcastPlatform
+import RingcastTestSupport
+import XCTest
+
+@testable import RingcastLWS
+
+/// A loop that runs several lws contexts on its one event loop (`ContextSettings.contexts`), the
+/// sockets its listener accepts spread over them, against real sockets.
+final class SeveralContextsTests: XCTestCase {
+    /// Answers every request on `/api` with its path, keeps the connection alive, and counts what
+    /// it saw. The counts take a lock; everything else happens on the service thread.
+    private final class Answerer: ServiceHandler, @unchecked Sendable {
+        private let lock = NSLock()
+        private var counts: [String: Int] = [:]
+        /// Service thread only: the path each connection asked for, until it is answered.
+        private var asked: [Int: String] = [:]
+
+        func count(_ name: String) -> Int { lock.withLock { counts[name, default: 0] } }
+        private func note(_ name: String) { lock.withLock { counts[name, default: 0] += 1 } }
+
+        func handle(_ event: ServiceEvent, on connection: LWSConnection) -> Bool {
+            switch event {
+            case .created: note("created")
+            case .destroyed: note("destroyed")
+            case .httpRequest:
+                note("request")
+                asked[connection.identifier] = connection.requestLine()?.path ?? "?"
+                connection.requestWrite()
+            case .httpWriteable:
+                guard let path = asked.removeValue(forKey: connection.identifier) else { return true }
+                guard connection.writeHTTP(status: 200, contentType: "text/plain", body: Array("answer to \(path)<end>".utf8), headers: []) else {
+                    return false
+                }
+                return connection.completeHTTPTransaction()
+            case .httpClosed: asked.removeValue(forKey: connection.identifier)
+            default: break
+            }
+            return true
+        }
+
+        func loopWasNotified(_ loop: ServiceLoop) { note("notified") }
+    }
+
+    private static let contexts = 4
+
+    private func startLoop(_ handler: Answerer, name: String) throws -> (ServiceLoop, port: Int) {
+        var settings = ContextSettings(name: name)
+        settings.acceptsAdoptedSockets = true
+        settings.contexts = SeveralContextsTests.contexts
+        settings.staticFiles = .init(directory: NSTemporaryDirectory(), maxAge: 0, callbackPaths: ["/api"])
+        let listener = try ListeningSocket(host: "127.0.0.1", port: 0)
+        let loop = ServiceLoop(name: name, logger: .silent)
+        try loop.start(settings, handler: handler) { loop in try loop.adoptListener(listener) }
+        return (loop, listener.port)
+    }
+
+    /// The loop's connections by context, read on its thread.
+    private func connectionsByContext(_ loop: ServiceLoop) -> [Int] {
+        let answer = Record()
+        XCTAssertTrue(loop.post { answer.add(loop.connectionsByContext.map(String.init).joined(separator: " ")) })
+        return (answer.wait(for: 1).first ?? "").split(separator: " ").compactMap { Int($0) }
+    }
+
+    /// Reads the counts until `done` holds them (or 10 s pass), and returns the last read.
+    private func connectionsByContext(_ loop: ServiceLoop, until done: ([Int]) -> Bool) -> [Int] {
+        let deadline = Date().addingTimeInterval(10)
+        var counts = connectionsByContext(loop)
+        while !done(counts), Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.02)
+            counts = connectionsByContext(loop)
+        }
+        return counts
+    }
+
+    /// Opens a kept-alive connection and has one request on it answered.
+    private func askedAndAnswered(port: Int, _ index: Int) throws -> RawSocket {
+        let socket = try RawSocket(port: port)
+        try socket.send("GET /api/\(index) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        let answer = String(decoding: socket.receive(until: Array("<end>".utf8)), as: UTF8.self)
+        XCTAssertTrue(answer.hasPrefix("HTTP/1.1 200") && answer.hasSuffix("/\(index)<end>"), "connection \(index) got: \(answer)")
+        return socket
+    }
+
+    func testAcceptedSocketsAreSpreadOverTheContextsAndEachIsServed() throws {
+        let handler = Answerer()
+        let (loop, port) = try startLoop(handler, name: "test-contexts-spread")
+        defer { loop.stop() }
+        XCTAssertEqual(connectionsByContext(loop), Array(repeating: 0, count: SeveralContextsTests.contexts), "the listener is not a connection")
+
+        let count = 40
+        var sockets: [RawSocket?] = try (0..<count).map { try askedAndAnswered(port: port, $0) }
+        XCTAssertEqual(handler.count("request"), count, "every connection's request reached the handler once")
+        let held = connectionsByContext(loop)
+        XCTAssertEqual(held.reduce(0, +), count)
+        XCTAssertEqual(held.max(), held.min(), "each socket went to the context that held fewest: \(held)")
+
+        // Half of them close, unevenly (in turn, socket i went to context i % 4: these leave the
+        // first two); the next sockets go to the contexts that hold fewest, until all are even again.
+        for index in 0..<count where index % 4 < 2 { sockets[index] = nil }
+        let fewer = connectionsByContext(loop) { $0.reduce(0, +) == count / 2 }
+        XCTAssertEqual(fewer.reduce(0, +), count / 2, "\(fewer)")
+        sockets += try (count..<(count + count / 2)).map { try askedAndAnswered(port: port, $0) }
+        let refilled = connectionsByContext(loop) { $0.reduce(0, +) == count }
+        XCTAssertEqual(refilled, Array(repeating: count / 4, count: 4), "new sockets refilled the emptier contexts")
+
+        sockets = []
+        let closed = connectionsByContext(loop) { $0.allSatisfy { $0 == 0 } }
+        XCTAssertEqual(closed, Array(repeating: 0, count: SeveralContextsTests.contexts), "every context is back to none")
+        // The listener's connection and every accepted one; all but the listener's are gone.
+        XCTAssertEqual(handler.count("created"), 1 + count + count / 2)
+        XCTAssertEqual(handler.count("destroyed"), count + count / 2)
+    }
+
+    func testJobsAndNotificationsRunOnceWhateverTheContexts() throws {
+        let handler = Answerer()
+        let (loop, port) = try startLoop(handler, name: "test-contexts-jobs")
+        defer { loop.stop() }
+        // A connection in every context, so each has a socket on the loop.
+        let sockets = try (0..<SeveralContextsTests.contexts).map { try askedAndAnswered(port: port, $0) }
+        XCTAssertEqual(connectionsByContext(loop), Array(repeating: 1, count: SeveralContextsTests.contexts))
+
+        let ran = Record()
+        for index in 0..<50 { XCTAssertTrue(loop.post { ran.add("\(index)") }) }
+        XCTAssertEqual(ran.wait(for: 50), (0..<50).map(String.init))
+        XCTAssertTrue(loop.notify())
+        let barrier = Record()
+        // After the notification was handled, a job: once it ran, no other context handled the same wake-up.
+        let deadline = Date().addingTimeInterval(10)
+        while handler.count("notified") == 0, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        XCTAssertTrue(loop.post { barrier.add("") })
+        _ = barrier.wait(for: 1)
+        XCTAssertEqual(ran.wait(for: 50).count, 50, "each job ran once")
+        XCTAssertEqual(handler.count("notified"), 1, "one notification, one call")
+        withExtendedLifetime(sockets) {}
+    }
+
+    func testStoppingWithConnectionsInEveryContextClosesThemAll() throws {
+        let handler = Answerer()
+        let (loop, port) = try startLoop(handler, name: "test-contexts-stop")
+        let sockets = try (0..<(3 * SeveralContextsTests.contexts)).map { try askedAndAnswered(port: port, $0) }
+        XCTAssertEqual(connectionsByContext(loop), Array(repeating: 3, count: SeveralContextsTests.contexts))
+        loop.stop()
+        XCTAssertFalse(loop.isRunning)
+        XCTAssertEqual(handler.count("destroyed"), handler.count("created"), "every connection, the listener's too, was destroyed with its context")
+        for socket in sockets { XCTAssertTrue(socket.receive().closed, "the server closed its end") }
+    }
+}
