@@ -20,11 +20,20 @@
 #   Benchmarks/storms.sh            # held 2 500 / 10 000 / 19 000, 2 rounds
 #   Benchmarks/storms.sh --quick    # held 500 / 2 000 / 4 000, 1 round
 #   Benchmarks/storms.sh --rounds 3
+#   Benchmarks/storms.sh --only connect --before OLD_RINGCAST   # only the connect + close table,
+#       with an older ringcast binary measured beside this tree's in the same rounds
+# --only takes a comma-separated list of parts: connect, fanout, snapshot, storm (default: all).
 . "$(dirname "$0")/lib.sh"
-options="quick rounds=N"
+options="quick rounds=N only= before="
 parse_options "$@"
 [ ${#rest[@]} -eq 0 ] || usage_error "unexpected argument ${rest[0]}"
 rounds=${rounds:-$([ "$quick" = 1 ] && echo 1 || echo 2)}
+only=${only:-connect,fanout,snapshot,storm}
+for part in ${only//,/ }; do
+  case "$part" in connect | fanout | snapshot | storm) ;; *) usage_error "--only takes connect, fanout, snapshot or storm, not '$part'" ;; esac
+done
+part() { [[ ",$only," == *",$1,"* ]]; }
+[ -z "$before" ] || [ -x "$before" ] || usage_error "$before is not an executable ringcast binary; build the older commit first"
 
 build_release ringcast
 build_reference
@@ -37,13 +46,14 @@ if [ "$quick" = 1 ]; then held_sizes=(500 2000 4000); churn=300; storm_watchers=
 storm_tasks=(10000 100)
 task_counts=(0 1000 10000)
 servers=(ringcast reference)
+[ -z "$before" ] || servers=(before "${servers[@]}")
 if have_nchan; then servers+=(nchan); else echo "$script: no Nchan (apt-get install libnginx-mod-nchan adds it)" >&2; fi
 
 # run_epoll TAG SERVER GENERATOR-OPTION…: one epoll-load run against a fresh SERVER.
 run_epoll() {
   local tag=$1 server=$2
   shift 2
-  start_by_name "$server"
+  if [ "$server" = before ]; then start_ringcast before "$work/ringcast.json" "$before"; else start_by_name "$server"; fi
   echo "$tag ($server, pid $server_pid)" >&2
   "${pin_load[@]}" "$epoll_load" --port "$server_port" --pid "$server_pid" "$@" >"$results/$tag.json" 2>"$results/$tag.log" \
     || { echo "  $tag failed: $(tail -1 "$results/$tag.log")" >&2; rm -f "$results/$tag.json"; }
@@ -53,6 +63,7 @@ run_epoll() {
 
 for round in $(seq "$rounds"); do
   for held in "${held_sizes[@]}"; do
+    part connect || break
     for server in "${servers[@]}"; do
       until=snapshot
       [ "$server" = nchan ] && until=upgrade
@@ -60,9 +71,12 @@ for round in $(seq "$rounds"); do
     done
   done
   messages=$([ "$quick" = 1 ] && echo 200 || echo 500)
-  run_epoll "fanout-ringcast-$round" ringcast --watchers 1000 --rate 100 --messages "$messages"
-  run_epoll "fanout-deflating-$round" deflating --watchers 1000 --rate 100 --messages "$messages" --deflate
+  if part fanout; then
+    run_epoll "fanout-ringcast-$round" ringcast --watchers 1000 --rate 100 --messages "$messages"
+    run_epoll "fanout-deflating-$round" deflating --watchers 1000 --rate 100 --messages "$messages" --deflate
+  fi
   for tasks in "${task_counts[@]}"; do
+    part snapshot || break
     run_epoll "snapshot-$tasks-ringcast-$round" ringcast --watchers 0 --tasks "$tasks" --churn "$churn"
     run_epoll "snapshot-$tasks-deflating-$round" deflating --watchers 0 --tasks "$tasks" --churn "$churn" --deflate
   done
@@ -95,12 +109,14 @@ storm() {
   sleep 0.5
 }
 for tasks in "${storm_tasks[@]}"; do
+  part storm || break
   storm restart "$tasks"
   storm cut "$tasks"
 done
 
-python3 - "$results" "$rounds" "$quick" "$churn" "${held_sizes[*]}" "${task_counts[*]}" "${servers[*]}" "$storm_watchers" "${storm_tasks[*]}" <<'PY'
+python3 - "$results" "$rounds" "$quick" "$churn" "${held_sizes[*]}" "${task_counts[*]}" "${servers[*]}" "$storm_watchers" "${storm_tasks[*]}" "$only" <<'PY'
 import glob, json, statistics, sys
+only = sys.argv[10].split(",")
 results, rounds, quick, churn = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", int(sys.argv[4])
 held_sizes, task_counts, servers = (list(map(int, sys.argv[5].split())), list(map(int, sys.argv[6].split())), sys.argv[7].split())
 def runs(pattern):
@@ -116,48 +132,52 @@ def median(pattern, key):
     return statistics.median(values) if values else None
 show = lambda v, d=0: "–" if v is None else f"{v:,.{d}f}".replace(",", " ")
 ratio = lambda a, b: "–" if a is None or not b else f"{a / b:.2f}"
-names = {"ringcast": "Ringcast, 1 thread", "reference": "raw-lws reference", "nchan": "Nchan"}
+names = {"ringcast": "Ringcast, 1 thread", "reference": "raw-lws reference", "nchan": "Nchan", "before": "Ringcast before (--before), 1 thread"}
 print(f"`Benchmarks/storms.sh{' --quick' if quick else ''}`: Benchmarks/epoll-load, {churn} watchers connecting "
       f"{32} at a time, each closing once it has its snapshot (Nchan: its upgrade); server CPU from /proc over "
       f"that phase, per watcher (µs); median of {rounds} alternating round{'s' if rounds > 1 else ''}.\n")
-print("### Connect + close, by connections held\n")
-header = ["server"] + [f"{show(h)} held" for h in held_sizes] + [f"{show(held_sizes[-1])} / {show(held_sizes[0])}"]
-print("| " + " | ".join(header) + " |")
-print("|" + " --- |" * len(header))
-cpu = {}
-for server in servers:
-    row = [median(f"connect-{h}-{server}", "churnCpuUsPerConnection") for h in held_sizes]
-    cpu[server] = row
-    print("| " + " | ".join([names[server]] + [show(v) for v in row] + [ratio(row[-1], row[0])]) + " |")
-for other in ("reference", "nchan"):
-    if other in cpu:
-        print("| " + " | ".join([f"Ringcast / {names[other]}"] + [ratio(a, b) for a, b in zip(cpu["ringcast"], cpu[other])] + [""]) + " |")
-print("\n### The snapshot: connect + close by tasks held (no other watcher held)\n")
-print("| tasks held | " + " | ".join(show(t) for t in task_counts) + " |")
-print("|" + " --- |" * (len(task_counts) + 1))
-print("| server CPU per watcher connect + close (µs) | " + " | ".join(show(median(f"snapshot-{t}-ringcast", "churnCpuUsPerConnection")) for t in task_counts) + " |")
-print("| snapshot frame (bytes) | " + " | ".join(show(median(f"snapshot-{t}-ringcast", "snapshotBytes")) for t in task_counts) + " |")
-print("| time for all of them (s) | " + " | ".join(show(median(f"snapshot-{t}-ringcast", "churnSeconds"), 2) for t in task_counts) + " |")
-print("| with compression: server CPU per connect + close (µs) | " + " | ".join(show(median(f"snapshot-{t}-deflating", "churnCpuUsPerConnection")) for t in task_counts) + " |")
-print("| with compression: snapshot on the wire (bytes) | " + " | ".join(show(median(f"snapshot-{t}-deflating", "snapshotBytes")) for t in task_counts) + " |")
-print("\n### Fan-out with and without compression: 1 000 watchers, 100 updates/s over HTTP\n")
-print("| compression | server CPU per delivery (µs) | p50 latency (ms) | p99 latency (ms) |")
-print("| --- | --- | --- | --- |")
-for name, label in (("ringcast", "off"), ("deflating", "on (every watcher asked for it)")):
-    print(f"| {label} | " + " | ".join([show(median(f"fanout-{name}", "cpuUsPerDelivery"), 2), show(median(f"fanout-{name}", "latencyP50Ms"), 2),
-                                        show(median(f"fanout-{name}", "latencyP99Ms"), 2)]) + " |")
-print(f"\n### The storm: {show(int(sys.argv[8]))} watchers lose their sockets and come back\n")
-print("The dashboard's back-off (a delay random in [0, min(15 s, 0.5 s·2^n))), resuming with `since`; "
-      "the tasks in SQLite, so they survive the restart. Restart: SIGTERM (every watcher gets a 1001), a new server "
-      "on the same port, its CPU from its start (loading the tasks included). Cut: every watcher's socket reset at once "
-      "by the generator, the server's CPU from the cut. One run each.\n")
-print("| storm | tasks held | until all live (s) | p50 back (ms) | p99 back (ms) | server CPU (s) | per watcher (ms) |")
-print("| --- | --- | --- | --- | --- | --- | --- |")
-for tasks in map(int, sys.argv[9].split()):
-    for mode in ("restart", "cut"):
-        found = runs(f"storm-{mode}-{tasks}")
-        r = found[0] if found else {}
-        print(f"| {'SIGTERM and restart' if mode == 'restart' else 'network cut, since resume'} | {show(tasks)} | "
-              + " | ".join([show(r.get("allLiveSeconds"), 2), show(r.get("liveP50Ms")), show(r.get("liveP99Ms")),
-                            show(r.get("serverCpuSeconds"), 2), show(r.get("serverCpuMsPerWatcher"), 3)]) + " |")
+if "connect" in only:
+    print("### Connect + close, by connections held\n")
+    header = ["server"] + [f"{show(h)} held" for h in held_sizes] + [f"{show(held_sizes[-1])} / {show(held_sizes[0])}"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + " --- |" * len(header))
+    cpu = {}
+    for server in servers:
+        row = [median(f"connect-{h}-{server}", "churnCpuUsPerConnection") for h in held_sizes]
+        cpu[server] = row
+        print("| " + " | ".join([names[server]] + [show(v) for v in row] + [ratio(row[-1], row[0])]) + " |")
+    for other in ("before", "reference", "nchan"):
+        if other in cpu:
+            print("| " + " | ".join([f"Ringcast / {names[other]}"] + [ratio(a, b) for a, b in zip(cpu["ringcast"], cpu[other])] + [""]) + " |")
+if "snapshot" in only:
+    print("\n### The snapshot: connect + close by tasks held (no other watcher held)\n")
+    print("| tasks held | " + " | ".join(show(t) for t in task_counts) + " |")
+    print("|" + " --- |" * (len(task_counts) + 1))
+    print("| server CPU per watcher connect + close (µs) | " + " | ".join(show(median(f"snapshot-{t}-ringcast", "churnCpuUsPerConnection")) for t in task_counts) + " |")
+    print("| snapshot frame (bytes) | " + " | ".join(show(median(f"snapshot-{t}-ringcast", "snapshotBytes")) for t in task_counts) + " |")
+    print("| time for all of them (s) | " + " | ".join(show(median(f"snapshot-{t}-ringcast", "churnSeconds"), 2) for t in task_counts) + " |")
+    print("| with compression: server CPU per connect + close (µs) | " + " | ".join(show(median(f"snapshot-{t}-deflating", "churnCpuUsPerConnection")) for t in task_counts) + " |")
+    print("| with compression: snapshot on the wire (bytes) | " + " | ".join(show(median(f"snapshot-{t}-deflating", "snapshotBytes")) for t in task_counts) + " |")
+if "fanout" in only:
+    print("\n### Fan-out with and without compression: 1 000 watchers, 100 updates/s over HTTP\n")
+    print("| compression | server CPU per delivery (µs) | p50 latency (ms) | p99 latency (ms) |")
+    print("| --- | --- | --- | --- |")
+    for name, label in (("ringcast", "off"), ("deflating", "on (every watcher asked for it)")):
+        print(f"| {label} | " + " | ".join([show(median(f"fanout-{name}", "cpuUsPerDelivery"), 2), show(median(f"fanout-{name}", "latencyP50Ms"), 2),
+                                            show(median(f"fanout-{name}", "latencyP99Ms"), 2)]) + " |")
+if "storm" in only:
+    print(f"\n### The storm: {show(int(sys.argv[8]))} watchers lose their sockets and come back\n")
+    print("The dashboard's back-off (a delay random in [0, min(15 s, 0.5 s·2^n))), resuming with `since`; "
+          "the tasks in SQLite, so they survive the restart. Restart: SIGTERM (every watcher gets a 1001), a new server "
+          "on the same port, its CPU from its start (loading the tasks included). Cut: every watcher's socket reset at once "
+          "by the generator, the server's CPU from the cut. One run each.\n")
+    print("| storm | tasks held | until all live (s) | p50 back (ms) | p99 back (ms) | server CPU (s) | per watcher (ms) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for tasks in map(int, sys.argv[9].split()):
+        for mode in ("restart", "cut"):
+            found = runs(f"storm-{mode}-{tasks}")
+            r = found[0] if found else {}
+            print(f"| {'SIGTERM and restart' if mode == 'restart' else 'network cut, since resume'} | {show(tasks)} | "
+                  + " | ".join([show(r.get("allLiveSeconds"), 2), show(r.get("liveP50Ms")), show(r.get("liveP99Ms")),
+                                show(r.get("serverCpuSeconds"), 2), show(r.get("serverCpuMsPerWatcher"), 3)]) + " |")
 PY

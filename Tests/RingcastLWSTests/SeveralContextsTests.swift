@@ -45,8 +45,9 @@ final class SeveralContextsTests: XCTestCase {
 
     private static let contexts = 4
 
-    private func startLoop(_ handler: Answerer, name: String) throws -> (ServiceLoop, port: Int) {
+    private func startLoop(_ handler: Answerer, name: String, timeoutSeconds: Int = 10) throws -> (ServiceLoop, port: Int) {
         var settings = ContextSettings(name: name)
+        settings.timeoutSeconds = timeoutSeconds
         settings.acceptsAdoptedSockets = true
         settings.contexts = SeveralContextsTests.contexts
         settings.staticFiles = .init(directory: NSTemporaryDirectory(), maxAge: 0, callbackPaths: ["/api"])
@@ -134,6 +135,24 @@ final class SeveralContextsTests: XCTestCase {
         XCTAssertEqual(ran.wait(for: 50).count, 50, "each job ran once")
         XCTAssertEqual(handler.count("notified"), 1, "one notification, one call")
         withExtendedLifetime(sockets) {}
+    }
+
+    /// lws's own timers run in every context: the shim services each one's scheduled events
+    /// (`rc_loop_run_once`), not only the first's.
+    func testEveryContextsTimeoutsFire() throws {
+        let handler = Answerer()
+        let (loop, port) = try startLoop(handler, name: "test-contexts-timeouts", timeoutSeconds: 1)
+        defer { loop.stop() }
+        // Half a request in every context: lws gives the rest `timeoutSeconds`, then closes it.
+        let halves = try (0..<SeveralContextsTests.contexts).map { _ in
+            let socket = try RawSocket(port: port, timeoutSeconds: 60)
+            try socket.send("GET /api/half HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            return socket
+        }
+        XCTAssertEqual(connectionsByContext(loop), Array(repeating: 1, count: SeveralContextsTests.contexts))
+        for (index, socket) in halves.enumerated() { XCTAssertTrue(socket.receive().closed, "lws closed the half request in context \(index)") }
+        XCTAssertEqual(connectionsByContext(loop) { $0.allSatisfy { $0 == 0 } }, Array(repeating: 0, count: SeveralContextsTests.contexts))
+        XCTAssertEqual(handler.count("request"), 0)
     }
 
     func testStoppingWithConnectionsInEveryContextClosesThemAll() throws {
