@@ -106,14 +106,14 @@ void rc_loop_detach(rc_loop *loop)
  * arms a timer of its own for the earliest next one. */
 void rc_loop_run_once(rc_loop *loop)
 {
-    lws_usec_t earliest = 0;
+    lws_usec_t earliest = 0, now = lws_now_usecs();
     int serviced = 0;
     for (int n = 0; n < loop->count; n++) {
         lws_dll2_owner_t *owners = loop->attached[n].anchor.list.owner;
         if (!owners)
             continue;
         serviced = 1;
-        lws_usec_t next = __lws_sul_service_ripe(owners, LWS_COUNT_PT_SUL_OWNERS, lws_now_usecs());
+        lws_usec_t next = __lws_sul_service_ripe(owners, LWS_COUNT_PT_SUL_OWNERS, now);
         if (next > 0 && (earliest == 0 || next < earliest))
             earliest = next;
     }

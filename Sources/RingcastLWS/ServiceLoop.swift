@@ -97,6 +97,12 @@ package struct ContextSettings: Sendable {
     /// every connection's, on each close (`sanity_assert_no_sockfd_traces`): a context scans only
     /// its own share (Benchmarks/NOTES.md, "Connections held").
     package var contexts = 1
+    /// With several contexts, an accepted socket goes to context (descriptor / descriptorBlock) %
+    /// contexts: runs of this many consecutive descriptors share a context, so each context's fd
+    /// table holds its connections in dense runs, which lws's scan reads far faster than the same
+    /// number scattered (Benchmarks/NOTES.md). The kernel hands out the lowest free descriptor, so
+    /// the runs fill up evenly.
+    package var descriptorBlock = 64
     package var staticFiles: StaticFiles?
     /// Per-connection memory lws allocates and zeroes; `LWSConnection.sessionBytes` for `attach`.
     package var sessionBytes = 0
@@ -155,6 +161,8 @@ package final class ServiceLoop: @unchecked Sendable {
     /// lws connections each context holds now (`WSI_CREATE` to `WSI_DESTROY`; adopted listeners too),
     /// by the index of its context (service thread).
     @exclusivity(unchecked) private var heldByContext: [Int] = []
+    /// `ContextSettings.descriptorBlock` (service thread).
+    private var descriptorBlock = 64
     private var boundPort = 0
     private var jobs: [@Sendable () -> Void] = []
     private var notified = false
@@ -277,9 +285,9 @@ package final class ServiceLoop: @unchecked Sendable {
     }
 
     /// Serves the connections `socket` accepts on this loop: each is offered to the handler as
-    /// `accepted(address:)`, then adopted (TLS too, when the contexts have a certificate) by the
-    /// context that holds fewest. The first context watches the socket and closes it when it is
-    /// destroyed. Service thread only (e.g. in `prepare`).
+    /// `accepted(address:)`, then adopted (TLS too, when the contexts have a certificate) by one
+    /// of the contexts, chosen by its descriptor (`context(for:)`). The first context watches the
+    /// socket and closes it when it is destroyed. Service thread only (e.g. in `prepare`).
     package func adoptListener(_ socket: ListeningSocket) throws(CCallError) {
         assertOnLoopThread()
         guard let vhost = vhosts.first else {
@@ -305,18 +313,18 @@ package final class ServiceLoop: @unchecked Sendable {
             }
             // lws makes the connection (WSI_CREATE, so `created` reaches the handler and the count
             // grows) or closes the descriptor.
-            _ = lws_adopt_socket_vhost(vhosts[leastHeldContext], descriptor)
+            _ = lws_adopt_socket_vhost(vhosts[context(for: descriptor)], descriptor)
         }
     }
 
-    /// The context that holds fewest connections now (the first of them on a tie). By count, not in
-    /// turn: connections close in any order, and a context whose connections have gone is refilled
-    /// first, so every context's fd-table scan on close stays about held / contexts long. A pass
-    /// over a few counts per accepted socket.
-    private var leastHeldContext: Int {
-        var least = 0
-        for index in heldByContext.indices where heldByContext[index] < heldByContext[least] { least = index }
-        return least
+    /// The context an accepted descriptor goes to: by its run of `descriptorBlock`, not to the
+    /// context that holds fewest. lws's scan on close reads every slot of the context's fd table
+    /// and follows each filled one to its connection; filled slots scattered one by one (fewest-held
+    /// or in turn) cost a mispredicted branch and a cache miss each, one after another, and measured
+    /// slower than one context (Benchmarks/NOTES.md); in runs, the misses overlap. The kernel
+    /// hands out the lowest free descriptor, so the runs, and the contexts, fill up about evenly.
+    private func context(for descriptor: Int32) -> Int {
+        vhosts.count == 1 ? 0 : (Int(descriptor) / descriptorBlock) % vhosts.count
     }
 
     /// The index of the context `wsi` belongs to (service thread).
@@ -459,6 +467,7 @@ package final class ServiceLoop: @unchecked Sendable {
             let created = try createContext(&info, settings)
             contexts.append(created)
             heldByContext.append(0)
+            descriptorBlock = max(1, settings.descriptorBlock)
             try checked(
                 rc_loop_attach(eventLoop, created), "rc_loop_attach", detail: { _, _ in "the event loop has room for \(settings.contexts) contexts" })
             if let vhost = lws_get_vhost_by_name(created, "default") { vhosts.append(vhost) }

@@ -1,3 +1,4 @@
+import CLibWebSockets
 import Foundation
 import RingcastCore
 import RingcastPlatform
@@ -16,8 +17,11 @@ final class SeveralContextsTests: XCTestCase {
         private var counts: [String: Int] = [:]
         /// Service thread only: the path each connection asked for, until it is answered.
         private var asked: [Int: String] = [:]
+        /// The server's descriptor of each request's connection, by its path.
+        private var descriptors: [String: Int] = [:]
 
         func count(_ name: String) -> Int { lock.withLock { counts[name, default: 0] } }
+        func descriptor(asking path: String) -> Int? { lock.withLock { descriptors[path] } }
         private func note(_ name: String) { lock.withLock { counts[name, default: 0] += 1 } }
 
         func handle(_ event: ServiceEvent, on connection: LWSConnection) -> Bool {
@@ -26,7 +30,11 @@ final class SeveralContextsTests: XCTestCase {
             case .destroyed: note("destroyed")
             case .httpRequest:
                 note("request")
-                asked[connection.identifier] = connection.requestLine()?.path ?? "?"
+                let path = connection.requestLine()?.path ?? "?"
+                asked[connection.identifier] = path
+                let descriptor = Int(lws_get_socket_fd(connection.wsi))
+                // By the last piece of the path: "/api/7" or "/7", as the mount hands it on.
+                lock.withLock { descriptors["/" + (path.split(separator: "/").last ?? "")] = descriptor }
                 connection.requestWrite()
             case .httpWriteable:
                 guard let path = asked.removeValue(forKey: connection.identifier) else { return true }
@@ -43,13 +51,17 @@ final class SeveralContextsTests: XCTestCase {
         func loopWasNotified(_ loop: ServiceLoop) { note("notified") }
     }
 
-    private static let contexts = 4
+    /// Three: the test's own client sockets take every other descriptor, and a stride of 2 still
+    /// meets every residue of 3.
+    private static let contexts = 3
 
     private func startLoop(_ handler: Answerer, name: String, timeoutSeconds: Int = 10) throws -> (ServiceLoop, port: Int) {
         var settings = ContextSettings(name: name)
         settings.timeoutSeconds = timeoutSeconds
         settings.acceptsAdoptedSockets = true
         settings.contexts = SeveralContextsTests.contexts
+        // Each descriptor its own run: a few connections reach every context (the server uses 64).
+        settings.descriptorBlock = 1
         settings.staticFiles = .init(directory: NSTemporaryDirectory(), maxAge: 0, callbackPaths: ["/api"])
         let listener = try ListeningSocket(host: "127.0.0.1", port: 0)
         let loop = ServiceLoop(name: name, logger: .silent)
@@ -75,6 +87,16 @@ final class SeveralContextsTests: XCTestCase {
         return counts
     }
 
+    /// Opens connections (each with a request answered) until every context holds at least `each`.
+    private func fillEveryContext(_ loop: ServiceLoop, port: Int, each: Int) throws -> [RawSocket] {
+        var sockets: [RawSocket] = []
+        while connectionsByContext(loop).contains(where: { $0 < each }), sockets.count < 100 {
+            sockets.append(try askedAndAnswered(port: port, sockets.count))
+        }
+        XCTAssertTrue(connectionsByContext(loop).allSatisfy { $0 >= each }, "\(connectionsByContext(loop)) after \(sockets.count) connections")
+        return sockets
+    }
+
     /// Opens a kept-alive connection and has one request on it answered.
     private func askedAndAnswered(port: Int, _ index: Int) throws -> RawSocket {
         let socket = try RawSocket(port: port)
@@ -93,25 +115,24 @@ final class SeveralContextsTests: XCTestCase {
         let count = 40
         var sockets: [RawSocket?] = try (0..<count).map { try askedAndAnswered(port: port, $0) }
         XCTAssertEqual(handler.count("request"), count, "every connection's request reached the handler once")
-        let held = connectionsByContext(loop)
-        XCTAssertEqual(held.reduce(0, +), count)
-        XCTAssertEqual(held.max(), held.min(), "each socket went to the context that held fewest: \(held)")
+        // Where each went: context descriptor % 3 (runs of one descriptor here).
+        let contextOf = try (0..<count).map { try XCTUnwrap(handler.descriptor(asking: "/\($0)"), "request \($0)") % SeveralContextsTests.contexts }
+        var expected = Array(repeating: 0, count: SeveralContextsTests.contexts)
+        for context in contextOf { expected[context] += 1 }
+        XCTAssertEqual(connectionsByContext(loop), expected, "each socket went to the context of its descriptor")
+        XCTAssertGreaterThan(expected.filter { $0 > 0 }.count, 1, "the sockets are spread: \(expected)")
 
-        // Half of them close, unevenly (in turn, socket i went to context i % 4: these leave the
-        // first two); the next sockets go to the contexts that hold fewest, until all are even again.
-        for index in 0..<count where index % 4 < 2 { sockets[index] = nil }
-        let fewer = connectionsByContext(loop) { $0.reduce(0, +) == count / 2 }
-        XCTAssertEqual(fewer.reduce(0, +), count / 2, "\(fewer)")
-        sockets += try (count..<(count + count / 2)).map { try askedAndAnswered(port: port, $0) }
-        let refilled = connectionsByContext(loop) { $0.reduce(0, +) == count }
-        XCTAssertEqual(refilled, Array(repeating: count / 4, count: 4), "new sockets refilled the emptier contexts")
+        // Those in the first two contexts close: those contexts hold none, the others keep theirs.
+        for index in 0..<count where contextOf[index] < 2 { sockets[index] = nil }
+        let fewer = connectionsByContext(loop) { $0[0] == 0 && $0[1] == 0 }
+        XCTAssertEqual(fewer, [0, 0, expected[2]])
 
         sockets = []
         let closed = connectionsByContext(loop) { $0.allSatisfy { $0 == 0 } }
         XCTAssertEqual(closed, Array(repeating: 0, count: SeveralContextsTests.contexts), "every context is back to none")
         // The listener's connection and every accepted one; all but the listener's are gone.
-        XCTAssertEqual(handler.count("created"), 1 + count + count / 2)
-        XCTAssertEqual(handler.count("destroyed"), count + count / 2)
+        XCTAssertEqual(handler.count("created"), 1 + count)
+        XCTAssertEqual(handler.count("destroyed"), count)
     }
 
     func testJobsAndNotificationsRunOnceWhateverTheContexts() throws {
@@ -119,8 +140,7 @@ final class SeveralContextsTests: XCTestCase {
         let (loop, port) = try startLoop(handler, name: "test-contexts-jobs")
         defer { loop.stop() }
         // A connection in every context, so each has a socket on the loop.
-        let sockets = try (0..<SeveralContextsTests.contexts).map { try askedAndAnswered(port: port, $0) }
-        XCTAssertEqual(connectionsByContext(loop), Array(repeating: 1, count: SeveralContextsTests.contexts))
+        let sockets = try fillEveryContext(loop, port: port, each: 1)
 
         let ran = Record()
         for index in 0..<50 { XCTAssertTrue(loop.post { ran.add("\(index)") }) }
@@ -143,14 +163,16 @@ final class SeveralContextsTests: XCTestCase {
         let handler = Answerer()
         let (loop, port) = try startLoop(handler, name: "test-contexts-timeouts", timeoutSeconds: 1)
         defer { loop.stop() }
-        // Half a request in every context: lws gives the rest `timeoutSeconds`, then closes it.
-        let halves = try (0..<SeveralContextsTests.contexts).map { _ in
+        // Half a request, until every context holds one: lws gives the rest `timeoutSeconds`, then closes it.
+        var halves: [RawSocket] = []
+        while connectionsByContext(loop).contains(0), halves.count < 100 {
             let socket = try RawSocket(port: port, timeoutSeconds: 60)
             try socket.send("GET /api/half HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-            return socket
+            halves.append(socket)
+            _ = connectionsByContext(loop) { $0.reduce(0, +) == halves.count }
         }
-        XCTAssertEqual(connectionsByContext(loop), Array(repeating: 1, count: SeveralContextsTests.contexts))
-        for (index, socket) in halves.enumerated() { XCTAssertTrue(socket.receive().closed, "lws closed the half request in context \(index)") }
+        XCTAssertFalse(connectionsByContext(loop).contains(0), "a half request in every context")
+        for (index, socket) in halves.enumerated() { XCTAssertTrue(socket.receive().closed, "lws closed half request \(index)") }
         XCTAssertEqual(connectionsByContext(loop) { $0.allSatisfy { $0 == 0 } }, Array(repeating: 0, count: SeveralContextsTests.contexts))
         XCTAssertEqual(handler.count("request"), 0)
     }
@@ -158,8 +180,7 @@ final class SeveralContextsTests: XCTestCase {
     func testStoppingWithConnectionsInEveryContextClosesThemAll() throws {
         let handler = Answerer()
         let (loop, port) = try startLoop(handler, name: "test-contexts-stop")
-        let sockets = try (0..<(3 * SeveralContextsTests.contexts)).map { try askedAndAnswered(port: port, $0) }
-        XCTAssertEqual(connectionsByContext(loop), Array(repeating: 3, count: SeveralContextsTests.contexts))
+        let sockets = try fillEveryContext(loop, port: port, each: 3)
         loop.stop()
         XCTAssertFalse(loop.isRunning)
         XCTAssertEqual(handler.count("destroyed"), handler.count("created"), "every connection, the listener's too, was destroyed with its context")
