@@ -100,9 +100,10 @@ package struct ContextSettings: Sendable {
     /// With several contexts, an accepted socket goes to context (descriptor / descriptorBlock) %
     /// contexts: runs of this many consecutive descriptors share a context, so each context's fd
     /// table holds its connections in dense runs, which lws's scan reads far faster than the same
-    /// number scattered (Benchmarks/NOTES.md). The kernel hands out the lowest free descriptor, so
-    /// the runs fill up evenly.
-    package var descriptorBlock = 64
+    /// number scattered (Benchmarks/NOTES.md). 512: a run fills one 4 KiB page of the table (64
+    /// measured a little slower at 19 000 held). The kernel hands out the lowest free descriptor,
+    /// so the runs fill up evenly.
+    package var descriptorBlock = 512
     package var staticFiles: StaticFiles?
     /// Per-connection memory lws allocates and zeroes; `LWSConnection.sessionBytes` for `attach`.
     package var sessionBytes = 0
@@ -162,7 +163,7 @@ package final class ServiceLoop: @unchecked Sendable {
     /// by the index of its context (service thread).
     @exclusivity(unchecked) private var heldByContext: [Int] = []
     /// `ContextSettings.descriptorBlock` (service thread).
-    private var descriptorBlock = 64
+    private var descriptorBlock = 512
     private var boundPort = 0
     private var jobs: [@Sendable () -> Void] = []
     private var notified = false

@@ -60,7 +60,7 @@ final class SeveralContextsTests: XCTestCase {
         settings.timeoutSeconds = timeoutSeconds
         settings.acceptsAdoptedSockets = true
         settings.contexts = SeveralContextsTests.contexts
-        // Each descriptor its own run: a few connections reach every context (the server uses 64).
+        // Each descriptor its own run: a few connections reach every context (the server uses runs of 512).
         settings.descriptorBlock = 1
         settings.staticFiles = .init(directory: NSTemporaryDirectory(), maxAge: 0, callbackPaths: ["/api"])
         let listener = try ListeningSocket(host: "127.0.0.1", port: 0)
