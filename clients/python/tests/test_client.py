@@ -119,11 +119,12 @@ def test_a_message_that_arrives_in_one_read_with_the_close_behind_it_is_returned
 
     from ringcast._websocket import ConnectionClosed, WebSocket
 
+    event = b'{"type":"error","error":"unauthorized","message":"no publisher has this token"}'
+    reason = b"unauthorized"
+    frames = bytes([0x81, len(event)]) + event + bytes([0x88, 2 + len(reason)]) + struct.pack("!H", 4401) + reason
     server_end, client_end = socket.socketpair()
     try:
-        event = b'{"type":"error","error":"unauthorized","message":"no publisher has this token"}'
-        reason = b"unauthorized"
-        server_end.sendall(bytes([0x81, len(event)]) + event + bytes([0x88, 2 + len(reason)]) + struct.pack("!H", 4401) + reason)
+        server_end.sendall(frames)
         ws = WebSocket(client_end, b"")
         assert ws.receive() == [event.decode()]
         assert ws.has_buffered(), "the close still waits to be raised"
@@ -138,7 +139,6 @@ def test_a_message_that_arrives_in_one_read_with_the_close_behind_it_is_returned
     # readable, the read finds the end, and the event is still returned first.
     server_end, client_end = socket.socketpair()
     try:
-        frames = bytes([0x81, len(event)]) + event + bytes([0x88, 2 + len(reason)]) + struct.pack("!H", 4401) + reason
         server_end.close()
         ws = WebSocket(client_end, frames)
         assert ws.receive(readable=True) == [event.decode()]
