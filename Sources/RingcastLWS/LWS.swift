@@ -14,6 +14,21 @@ package enum LWS {
         limit.rlim_cur = limit.rlim_max
         _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
+
+    /// What lws's tables for one context take: an fd table and a poll table, each one 8-byte slot
+    /// per descriptor the open-file limit allows, zeroed at creation, so resident whether used or
+    /// not. nil without a finite limit.
+    package static var contextTableBytes: Int? {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max else { return nil }
+        return Int(clamping: limit.rlim_cur) * 16
+    }
+
+    /// How many of `asked` contexts fit `budgetBytes` of those tables, `perContext` each; at least one.
+    package static func contexts(_ asked: Int, tablesWithin budgetBytes: Int, perContext: Int? = contextTableBytes) -> Int {
+        guard asked > 1, let perContext, perContext > 0 else { return max(1, asked) }
+        return min(asked, max(1, budgetBytes / perContext))
+    }
 }
 
 /// One reusable buffer with LWS_PRE bytes of headroom, for every write on one service thread.

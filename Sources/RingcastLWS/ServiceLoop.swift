@@ -95,8 +95,13 @@ package struct ContextSettings: Sendable {
     /// settings, the sockets `adoptListener` accepts spread over them (more than one only without
     /// `listener`: each would bind it). Debian's lws scans its context's whole fd table, reading
     /// every connection's, on each close (`sanity_assert_no_sockfd_traces`): a context scans only
-    /// its own share (Benchmarks/NOTES.md, "Connections held").
+    /// its own share (Benchmarks/NOTES.md, "Connections held"). At most: fewer are made where their
+    /// tables would take more than `contextTableBudgetBytes` (`LWS.contexts(_:tablesWithin:)`).
     package var contexts = 1
+    /// The resident memory one loop's contexts may spend on lws's fd and poll tables, which are as
+    /// long as the open-file limit: 8 MiB lets 16 contexts at 20 000 descriptors, 8 at 65 536, and
+    /// one at a limit of 262 144 or more.
+    package var contextTableBudgetBytes = 8 << 20
     /// With several contexts, an accepted socket goes to context (descriptor / descriptorBlock) %
     /// contexts: runs of this many consecutive descriptors share a context, so each context's fd
     /// table holds its connections in dense runs, which lws's scan reads far faster than the same
@@ -464,13 +469,17 @@ package final class ServiceLoop: @unchecked Sendable {
     private func makeContexts(_ settings: ContextSettings, on eventLoop: OpaquePointer) throws {
         var info = creationInfo(settings, on: eventLoop)
         LWS.raiseOpenFileLimit()
-        for _ in 0..<settings.contexts {
+        let count = LWS.contexts(settings.contexts, tablesWithin: settings.contextTableBudgetBytes)
+        if count < settings.contexts {
+            logger.info("\(name): \(count) of \(settings.contexts) contexts: at this open-file limit each context's fd and poll tables take \((LWS.contextTableBytes ?? 0) / 1024) KiB")
+        }
+        for _ in 0..<count {
             let created = try createContext(&info, settings)
             contexts.append(created)
             heldByContext.append(0)
             descriptorBlock = max(1, settings.descriptorBlock)
             try checked(
-                rc_loop_attach(eventLoop, created), "rc_loop_attach", detail: { _, _ in "the event loop has room for \(settings.contexts) contexts" })
+                rc_loop_attach(eventLoop, created), "rc_loop_attach", detail: { _, _ in "the event loop has room for \(count) contexts" })
             if let vhost = lws_get_vhost_by_name(created, "default") { vhosts.append(vhost) }
         }
         if settings.listener != nil, let vhost = vhosts.first {

@@ -93,7 +93,8 @@ public final class Server: @unchecked Sendable {
     /// took about 0.6x of one context's CPU, at 2 500 held about the same; 8 gained less, 32 (runs
     /// of 256) no more. Each context costs its own fd table and poll table, both as long as the
     /// open-file limit and zeroed by lws: 330 KiB measured at 20 000 descriptors, 1 MiB (computed)
-    /// at the package's 65 536.
+    /// at the package's 65 536, where the loop's table budget (`contextTableBudgetBytes`, 8 MiB)
+    /// makes 8 of them.
     static let contextsPerThread = 16
 
     /// How many service threads `threads` asks for: 0 means one per online core.

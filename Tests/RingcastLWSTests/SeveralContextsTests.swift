@@ -186,4 +186,14 @@ final class SeveralContextsTests: XCTestCase {
         XCTAssertEqual(handler.count("destroyed"), handler.count("created"), "every connection, the listener's too, was destroyed with its context")
         for socket in sockets { XCTAssertTrue(socket.receive().closed, "the server closed its end") }
     }
+
+    /// lws's tables grow with the open-file limit, so a high limit makes fewer contexts.
+    func testFewerContextsAreMadeWhereTheirTablesWouldPassTheBudget() {
+        let budget = 8 << 20
+        XCTAssertEqual(LWS.contexts(16, tablesWithin: budget, perContext: 20_000 * 16), 16)
+        XCTAssertEqual(LWS.contexts(16, tablesWithin: budget, perContext: 65_536 * 16), 8)
+        XCTAssertEqual(LWS.contexts(16, tablesWithin: budget, perContext: 1_048_576 * 16), 1, "never none")
+        XCTAssertEqual(LWS.contexts(16, tablesWithin: budget, perContext: nil), 16, "no finite limit: as asked")
+        XCTAssertEqual(LWS.contexts(0, tablesWithin: budget, perContext: 20_000 * 16), 1)
+    }
 }
