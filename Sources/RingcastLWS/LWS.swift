@@ -1,5 +1,6 @@
 import CLibWebSockets
 import CRingcastShims
+import Foundation
 import Glibc
 
 /// Facts of this libwebsockets build that the layer's users need.
@@ -15,19 +16,57 @@ package enum LWS {
         _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 
-    /// What lws's tables for one context take: an fd table and a poll table, each one 8-byte slot
-    /// per descriptor the open-file limit allows, zeroed at creation, so resident whether used or
-    /// not. nil without a finite limit.
-    package static var contextTableBytes: Int? {
+    /// The open-file limit now (the soft one), nil when unlimited or unknown.
+    package static var openFileLimit: Int? {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max else { return nil }
-        return Int(clamping: limit.rlim_cur) * 16
+        return Int(clamping: limit.rlim_cur)
     }
 
-    /// How many of `asked` contexts fit `budgetBytes` of those tables, `perContext` each; at least one.
-    package static func contexts(_ asked: Int, tablesWithin budgetBytes: Int, perContext: Int? = contextTableBytes) -> Int {
-        guard asked > 1, let perContext, perContext > 0 else { return max(1, asked) }
-        return min(asked, max(1, budgetBytes / perContext))
+    /// Every lws context is made under this lock: `withDescriptorTable` lowers the process's
+    /// open-file limit while one is made, and no other may read it meanwhile.
+    private static let contextCreation = NSLock()
+
+    /// Makes a context (`create`) whose fd table has room for descriptors below `slots`, not the
+    /// whole open-file limit. lws 4.1.6 sizes a context's fd table (and its poll table) from the
+    /// open-file limit it reads while being made, and Debian's build walks that whole table on
+    /// every close (`sanity_assert_no_sockfd_traces`), so a context that will only ever hold low
+    /// descriptors gets a short table by having the limit lowered while it is made. The limit is
+    /// never lowered below the lowest free descriptor plus `headroom` (other threads keep opening
+    /// files meanwhile), and is put back before this returns; lws refuses a descriptor beyond its
+    /// table ("too high") rather than overrun it. nil `slots`: the whole limit.
+    package static func withDescriptorTable<T>(_ slots: Int?, headroom: Int = 256, _ create: () throws -> T) rethrows -> (T, tableSlots: Int?) {
+        contextCreation.lock()
+        defer { contextCreation.unlock() }
+        var limit = rlimit()
+        guard let slots, getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max else {
+            return (try create(), openFileLimit)
+        }
+        let lowered = max(slots, lowestFreeDescriptor + headroom)
+        guard lowered < Int(clamping: limit.rlim_cur) else { return (try create(), Int(clamping: limit.rlim_cur)) }
+        var shorter = limit
+        shorter.rlim_cur = rlim_t(lowered)
+        guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &shorter) == 0 else { return (try create(), Int(clamping: limit.rlim_cur)) }
+        defer { _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) }
+        return (try create(), lowered)
+    }
+
+    /// The descriptor the next open would get (the kernel hands out the lowest free one).
+    private static var lowestFreeDescriptor: Int {
+        let probe = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        guard probe >= 0 else { return Int.max / 2 }
+        close(probe)
+        return Int(probe)
+    }
+
+    /// How many of `asked` contexts to make at an open-file limit of `descriptors` (nil: unlimited)
+    /// so that their tables fit `budgetBytes`. Context k of n serves descriptors below (k + 1) of
+    /// n parts of the limit (`ServiceLoop.context(for:)`), and lws's fd and poll tables take
+    /// 16 bytes a slot, so n contexts take (n + 1) / 2 whole-limit tables. At least one.
+    package static func contexts(_ asked: Int, tablesWithin budgetBytes: Int, descriptors: Int? = openFileLimit) -> Int {
+        guard asked > 1, let descriptors, descriptors > 0 else { return max(1, asked) }
+        let wholeTables = budgetBytes / (descriptors * 16)
+        return min(asked, max(1, 2 * wholeTables - 1))
     }
 }
 

@@ -92,23 +92,23 @@ package struct ContextSettings: Sendable {
     /// (lws's CONTEXT_PORT_NO_LISTEN_SERVER), TLS included.
     package var acceptsAdoptedSockets = false
     /// How many lws contexts the loop runs on its one thread and event loop, all made from these
-    /// settings, the sockets `adoptListener` accepts spread over them (more than one only without
-    /// `listener`: each would bind it). Debian's lws scans its context's whole fd table, reading
-    /// every connection's, on each close (`sanity_assert_no_sockfd_traces`): a context scans only
-    /// its own share (Benchmarks/NOTES.md, "Connections held"). At most: fewer are made where their
-    /// tables would take more than `contextTableBudgetBytes` (`LWS.contexts(_:tablesWithin:)`).
+    /// settings, the sockets `adoptListener` accepts spread over them by descriptor (more than one
+    /// only without `listener`: each would bind it). Debian's lws walks its context's whole fd
+    /// table, and reads every connection in it, on each close (`sanity_assert_no_sockfd_traces`),
+    /// and sizes that table by the open-file limit: context k takes the descriptors of the k-th
+    /// range (`descriptorRange`) and has a table only as long as its ranges reach, so a close walks
+    /// about as many slots as its descriptor's number, and reads one range's connections
+    /// (Benchmarks/NOTES.md, "Connections held"). At most: fewer are made where their tables would
+    /// take more than `contextTableBudgetBytes` (`LWS.contexts(_:tablesWithin:descriptors:)`).
     package var contexts = 1
-    /// The resident memory one loop's contexts may spend on lws's fd and poll tables, which are as
-    /// long as the open-file limit: 8 MiB lets 16 contexts at 20 000 descriptors, 8 at 65 536, and
-    /// one at a limit of 262 144 or more.
+    /// The resident memory one loop's contexts may spend on lws's fd and poll tables (16 bytes a
+    /// slot, zeroed at creation): 8 MiB makes 16 contexts at 20 000 descriptors, 15 at 65 536,
+    /// 3 at 262 144, and one from 524 288.
     package var contextTableBudgetBytes = 8 << 20
-    /// With several contexts, an accepted socket goes to context (descriptor / descriptorBlock) %
-    /// contexts: runs of this many consecutive descriptors share a context, so each context's fd
-    /// table holds its connections in dense runs, which lws's scan reads far faster than the same
-    /// number scattered (Benchmarks/NOTES.md). 512: a run fills one 4 KiB page of the table (64
-    /// measured a little slower at 19 000 held). The kernel hands out the lowest free descriptor,
-    /// so the runs fill up evenly.
-    package var descriptorBlock = 512
+    /// With several contexts, descriptors below this many go to the first context, the next this
+    /// many to the second, and so on, all above to the last. nil: the open-file limit over
+    /// `contexts`, so the last context's range ends at the limit.
+    package var descriptorRange: Int?
     package var staticFiles: StaticFiles?
     /// Per-connection memory lws allocates and zeroes; `LWSConnection.sessionBytes` for `attach`.
     package var sessionBytes = 0
@@ -167,8 +167,8 @@ package final class ServiceLoop: @unchecked Sendable {
     /// lws connections each context holds now (`WSI_CREATE` to `WSI_DESTROY`; adopted listeners too),
     /// by the index of its context (service thread).
     @exclusivity(unchecked) private var heldByContext: [Int] = []
-    /// `ContextSettings.descriptorBlock` (service thread).
-    private var descriptorBlock = 512
+    /// `ContextSettings.descriptorRange`, or what it defaults to (service thread).
+    private var descriptorRange = Int.max
     private var boundPort = 0
     private var jobs: [@Sendable () -> Void] = []
     private var notified = false
@@ -323,14 +323,14 @@ package final class ServiceLoop: @unchecked Sendable {
         }
     }
 
-    /// The context an accepted descriptor goes to: by its run of `descriptorBlock`, not to the
-    /// context that holds fewest. lws's scan on close reads every slot of the context's fd table
-    /// and follows each filled one to its connection; filled slots scattered one by one (fewest-held
-    /// or in turn) cost a mispredicted branch and a cache miss each, one after another, and measured
-    /// slower than one context (Benchmarks/NOTES.md); in runs, the misses overlap. The kernel
-    /// hands out the lowest free descriptor, so the runs, and the contexts, fill up about evenly.
-    private func context(for descriptor: Int32) -> Int {
-        vhosts.count == 1 ? 0 : (Int(descriptor) / descriptorBlock) % vhosts.count
+    /// The context an accepted descriptor goes to: the one for its range (`descriptorRange`), whose
+    /// fd table reaches it. Not the context that holds fewest: lws's scan on close follows every
+    /// filled slot of the table to its connection, and slots filled one here and one there cost a
+    /// cache miss and a mispredicted branch each (measured slower than one context,
+    /// Benchmarks/NOTES.md); a range's slots are filled densely, since the kernel hands out the
+    /// lowest free descriptor.
+    package func context(for descriptor: Int32) -> Int {
+        min(Int(max(0, descriptor)) / descriptorRange, max(0, vhosts.count - 1))
     }
 
     /// The index of the context `wsi` belongs to (service thread).
@@ -470,18 +470,25 @@ package final class ServiceLoop: @unchecked Sendable {
         var info = creationInfo(settings, on: eventLoop)
         LWS.raiseOpenFileLimit()
         let count = LWS.contexts(settings.contexts, tablesWithin: settings.contextTableBudgetBytes)
+        let limit = LWS.openFileLimit
         if count < settings.contexts {
-            logger.info("\(name): \(count) of \(settings.contexts) contexts: at this open-file limit each context's fd and poll tables take \((LWS.contextTableBytes ?? 0) / 1024) KiB")
+            logger.info("\(name): \(count) of \(settings.contexts) contexts fit their fd tables in \(settings.contextTableBudgetBytes >> 20) MiB at \(limit.map(String.init) ?? "no") open-file limit")
         }
-        for _ in 0..<count {
-            let created = try createContext(&info, settings)
+        descriptorRange = max(1, settings.descriptorRange ?? limit.map { ($0 + count - 1) / count } ?? Int.max)
+        var tables: [String] = []
+        for index in 0..<count {
+            // The last context takes every descriptor above the others' ranges: the whole table.
+            let reach = index == count - 1 ? nil : (index + 1).multipliedReportingOverflow(by: descriptorRange)
+            let slots = reach.flatMap { $0.overflow ? nil : $0.partialValue }
+            let (created, tableSlots) = try LWS.withDescriptorTable(slots) { try createContext(&info, settings) }
             contexts.append(created)
             heldByContext.append(0)
-            descriptorBlock = max(1, settings.descriptorBlock)
+            tables.append(tableSlots.map(String.init) ?? "?")
             try checked(
                 rc_loop_attach(eventLoop, created), "rc_loop_attach", detail: { _, _ in "the event loop has room for \(count) contexts" })
             if let vhost = lws_get_vhost_by_name(created, "default") { vhosts.append(vhost) }
         }
+        if count > 1 { logger.debug("\(name): \(count) contexts, descriptors in ranges of \(descriptorRange), fd tables of \(tables.joined(separator: ", ")) slots") }
         if settings.listener != nil, let vhost = vhosts.first {
             let port = Int(lws_get_vhost_listen_port(vhost))
             lock.withLock { boundPort = port }

@@ -87,14 +87,12 @@ public final class Server: @unchecked Sendable {
     static let headerLimit = HeaderLimit(totalBytes: 16 * 1024, eachBytes: 8 * 1024)
 
     /// How many libwebsockets contexts each service thread runs on its one event loop, its accepted
-    /// sockets spread over them by descriptor (`ContextSettings.contexts`): Debian's lws reads every
-    /// connection of a context on each close, so a close costs the connections its context holds.
-    /// 16, measured (Benchmarks/NOTES.md, "Connections held"): at 19 000 held a connect + close
-    /// took about 0.6x of one context's CPU, at 2 500 held about the same; 8 gained less, 32 (runs
-    /// of 256) no more. Each context costs its own fd table and poll table, both as long as the
-    /// open-file limit and zeroed by lws: 330 KiB measured at 20 000 descriptors, 1 MiB (computed)
-    /// at the package's 65 536, where the loop's table budget (`contextTableBudgetBytes`, 8 MiB)
-    /// makes 8 of them.
+    /// sockets spread over them by descriptor range (`ContextSettings.contexts`): Debian's lws walks
+    /// a context's whole fd table, and reads every connection in it, on each close, so a close
+    /// costs its table's length and the connections its context holds. 16, measured
+    /// (Benchmarks/NOTES.md, "Connections held"): 8 gained less, 32 and more no more. Their fd and
+    /// poll tables take 8.5 whole-limit tables of 16 bytes a slot (2.7 MB at 20 000 descriptors);
+    /// at a limit where that passes `contextTableBudgetBytes` (8 MiB) fewer are made.
     static let contextsPerThread = 16
 
     /// How many service threads `threads` asks for: 0 means one per online core.

@@ -51,17 +51,30 @@ final class SeveralContextsTests: XCTestCase {
         func loopWasNotified(_ loop: ServiceLoop) { note("notified") }
     }
 
-    /// Three: the test's own client sockets take every other descriptor, and a stride of 2 still
-    /// meets every residue of 3.
     private static let contexts = 3
+    /// Descriptors per context: the first context gets those below the test's next free one plus
+    /// this (the loop's own epoll, pipes and listener take about 15 of them), the second the next
+    /// that many, the third the rest.
+    private static let range = 24
+
+    /// The range the loop is given: from the descriptors the test process holds now.
+    private var descriptorRange = 0
+
+    /// The context a descriptor of the server's goes to, as `ServiceLoop.context(for:)` says.
+    private func context(of descriptor: Int) -> Int {
+        min(descriptor / descriptorRange, SeveralContextsTests.contexts - 1)
+    }
 
     private func startLoop(_ handler: Answerer, name: String, timeoutSeconds: Int = 10) throws -> (ServiceLoop, port: Int) {
         var settings = ContextSettings(name: name)
         settings.timeoutSeconds = timeoutSeconds
         settings.acceptsAdoptedSockets = true
         settings.contexts = SeveralContextsTests.contexts
-        // Each descriptor its own run: a few connections reach every context (the server uses runs of 512).
-        settings.descriptorBlock = 1
+        let probe = open("/dev/null", O_RDONLY)
+        XCTAssertGreaterThanOrEqual(probe, 0)
+        close(probe)
+        descriptorRange = Int(probe) + SeveralContextsTests.range
+        settings.descriptorRange = descriptorRange
         settings.staticFiles = .init(directory: NSTemporaryDirectory(), maxAge: 0, callbackPaths: ["/api"])
         let listener = try ListeningSocket(host: "127.0.0.1", port: 0)
         let loop = ServiceLoop(name: name, logger: .silent)
@@ -90,7 +103,7 @@ final class SeveralContextsTests: XCTestCase {
     /// Opens connections (each with a request answered) until every context holds at least `each`.
     private func fillEveryContext(_ loop: ServiceLoop, port: Int, each: Int) throws -> [RawSocket] {
         var sockets: [RawSocket] = []
-        while connectionsByContext(loop).contains(where: { $0 < each }), sockets.count < 100 {
+        while connectionsByContext(loop).contains(where: { $0 < each }), sockets.count < 400 {
             sockets.append(try askedAndAnswered(port: port, sockets.count))
         }
         XCTAssertTrue(connectionsByContext(loop).allSatisfy { $0 >= each }, "\(connectionsByContext(loop)) after \(sockets.count) connections")
@@ -112,11 +125,11 @@ final class SeveralContextsTests: XCTestCase {
         defer { loop.stop() }
         XCTAssertEqual(connectionsByContext(loop), Array(repeating: 0, count: SeveralContextsTests.contexts), "the listener is not a connection")
 
-        let count = 40
+        let count = 60
         var sockets: [RawSocket?] = try (0..<count).map { try askedAndAnswered(port: port, $0) }
         XCTAssertEqual(handler.count("request"), count, "every connection's request reached the handler once")
-        // Where each went: context descriptor % 3 (runs of one descriptor here).
-        let contextOf = try (0..<count).map { try XCTUnwrap(handler.descriptor(asking: "/\($0)"), "request \($0)") % SeveralContextsTests.contexts }
+        // Where each went: the context of its descriptor's range.
+        let contextOf = try (0..<count).map { context(of: try XCTUnwrap(handler.descriptor(asking: "/\($0)"), "request \($0)")) }
         var expected = Array(repeating: 0, count: SeveralContextsTests.contexts)
         for context in contextOf { expected[context] += 1 }
         XCTAssertEqual(connectionsByContext(loop), expected, "each socket went to the context of its descriptor")
@@ -187,13 +200,30 @@ final class SeveralContextsTests: XCTestCase {
         for socket in sockets { XCTAssertTrue(socket.receive().closed, "the server closed its end") }
     }
 
-    /// lws's tables grow with the open-file limit, so a high limit makes fewer contexts.
+    /// lws's tables grow with the open-file limit, so a high limit makes fewer contexts: n of them
+    /// take (n + 1) / 2 whole-limit tables of 16 bytes a slot.
     func testFewerContextsAreMadeWhereTheirTablesWouldPassTheBudget() {
         let budget = 8 << 20
-        XCTAssertEqual(LWS.contexts(16, tablesWithin: budget, perContext: 20_000 * 16), 16)
-        XCTAssertEqual(LWS.contexts(16, tablesWithin: budget, perContext: 65_536 * 16), 8)
-        XCTAssertEqual(LWS.contexts(16, tablesWithin: budget, perContext: 1_048_576 * 16), 1, "never none")
-        XCTAssertEqual(LWS.contexts(16, tablesWithin: budget, perContext: nil), 16, "no finite limit: as asked")
-        XCTAssertEqual(LWS.contexts(0, tablesWithin: budget, perContext: 20_000 * 16), 1)
+        XCTAssertEqual(LWS.contexts(16, tablesWithin: budget, descriptors: 20_000), 16)
+        XCTAssertEqual(LWS.contexts(16, tablesWithin: budget, descriptors: 65_536), 15)
+        XCTAssertEqual(LWS.contexts(16, tablesWithin: budget, descriptors: 262_144), 3)
+        XCTAssertEqual(LWS.contexts(16, tablesWithin: budget, descriptors: 1_048_576), 1, "never none")
+        XCTAssertEqual(LWS.contexts(16, tablesWithin: budget, descriptors: nil), 16, "no finite limit: as asked")
+        XCTAssertEqual(LWS.contexts(0, tablesWithin: budget, descriptors: 20_000), 1)
+    }
+
+    /// A context made for low descriptors gets a short table: the limit is lowered while it is
+    /// made, never below what is open, and put back.
+    func testAContextForLowDescriptorsIsMadeWithAShortTableAndTheLimitIsPutBack() throws {
+        let before = try XCTUnwrap(LWS.openFileLimit)
+        var seenInside = 0
+        let ((), slots) = LWS.withDescriptorTable(300, headroom: 16) { seenInside = LWS.openFileLimit ?? 0 }
+        XCTAssertEqual(LWS.openFileLimit, before, "the limit is put back")
+        let probe = open("/dev/null", O_RDONLY)
+        close(probe)
+        XCTAssertEqual(seenInside, slots, "what lws reads while it is made is the table it gets")
+        XCTAssertEqual(slots, min(before, max(300, Int(probe) + 16)), "the table reaches past every open descriptor")
+        let ((), whole) = LWS.withDescriptorTable(nil) {}
+        XCTAssertEqual(whole, before, "nil: the whole limit")
     }
 }
