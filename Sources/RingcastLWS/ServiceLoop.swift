@@ -472,7 +472,9 @@ package final class ServiceLoop: @unchecked Sendable {
         let count = LWS.contexts(settings.contexts, tablesWithin: settings.contextTableBudgetBytes)
         let limit = LWS.openFileLimit
         if count < settings.contexts {
-            logger.info("\(name): \(count) of \(settings.contexts) contexts fit their fd tables in \(settings.contextTableBudgetBytes >> 20) MiB at \(limit.map(String.init) ?? "no") open-file limit")
+            logger.info(
+                "\(name): \(count) of \(settings.contexts) contexts fit their fd tables in \(settings.contextTableBudgetBytes >> 20) MiB at \(limit.map(String.init) ?? "no") open-file limit"
+            )
         }
         descriptorRange = max(1, settings.descriptorRange ?? limit.map { ($0 + count - 1) / count } ?? Int.max)
         var tables: [String] = []
@@ -488,7 +490,10 @@ package final class ServiceLoop: @unchecked Sendable {
                 rc_loop_attach(eventLoop, created), "rc_loop_attach", detail: { _, _ in "the event loop has room for \(count) contexts" })
             if let vhost = lws_get_vhost_by_name(created, "default") { vhosts.append(vhost) }
         }
-        if count > 1 { logger.debug("\(name): \(count) contexts, descriptors in ranges of \(descriptorRange), fd tables of \(tables.joined(separator: ", ")) slots") }
+        if count > 1 {
+            logger.debug(
+                "\(name): \(count) contexts, descriptors in ranges of \(descriptorRange), fd tables of \(tables.joined(separator: ", ")) slots")
+        }
         if settings.listener != nil, let vhost = vhosts.first {
             let port = Int(lws_get_vhost_listen_port(vhost))
             lock.withLock { boundPort = port }
