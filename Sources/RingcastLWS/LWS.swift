@@ -35,7 +35,7 @@ package enum LWS {
     /// never lowered below the lowest free descriptor plus `headroom` (other threads keep opening
     /// files meanwhile), and is put back before this returns; lws refuses a descriptor beyond its
     /// table ("too high") rather than overrun it. nil `slots`: the whole limit.
-    package static func withDescriptorTable<T>(_ slots: Int?, headroom: Int = 256, _ create: () throws -> T) rethrows -> (T, tableSlots: Int?) {
+    package static func withDescriptorTable<T>(_ slots: Int?, headroom: Int = 1024, _ create: () throws -> T) rethrows -> (T, tableSlots: Int?) {
         contextCreation.lock()
         defer { contextCreation.unlock() }
         var limit = rlimit()
