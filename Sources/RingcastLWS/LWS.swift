@@ -10,17 +10,26 @@ package enum LWS {
 
     /// Each WebSocket is a file descriptor: allow as many as the hard limit does.
     package static func raiseOpenFileLimit() {
-        var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        guard var limit = fileLimits, limit.rlim_cur < limit.rlim_max else { return }
         limit.rlim_cur = limit.rlim_max
-        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        setFileLimits(limit)
     }
 
     /// The open-file limit now (the soft one), nil when unlimited or unknown.
     package static var openFileLimit: Int? {
-        var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max else { return nil }
+        guard let limit = fileLimits, limit.rlim_cur != rlim_t.max else { return nil }
         return Int(clamping: limit.rlim_cur)
+    }
+
+    /// The process's soft and hard open-file limits.
+    private static var fileLimits: rlimit? {
+        var limit = rlimit()
+        return getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 ? limit : nil
+    }
+
+    @discardableResult private static func setFileLimits(_ limit: rlimit) -> Bool {
+        var limit = limit
+        return setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0
     }
 
     /// Every lws context is made under this lock: `withDescriptorTable` lowers the process's
@@ -38,21 +47,18 @@ package enum LWS {
     package static func withDescriptorTable<T>(_ slots: Int?, headroom: Int = 1024, _ create: () throws -> T) rethrows -> (T, tableSlots: Int?) {
         contextCreation.lock()
         defer { contextCreation.unlock() }
-        var limit = rlimit()
-        guard let slots, getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max else {
-            return (try create(), openFileLimit)
-        }
+        guard let slots, let limit = fileLimits, limit.rlim_cur != rlim_t.max else { return (try create(), openFileLimit) }
+        let current = Int(clamping: limit.rlim_cur)
         let lowered = max(slots, lowestFreeDescriptor + headroom)
-        guard lowered < Int(clamping: limit.rlim_cur) else { return (try create(), Int(clamping: limit.rlim_cur)) }
         var shorter = limit
         shorter.rlim_cur = rlim_t(lowered)
-        guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &shorter) == 0 else { return (try create(), Int(clamping: limit.rlim_cur)) }
-        defer { _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) }
+        guard lowered < current, setFileLimits(shorter) else { return (try create(), current) }
+        defer { setFileLimits(limit) }
         return (try create(), lowered)
     }
 
     /// The descriptor the next open would get (the kernel hands out the lowest free one).
-    private static var lowestFreeDescriptor: Int {
+    package static var lowestFreeDescriptor: Int {
         let probe = open("/dev/null", O_RDONLY | O_CLOEXEC)
         guard probe >= 0 else { return Int.max / 2 }
         close(probe)

@@ -329,7 +329,7 @@ package final class ServiceLoop: @unchecked Sendable {
     /// cache miss and a mispredicted branch each (measured slower than one context,
     /// Benchmarks/NOTES.md); a range's slots are filled densely, since the kernel hands out the
     /// lowest free descriptor.
-    package func context(for descriptor: Int32) -> Int {
+    private func context(for descriptor: Int32) -> Int {
         min(Int(max(0, descriptor)) / descriptorRange, max(0, vhosts.count - 1))
     }
 
@@ -480,8 +480,8 @@ package final class ServiceLoop: @unchecked Sendable {
         var tables: [String] = []
         for index in 0..<count {
             // The last context takes every descriptor above the others' ranges: the whole table.
-            let reach = index == count - 1 ? nil : (index + 1).multipliedReportingOverflow(by: descriptorRange)
-            let slots = reach.flatMap { $0.overflow ? nil : $0.partialValue }
+            let (reach, overflow) = (index + 1).multipliedReportingOverflow(by: descriptorRange)
+            let slots = index == count - 1 || overflow ? nil : reach
             let (created, tableSlots) = try LWS.withDescriptorTable(slots) { try createContext(&info, settings) }
             contexts.append(created)
             heldByContext.append(0)
