@@ -191,6 +191,8 @@ package final class ServiceLoop: @unchecked Sendable {
     private var startError: Error?
     private let started = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
+    /// The service thread, joined by whoever stops the loop (guarded by `lock`).
+    private var thread: JoinableThread?
     /// Every write on this loop goes through one buffer with lws's headroom.
     let writeBuffer = WriteBuffer()
     /// Connections that do not read while lws holds output of theirs (`LWSConnection.stopReadingWhileOutputIsHeld`).
@@ -237,15 +239,12 @@ package final class ServiceLoop: @unchecked Sendable {
         }
         self.handler = handler
         // The handler is handed to the service thread here, before it starts, and is touched only there.
-        let thread = Thread { [self] in
-            // Named from inside: on Linux a name set before start names the caller's thread.
-            Thread.current.name = name
-            run(settings, prepare: prepare)
-        }
-        thread.start()
+        let thread = try JoinableThread(name: name) { [self] in run(settings, prepare: prepare) }
+        lock.withLock { self.thread = thread }
         started.wait()
         if let startError {
             finished.wait()
+            thread.join()
             throw startError
         }
         return port
@@ -260,7 +259,12 @@ package final class ServiceLoop: @unchecked Sendable {
             lws_cancel_service(context)
             return true
         }
-        if wasRunning { finished.wait() }
+        guard wasRunning else { return }
+        finished.wait()
+        // Joined, not only signalled: the thread's own clean-up (OpenSSL's per-thread state among
+        // it) runs after `finished`, and a process that exits meanwhile frees that state twice
+        // (seen under AddressSanitizer in a `ringcast run` that closed its client, then exited).
+        lock.withLock { thread }?.join()
     }
 
     /// Runs `job` on the service thread soon; false when the loop is not running (the job is dropped).

@@ -272,6 +272,23 @@ final class ProducerCommandTests: XCTestCase {
         XCTAssertTrue(events.dropLast().allSatisfy { $0.string("state") == "running" && $0.event["progress"] == .null })
     }
 
+    /// `run` holds a WebSocket client (with its service thread and TLS library state) and exits
+    /// right after closing it: the thread is gone before the process exits, every time. Under
+    /// AddressSanitizer (make test-sanitize) a freed-twice finding in any of these children fails
+    /// the run; in a plain build glibc's own check aborts the child.
+    func testRunAndPipeExitCleanlyTwentyTimesInARow() throws {
+        let server = try producerServer()
+        for round in 0..<20 {
+            let run = try RingcastProcess.run(["run", "loop.run-\(round)", "--", "true"], server: server)
+            XCTAssertEqual(run.status, 0, "round \(round): \(run.stderr)")
+            XCTAssertEqual(run.stderr, "", "round \(round)")
+            let pipe = try RingcastProcess.run(["pipe", "loop.pipe-\(round)", "--done-at-eof"], server: server, stdin: "50%\n")
+            XCTAssertEqual(pipe.status, 0, "round \(round): \(pipe.stderr)")
+        }
+        XCTAssertEqual(try server.task("loop.run-19")?["state"], .string("done"))
+        XCTAssertEqual(try server.task("loop.pipe-19")?["state"], .string("done"))
+    }
+
     func testRunFalseEndsFailedAndExitsOne() throws {
         let server = try producerServer()
         let result = try RingcastProcess.run(["run", "demo", "--", "false"], server: server)
