@@ -72,7 +72,7 @@ export class WebSocketConnection extends EventEmitter {
       this.waiting.push(chunk);
       this.waitingBytes += chunk.length;
       if (this.buffer.length + this.waitingBytes < this.needed) return;
-      this.buffer = Buffer.concat([this.buffer, ...this.waiting]);
+      this.buffer = this.buffer.length === 0 && this.waiting.length === 1 ? chunk : Buffer.concat([this.buffer, ...this.waiting]);
       this.waiting = [];
       this.waitingBytes = 0;
       this.parse();
@@ -112,6 +112,10 @@ export class WebSocketConnection extends EventEmitter {
   finish(code, reason, violation = false) {
     if (this.closed) return;
     this.closed = true;
+    // What a message held goes now, not when the connection object does.
+    this.fragments = [];
+    this.waiting = [];
+    this.buffer = Buffer.alloc(0);
     this.socket.destroy();
     this.emit('close', { code, reason, violation });
   }

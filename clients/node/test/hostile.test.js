@@ -15,13 +15,12 @@ import { HostileServer, frame, runClient } from './hostile.js';
 // A client that publishes into the server for `ms`, then reports what it cost.
 function publisher(ms) {
   return `
+    const rss = peakMiB();
+    const cpu = cpuSeconds();
     const rc = new ringcast.Ringcast({ url: URL, timeout: 2000 });
     process.removeAllListeners('warning');
     process.on('warning', () => {});
     rc.update('node.hostile', { progress: 0.5 });
-    await sleep(300);
-    const rss = peakMiB();
-    const cpu = cpuSeconds();
     await sleep(${ms});
     report({ rssGrowth: peakMiB() - rss, cpu: cpuSeconds() - cpu, errors: rc.errors.map((e) => [e.error, e.message]) });
   `;
@@ -49,7 +48,9 @@ test('endless fragments are cut at the message limit with 1009', async () => {
   // The client took the message limit and what the kernel buffers hold, not more.
   assert.ok(first.sent < MAX_MESSAGE + 16 * 1024 * 1024, `${first.sent} bytes taken`);
   assert.equal(first.closeCode, 1009);
-  assert.ok(result.rssGrowth < 150, JSON.stringify(result));
+  // Each connection's 16 MiB and the chunks it came in, until the collector runs (about 80 MiB
+  // here over four connections).
+  assert.ok(result.rssGrowth < 200, JSON.stringify(result));
   assert.equal(result.errors[0]?.[0], 'protocol_violation', JSON.stringify(result));
   assert.match(result.errors[0][1], /16 MiB/);
 });

@@ -20,10 +20,9 @@ from ringcast._websocket import MAX_FRAGMENTS, MAX_MESSAGE, ConnectionClosed, Pr
 # A client that publishes into a hostile server for `seconds`, then reports what it cost.
 PUBLISHER = """
     import ringcast
+    rss, cpu = peak_mib(), cpu_seconds()
     rc = ringcast.Ringcast(URL, timeout=2)
     rc.update("py.hostile", progress=0.5)
-    time.sleep(0.3)
-    rss, cpu = peak_mib(), cpu_seconds()
     time.sleep({seconds})
     print(json.dumps({{"rss_growth": peak_mib() - rss, "cpu": cpu_seconds() - cpu,
                       "errors": [[e.error, e.message] for e in rc.errors]}}))
