@@ -17,6 +17,9 @@ const ACCEPT_GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
 export const MAX_MESSAGE = 16 * 1024 * 1024;
 export const MAX_FRAGMENTS = 4096;
 const MAX_HEADER = 64 * 1024;
+// Pongs waiting to be written, past which pings go unanswered (RFC 6455 5.5.3 lets a pong answer
+// only the latest): a server that pings and never reads would have them queue here without end.
+const MAX_UNSENT = 1024 * 1024;
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
 /** The server answered the upgrade with an HTTP status other than 101; `body` is its answer. */
@@ -169,7 +172,7 @@ export class WebSocketConnection extends EventEmitter {
       const payload = buffer.subarray(offset, offset + length);
       this.buffer = buffer.subarray(offset + length);
       if (opcode === 0x9) {
-        this.socket.write(frame(0xa, payload));
+        if (this.socket.writableLength < MAX_UNSENT) this.socket.write(frame(0xa, payload));
       } else if (opcode === 0x8) {
         const code = payload.length >= 2 ? payload.readUInt16BE(0) : 1005;
         this.close(code, payload.subarray(2).toString('utf8'));

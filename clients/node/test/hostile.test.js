@@ -79,6 +79,19 @@ test('a message nested 200 000 deep is refused, and reconnects back off', async 
   assert.ok(connections.length <= 8, `${connections.length} connections in ${seconds} s`);
 });
 
+test('endless pings from a server that never reads leave the pongs bounded', async () => {
+  const { result, server } = await against({
+    websocket(socket, record) {
+      socket.pause(); // reads nothing more: not the close, not a pong
+      this.sendWhileTaken(socket, record, frame(Buffer.alloc(125, 0x70), { opcode: 0x9 }));
+    },
+  }, publisher(3000));
+  assert.ok(server.websockets()[0].sent > 16 * 1024 * 1024, 'the client took the pings');
+  // About 25 MiB here; answering every ping, the queued pongs took over 90 MiB in the same time,
+  // and growing.
+  assert.ok(result.rssGrowth < 64, JSON.stringify(result));
+});
+
 for (const answer of ['endless', 'drip-body', 'drip-head']) {
   test(`get() is bounded in time and size (${answer})`, async () => {
     const { result } = await against({
