@@ -16,12 +16,60 @@
 import { checkId, controlsList, logLines, RingcastError, showFields, timerFields, updateFields } from './fields.js';
 import { mirrorBar } from './mirror.js';
 import { runTask } from './task.js';
-import { HandshakeRefused, connect } from './websocket.js';
+import { HandshakeRefused, MAX_MESSAGE, connect } from './websocket.js';
 
 const SIGNIFICANT = ['state', 'visible', 'modal', 'hideAfter'];
 const MERGE_UPDATE = 1;
 const MERGE_LOG = 2;
 const DEFAULT_URL = 'http://127.0.0.1:8080';
+/** The deepest nesting of JSON the client parses from its server. */
+export const MAX_DEPTH = 100;
+/** The most of an HTTP answer the client reads (a task and its log tail are kilobytes). */
+export const MAX_ANSWER = MAX_MESSAGE;
+
+/** Whether `text` nests arrays and objects deeper than `limit` (brackets inside strings do not count). */
+export function nestedDeeper(text, limit) {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++;
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) {
+      inString = true;
+    } else if (c === 0x5b || c === 0x7b) {
+      if (++depth > limit) return true;
+    } else if (c === 0x5d || c === 0x7d) {
+      depth--;
+    }
+  }
+  return false;
+}
+
+/** The body of `answer` as text, at most MAX_ANSWER bytes (RingcastError `answer_too_large` past it). */
+async function readAnswer(answer, tooLarge) {
+  const length = Number(answer.headers.get('content-length'));
+  if (length > MAX_ANSWER) {
+    await answer.body?.cancel().catch(() => {});
+    throw tooLarge();
+  }
+  if (!answer.body) return '';
+  const parts = [];
+  let size = 0;
+  const reader = answer.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.length;
+    if (size > MAX_ANSWER) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge();
+    }
+    parts.push(value);
+  }
+  return Buffer.concat(parts).toString('utf8');
+}
 
 const live = new Set();
 let exitHookInstalled = false;
@@ -335,17 +383,30 @@ export class Ringcast {
     return this.request('GET', `/api/tasks/${id}/log`);
   }
 
+  /**
+   * One HTTP request, over within `timeout` ms of the call (the answer's head and body together);
+   * rejects with RingcastError: the server's error body, `timeout`, `answer_too_large` past
+   * MAX_ANSWER (16 MiB), or `unreachable`.
+   */
   async request(method, path, body) {
     const headers = { accept: 'application/json' };
     if (this.token) headers.authorization = `Bearer ${this.token}`;
     if (body !== undefined) headers['content-type'] = 'application/json';
+    const signal = AbortSignal.timeout(this.timeout);
+    const where = `${method} ${this.endpoint.basePath}${path}`;
+    const failed = (error) => {
+      if (error instanceof RingcastError) return error;
+      if (signal.aborted) return new RingcastError('timeout', `${this.url} did not answer ${where} within ${this.timeout} ms; is it a Ringcast server, and is it up?`);
+      return new RingcastError('unreachable', `could not reach ${this.url}: ${error.cause?.message ?? error.message}; is \`ringcast serve\` running there?`);
+    };
     let answer;
+    let text;
     try {
-      answer = await fetch(this.endpoint.http + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(this.timeout) });
+      answer = await fetch(this.endpoint.http + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal });
+      text = await readAnswer(answer, () => new RingcastError('answer_too_large', `${this.url} answered ${where} with more than ${MAX_ANSWER / 1048576} MiB (the client\u2019s limit); is it a Ringcast server?`, { status: answer.status }));
     } catch (error) {
-      throw new RingcastError('unreachable', `could not reach ${this.url}: ${error.cause?.message ?? error.message}; is \`ringcast serve\` running there?`);
+      throw failed(error);
     }
-    const text = await answer.text();
     let decoded = null;
     try {
       decoded = text ? JSON.parse(text) : null;
@@ -394,10 +455,11 @@ export class Ringcast {
     this.greeted = false;
     this.updateRef();
     ws.on('message', (text) => this.received(ws, text));
-    ws.on('close', ({ code, reason }) => {
+    ws.on('close', ({ code, reason, violation }) => {
       if (this.ws !== ws) return;
       this.ws = null;
-      this.lost(`the connection to ${this.url} closed (${code}${reason ? `: ${reason}` : ''})`);
+      if (violation) return this.violated(code, reason);
+      this.lost(`the connection to ${this.url} closed (${code}${reason ? `: ${reason}` : ''})`, null, this.greeted ? 'served' : 'unserved');
     });
     this.listen(this.timeout);
   }
@@ -409,7 +471,20 @@ export class Ringcast {
     this.silenceTimer.unref();
   }
 
-  lost(problem, refusal = null) {
+  /** The server broke the protocol or a bound; the socket is closed with `code` already. */
+  violated(code, reason) {
+    const problem = `the server at ${this.url} broke the protocol: ${reason}; closed with ${code}`;
+    this.lost(problem, null, 'unserved');
+    // Told, not raised by flush(): whether what was sent is kept is flush()'s own answer.
+    this.report(new RingcastError('protocol_violation', `${problem}, and reconnecting with back-off. Is ${this.url} a Ringcast server (or a proxy in front of one)?`), false);
+    process.emitWarning(`ringcast: ${problem}`);
+  }
+
+  /**
+   * The connection failed (`outcome` 'failed': it never opened), or opened and ended: 'served'
+   * (greeted, and the server kept to the protocol: the back-off starts over) or 'unserved'.
+   */
+  lost(problem, refusal = null, outcome = 'failed') {
     clearTimeout(this.silenceTimer);
     clearTimeout(this.writeTimer);
     this.writeTimer = null;
@@ -420,7 +495,13 @@ export class Ringcast {
     if (refusal) this.report(refusal);
     if (this.state === 'closing' || this.state === 'closed') return;
     this.state = 'waiting';
-    const delay = Math.random() * Math.min(10000, 250 * 2 ** Math.min(this.attempt, 10));
+    if (outcome === 'served') this.attempt = 0;
+    const ceiling = Math.min(10000, 250 * 2 ** Math.min(this.attempt, 10));
+    // Full jitter; after a connection that opened and did not serve (closed before its hello,
+    // broke the protocol) at least half the ceiling, so a server that fails every connection at
+    // once cannot draw a run of near-zero waits: its reconnect rate falls off as the ceiling grows.
+    const floor = outcome === 'unserved' ? ceiling / 2 : 0;
+    const delay = floor + Math.random() * (ceiling - floor);
     this.attempt += 1;
     this.retryTimer = setTimeout(() => this.connect(), delay);
     this.updateRef();
@@ -428,6 +509,8 @@ export class Ringcast {
   }
 
   received(ws, text) {
+    // Judged before parsing: a parser may recurse, and the nesting is the server's choice.
+    if (nestedDeeper(text, MAX_DEPTH)) return ws.close(1009, `the server sent JSON nested deeper than ${MAX_DEPTH} levels (the client\u2019s limit)`, true);
     let message;
     try {
       message = JSON.parse(text);
@@ -443,7 +526,6 @@ export class Ringcast {
         this.silenceLimit = (2 * heartbeat + 2) * 1000;
         this.state = 'open';
         this.problem = null;
-        this.attempt = 0;
         this.everConnected = true;
         this.stats.connections += 1;
         // A new connection (the server may have restarted): say again which tasks take requests.
@@ -491,10 +573,10 @@ export class Ringcast {
     }
   }
 
-  report(error) {
+  report(error, raiseInFlush = true) {
     this.errors.push(error);
     if (this.errors.length > 256) this.errors.shift();
-    this.unraised.push(error);
+    if (raiseInFlush) this.unraised.push(error);
     if (this.onError) {
       try {
         this.onError(error);

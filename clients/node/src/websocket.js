@@ -2,6 +2,11 @@
 // nothing more. Text frames out (masked, as a client must), text frames in (fragments put
 // together), ping answered with pong, close answered and reported. Node 18 and 20 have no
 // WebSocket without a flag, so the module brings its own rather than depend on one.
+//
+// The server is not trusted with the client's memory: a message (all its fragments together)
+// over MAX_MESSAGE bytes, or in more than MAX_FRAGMENTS frames, ends the connection with 1009
+// before its bytes are kept; a frame RFC 6455 forbids a server to send, with 1002; text that is
+// not UTF-8, with 1007. The 'close' event then says `violation: true`.
 
 import { createHash, randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
@@ -9,8 +14,13 @@ import net from 'node:net';
 import tls from 'node:tls';
 
 const ACCEPT_GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
-const MAX_MESSAGE = 16 * 1024 * 1024;
+export const MAX_MESSAGE = 16 * 1024 * 1024;
+export const MAX_FRAGMENTS = 4096;
 const MAX_HEADER = 64 * 1024;
+// Pongs waiting to be written, past which pings go unanswered (RFC 6455 5.5.3 lets a pong answer
+// only the latest): a server that pings and never reads would have them queue here without end.
+const MAX_UNSENT = 1024 * 1024;
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
 /** The server answered the upgrade with an HTTP status other than 101; `body` is its answer. */
 export class HandshakeRefused extends Error {
@@ -44,7 +54,7 @@ function frame(opcode, payload) {
 }
 
 /**
- * An open connection: emits 'message' (text) and 'close' ({code, reason}) once.
+ * An open connection: emits 'message' (text) and 'close' ({code, reason, violation}) once.
  * Make one with connect().
  */
 export class WebSocketConnection extends EventEmitter {
@@ -52,11 +62,22 @@ export class WebSocketConnection extends EventEmitter {
     super();
     this.socket = socket;
     this.buffer = buffered;
+    // Chunks that cannot finish a frame yet wait here and are joined once, when one can: joining
+    // at every chunk copied a large frame over and over.
+    this.waiting = [];
+    this.waitingBytes = 0;
+    this.needed = 2;
     this.fragments = [];
+    this.fragmentBytes = 0;
     this.fragmentOpcode = null;
     this.closed = false;
     socket.on('data', (chunk) => {
-      this.buffer = this.buffer.length ? Buffer.concat([this.buffer, chunk]) : chunk;
+      this.waiting.push(chunk);
+      this.waitingBytes += chunk.length;
+      if (this.buffer.length + this.waitingBytes < this.needed) return;
+      this.buffer = this.buffer.length === 0 && this.waiting.length === 1 ? chunk : Buffer.concat([this.buffer, ...this.waiting]);
+      this.waiting = [];
+      this.waitingBytes = 0;
       this.parse();
     });
     socket.on('close', () => this.finish(1006, 'the server went away'));
@@ -69,7 +90,8 @@ export class WebSocketConnection extends EventEmitter {
     if (!this.closed) this.socket.write(frame(0x1, Buffer.from(text, 'utf8')));
   }
 
-  close(code = 1000) {
+  /** Sends a close frame with `code` and ends the connection; `violation` when the server broke a rule. */
+  close(code = 1000, reason = '', violation = false) {
     if (this.closed) return;
     const payload = Buffer.alloc(2);
     payload.writeUInt16BE(code);
@@ -79,7 +101,7 @@ export class WebSocketConnection extends EventEmitter {
       // already gone
     }
     this.socket.end();
-    this.finish(code, '');
+    this.finish(code, reason, violation);
   }
 
   ref() {
@@ -90,60 +112,93 @@ export class WebSocketConnection extends EventEmitter {
     this.socket.unref();
   }
 
-  finish(code, reason) {
+  finish(code, reason, violation = false) {
     if (this.closed) return;
     this.closed = true;
+    // What a message held goes now, not when the connection object does.
+    this.fragments = [];
+    this.waiting = [];
+    this.buffer = Buffer.alloc(0);
     this.socket.destroy();
-    this.emit('close', { code, reason });
+    this.emit('close', { code, reason, violation });
+  }
+
+  /** A reason to refuse the frame whose header this is (RFC 6455 5.1-5.5), or null. */
+  refusal(first, second, opcode, final, length) {
+    if (second & 0x80) return [1002, 'the server sent a masked frame'];
+    if (first & 0x70) return [1002, 'the server sent a frame with reserved bits set'];
+    if (opcode >= 0x8) {
+      if (opcode !== 0x8 && opcode !== 0x9 && opcode !== 0xa) return [1002, `the server sent a frame of unknown opcode ${opcode}`];
+      if (!final || length > 125) return [1002, 'the server sent a fragmented or over-long control frame'];
+      return null;
+    }
+    if (opcode > 0x2) return [1002, `the server sent a frame of unknown opcode ${opcode}`];
+    const continuing = opcode === 0x0;
+    if (continuing !== (this.fragmentOpcode !== null)) {
+      return [1002, continuing ? 'the server sent a continuation frame with no message begun' : 'the server began a message before it finished the one before'];
+    }
+    if ((continuing ? this.fragmentBytes : 0) + length > MAX_MESSAGE) return [1009, `the server sent a message of more than ${MAX_MESSAGE / 1048576} MiB (the client\u2019s limit)`];
+    if (continuing && this.fragments.length >= MAX_FRAGMENTS) return [1009, `the server sent a message in more than ${MAX_FRAGMENTS} fragments (the client\u2019s limit)`];
+    return null;
   }
 
   parse() {
-    while (!this.closed && this.buffer.length >= 2) {
+    while (!this.closed) {
       const buffer = this.buffer;
+      this.needed = 2;
+      if (buffer.length < 2) return;
       const first = buffer[0];
       const second = buffer[1];
+      const opcode = first & 0x0f;
+      const final = (first & 0x80) !== 0;
       let length = second & 0x7f;
       let offset = 2;
       if (length === 126) {
+        this.needed = 4;
         if (buffer.length < 4) return;
         length = buffer.readUInt16BE(2);
         offset = 4;
       } else if (length === 127) {
+        this.needed = 10;
         if (buffer.length < 10) return;
         length = Number(buffer.readBigUInt64BE(2));
         offset = 10;
       }
-      if (length > MAX_MESSAGE) return this.close(1009);
-      let key = null;
-      if (second & 0x80) {
-        if (buffer.length < offset + 4) return;
-        key = buffer.subarray(offset, offset + 4);
-        offset += 4;
-      }
+      // Judged from the header alone, before the payload is read and kept.
+      const refused = this.refusal(first, second, opcode, final, length);
+      if (refused) return this.close(refused[0], refused[1], true);
+      this.needed = offset + length;
       if (buffer.length < offset + length) return;
-      let payload = buffer.subarray(offset, offset + length);
+      const payload = buffer.subarray(offset, offset + length);
       this.buffer = buffer.subarray(offset + length);
-      if (key) payload = Buffer.from(payload.map((byte, i) => byte ^ key[i & 3]));
-      const opcode = first & 0x0f;
-      const final = (first & 0x80) !== 0;
       if (opcode === 0x9) {
-        this.socket.write(frame(0xa, payload));
+        if (this.socket.writableLength < MAX_UNSENT) this.socket.write(frame(0xa, payload));
       } else if (opcode === 0x8) {
         const code = payload.length >= 2 ? payload.readUInt16BE(0) : 1005;
-        this.close(code);
-        this.finish(code, payload.subarray(2).toString('utf8'));
-      } else if (opcode === 0x1 || opcode === 0x2 || (opcode === 0x0 && this.fragmentOpcode !== null)) {
+        this.close(code, payload.subarray(2).toString('utf8'));
+      } else if (opcode !== 0xa) {
         if (opcode !== 0x0) {
           this.fragmentOpcode = opcode;
           this.fragments = [];
+          this.fragmentBytes = 0;
         }
         this.fragments.push(Buffer.from(payload));
+        this.fragmentBytes += length;
         if (final) {
-          const whole = Buffer.concat(this.fragments);
+          const whole = this.fragments.length === 1 ? this.fragments[0] : Buffer.concat(this.fragments);
           const text = this.fragmentOpcode === 0x1;
           this.fragments = [];
+          this.fragmentBytes = 0;
           this.fragmentOpcode = null;
-          if (text) this.emit('message', whole.toString('utf8'));
+          if (text) {
+            let decoded;
+            try {
+              decoded = UTF8.decode(whole);
+            } catch {
+              return this.close(1007, 'the server sent a text message that is not UTF-8', true);
+            }
+            this.emit('message', decoded);
+          }
         }
       }
     }

@@ -3,15 +3,20 @@ HTTP calls the client makes beside its WebSocket: reading a task or its log back
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import socket
 import ssl
+import threading
 import urllib.parse
 from typing import Any
 
 from ._errors import RingcastError
 
 DEFAULT_URL = "http://127.0.0.1:8080"
+# The most of an HTTP answer the client reads: a task and its log tail are kilobytes.
+MAX_ANSWER = 16 * 1024 * 1024
 
 
 class Endpoint:
@@ -38,8 +43,10 @@ class Endpoint:
         return self.base_path + rest
 
     def request(self, method: str, rest: str, body: Any = None, token: str | None = None, timeout: float = 10.0) -> Any:
-        """One HTTP request; returns the decoded JSON answer or raises RingcastError (the server's
-        error body, or `unreachable` when no answer came)."""
+        """One HTTP request, over within `timeout` seconds of the call (connecting, the answer's
+        head and its body together: a server that drips its answer does not stretch it); returns
+        the decoded JSON answer or raises RingcastError: the server's error body, `timeout`,
+        `answer_too_large` past MAX_ANSWER (16 MiB), or `unreachable` when no answer came."""
         headers = {"Accept": "application/json"}
         data = None
         if body is not None:
@@ -52,19 +59,67 @@ class Endpoint:
             connection = http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self.ssl_context)
         else:
             connection = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        # The socket's timeout bounds each read, not the call: at the deadline a timer shuts the
+        # socket down, which ends whatever read http.client is in.
+        expired = threading.Event()
+        # Held here: http.client lets go of its socket once an answer that ends with the
+        # connection has begun (the answer reads on through a file of its own).
+        opened: list[socket.socket] = []
+
+        def expire() -> None:
+            expired.set()
+            for sock in opened:
+                with contextlib.suppress(OSError):
+                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+        watchdog = threading.Timer(timeout, expire)
+        watchdog.daemon = True
+        watchdog.start()
+        where = f"{method} {self.path(rest)}"
         try:
+            connection.connect()
+            opened.append(connection.sock)
+            if expired.is_set():
+                raise TimeoutError
             connection.request(method, self.path(rest), body=data, headers=headers)
             answer = connection.getresponse()
-            raw = answer.read()
+            raw = self._read_answer(answer, where, expired)
             status = answer.status
-        except OSError as error:
+        except (OSError, http.client.HTTPException) as error:
+            if expired.is_set():
+                raise RingcastError(
+                    "timeout", f"{self.url} did not answer {where} within {timeout:g} s; is it a Ringcast server, and is it up?"
+                ) from None
             raise RingcastError("unreachable", f"could not reach {self.url}: {error}; is `ringcast serve` running there?") from None
         finally:
+            watchdog.cancel()
             connection.close()
         try:
             decoded = json.loads(raw) if raw else None
-        except ValueError:
+        except (ValueError, RecursionError):
             decoded = raw.decode("utf-8", "replace")
         if status >= 400:
             raise RingcastError.from_answer(decoded, status)
         return decoded
+
+    def _read_answer(self, answer: http.client.HTTPResponse, where: str, expired: threading.Event) -> bytes:
+        too_large = RingcastError(
+            "answer_too_large",
+            f"{self.url} answered {where} with more than {MAX_ANSWER >> 20} MiB (the client's limit); is it a Ringcast server?",
+            status=answer.status)
+        if answer.length is not None and answer.length > MAX_ANSWER:
+            raise too_large
+        parts: list[bytes] = []
+        size = 0
+        while True:
+            chunk = answer.read1(65536)
+            if not chunk:
+                if expired.is_set():
+                    raise TimeoutError
+                if answer.length:
+                    raise http.client.IncompleteRead(b"".join(parts), answer.length)
+                return b"".join(parts)
+            size += len(chunk)
+            if size > MAX_ANSWER:
+                raise too_large
+            parts.append(chunk)

@@ -32,6 +32,7 @@ import itertools
 import json
 import logging
 import random
+import re
 import select
 import socket
 import threading
@@ -40,13 +41,32 @@ from typing import Any, Callable
 
 from ._endpoint import Endpoint
 from ._errors import RingcastError
-from ._websocket import HandshakeRefused, WebSocket
+from ._websocket import HandshakeRefused, ProtocolViolation, WebSocket
 
 log = logging.getLogger("ringcast")
 
 _SIGNIFICANT = frozenset(("state", "visible", "modal", "hideAfter"))
 _MERGE_UPDATE = 1
 _MERGE_LOG = 2
+
+MAX_DEPTH = 100
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_DEPTH_STEP = [0] * 256
+_DEPTH_STEP[ord("[")] = _DEPTH_STEP[ord("{")] = 1
+_DEPTH_STEP[ord("]")] = _DEPTH_STEP[ord("}")] = -1
+
+
+def decode_message(text: str) -> Any:
+    """The JSON of one message from the server. Nesting deeper than MAX_DEPTH is refused before
+    parsing (ProtocolViolation, 1009): the parser recurses, and a message nested 200 000 deep
+    raised RecursionError on every connection. Raises ValueError for text that is not JSON."""
+    if text.count("[") + text.count("{") > MAX_DEPTH:
+        # Brackets inside strings do not nest; the count runs in C (bytes, as brackets are ASCII
+        # and never part of a longer UTF-8 sequence).
+        bare = _STRING.sub("", text).encode("utf-8", "surrogatepass")
+        if max(itertools.accumulate(map(_DEPTH_STEP.__getitem__, bare)), default=0) > MAX_DEPTH:
+            raise ProtocolViolation(1009, f"the server sent JSON nested deeper than {MAX_DEPTH} levels (the client's limit)")
+    return json.loads(text)
 
 
 class Slot:
@@ -328,6 +348,7 @@ class Publisher:
     def _run(self) -> None:
         attempt = 0
         while True:
+            healthy = True
             with self._lock:
                 if self._state in ("closing", "closed"):
                     break
@@ -351,11 +372,18 @@ class Publisher:
             else:
                 if self._serve(ws):
                     attempt = 0
+                else:
+                    healthy = False
             with self._lock:
                 if self._state in ("closing", "closed"):
                     break
                 self._state = "waiting"
-            delay = random.uniform(0, min(10.0, 0.25 * 2 ** min(attempt, 10)))
+            ceiling = min(10.0, 0.25 * 2 ** min(attempt, 10))
+            # Full jitter; after a connection that opened and did not serve (closed before its
+            # hello, broke the protocol) at least half the ceiling, so a server that fails every
+            # connection at once cannot draw a run of near-zero waits: its reconnect rate falls
+            # off as the ceiling grows.
+            delay = random.uniform(0 if healthy else ceiling / 2, ceiling)
             attempt += 1
             self._idle(delay)
         with self._lock:
@@ -401,10 +429,11 @@ class Publisher:
         if error is not None:
             self._report(error)
 
-    def _report(self, error: RingcastError) -> None:
+    def _report(self, error: RingcastError, raise_in_flush: bool = True) -> None:
         with self._lock:
             self.errors.append(error)
-            self._unraised.append(error)
+            if raise_in_flush:
+                self._unraised.append(error)
         if self.on_error is not None:
             try:
                 self.on_error(error)
@@ -412,7 +441,8 @@ class Publisher:
                 log.exception("ringcast: the on_error callback raised")
 
     def _serve(self, ws: WebSocket) -> bool:
-        """Runs one connection until it fails or the client closes; True when it was greeted."""
+        """Runs one connection until it fails or the client closes; True when it was greeted and
+        the server kept to the protocol (the back-off then starts over)."""
         self._marker_ref = -1
         self._markers = 0
         self._marker_time = 0.0
@@ -447,6 +477,17 @@ class Publisher:
                 self._run_timers(now)
                 if now - last_heard > silence_limit:
                     raise OSError(f"nothing came from the server for {silence_limit:g} s")
+        except ProtocolViolation as violation:
+            # Not a healthy connection, whatever it said first: the back-off goes on growing.
+            ws.close(violation.code)
+            problem = f"the server at {self.endpoint.url} broke the protocol: {violation.reason}; closed with {violation.code}"
+            self._lost(problem)
+            log.warning("ringcast: %s", problem)
+            self._report(RingcastError(
+                "protocol_violation",
+                f"{problem}, and reconnecting with back-off. Is {self.endpoint.url} a Ringcast server (or a proxy in front of one)?"),
+                raise_in_flush=False)
+            return False
         except OSError as failure:
             ws.close(1001)
             self._lost(f"the connection to {self.endpoint.url} failed: {failure}")
@@ -475,7 +516,7 @@ class Publisher:
     def _handle(self, text: str, greeted: bool) -> float | None:
         """One message from the server; returns the heartbeat interval when it is the `hello`."""
         try:
-            message = json.loads(text)
+            message = decode_message(text)
         except ValueError:
             return None
         for event in message if isinstance(message, list) else [message]:

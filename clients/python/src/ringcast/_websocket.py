@@ -2,6 +2,11 @@
 thread needs and nothing more. Text frames out (masked, as a client must), text frames in
 (fragments put together), ping answered with pong, close answered and reported.
 
+The server is not trusted with the client's memory: a message (all its fragments together) over
+MAX_MESSAGE bytes, or in more than MAX_FRAGMENTS frames, ends the connection with 1009 before
+its bytes are kept; a frame RFC 6455 forbids a server to send, with 1002; text that is not
+UTF-8, with 1007. Each raises ProtocolViolation, which the owner reports and backs off on.
+
 One thread owns a connection: nothing here takes a lock. Reads are driven from outside: the
 owner waits on `fileno()` with select, then calls `receive()`, which returns the complete
 messages read so far and never blocks for more."""
@@ -15,9 +20,11 @@ import os
 import socket
 import ssl
 import struct
+import time
 
 _ACCEPT_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-_MAX_MESSAGE = 16 * 1024 * 1024
+MAX_MESSAGE = 16 * 1024 * 1024
+MAX_FRAGMENTS = 4096
 _MAX_HEADER = 64 * 1024
 
 _CONTINUATION, _TEXT, _BINARY, _CLOSE, _PING, _PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
@@ -30,6 +37,11 @@ class ConnectionClosed(OSError):
         super().__init__(f"closed ({code}{': ' + reason if reason else ''})")
         self.code = code
         self.reason = reason
+
+
+class ProtocolViolation(ConnectionClosed):
+    """The server broke the protocol or one of the client's bounds; the client closes with `code`
+    (1002 protocol, 1007 bad text, 1009 too big) and `reason` says what it sent."""
 
 
 class HandshakeRefused(OSError):
@@ -73,6 +85,9 @@ class WebSocket:
         # buffer after a parse is an incomplete frame, which only more reading can finish.
         self._unparsed = bool(buffered)
         self._fragments: list[bytes] = []
+        # Kept as running totals: summing the fragments again at each one made a message of
+        # 40 000 one-byte fragments cost seconds of CPU.
+        self._fragment_bytes = 0
         self._fragment_opcode: int | None = None
         self._closed = False
         # A close frame that came behind messages in the same read: those are returned first (an
@@ -92,7 +107,10 @@ class WebSocket:
         ssl_context: ssl.SSLContext | None = None,
     ) -> WebSocket:
         """Opens the TCP (and TLS) connection and upgrades it; raises OSError (HandshakeRefused for
-        an HTTP answer other than 101). `timeout` bounds each read and write from then on too."""
+        an HTTP answer other than 101). `timeout` bounds the whole handshake (a server that
+        drips its answer a byte at a time does not hold it longer), and each read and write
+        from then on."""
+        deadline = time.monotonic() + timeout
         sock = socket.create_connection((host, port), timeout=timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -111,7 +129,7 @@ class WebSocket:
             ]
             lines += [f"{name}: {value}" for name, value in headers]
             sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-            head, rest = _read_head(sock)
+            head, rest = _read_head(sock, deadline, timeout)
             status_line, _, header_text = head.partition("\r\n")
             parts = status_line.split(" ", 2)
             status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
@@ -120,7 +138,7 @@ class WebSocket:
                 body = rest
                 wanted = int(fields.get("content-length", "0") or 0)
                 while len(body) < min(wanted, _MAX_HEADER):
-                    chunk = sock.recv(4096)
+                    chunk = _recv_before(sock, deadline, timeout)
                     if not chunk:
                         break
                     body += chunk
@@ -128,6 +146,7 @@ class WebSocket:
             expected = base64.b64encode(hashlib.sha1(key.encode("ascii") + _ACCEPT_GUID).digest()).decode("ascii")
             if fields.get("sec-websocket-accept") != expected:
                 raise OSError("the server's WebSocket handshake did not accept our key")
+            sock.settimeout(timeout)
             return cls(sock, rest)
         except BaseException:
             sock.close()
@@ -179,6 +198,7 @@ class WebSocket:
             if len(buffer) < 2:
                 break
             first, second = buffer[0], buffer[1]
+            opcode, final = first & 0x0F, bool(first & 0x80)
             length = second & 0x7F
             offset = 2
             if length == 126:
@@ -191,19 +211,12 @@ class WebSocket:
                     break
                 length = struct.unpack_from("!Q", buffer, 2)[0]
                 offset = 10
-            if length > _MAX_MESSAGE:
-                raise ConnectionClosed(1009, f"the server sent a frame of {length} bytes")
-            key = None
-            if second & 0x80:
-                key = bytes(buffer[offset:offset + 4])
-                offset += 4
+            # Judged from the header alone, before the payload is read and kept.
+            self._check_frame(first, second, opcode, final, length)
             if len(buffer) < offset + length:
                 break
             payload = bytes(buffer[offset:offset + length])
             del buffer[:offset + length]
-            if key is not None:
-                payload = _mask(payload, key)
-            opcode, final = first & 0x0F, bool(first & 0x80)
             if opcode == _PING:
                 self._sock.sendall(encode_frame(_PONG, payload))
             elif opcode == _PONG:
@@ -216,20 +229,50 @@ class WebSocket:
                     self._pending_close = ConnectionClosed(code, reason)
                     break
                 raise ConnectionClosed(code, reason)
-            elif opcode in (_TEXT, _BINARY) or (opcode == _CONTINUATION and self._fragment_opcode is not None):
+            else:
                 if opcode != _CONTINUATION:
                     self._fragment_opcode = opcode
                     self._fragments = []
+                    self._fragment_bytes = 0
                 self._fragments.append(payload)
-                if sum(len(part) for part in self._fragments) > _MAX_MESSAGE:
-                    raise ConnectionClosed(1009, "the server sent a message over 16 MiB")
+                self._fragment_bytes += length
                 if final:
                     whole = b"".join(self._fragments)
-                    if self._fragment_opcode == _TEXT:
-                        messages.append(whole.decode("utf-8", "replace"))
+                    text = self._fragment_opcode == _TEXT
                     self._fragments = []
+                    self._fragment_bytes = 0
                     self._fragment_opcode = None
+                    if text:
+                        try:
+                            messages.append(whole.decode("utf-8"))
+                        except UnicodeDecodeError:
+                            raise ProtocolViolation(1007, "the server sent a text message that is not UTF-8") from None
         return messages
+
+    def _check_frame(self, first: int, second: int, opcode: int, final: bool, length: int) -> None:
+        """Raises ProtocolViolation for a frame the client will not take (RFC 6455 5.1-5.5)."""
+        if second & 0x80:
+            raise ProtocolViolation(1002, "the server sent a masked frame")
+        if first & 0x70:
+            raise ProtocolViolation(1002, "the server sent a frame with reserved bits set")
+        if opcode >= 0x8:
+            if opcode not in (_CLOSE, _PING, _PONG):
+                raise ProtocolViolation(1002, f"the server sent a frame of unknown opcode {opcode}")
+            if not final or length > 125:
+                raise ProtocolViolation(1002, "the server sent a fragmented or over-long control frame")
+            return
+        if opcode not in (_CONTINUATION, _TEXT, _BINARY):
+            raise ProtocolViolation(1002, f"the server sent a frame of unknown opcode {opcode}")
+        continuing = opcode == _CONTINUATION
+        if continuing != (self._fragment_opcode is not None):
+            raise ProtocolViolation(
+                1002, "the server sent a continuation frame with no message begun" if continuing
+                else "the server began a message before it finished the one before")
+        held = self._fragment_bytes if continuing else 0
+        if held + length > MAX_MESSAGE:
+            raise ProtocolViolation(1009, f"the server sent a message of more than {MAX_MESSAGE >> 20} MiB (the client's limit)")
+        if continuing and len(self._fragments) >= MAX_FRAGMENTS:
+            raise ProtocolViolation(1009, f"the server sent a message in more than {MAX_FRAGMENTS} fragments (the client's limit)")
 
     def _answer_close(self, code: bytes) -> None:
         if self._closed:
@@ -248,12 +291,20 @@ class WebSocket:
             self._sock.close()
 
 
-def _read_head(sock: socket.socket) -> tuple[str, bytes]:
+def _recv_before(sock: socket.socket, deadline: float, timeout: float) -> bytes:
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise OSError(f"the server did not finish its WebSocket handshake within {timeout:g} s")
+    sock.settimeout(remaining)
+    return sock.recv(4096)
+
+
+def _read_head(sock: socket.socket, deadline: float, timeout: float) -> tuple[str, bytes]:
     data = b""
     while b"\r\n\r\n" not in data:
         if len(data) > _MAX_HEADER:
             raise OSError("the server's handshake answer has no end of headers")
-        chunk = sock.recv(4096)
+        chunk = _recv_before(sock, deadline, timeout)
         if not chunk:
             raise OSError("the server closed the connection during the WebSocket handshake")
         data += chunk

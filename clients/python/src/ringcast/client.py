@@ -223,12 +223,15 @@ class Ringcast:
     # MARK: reading back (HTTP)
 
     def get(self, id: str) -> dict[str, Any]:
-        """The task as the server holds it now (one HTTP request); RingcastError `not_found` if none."""
+        """The task as the server holds it now (one HTTP request, over within the client's
+        `timeout` however the answer drips, and at most 16 MiB of it); RingcastError `not_found`
+        if none, `timeout` or `answer_too_large` from a server that does not answer as one."""
         check_id(id)
         return self._endpoint.request("GET", f"/api/tasks/{id}", token=self._token, timeout=self.timeout)  # type: ignore[no-any-return]
 
     def read_log(self, id: str) -> dict[str, Any]:
-        """The task's log tail: `{"id", "logCount", "from", "lines"}` (one HTTP request)."""
+        """The task's log tail: `{"id", "logCount", "from", "lines"}` (one HTTP request, bounded
+        as get's)."""
         check_id(id)
         return self._endpoint.request("GET", f"/api/tasks/{id}/log", token=self._token, timeout=self.timeout)  # type: ignore[no-any-return]
 
