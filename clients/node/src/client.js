@@ -393,7 +393,7 @@ export class Ringcast {
     this.markers = 0;
     this.greeted = false;
     this.updateRef();
-    ws.on('message', (text) => this.received(ws, text));
+    ws.on('message', (text) => this.received(text));
     ws.on('close', ({ code, reason }) => {
       if (this.ws !== ws) return;
       this.ws = null;
@@ -427,7 +427,7 @@ export class Ringcast {
     this.checkUnreached();
   }
 
-  received(ws, text) {
+  received(text) {
     let message;
     try {
       message = JSON.parse(text);
