@@ -14,6 +14,7 @@
 options="quick rounds=N"
 parse_options "$@"
 [ ${#rest[@]} -eq 0 ] || usage_error "unexpected argument ${rest[0]}"
+# shellcheck disable=SC2154 # parse_options sets quick (printf -v)
 if [ "$quick" = 1 ]; then seconds=3; else seconds=10; fi
 rounds=${rounds:-$([ "$quick" = 1 ] && echo 1 || echo 3)}
 

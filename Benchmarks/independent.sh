@@ -38,7 +38,7 @@ servers=(ringcast ringcast2 reference)
 if have_nchan; then servers+=(nchan); else echo "$script: no Nchan (apt-get install libnginx-mod-nchan adds it)" >&2; fi
 for round in $(seq "$rounds"); do
   for entry in "${scenarios[@]}"; do
-    IFS='|' read -r name what arguments <<< "$entry"
+    IFS='|' read -r name _ arguments <<< "$entry"
     for server in "${servers[@]}"; do
       start_by_name "$server"
       echo "round $round: $name, $server" >&2
