@@ -161,7 +161,7 @@ def main():
         return stats(runs.get((name, server), []), key)
 
     targets = []
-    # Issue 10: server CPU per delivery within 1.1 x of the reference in every fan-out scenario, and
+    # The targets: server CPU per delivery within 1.1 x of the reference in every fan-out scenario, and
     # connection set-up within 1.2 x (one service thread, like the reference).
     for name in ["light", "fanout", "serial", "wide"]:
         a, b = s(name, "ringcast", "cpu1000"), s(name, "reference", "cpu1000")

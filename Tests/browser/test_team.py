@@ -1,4 +1,4 @@
-"""The dashboard for a team (issue 13, item 5), in headless Chromium against the real server: the
+"""The dashboard for a team, in headless Chromium against the real server: the
 search box, the Recent section for finished work, and the rate sparklines."""
 
 import time
