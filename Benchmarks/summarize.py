@@ -3,7 +3,7 @@
 
 Each scenario ran Ringcast and the reference server in alternating rounds through the same
 `ringcast load` command; this writes, per scenario and figure, the median and min-max of each server
-and the Ringcast/reference ratio of the medians, then the issue's targets as met or missed.
+and the Ringcast/reference ratio of the medians, then the targets as met or missed.
 """
 import argparse
 import contextlib
