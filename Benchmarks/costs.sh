@@ -18,6 +18,7 @@ build_release ringcast ringcast-costs
 ringcast_config "$work/memory.json" logLevel=error maxTasks=100000
 ringcast_config "$work/sqlite.json" logLevel=error maxTasks=100000 storage=state.db
 
+# shellcheck disable=SC2154 # parse_options sets quick (printf -v)
 if [ "$quick" = 1 ]; then watchers=2000; events=5000; updates=20000; batches=500; else watchers=10000; events=20000; updates=100000; batches=2000; fi
 
 echo "### Pattern sets: each watcher on its own task against one shared set"

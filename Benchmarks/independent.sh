@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The issue's scenarios through a load generator that shares no code with Ringcast or
+# Benchmarks/run's scenarios through a load generator that shares no code with Ringcast or
 # libwebsockets (Benchmarks/epoll-load: C, one epoll thread for the watchers, hand-written
 # WebSocket framing, 120-byte progress updates over HTTP, each to its own task), against Ringcast
 # with one and two service threads and the raw-libwebsockets reference, rounds alternating, the
 # server pinned to CPU 0 and the generator to CPU 1; and against Nchan (nginx with Debian's
-# libnginx-mod-nchan: apt-get install libnginx-mod-nchan) when it is installed, as the issue
-# measured it (Benchmarks/nchan/nginx.conf.in). Prints a Markdown section on stdout
+# libnginx-mod-nchan: apt-get install libnginx-mod-nchan) when it is installed, with one nginx
+# worker (Benchmarks/nchan/nginx.conf.in). Prints a Markdown section on stdout
 # (Benchmarks/run puts it in RESULTS.md); progress goes to stderr.
 #
 #   Benchmarks/independent.sh            # 2 rounds, 5 s of publishing a scenario (about 5 minutes)
@@ -38,7 +38,7 @@ servers=(ringcast ringcast2 reference)
 if have_nchan; then servers+=(nchan); else echo "$script: no Nchan (apt-get install libnginx-mod-nchan adds it)" >&2; fi
 for round in $(seq "$rounds"); do
   for entry in "${scenarios[@]}"; do
-    IFS='|' read -r name what arguments <<< "$entry"
+    IFS='|' read -r name _ arguments <<< "$entry"
     for server in "${servers[@]}"; do
       start_by_name "$server"
       echo "round $round: $name, $server" >&2

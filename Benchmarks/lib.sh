@@ -6,6 +6,7 @@
 # (build_release, build_reference, build_epoll_load), one way to start a server and learn its port
 # (start_ringcast, start_reference, start_nchan, start_by_name, start_server), stop_server, and
 # run_load.
+# shellcheck shell=bash disable=SC2034 # what it sets is for the scripts that source it
 set -euo pipefail
 script=Benchmarks/$(basename "$0")
 script_file=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")

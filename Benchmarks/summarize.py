@@ -3,7 +3,7 @@
 
 Each scenario ran Ringcast and the reference server in alternating rounds through the same
 `ringcast load` command; this writes, per scenario and figure, the median and min-max of each server
-and the Ringcast/reference ratio of the medians, then the issue's targets as met or missed.
+and the Ringcast/reference ratio of the medians, then the targets as met or missed.
 """
 import argparse
 import contextlib
@@ -161,7 +161,7 @@ def main():
         return stats(runs.get((name, server), []), key)
 
     targets = []
-    # Issue 10: server CPU per delivery within 1.1 x of the reference in every fan-out scenario, and
+    # The targets: server CPU per delivery within 1.1 x of the reference in every fan-out scenario, and
     # connection set-up within 1.2 x (one service thread, like the reference).
     for name in ["light", "fanout", "serial", "wide"]:
         a, b = s(name, "ringcast", "cpu1000"), s(name, "reference", "cpu1000")

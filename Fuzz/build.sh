@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 export PATH=/opt/swift/usr/bin:$PATH
 out=.build/fuzz
 mkdir -p "$out/lib"
+# shellcheck disable=SC2054 # the comma is part of one flag
 flags=(-O -g -sanitize=fuzzer,address -parse-as-library -swift-version 6)
 
 stale() {  # stale OUTPUT INPUT...: whether OUTPUT is missing or older than any INPUT

@@ -4,12 +4,14 @@
 # (kept between local runs, never committed); an input that breaks something goes to
 # .build/fuzz/findings/ and fails the run. Usage: Fuzz/run.sh [target ...]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 seconds=${FUZZ_SECONDS:-60}
 out=.build/fuzz
 Fuzz/build.sh || exit 1
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=($(ls Fuzz/Targets | sed 's/\.swift$//'))
+if [ ${#targets[@]} -eq 0 ]; then
+  for target in Fuzz/Targets/*.swift; do targets+=("$(basename "$target" .swift)"); done
+fi
 mkdir -p "$out/findings" "$out/logs"
 
 failed=()
@@ -18,7 +20,7 @@ for name in "${targets[@]}"; do
   mkdir -p "$out/corpus/$name"
   log=$out/logs/$name.log
   # Swift's runtime keeps metadata caches for the life of the process, which LeakSanitizer would
-  # report after every input; leaks are the sanitizer runs' business (issue 9, item 8), not this one's.
+  # report after every input; leaks are the sanitizer runs' business (Tests/sanitizers/), not this one's.
   # Swift's own backtracer, which runs on a fatal error, reads memory in a way ASan reports as a
   # second error; libFuzzer's report of the first is the one wanted.
   SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 "$out/$name" \
@@ -27,7 +29,7 @@ for name in "${targets[@]}"; do
     "$out/corpus/$name" "Fuzz/corpus/$name" >"$log" 2>&1
   status=$?
   runs=$(grep -oE "stat::number_of_executed_units: [0-9]+" "$log" | grep -oE "[0-9]+$" || echo "?")
-  corpus=$(ls "$out/corpus/$name" | wc -l)
+  corpus=$(find "$out/corpus/$name" -mindepth 1 -maxdepth 1 | wc -l)
   if [ $status -eq 0 ]; then
     echo "fuzz: $name: $runs inputs in ${seconds} s, nothing found ($corpus inputs learnt)"
   else

@@ -229,7 +229,7 @@ class RingcastTask extends HTMLElement {
       },
       onStatus: (state, text) => this.setConn(state, text),
       onLost: () => store.connectionLost(),
-      onRefused: (code, reason) => this.setConn('offline', `Not allowed to read ${id}${reason ? `: ${reason}` : ''}`),
+      onRefused: (_code, reason) => this.setConn('offline', `Not allowed to read ${id}${reason ? `: ${reason}` : ''}`),
       greeting: () => (token ? JSON.stringify({ type: 'auth', token }) : null),
     });
     this.setConn('reconnecting', 'Connecting…');
@@ -298,7 +298,7 @@ class RingcastTask extends HTMLElement {
     this.dot.setAttribute('aria-label', text);
     this.dot.title = text;
     // Dim what is shown once it is no longer live; nothing is shown before the first snapshot.
-    this.card.dataset.conn = state === 'live' || (this.store && this.store.everSynced) ? state : 'connecting';
+    this.card.dataset.conn = state === 'live' || this.store?.everSynced ? state : 'connecting';
     this.schedule();
   }
 
@@ -322,7 +322,7 @@ class RingcastTask extends HTMLElement {
     this.hideTimers.watch(this.taskId, task, now);
     write(this.last, 'hidden', !!task && !isShown(task, now), (v) => { this.hidden = v; });
     if (!task) {
-      this.placeholder(this.problem || (store && store.everSynced ? `Unknown task ${this.taskId}: nothing published yet` : this.statusText));
+      this.placeholder(this.problem || (store?.everSynced ? `Unknown task ${this.taskId}: nothing published yet` : this.statusText));
       write(this.face.last, 'state', 'none', (v) => { this.card.dataset.state = v; });
       setRing(this.face.ring, NO_TASK);
       return;

@@ -10,7 +10,8 @@ let package = Package(
     targets: [
         // A nightly ETL job reported the three ways: update, withTask (with children), track.
         .executableTarget(name: "etl", dependencies: [.product(name: "RingcastClient", package: "Ringcast")]),
-        // The program of issue 14's "Must show", exactly as written there.
+        // The client's calls (update, withTask returning and throwing, track) in one short program as a
+        // user writes it, without the ETL around it; ExampleTests runs it.
         .executableTarget(name: "must-show", dependencies: [.product(name: "RingcastClient", package: "Ringcast")]),
     ]
 )

@@ -15,7 +15,7 @@ import { taskPageURL } from './base.js';
  */
 export function bindCardInput(root, cardOf, taskOf, dismiss) {
   const toggle = (e) => {
-    const cardEl = e.target.closest && e.target.closest('.task');
+    const cardEl = e.target.closest?.('.task');
     if (!cardEl) return;
     const inner = e.target.closest('button, .log, a');
     if (inner && cardEl.contains(inner) && inner.closest('.task') === cardEl) {
@@ -36,7 +36,7 @@ export function bindCardInput(root, cardOf, taskOf, dismiss) {
   };
   root.addEventListener('click', toggle);
   root.addEventListener('keydown', (e) => {
-    const onCard = e.target.classList && e.target.classList.contains('task');
+    const onCard = e.target.classList?.contains('task');
     if (!onCard) return;
     if (e.key === 'Enter') {
       e.preventDefault();

@@ -20,7 +20,10 @@ export class Family {
 
   link(parent, id) {
     let set = this.children.get(parent);
-    if (!set) this.children.set(parent, (set = new Set()));
+    if (!set) {
+      set = new Set();
+      this.children.set(parent, set);
+    }
     set.add(id);
   }
 
@@ -37,7 +40,7 @@ export class Family {
     for (let n = 0; id && n < MAX_DEPTH; n++) {
       fn(id);
       const t = this.store.tasks.get(id);
-      id = t && t.parent;
+      id = t?.parent;
     }
   }
 
@@ -67,7 +70,7 @@ export class Family {
   /** Whether `test` holds for a task above `task`. */
   someAbove(task, test) {
     let t = task;
-    for (let n = 0; t && t.parent && n < MAX_DEPTH; n++) {
+    for (let n = 0; t?.parent && n < MAX_DEPTH; n++) {
       t = this.store.tasks.get(t.parent);
       if (t && test(t)) return true;
     }

@@ -85,7 +85,7 @@ export class ModalOverlay {
       this.overlay.hidden = true;
       const back = this.restoreFocus;
       this.restoreFocus = null;
-      if (back && back.isConnected && back.focus) back.focus({ preventScroll: true });
+      if (back?.isConnected && back.focus) back.focus({ preventScroll: true });
     }
   }
 }

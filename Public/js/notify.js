@@ -39,7 +39,7 @@ export class Notifier {
     this.listeners = new Set();
     if (!this.supported) return;
     // The person may allow or block notifications in the browser's settings meanwhile.
-    if (navigator.permissions && navigator.permissions.query) {
+    if (navigator.permissions?.query) {
       navigator.permissions.query({ name: 'notifications' })
         .then((status) => { status.onchange = () => this.changed(); }, () => {});
     }

@@ -99,8 +99,8 @@ export class Dashboard {
   onChange(c) {
     if (c.type === 'task') {
       const { task, prev, id } = c;
-      if ((prev && prev.parent) !== task.parent) {
-        if (prev && prev.parent) {
+      if (prev?.parent !== task.parent) {
+        if (prev?.parent) {
           this.family.unlink(prev.parent, id);
           this.markChain(prev.parent);
         }
@@ -122,7 +122,7 @@ export class Dashboard {
     } else if (c.type === 'remove') {
       this.sparklines.forget(c.id);
       this.placement.forgetFinish(c.id);
-      if (c.prev && c.prev.parent) {
+      if (c.prev?.parent) {
         this.family.unlink(c.prev.parent, c.id);
         this.markChain(c.prev.parent);
       }
@@ -133,7 +133,7 @@ export class Dashboard {
       this.schedule();
     } else if (c.type === 'log') {
       const card = this.cards.get(c.id);
-      if (card && card.logView) card.logView.append(c.from, c.lines);
+      if (card?.logView) card.logView.append(c.from, c.lines);
     }
   }
 

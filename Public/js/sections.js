@@ -141,6 +141,6 @@ function settle(el) {
 
 /** Whether what is inside `el` is rendered now (not in a skipped chunk or a collapsed section). */
 export function isRendered(el) {
-  const chunk = el.parentNode && el.parentNode.owner ? el.parentNode : el.closest('.chunk');
+  const chunk = el.parentNode?.owner ? el.parentNode : el.closest('.chunk');
   return !!chunk && !chunk.skipped && chunk.owner.visible;
 }

@@ -63,7 +63,7 @@ export class RateHistory {
     const all = this.samples(id);
     if (!all) return null;
     let first = 0;
-    while (first < all.length && all[first] !== all[first]) first++;
+    while (first < all.length && Number.isNaN(all[first])) first++;
     return all.slice(first);
   }
 
@@ -79,7 +79,7 @@ export function sparkPaths(samples) {
   let max = 0;
   let count = 0;
   for (const v of samples) {
-    if (v === v) { // not NaN
+    if (!Number.isNaN(v)) {
       count++;
       if (v > max) max = v;
     }
@@ -98,7 +98,7 @@ export function sparkPaths(samples) {
     run = [];
   };
   samples.forEach((v, i) => {
-    if (v === v) run.push([Math.round(i * step * 10) / 10, y(v)]);
+    if (!Number.isNaN(v)) run.push([Math.round(i * step * 10) / 10, y(v)]);
     else close();
   });
   close();

@@ -136,12 +136,12 @@ export class Store {
     if (ev.type === 'show' && !('visible' in ev)) task.visible = true;
     if (ev.type === 'hide') task.visible = false;
     if (ev.type === 'tick') {
-      const timer = { ...(ev.timer || (prev && prev.timer) || {}) };
+      const timer = { ...(ev.timer || prev?.timer || {}) };
       if (typeof ev.remaining === 'number') timer.remaining = ev.remaining;
       if (typeof ev.elapsed === 'number') timer.elapsed = ev.elapsed;
       if (timer.seconds == null && typeof ev.total === 'number') timer.seconds = ev.total;
       task.timer = timer;
-    } else if (prev && prev.timer && !ev.timer) {
+    } else if (prev?.timer && !ev.timer) {
       task.timer = prev.timer;
     }
     for (const key of EVENT_ONLY) delete task[key];
@@ -175,7 +175,7 @@ export const TERMINAL = new Set(['done', 'failed', 'cancelled']);
 
 /** A task's state; a task that does not say is running. */
 export function stateOf(task) {
-  return (task && task.state) || 'running';
+  return task?.state || 'running';
 }
 
 /** A task is on screen when visible and its hideAt (set by the show it belongs to) has not passed. */

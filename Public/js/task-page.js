@@ -61,7 +61,7 @@ note.addEventListener('click', (e) => {
   if (button) act(button, id, note, () => store.tasks.get(id));
 });
 copyBadge.addEventListener('click', () => copy(copyBadge,
-  `[![${(store.tasks.get(id) || {}).title || id}](${appURL(`badge/${encodeURIComponent(id)}.svg`).href})](${taskPageURL(id)})`));
+  `[![${store.tasks.get(id)?.title || id}](${appURL(`badge/${encodeURIComponent(id)}.svg`).href})](${taskPageURL(id)})`));
 copyCurl.addEventListener('click', () => copy(copyCurl,
   `curl -X POST -d '{"progress":0.5,"detail":"halfway"}' ${appURL(`api/tasks/${encodeURIComponent(id)}`).href}`));
 
@@ -197,7 +197,7 @@ function render() {
       if (v) {
         const parent = store.tasks.get(v);
         $('parent-link').href = taskPageURL(v);
-        $('parent-link').textContent = (parent && parent.title) || v;
+        $('parent-link').textContent = parent?.title || v;
       }
     });
     const offered = offeredActions(task);
@@ -276,7 +276,7 @@ async function start() {
     },
     onStatus: showStatus,
     onLost: () => store.connectionLost(),
-    onRefused: (code, reason) => {
+    onRefused: (_code, reason) => {
       $('missing').hidden = false;
       $('missing').replaceChildren(`${reason || 'This page may not read the task.'} `,
         Object.assign(el('a', null, 'Sign in on the dashboard'), { href: appURL('').href }));

@@ -9,8 +9,8 @@ public struct ServerError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// The Ringcast server: `threads` service loops (each a libwebsockets context on its own thread,
-/// with its own SO_REUSEPORT listener on the one port) serving the static files of the public
+/// The Ringcast server: `threads` service loops (each on its own thread, with its own SO_REUSEPORT
+/// listener on the one port and up to `contextsPerThread` libwebsockets contexts) serving the static files of the public
 /// directory, the HTTP API under /api/ (with /healthz and /metrics) and the WebSocket at /ws. State
 /// has one owner, `SharedState`; each loop fans out to its own watchers.
 ///

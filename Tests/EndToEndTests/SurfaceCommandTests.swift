@@ -35,7 +35,7 @@ final class SurfaceCommandTests: XCTestCase {
 
     func testAProgramThatCrashesAt21Of50LeavesItsPipeFailedWhereItStopped() throws {
         let server = try producerServer()
-        // The issue's `python train.py 2>&1 | ringcast pipe ml.train`, train.py crashing at 21/50.
+        // `python train.py 2>&1 | ringcast pipe ml.train`, train.py crashing at 21/50.
         let train =
             #"i=1; while [ $i -le 21 ]; do echo "epoch [$i/50] loss 0.$i"; i=$((i+1)); done; echo 'Traceback: CUDA out of memory' >&2; exit 1"#
         let result = try shell("(\(train)) 2>&1 | \"$RINGCAST\" pipe ml.train --title Training", server: server)

@@ -1,4 +1,4 @@
-"""Closing the loop (issue 12, items 3-5) in headless Chromium against the real server: the
+"""Closing the loop in headless Chromium against the real server: the
 Cancel button ending a real `ringcast run`, the log box of an expanded card following new lines,
 and stalled and abandoned steps showing on their parent."""
 

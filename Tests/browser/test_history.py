@@ -1,4 +1,4 @@
-"""ETA from history on the dashboard (issue 13, item 4), in headless Chromium against the real
+"""ETA from history on the dashboard, in headless Chromium against the real
 server: after three finished runs of a kind, the fourth run's card says what the kind usually
 takes, and "slower than usual" once the server flags it past the kind's 90th percentile."""
 

@@ -1,4 +1,4 @@
-"""Browser notifications (issue 12, item 2) in headless Chromium against the real server.
+"""Browser notifications in headless Chromium against the real server.
 
 The test grants the permission with CDP `Browser.grantPermissions` (the bell still asks for it:
 Notification.requestPermission then answers at once), records every Notification the page makes

@@ -1,4 +1,4 @@
-"""The dashboard for a team (issue 13, item 5), in headless Chromium against the real server: the
+"""The dashboard for a team, in headless Chromium against the real server: the
 search box, the Recent section for finished work, and the rate sparklines."""
 
 import time
@@ -13,6 +13,13 @@ FOLD_AFTER_S = 4  # render.js FOLD_AFTER_MS: a task seen finishing stays in plac
 
 def url_query(page):
     return page.js("return location.search")
+
+
+def wait_for_query(page, query):
+    """Waits until the page has taken every key of `query` (the box writes each edit to the URL as it
+    takes it): cards that match the whole query may already show after its first keys."""
+    expected = "?watch=q.*&q=" + query.replace(" ", "+")
+    page.wait(lambda: url_query(page) == expected, 2, f"the URL does not say q={query}")
 
 
 def test_search_filters_as_you_type_and_keeps_q_in_the_url(page, server):
@@ -39,23 +46,27 @@ def test_search_filters_as_you_type_and_keeps_q_in_the_url(page, server):
         page.wait(lambda: f"q={''.join(typed)}" in url_query(page), 2, "the URL does not follow the box")
     page.wait(lambda: page.shown_ids() == {"q.build-1", "q.build-2"}, 2, "'buil' does not filter")
     assert url_query(page) == "?watch=q.*&q=buil", "?watch= must stay as it was"
-    assert page.js("return document.getElementById('search-count').textContent") == "2 of 4"
+    page.wait(lambda: page.js("return document.getElementById('search-count').textContent") == "2 of 4", 2,
+              "the count does not say 2 of 4")
     # Every word must match, in the id or the title.
     box.send_keys("d mac")
+    wait_for_query(page, "build mac")
     page.wait(lambda: page.shown_ids() == {"q.build-2"}, 2, "'build mac' does not filter")
-    assert url_query(page) == "?watch=q.*&q=build+mac"
     page.shot(f"{page.name}-typed")
 
     # A child that matches brings its parent, and only itself; a parent that matches brings all.
     box.clear()
     box.send_keys("packages")
+    wait_for_query(page, "packages")
     page.wait(lambda: page.shown_ids() == {"q.rel", "q.rel.pkg"}, 2, "a matching child without its parent")
     box.send_keys(Keys.CONTROL, "a")
     box.send_keys("release 2")
+    wait_for_query(page, "release 2")
     page.wait(lambda: page.shown_ids() == {"q.rel", "q.rel.pkg", "q.rel.notes"}, 2, "a parent without its children")
     # By id.
     box.send_keys(Keys.CONTROL, "a")
     box.send_keys("q.docs")
+    wait_for_query(page, "q.docs")
     page.wait(lambda: page.shown_ids() == {"q.docs"}, 2, "no match by id")
 
     # Tasks that arrive while filtered are filtered too.
@@ -67,9 +78,9 @@ def test_search_filters_as_you_type_and_keeps_q_in_the_url(page, server):
     # Nothing matches: the page says so.
     box.send_keys(Keys.CONTROL, "a")
     box.send_keys("zzz")
-    note = page.wait(lambda: page.js("const n = document.getElementById('note'); return !n.hidden && n.textContent"),
-                     2, "no 'no match' note")
-    assert note == "No task matches “zzz”."
+    # The note for the whole query: after two of the three keys it already says “zz”.
+    page.wait(lambda: page.js("const n = document.getElementById('note'); return !n.hidden && n.textContent")
+              == "No task matches “zzz”.", 2, "no 'no match' note for zzz")
     assert page.shown_ids() == set()
 
     # The view can be shared: a reload (or the link) starts filtered, before any card is drawn.

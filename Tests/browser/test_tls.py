@@ -1,4 +1,4 @@
-"""The dashboard over https:// and wss:// (issue 9, item 9): a server with `"tls"` in its
+"""The dashboard over https:// and wss://: a server with `"tls"` in its
 config.json and a certificate made by openssl for this run, a publisher that verifies it, and a
 Chromium that accepts it and no other."""
 

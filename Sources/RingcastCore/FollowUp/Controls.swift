@@ -100,7 +100,7 @@ extension TaskStore {
         return commit(task, .state, now: now)
     }
 
-    /// What every commit keeps true of the fields: a finished task has nothing left to
+    /// What every commit keeps true of the follow-up fields: a finished task has nothing left to
     /// cancel or pause, and `stalledAt` says since when a stalled task has been stalled.
     func settleFollowUpFields(_ task: inout TaskRecord, now: Double) {
         if task.state.isTerminal {

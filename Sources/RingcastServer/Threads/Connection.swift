@@ -33,7 +33,7 @@ final class Connection {
 }
 
 /// What the server knows of one socket for its whole life — its kept-alive requests and its upgrade:
-/// where it comes from and how much it may still publish. Held in `Server.peers` from the
+/// where it comes from and how much it may still publish. Held by its service thread's worker from the
 /// socket's `created` to its `destroyed` (lws's per-socket user pointer is its own). Service thread only.
 final class Peer {
     let address: PeerAddress

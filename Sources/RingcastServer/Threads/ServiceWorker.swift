@@ -4,8 +4,8 @@ import RingcastLWS
 import RingcastPlatform
 import Synchronization
 
-/// One service thread of the server: its libwebsockets context (serving the sockets its own
-/// SO_REUSEPORT listener accepts), its connections, its watchers' fan-out and heartbeat. What is
+/// One service thread of the server: its libwebsockets contexts (serving, each its descriptor range, the
+/// sockets its own SO_REUSEPORT listener accepts), its connections, its watchers' fan-out and heartbeat. What is
 /// published on any thread reaches it through its inbox in `SharedState`; it delivers on its own
 /// thread. Worker 0 also keeps the state's deadline and write-behind timers.
 ///

@@ -181,5 +181,5 @@ export function logLines(lines) {
 /** `text` within the server's 1000 characters for a detail. */
 export function clipDetail(value) {
   const points = [...value];
-  return points.length <= 1000 ? value : points.slice(0, 999).join('') + '…';
+  return points.length <= 1000 ? value : `${points.slice(0, 999).join('')}…`;
 }

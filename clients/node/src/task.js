@@ -114,7 +114,7 @@ export class Task {
 
   async checkpoint() {
     const control = this.root.control;
-    if (control && control.pending) await control.checkpoint((state) => this.rc.send('update', this.root.id, { state }));
+    if (control?.pending) await control.checkpoint((state) => this.rc.send('update', this.root.id, { state }));
   }
 
   publish(given) {

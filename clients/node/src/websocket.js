@@ -233,7 +233,7 @@ export function connect({ host, port, path, secure, headers = [], timeout = 1000
         'Sec-WebSocket-Version: 13',
         ...headers.map(([name, value]) => `${name}: ${value}`),
       ];
-      socket.write(lines.join('\r\n') + '\r\n\r\n');
+      socket.write(`${lines.join('\r\n')}\r\n\r\n`);
     });
     function onData(chunk) {
       head = Buffer.concat([head, chunk]);

@@ -18,7 +18,7 @@ function recipe(name) {
   const text = readFileSync(path.join(REPO, 'docs/RECIPES.md'), 'utf8');
   const match = new RegExp(`<!-- recipe: ${name.replace('.', '\\.')} -->\\n\`\`\`[a-z]*\\n([\\s\\S]*?)\\n\`\`\``).exec(text);
   assert.ok(match, `docs/RECIPES.md has no recipe ${name}`);
-  return match[1] + '\n';
+  return `${match[1]}\n`;
 }
 
 test('the Node script reports its upload as one task that ends done', () => {

@@ -69,8 +69,8 @@ export class Server {
   }
 
   async metric(name) {
-    const text = await (await fetch(this.url + '/metrics')).text();
-    const line = text.split('\n').find((l) => l.startsWith(name + ' '));
+    const text = await (await fetch(`${this.url}/metrics`)).text();
+    const line = text.split('\n').find((l) => l.startsWith(`${name} `));
     if (!line) throw new Error(`/metrics has no ${name}`);
     return Number(line.split(' ')[1]);
   }

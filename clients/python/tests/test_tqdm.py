@@ -1,4 +1,4 @@
-"""The tqdm bridge against a real server: the issue's program run unchanged (done, then
+"""The tqdm bridge against a real server: a tqdm program run unchanged (done, then
 cancelled from the API), nesting, how a bar's end becomes the task's, wrap(), pause, and that
 what tqdm prints does not change."""
 
@@ -18,7 +18,7 @@ from conftest import wait_for
 import ringcast
 import ringcast.tqdm as bridge
 
-# The program from the issue, byte for byte.
+# A training loop as a tqdm user writes it: tqdm from ringcast.tqdm, the task named by ringcast_task.
 TRAIN = """from ringcast.tqdm import tqdm
 import time
 for i in tqdm(range(500), desc="train", ringcast_task="ml.train"):
