@@ -165,8 +165,12 @@ export function runClient(source, url, timeout = 60000) {
     const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
-    child.stdout.on('data', (chunk) => (out += chunk));
-    child.stderr.on('data', (chunk) => (err += chunk));
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+    });
+    child.stderr.on('data', (chunk) => {
+      err += chunk;
+    });
     const timer = setTimeout(() => child.kill('SIGKILL'), timeout);
     child.on('exit', (code) => {
       clearTimeout(timer);

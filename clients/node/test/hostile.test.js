@@ -96,11 +96,10 @@ for (const answer of ['endless', 'drip-body', 'drip-head']) {
   test(`get() is bounded in time and size (${answer})`, async () => {
     const { result } = await against({
       http(socket, record) {
-        const server = this;
         const head = answer === 'drip-head' ? 'HTTP/1.1 200 OK\r\n' : 'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n';
         socket.write(head);
         const piece = answer === 'endless' ? Buffer.alloc(65536, 0x5b) : Buffer.from(answer === 'drip-head' ? 'X' : ' ');
-        server.sendWhileTaken(socket, record, piece, { every: answer === 'endless' ? 0 : 50 });
+        this.sendWhileTaken(socket, record, piece, { every: answer === 'endless' ? 0 : 50 });
       },
     }, `
       const rc = new ringcast.Ringcast({ url: URL, timeout: 2000 });
@@ -140,13 +139,15 @@ async function parsed(data) {
   const messages = [];
   let closed = null;
   ws.on('message', (text) => messages.push(text));
-  ws.on('close', (event) => (closed = event));
+  ws.on('close', (event) => {
+    closed = event;
+  });
   await new Promise((resolve) => setImmediate(resolve));
   return { messages, closed };
 }
 
 test('a message of the most fragments is put together, and one more is refused', async () => {
-  const message = Buffer.from('{"type":"hello"}' + ' '.repeat(MAX_FRAGMENTS - 16));
+  const message = Buffer.from(`{"type":"hello"}${' '.repeat(MAX_FRAGMENTS - 16)}`);
   const pieces = [frame(message.subarray(0, 1), { final: false })];
   for (let i = 1; i < MAX_FRAGMENTS - 1; i++) pieces.push(frame(message.subarray(i, i + 1), { opcode: 0x0, final: false }));
   const whole = await parsed(Buffer.concat([...pieces, frame(message.subarray(-1), { opcode: 0x0 })]));
