@@ -8,7 +8,9 @@ package enum LWS {
     /// LWS_PRE: the headroom lws needs in front of every buffer passed to lws_write.
     package static let pre = rc_lws_pre()
 
-    /// Each WebSocket is a file descriptor: allow as many as the hard limit does.
+    /// Each WebSocket is a file descriptor: allow as many as the hard limit does. A process-wide
+    /// effect, so the executables that hold many connections (`ringcast serve`, `ringcast load`)
+    /// call it at start; a library loop, a client's inside a user's program, never does.
     package static func raiseOpenFileLimit() {
         guard var limit = fileLimits, limit.rlim_cur < limit.rlim_max else { return }
         limit.rlim_cur = limit.rlim_max

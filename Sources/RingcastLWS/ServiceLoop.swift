@@ -105,6 +105,9 @@ package struct ContextSettings: Sendable {
     /// slot, zeroed at creation): 8 MiB makes 16 contexts at 20 000 descriptors, 15 at 65 536,
     /// 3 at 262 144, and one from 524 288.
     package var contextTableBudgetBytes = 8 << 20
+    /// Grow this thread's heap once at start (`ServiceLoop.reservedHeapBytes`), for a server that
+    /// will hold thousands of connections; off for a client loop inside somebody else's process.
+    package var reservesThreadHeap = false
     /// With several contexts, descriptors below this many go to the first context, the next this
     /// many to the second, and so on, all above to the last. nil: the open-file limit over
     /// `contexts`, so the last context's range ends at the limit.
@@ -412,7 +415,7 @@ package final class ServiceLoop: @unchecked Sendable {
             serviceThread = pthread_self()
             defer { serviceThread = nil }
         #endif
-        ServiceLoop.reserveThreadHeap()
+        if settings.reservesThreadHeap { ServiceLoop.reserveThreadHeap() }
         precondition(settings.contexts >= 1 && (settings.contexts == 1 || settings.listener == nil), "several contexts share adopted sockets only")
         guard let eventLoop = rc_loop_new(Int32(settings.contexts)) else {
             startError = CCallError("rc_loop_new", "could not make an epoll event loop (out of memory or file descriptors)")
@@ -472,7 +475,6 @@ package final class ServiceLoop: @unchecked Sendable {
     /// those made before it in `contexts`, for `destroyContexts`.
     private func makeContexts(_ settings: ContextSettings, on eventLoop: OpaquePointer) throws {
         var info = creationInfo(settings, on: eventLoop)
-        LWS.raiseOpenFileLimit()
         let count = LWS.contexts(settings.contexts, tablesWithin: settings.contextTableBudgetBytes)
         let limit = LWS.openFileLimit
         if count < settings.contexts {

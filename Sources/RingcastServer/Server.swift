@@ -166,6 +166,7 @@ public final class Server: @unchecked Sendable {
         var settings = ContextSettings(name: "ringcast")
         settings.acceptsAdoptedSockets = true
         settings.contexts = Server.contextsPerThread
+        settings.reservesThreadHeap = true
         settings.certificate = certificate
         settings.staticFiles = .init(
             directory: publicDirectory, maxAge: config.staticMaxAge, callbackPaths: ["/api", "/healthz", "/readyz", "/metrics", "/badge", "/tasks"])

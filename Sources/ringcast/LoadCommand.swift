@@ -119,6 +119,7 @@ struct LoadCommand: Subcommand {
     }
 
     func run() throws(CommandFailure) -> Int32 {
+        LWS.raiseOpenFileLimit()
         var line = quiet ? nil : ProgressLine(terminal: isatty(STDERR_FILENO) != 0)
         let result: LoadResult
         do {

@@ -1,5 +1,6 @@
 import Foundation
 import RingcastCore
+import RingcastLWS
 import RingcastServer
 
 /// `ringcast serve`: the server, on the address in the config file, until SIGINT or SIGTERM.
@@ -64,6 +65,7 @@ struct ServeCommand: Subcommand {
             destination: .lines(config.logFormat, now: { Date().timeIntervalSince1970 * 1000 }) { line in
                 FileHandle.standardError.write(Data((line + "\n").utf8))
             })
+        LWS.raiseOpenFileLimit()
         let server: Server
         do {
             let persistence = try Server.persistence(for: config, baseDirectory: baseDirectory, logger: logger)
