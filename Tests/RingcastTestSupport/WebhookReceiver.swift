@@ -15,7 +15,6 @@ package final class WebhookReceiver: @unchecked Sendable {
         /// Python's `hmac.compare_digest(signature, "sha256=" + hmac.new(secret, body, sha256).hexdigest())`.
         package let valid: Bool
         package let status: Int
-        package let contentType: String
         package let body: JSONValue
         package let at: Double
     }
@@ -60,7 +59,7 @@ package final class WebhookReceiver: @unchecked Sendable {
                     Delivery(
                         n: number("n"), path: string("path"), delivery: string("delivery"),
                         signature: string("signature"), valid: record["valid"] == .bool(true),
-                        status: number("status"), contentType: string("contentType"), body: record["body"] ?? .null, at: nowMs())
+                        status: number("status"), body: record["body"] ?? .null, at: nowMs())
                 ])
             }
             inbox.close()

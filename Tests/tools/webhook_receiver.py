@@ -5,7 +5,7 @@ delivery's X-Ringcast-Signature with Python's own hmac module and answers 503 to
 stdin), then 200.
 
 Its first line on stdout is {"listening": PORT}; then one JSON line per request:
-{"n", "path", "delivery", "signature", "valid", "status", "contentType", "body"} (body parsed as JSON)."""
+{"n", "path", "delivery", "signature", "valid", "status", "body"} (body parsed as JSON)."""
 
 import argparse
 import hashlib
@@ -52,7 +52,7 @@ def main():
                     parsed = body.decode("utf-8", "replace")
                 emit({"n": n, "path": self.path, "delivery": self.headers.get("X-Ringcast-Delivery"),
                       "signature": signature, "valid": hmac.compare_digest(signature, expected),
-                      "status": status, "contentType": self.headers.get("Content-Type", ""), "body": parsed})
+                      "status": status, "body": parsed})
             answer = b'{"ok":false}' if refuse else b'{"ok":true}'
             self.send_response(status)
             self.send_header("Content-Type", "application/json")

@@ -4,9 +4,6 @@ public struct ServerConfig: Equatable, Sendable {
     public var port = 8080
     /// The only directory served over HTTP; relative paths are taken from the config file's folder.
     public var publicDir = "Public"
-    /// The dashboard's address as people reach it (through a proxy, a DNS name, https), for links
-    /// the server hands out: a webhook's message to a chat. nil: this server's own host and port.
-    public var publicURL: String?
     /// Other sites whose pages may open `/ws`; the server's own origin is always allowed.
     public var allowedOrigins: [String] = []
     /// Seconds between heartbeats on every WebSocket; a page reconnects after two silent ones.
@@ -79,13 +76,6 @@ public struct ServerConfig: Equatable, Sendable {
 
     public init() {}
 
-    /// `publicURL`, or this server's own address when none is set.
-    public var dashboardURL: String {
-        if let publicURL { return publicURL }
-        let shownHost = host == "0.0.0.0" || host == "::" ? "127.0.0.1" : (host.contains(":") ? "[\(host)]" : host)
-        return "\(tls == nil ? "http" : "https")://\(shownHost):\(port)"
-    }
-
     public static let keys = [
         "host", "port", "publicDir", "allowedOrigins", "allowedHosts", "heartbeatSeconds", "maxMessageBytes",
         "fanOutLogEvents", "maxEventsPerFrame", "staticMaxAge", "logLevel", "publishers", "anonymousLocalPublish",
@@ -93,7 +83,6 @@ public struct ServerConfig: Equatable, Sendable {
         "handshakeTimeoutSeconds", "threads", "webhooks", "abandonAfterSeconds", "logLines", "logBytes", "maxLogBytes", "logFormat",
         "flushMilliseconds",
         "timelineEntries", "readers", "anonymousRead", "anonymousLocalMaxTasks", "tokenSecretEnv", "trustedProxies", "redisReplicas",
-        "publicURL",
     ]
 
     /// Parses a config file's contents; the error names the field and says what to write instead.
@@ -131,16 +120,6 @@ public struct ServerConfig: Equatable, Sendable {
             case "host": config.host = try string()
             case "port": config.port = try integer(0...65535, "a port number from 0 to 65535 (0 picks a free port)")
             case "publicDir": config.publicDir = try string()
-            case "publicURL":
-                let url = try string()
-                let lowered = url.lowercased()
-                guard lowered.hasPrefix("http://") || lowered.hasPrefix("https://"),
-                    url.drop(while: { $0 != "/" }).dropFirst(2).prefix(while: { $0 != "/" }).count > 0,
-                    !url.contains(where: { $0.isWhitespace || $0 == "?" || $0 == "#" })
-                else {
-                    throw fail("the dashboard's address as people reach it, like \"https://ringcast.example.com\" (http or https, no query)")
-                }
-                config.publicURL = url.hasSuffix("/") ? String(url.dropLast()) : url
             case "allowedOrigins":
                 guard case .array(let items) = value else { throw fail("a list of origins like [\"https://example.com\"]") }
                 config.allowedOrigins = try items.map { item throws(ConfigError) in

@@ -34,10 +34,6 @@ extension ServerConfig {
             "The address to listen on, and the only one (an IPv4 address binds exactly that). RINGCAST_HOST overrides it; --host overrides both."),
         Reference("port", "8080", "The TCP port; 0 takes a free one. RINGCAST_PORT overrides it; --port overrides both."),
         Reference(
-            "publicURL", #""https://ringcast.example.com""#,
-            "The dashboard's address as people reach it (a proxy's name, https), for the links a webhook's chat message carries; unset: this server's host and port.",
-            commentedOut: true),
-        Reference(
             "allowedHosts", "[]",
             "Names the Host header may carry besides host, localhost and IP literals (\".example.com\" allows every subdomain, \"*\" turns the check off)."
         ),
@@ -94,7 +90,7 @@ extension ServerConfig {
         ),
         Reference(
             "webhooks", "[]",
-            "Signed POSTs when a task enters a state: {\"url\": \"http://127.0.0.1:9000/hook\", \"patterns\": [\"ci.*\"], \"states\": [\"done\", \"failed\", \"stalled\"], \"secretEnv\": \"RINGCAST_HOOK_SECRET\"}, with \"secret\" instead of \"secretEnv\" to write it here; \"maxAttempts\" (10), \"timeoutSeconds\" (10), \"maxOutbox\" (1000: past it the oldest owed is dropped), \"concurrency\" (4), \"circuitFailures\" (5) and \"circuitOpenSeconds\" (30) too; \"format\": \"slack\", \"discord\" or \"ntfy\" posts that service's message shape instead (no secret needed)."
+            "Signed POSTs when a task enters a state: {\"url\": \"http://127.0.0.1:9000/hook\", \"patterns\": [\"ci.*\"], \"states\": [\"done\", \"failed\", \"stalled\"], \"secretEnv\": \"RINGCAST_HOOK_SECRET\"}, with \"secret\" instead of \"secretEnv\" to write it here; \"maxAttempts\" (10), \"timeoutSeconds\" (10), \"maxOutbox\" (1000: past it the oldest owed is dropped), \"concurrency\" (4), \"circuitFailures\" (5) and \"circuitOpenSeconds\" (30) too."
         ),
         Reference(
             "abandonAfterSeconds", "3600",

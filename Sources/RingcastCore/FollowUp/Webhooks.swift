@@ -18,26 +18,6 @@ public struct WebhookRule: Equatable, Sendable {
     public var circuitFailures: Int
     /// Seconds an open circuit waits before one delivery probes the receiver again (half-open).
     public var circuitOpenSeconds: Double
-    /// The body's shape: Ringcast's signed JSON, or Slack's, Discord's or ntfy's.
-    public var format = WebhookFormat.ringcast
-
-    /// Where the body is POSTed: the hook's URL, but for ntfy its server's root (the topic travels
-    /// in the body, as ntfy's publish-as-JSON asks).
-    public var postURL: String {
-        guard format == .ntfy, let topic = ntfyTopic else { return url }
-        return String(url.dropLast(topic.count))
-    }
-
-    /// For ntfy: the topic, the URL's one path segment.
-    public var ntfyTopic: String? {
-        let lowered = url.lowercased()
-        guard lowered.hasPrefix("http://") || lowered.hasPrefix("https://") else { return nil }
-        let path = url.dropFirst(lowered.hasPrefix("https://") ? 8 : 7).drop { $0 != "/" }.dropFirst()
-        guard !path.isEmpty, path.count <= 64, path.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else {
-            return nil
-        }
-        return String(path)
-    }
 
     public static let defaultStates: [TaskState] = [.done, .failed, .stalled]
     public static let defaultMaxAttempts = 10
@@ -47,7 +27,7 @@ public struct WebhookRule: Equatable, Sendable {
     public static let defaultCircuitOpenSeconds = 30.0
     public static let keys = [
         "url", "patterns", "states", "secret", "secretEnv", "maxAttempts", "timeoutSeconds", "maxOutbox", "concurrency", "circuitFailures",
-        "circuitOpenSeconds", "format",
+        "circuitOpenSeconds",
     ]
 
     public init(
@@ -108,28 +88,9 @@ public struct WebhookRule: Equatable, Sendable {
                 if !states.contains(state) { states.append(state) }
             }
         }
-        var format = WebhookFormat.ringcast
-        if let value = item["format"] {
-            let names = WebhookFormat.allCases.map(\.rawValue).joined(separator: ", ")
-            guard case .string(let name) = value, let chosen = WebhookFormat(rawValue: name) else {
-                throw ConfigError("\(place).format must be one of \(names): the receiver's body shape (ringcast, the default, is signed JSON)")
-            }
-            format = chosen
-        }
-        let secret: String
-        if format.needsSecret || item["secret"] != nil || item["secretEnv"] != nil {
-            secret = try ServerConfig.parseSecret(item, "secret", at: place, environment: environment, holding: "the signing secret")
-            guard !secret.isEmpty else { throw ConfigError("\(place).secret is empty: give the receiver's signing secret") }
-        } else {
-            secret = ""
-        }
+        let secret = try ServerConfig.parseSecret(item, "secret", at: place, environment: environment, holding: "the signing secret")
+        guard !secret.isEmpty else { throw ConfigError("\(place).secret is empty: give the receiver's signing secret") }
         var rule = WebhookRule(url: url, patterns: patterns, states: states, secret: secret)
-        rule.format = format
-        if format == .ntfy, rule.ntfyTopic == nil {
-            throw ConfigError(
-                "\(place).url '\(url)' names no ntfy topic: give the topic's URL, like \"https://ntfy.sh/ci-builds\" (1 to 64 letters, digits, - or _)"
-            )
-        }
         if let value = item["maxAttempts"] {
             guard case .number(let n) = value, n == n.rounded(), (1...100).contains(n) else {
                 throw ConfigError("\(place).maxAttempts must be a whole number from 1 to 100")
@@ -202,23 +163,14 @@ public enum WebhookRetry {
 /// hands them to its senders (after storage kept them). Service thread only (the store's).
 public final class WebhookPlanner {
     public let rules: [WebhookRule]
-    /// The dashboard's address as people reach it, for the task's link in a chat message.
-    public let publicURL: String
     private var pending: [WebhookDelivery] = []
 
-    public init(rules: [WebhookRule], publicURL: String = "http://127.0.0.1:8080") {
-        self.rules = rules
-        self.publicURL = publicURL
-    }
+    public init(rules: [WebhookRule]) { self.rules = rules }
 
     func plan(_ task: TaskRecord, from previous: TaskState?, epoch: String, now: Double) -> [WebhookDelivery] {
         var made: [WebhookDelivery] = []
         for (index, rule) in rules.enumerated() where rule.fires(for: task.id, entering: task.state) {
             let id = "\(epoch)-\(task.seq)-\(index)"
-            if let body = WebhookMessage.body(rule.format, task: task, topic: rule.ntfyTopic, publicURL: publicURL, now: now) {
-                made.append(WebhookDelivery(id: id, hook: index, url: rule.url, body: body, due: now))
-                continue
-            }
             var writer = JSONWriter(capacity: 512)
             writer.beginObject()
             writer.key("delivery")
@@ -350,7 +302,7 @@ extension API {
         store.setLogBudgets(lines: config.logLines, bytes: config.logBytes, total: config.maxLogBytes)
         store.timelineEntries = config.timelineEntries
         store.abandonAfterSeconds = config.abandonAfterSeconds
-        if !config.webhooks.isEmpty { store.webhooks = WebhookPlanner(rules: config.webhooks, publicURL: config.dashboardURL) }
+        if !config.webhooks.isEmpty { store.webhooks = WebhookPlanner(rules: config.webhooks) }
         followUpMetrics.webhookHooks = config.webhooks.map { WebhookHookStatus(url: $0.url) }
         // Deliveries owed when the server stopped go out again; those no hook has any more are
         // dropped, and so are those past a hook's maxOutbox (counted as drops).

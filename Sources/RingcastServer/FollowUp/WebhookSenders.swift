@@ -22,7 +22,7 @@ final class WebhookSenders: @unchecked Sendable {
     /// Throws when a hook's URL is not one the HTTP client can reach (checked at start).
     init(rules: [WebhookRule], logger: Logger, report: @escaping @Sendable (WebhookReport) -> Void) throws {
         senders = try rules.enumerated().map { index, rule in
-            guard let url = ServerURL(rule.postURL), !url.secure else {
+            guard let url = ServerURL(rule.url), !url.secure else {
                 throw ServerError("webhooks[\(index)].url '\(rule.url)' is not a URL this server can POST to: write http://HOST:PORT/PATH")
             }
             return HookSender(rule: rule, index: index, url: url, logger: logger, report: report)
@@ -138,7 +138,8 @@ final class HookSender: @unchecked Sendable {
         do {
             let response = try client.request(
                 "POST", url.path, body: delivery.body,
-                headers: (rule.secret.isEmpty ? [] : [("X-Ringcast-Signature", HMACSHA256.signatureHeader(delivery.body, key: rule.secret))]) + [
+                headers: [
+                    ("X-Ringcast-Signature", HMACSHA256.signatureHeader(delivery.body, key: rule.secret)),
                     ("X-Ringcast-Delivery", delivery.id),
                     ("X-Ringcast-Event", "state"),
                     ("User-Agent", "ringcast/\(ProtocolInfo.version)"),
