@@ -30,6 +30,8 @@ public final class Server: @unchecked Sendable {
     private let certificate: (cert: String, key: String, ciphers: String)?
     private let lifecycle = Locked<(started: Bool, port: Int)>((false, 0))
     private var workers: [ServiceWorker] = []
+    /// The listening address, this process's alone while the server runs.
+    private var addressClaim: AddressClaim?
     /// Open sockets per address, for `maxConnectionsPerAddress`, across every loop.
     let connectionsByAddress = Locked<[String: Int]>([:])
     /// WebSockets open per publisher or reader entry with a `maxConnections`, across every thread.
@@ -78,7 +80,7 @@ public final class Server: @unchecked Sendable {
             return try RedisCluster(url: target, replicas: config.redisReplicas, logger: logger)
         }
         let path = config.storage.hasPrefix("/") ? config.storage : baseDirectory + "/" + config.storage
-        return try SQLitePersistence(path: path, logger: logger)
+        return try SQLitePersistence(path: path, logger: logger, exclusive: true)
     }
 
     /// A request's head: 16 KiB in all, a header or a piece of the request line (the path, one
@@ -129,8 +131,16 @@ public final class Server: @unchecked Sendable {
         }
         LWSLog.route(to: logger)
         do {
+            // The address is claimed before any listener shares it (SO_REUSEPORT), and a fixed
+            // port is tried once without sharing: either fails while another server (or any
+            // other program) listens there. Port 0 is a fresh one, claimed once it is known.
+            if config.port != 0 {
+                addressClaim = try AddressClaim(host: config.host, port: config.port)
+                _ = try ListeningSocket(host: config.host, port: config.port, sharesPort: false)
+            }
             // The first listener takes the port (a free one for port 0); the others share it.
             let first = try ListeningSocket(host: config.host, port: config.port)
+            if config.port == 0 { addressClaim = try AddressClaim(host: config.host, port: first.port) }
             var listeners = [first]
             for _ in 1..<Server.threadCount(for: config) { listeners.append(try ListeningSocket(host: config.host, port: first.port)) }
             workers = listeners.enumerated().map { ServiceWorker(index: $0.offset, server: self, listener: $0.element) }
@@ -157,6 +167,7 @@ public final class Server: @unchecked Sendable {
     public func stop() {
         state.webhooks?.stop()
         for worker in workers.reversed() { worker.loop.stop() }
+        addressClaim = nil
         // The state and its workers point at each other while they run.
         state.detachWorkers()
     }
