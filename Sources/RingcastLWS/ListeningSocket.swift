@@ -15,6 +15,9 @@ package final class ListeningSocket: @unchecked Sendable {
     package let host: String
     /// Once a loop adopted it, its context closes it.
     var adopted = false
+    /// What the kernel may hold unsent for each accepted socket (SO_SNDBUF; 0: the kernel's own,
+    /// which autotunes up to megabytes for a peer that reads nothing). Set before a loop adopts it.
+    package var sendBufferBytes = 0
 
     /// Binds exactly `host` (an IPv4 or IPv6 address, or a name that resolves to one) and `port`
     /// (0: a free one; the others of a group then take the port the first got).
@@ -94,10 +97,21 @@ package final class ListeningSocket: @unchecked Sendable {
         try setSocketOption(fd, Int32(IPPROTO_TCP), TCP_USER_TIMEOUT, "TCP_USER_TIMEOUT", Int32(310_000))
     }
 
+    /// What one `accept` found.
+    enum Accepted {
+        case connection(descriptor: Int32, address: PeerAddress)
+        /// Nothing waits (EAGAIN).
+        case none
+        /// The process or the system is out of descriptors (EMFILE, ENFILE), or the kernel of
+        /// memory for a socket (ENOBUFS, ENOMEM): the connection waits in the backlog, and asking
+        /// again before something is freed only fails again.
+        case outOfResources(errno: Int32)
+    }
+
     /// Accepts one waiting connection: its descriptor (non-blocking, TCP_NODELAY) and the peer's
-    /// address, or nil when none waits. A socket whose TCP_NODELAY or keep-alive cannot be set is closed and the
+    /// address. A socket whose TCP_NODELAY or keep-alive cannot be set is closed and the
     /// next one taken: it would answer every frame a delayed-ACK late.
-    func accept() -> (descriptor: Int32, address: PeerAddress)? {
+    func accept() -> Accepted {
         var peer = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         while true {
@@ -105,17 +119,20 @@ package final class ListeningSocket: @unchecked Sendable {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { rc_accept_nonblocking(descriptor, $0, &length) }
             }
             if fd < 0 {
-                if errno == EINTR || errno == ECONNABORTED { continue }
-                return nil  // EAGAIN, or out of descriptors (EMFILE): the next readable tries again
+                let code = errno
+                if code == EINTR || code == ECONNABORTED { continue }
+                if code == EMFILE || code == ENFILE || code == ENOBUFS || code == ENOMEM { return .outOfResources(errno: code) }
+                return .none
             }
             do throws(CCallError) {
                 try setSocketOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY, "TCP_NODELAY", Int32(1))
                 try keepCheckingThePeer(fd)
+                if sendBufferBytes > 0 { try setSocketOption(fd, SOL_SOCKET, SO_SNDBUF, "SO_SNDBUF", Int32(sendBufferBytes / 2)) }
             } catch {
                 close(fd)
                 continue
             }
-            return (fd, PeerAddress(&peer))
+            return .connection(descriptor: fd, address: PeerAddress(&peer))
         }
     }
 }

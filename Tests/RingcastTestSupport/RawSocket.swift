@@ -7,9 +7,23 @@ package final class RawSocket {
 
     /// `receiveBufferBytes` is set before connecting, so the window the peer sees is that small
     /// from the start (set later, the buffer shrinks but the window already agreed does not).
-    package init(port: Int, timeoutSeconds: Double = 5, receiveBufferBytes: Int32? = nil) throws {
+    /// `source`: the loopback address it connects from (another 127.x is another client to the server).
+    package init(port: Int, timeoutSeconds: Double = 5, receiveBufferBytes: Int32? = nil, source: String? = nil) throws {
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw RawSocketError("socket: \(String(cString: strerror(errno)))") }
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else {
+                let reason = String(cString: strerror(errno))
+                close(descriptor)
+                throw RawSocketError("bind to \(source): \(reason)")
+            }
+        }
         if var bytes = receiveBufferBytes {
             setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &bytes, socklen_t(MemoryLayout<Int32>.size))
         }
@@ -193,6 +207,15 @@ package final class RawSocket {
 package struct RawSocketError: Error, CustomStringConvertible {
     package let description: String
     init(_ description: String) { self.description = description }
+}
+
+/// The CPU time a process has used so far, user and system, in seconds (/proc/PID/stat).
+package func cpuSeconds(of pid: pid_t) -> Double {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return 0 }
+    // After the command name: state is field 3, utime and stime are fields 14 and 15.
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
 }
 
 /// A process's resident memory, in KiB: by default this one's (the in-process test server's included).

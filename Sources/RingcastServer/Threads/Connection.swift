@@ -38,7 +38,8 @@ final class Connection {
 final class Peer {
     let address: PeerAddress
     let isLoopback: Bool
-    /// The address as `connectionsByAddress` counts it, when it counts against `maxConnectionsPerAddress`.
+    /// The address as `Server.connections` counts it, when it counts against `maxConnectionsPerAddress`
+    /// (every socket counts against `maxConnections`).
     let countedAs: String?
     var allowance: TokenBucket
 
