@@ -197,6 +197,46 @@ package final class RawSocket {
         return (frames, index)
     }
 
+    /// The whole messages at the start of `bytes`, fragments joined (a message of the server's
+    /// larger than 64 KiB comes in several), and how many bytes they took.
+    package static func completeMessages(in bytes: [UInt8]) -> (messages: [(opcode: UInt8, payload: [UInt8])], consumed: Int) {
+        var messages: [(UInt8, [UInt8])] = []
+        var open: (opcode: UInt8, payload: [UInt8])?
+        var index = 0
+        var consumed = 0
+        while index + 2 <= bytes.count {
+            let final = bytes[index] & 0x80 != 0
+            let opcode = bytes[index] & 0x0F
+            var length = Int(bytes[index + 1] & 0x7F)
+            var start = index + 2
+            if length == 126 {
+                guard start + 2 <= bytes.count else { break }
+                length = Int(bytes[start]) << 8 | Int(bytes[start + 1])
+                start += 2
+            } else if length == 127 {
+                guard start + 8 <= bytes.count else { break }
+                length = (0..<8).reduce(0) { $0 << 8 | Int(bytes[start + $1]) }
+                start += 8
+            }
+            guard start + length <= bytes.count else { break }
+            let payload = bytes[start..<(start + length)]
+            index = start + length
+            if opcode >= 8 {
+                messages.append((opcode, Array(payload)))
+            } else if opcode == 0 {
+                open?.payload += payload
+            } else {
+                open = (opcode, Array(payload))
+            }
+            if final, opcode < 8, let message = open {
+                messages.append(message)
+                open = nil
+            }
+            if open == nil { consumed = index }
+        }
+        return (messages, consumed)
+    }
+
     /// The status code of the first close frame in `bytes`, if the server sent one.
     package static func closeCode(in bytes: [UInt8]) -> Int? {
         guard let close = frames(in: bytes).first(where: { $0.opcode == 8 }), close.payload.count >= 2 else { return nil }
