@@ -49,8 +49,16 @@ extension ServiceWorker {
             release(link.attach(Connection(request.mode == .publish ? .publisher(socket) : .watcher(socket))))
             counters.socketsOpened.add(1, ordering: .relaxed)
             count { $0.webSocketsOpened[request.mode == .publish ? "publisher" : "watcher"] += 1 }
-            subscribe(socket, to: opening.session.watch, lastSeq: seq, frames: opening.frames)
-            if let close = opening.close ?? admitConnection(socket, of: opening.session) {
+            // Counted before anything is sent: one past its entry's share gets hello and the
+            // reason, not a snapshot it may not keep.
+            let refusal = opening.close == nil ? admitConnection(socket, of: opening.session) : nil
+            if let refusal {
+                let error = APIError(.rateLimited, refusal.reason)
+                subscribe(socket, to: SocketRequest.nothing, lastSeq: seq, frames: [opening.frames[0], error.encodedEvent()])
+            } else {
+                subscribe(socket, to: opening.session.watch, lastSeq: seq, frames: opening.frames)
+            }
+            if let close = opening.close ?? refusal {
                 closeSocket(socket, close, peer: link.peerAddress)
             } else {
                 watchSessionDeadline(of: socket)
