@@ -57,6 +57,7 @@ final class ConnectionLimitTests: XCTestCase {
         XCTAssertEqual(try other.request("GET", "/healthz").status, 200, "another client is answered")
         let metrics = try PrometheusScrape(try other.request("GET", "/metrics").text)
         let refused = try XCTUnwrap(metrics.value("ringcast_connections_refused_total"))
+        print("the flood: \(Int(refused)) of \(attempts) connections refused at accept; \(lines(of: log, containing: "refused").first ?? "")")
         XCTAssertGreaterThan(refused, 0, "the flood passed its per-address share")
         XCTAssertLessThan(Int(refused), attempts)
         XCTAssertEqual(metrics.value("ringcast_accept_paused_total"), 0, "the limits kept the server off the open-file limit")
@@ -76,6 +77,7 @@ final class ConnectionLimitTests: XCTestCase {
         print("server CPU while paused at the open-file limit (nofile \(openFileLimit)): \(share * 100) % of a core")
         XCTAssertLessThan(share, 0.10, "no accept retried on every turn of the loop")
         XCTAssertEqual(lines(of: log, containing: "accepting paused").count, 1, "one line: \(lines(of: log, containing: "accepting paused"))")
+        print(lines(of: log, containing: "accepting paused").first ?? "")
 
         held.removeAll()
         let other = HTTPClient(host: "127.0.0.1", port: served.port, timeoutSeconds: 5)
