@@ -20,7 +20,7 @@ rounds=${2:-3}
 build_release ringcast
 fresh_results before-after
 # The older binary gets only the keys every version knows.
-echo '{"host": "127.0.0.1", "port": 0, "publicDir": "public", "logLevel": "warning"}' >"$work/old.json"
+echo '{"host": "127.0.0.1", "port": 0, "publicDir": "public", "logLevel": "warning", "limitLoopback": false}' >"$work/old.json"
 ringcast_config "$work/new.json" threads=1
 
 scenarios=(

@@ -130,7 +130,8 @@ build_epoll_load() { make -s -C Benchmarks/epoll-load >&2; }
 
 # ringcast_config FILE [KEY=VALUE…]: a config for `ringcast serve` on 127.0.0.1, a port the kernel
 # picks, a public folder of its own, warnings logged, and no limit on the publish rate (benchmarks
-# publish faster than a publisher may by default). Each KEY=VALUE adds or replaces a key; VALUE is
+# publish faster than a publisher may by default), and loopback, where every load client is, held
+# only to the total connection limit, not the per-address share. Each KEY=VALUE adds or replaces a key; VALUE is
 # JSON where it parses as JSON (1, true), else a string (error, state.db, redis://…).
 ringcast_config() {
   mkdir -p "$work/public"
@@ -138,7 +139,7 @@ ringcast_config() {
   python3 - "$@" <<'PY'
 import json, sys
 path, *pairs = sys.argv[1:]
-config = {"host": "127.0.0.1", "port": 0, "publicDir": "public", "logLevel": "warning", "maxPublishRate": 0}
+config = {"host": "127.0.0.1", "port": 0, "publicDir": "public", "logLevel": "warning", "maxPublishRate": 0, "limitLoopback": False}
 for pair in pairs:
     key, value = pair.split("=", 1)
     try:

@@ -113,6 +113,19 @@ package final class WriteBuffer {
         return lws_write(wsi, payload, bytes.count, LWS_WRITE_TEXT) >= 0
     }
 
+    /// Writes `bytes[range]` as one fragment of a WebSocket text message (the first opens it, the
+    /// last ends it); false when the connection should close.
+    package func writeTextFragment(_ bytes: [UInt8], _ range: Range<Int>, first: Bool, last: Bool, to wsi: OpaquePointer) -> Bool {
+        reserve(range.count)
+        let payload = storage + LWS.pre
+        bytes.withUnsafeBufferPointer { source in
+            if let base = source.baseAddress { payload.update(from: base + range.lowerBound, count: range.count) }
+        }
+        var flags = (first ? LWS_WRITE_TEXT : LWS_WRITE_CONTINUATION).rawValue
+        if !last { flags |= LWS_WRITE_NO_FIN.rawValue }
+        return lws_write(wsi, payload, range.count, lws_write_protocol(rawValue: flags)) >= 0
+    }
+
     /// Writes a whole small HTTP answer: status line and headers, then the body. False: close.
     func writeHTTP(status: Int, contentType: String, body: [UInt8], extraHeaders: [(String, String)], to wsi: OpaquePointer) -> Bool {
         let headerRoom = 1024

@@ -1,4 +1,5 @@
 import CLibWebSockets
+import CRingcastShims
 import Glibc
 import RingcastCore
 
@@ -223,6 +224,21 @@ package struct LWSConnection {
         lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
     }
 
+    /// The bytes of this connection's output its peer has acknowledged so far (TCP), nil when the
+    /// kernel does not say: what moves while a peer takes what is written to it, however full the
+    /// buffers on the way stay.
+    package var bytesAcknowledged: Int64? {
+        let acked = rc_bytes_acked(lws_get_socket_fd(wsi))
+        return acked < 0 ? nil : acked
+    }
+
+    /// Closes the connection at the loop's next turn with `status` as its reason: for a peer that
+    /// takes nothing, whose close frame could only wait behind everything it did not take.
+    package func closeSoon(_ status: CloseStatus, _ text: String) {
+        setCloseReason(status, text)
+        closeSoon()
+    }
+
     /// Whether the kernel's send buffer is full, so another write now would be buffered by lws.
     package var isChoked: Bool { lws_send_pipe_choked(wsi) != 0 }
 
@@ -230,6 +246,14 @@ package struct LWSConnection {
     package func writeText(_ bytes: [UInt8]) -> Bool {
         loop.assertOnLoopThread()
         guard writeBuffer.writeText(bytes, to: wsi) else { return false }
+        stopReadingWhileOutputIsHeld()
+        return true
+    }
+
+    /// Writes `bytes[range]` as one fragment of a text message; false when the connection should close.
+    package func writeTextFragment(_ bytes: [UInt8], _ range: Range<Int>, first: Bool, last: Bool) -> Bool {
+        loop.assertOnLoopThread()
+        guard writeBuffer.writeTextFragment(bytes, range, first: first, last: last, to: wsi) else { return false }
         stopReadingWhileOutputIsHeld()
         return true
     }

@@ -4,7 +4,9 @@ import RingcastPlatform
 
 /// A TCP listening socket of our own, opened with SO_REUSEPORT so that each service loop can have
 /// one on the same address and port, and the kernel spreads new connections over them (lws 4.1.6
-/// does not set SO_REUSEPORT, even with LWS_SERVER_OPTION_ALLOW_LISTEN_SHARE). Non-blocking; a loop adopts it with `adoptListener`.
+/// does not set SO_REUSEPORT, even with LWS_SERVER_OPTION_ALLOW_LISTEN_SHARE); the kernel lets
+/// any process of the same user join such a group, so a server claims its address first
+/// (`AddressClaim`). Non-blocking; a loop adopts it with `adoptListener`.
 package final class ListeningSocket: @unchecked Sendable {
     // @unchecked Sendable: the descriptor is set once; `adopted` and accepting belong to the loop
     // that adopted it, after the thread that made it handed it over.
@@ -13,6 +15,9 @@ package final class ListeningSocket: @unchecked Sendable {
     package let host: String
     /// Once a loop adopted it, its context closes it.
     var adopted = false
+    /// What the kernel may hold unsent for each accepted socket (SO_SNDBUF; 0: the kernel's own,
+    /// which autotunes up to megabytes for a peer that reads nothing). Set before a loop adopts it.
+    package var sendBufferBytes = 0
 
     /// Binds exactly `host` (an IPv4 or IPv6 address, or a name that resolves to one) and `port`
     /// (0: a free one; the others of a group then take the port the first got).
@@ -20,7 +25,8 @@ package final class ListeningSocket: @unchecked Sendable {
     /// The backlog asks for as much as the kernel allows (it caps it at net.core.somaxconn, 4096 on
     /// Debian 12): when thousands of dashboards come back at once, a connection the queue has no
     /// room for is dropped, and the browser tries again only after a second (Benchmarks/NOTES.md).
-    package init(host: String, port: Int, backlog: Int32 = 65535) throws(CCallError) {
+    /// `sharesPort`: SO_REUSEPORT, so that more listeners may bind the same address.
+    package init(host: String, port: Int, backlog: Int32 = 65535, sharesPort: Bool = true) throws(CCallError) {
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
@@ -39,7 +45,7 @@ package final class ListeningSocket: @unchecked Sendable {
         do throws(CCallError) {
             let one: Int32 = 1
             try setSocketOption(fd, SOL_SOCKET, SO_REUSEADDR, "SO_REUSEADDR", one)
-            try setSocketOption(fd, SOL_SOCKET, SO_REUSEPORT, "SO_REUSEPORT", one)
+            if sharesPort { try setSocketOption(fd, SOL_SOCKET, SO_REUSEPORT, "SO_REUSEPORT", one) }
             if address.pointee.ai_family == AF_INET6 {
                 // The address asked for, and only it: no IPv4 through an IPv6 socket.
                 try setSocketOption(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, "IPV6_V6ONLY", one)
@@ -91,10 +97,21 @@ package final class ListeningSocket: @unchecked Sendable {
         try setSocketOption(fd, Int32(IPPROTO_TCP), TCP_USER_TIMEOUT, "TCP_USER_TIMEOUT", Int32(310_000))
     }
 
+    /// What one `accept` found.
+    enum Accepted {
+        case connection(descriptor: Int32, address: PeerAddress)
+        /// Nothing waits (EAGAIN).
+        case none
+        /// The process or the system is out of descriptors (EMFILE, ENFILE), or the kernel of
+        /// memory for a socket (ENOBUFS, ENOMEM): the connection waits in the backlog, and asking
+        /// again before something is freed only fails again.
+        case outOfResources(errno: Int32)
+    }
+
     /// Accepts one waiting connection: its descriptor (non-blocking, TCP_NODELAY) and the peer's
-    /// address, or nil when none waits. A socket whose TCP_NODELAY or keep-alive cannot be set is closed and the
+    /// address. A socket whose TCP_NODELAY or keep-alive cannot be set is closed and the
     /// next one taken: it would answer every frame a delayed-ACK late.
-    func accept() -> (descriptor: Int32, address: PeerAddress)? {
+    func accept() -> Accepted {
         var peer = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         while true {
@@ -102,17 +119,83 @@ package final class ListeningSocket: @unchecked Sendable {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { rc_accept_nonblocking(descriptor, $0, &length) }
             }
             if fd < 0 {
-                if errno == EINTR || errno == ECONNABORTED { continue }
-                return nil  // EAGAIN, or out of descriptors (EMFILE): the next readable tries again
+                let code = errno
+                if code == EINTR || code == ECONNABORTED { continue }
+                if code == EMFILE || code == ENFILE || code == ENOBUFS || code == ENOMEM { return .outOfResources(errno: code) }
+                return .none
             }
             do throws(CCallError) {
                 try setSocketOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY, "TCP_NODELAY", Int32(1))
                 try keepCheckingThePeer(fd)
+                if sendBufferBytes > 0 { try setSocketOption(fd, SOL_SOCKET, SO_SNDBUF, "SO_SNDBUF", Int32(sendBufferBytes / 2)) }
             } catch {
                 close(fd)
                 continue
             }
-            return (fd, PeerAddress(&peer))
+            return .connection(descriptor: fd, address: PeerAddress(&peer))
         }
     }
+}
+
+/// One process's claim on a listening address: the listeners of a server share their port
+/// through SO_REUSEPORT, which the kernel grants any process of the same user, so a second server
+/// started on the same address would silently take half of its connections. The claim is an
+/// abstract Unix socket named after the address (no file; the kernel frees it when the process
+/// exits, kill -9 included): a second claim fails, and asks the first's pid of the kernel
+/// (SO_PEERCRED) to name it.
+package final class AddressClaim: @unchecked Sendable {
+    // @unchecked Sendable: the descriptor is set once and closed once, in deinit.
+    private let descriptor: Int32
+
+    /// Claims `host`:`port` for this process, or throws a `CCallError` naming the holder.
+    package init(host: String, port: Int) throws(CCallError) {
+        let name = "ringcast-listen \(host) \(port)"
+        let fd = try checked(socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0), "socket(AF_UNIX)")
+        var address = AddressClaim.abstractAddress(name)
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + 1 + name.utf8.count)
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        if bound != 0 {
+            let code = errno
+            close(fd)
+            guard code == EADDRINUSE else {
+                throw CCallError("bind", "could not claim \(host):\(port) for this process: \(CCallError.errnoText(code))", errno: code)
+            }
+            let holder = AddressClaim.holder(of: &address, length: length).map { "Ringcast server (pid \($0))" } ?? "Ringcast server"
+            throw CCallError(
+                "bind",
+                "another \(holder) already listens on \(host):\(port): stop it first, or pick another \"port\" (two servers on one port would each get part of the clients)",
+                errno: code)
+        }
+        // Listening, so that a second claim can connect and read the pid; nothing is ever accepted.
+        listen(fd, 8)
+        descriptor = fd
+    }
+
+    deinit { close(descriptor) }
+
+    private static func abstractAddress(_ name: String) -> sockaddr_un {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { path in
+            // The leading NUL makes the name abstract.
+            path[0] = 0
+            for (index, byte) in name.utf8.prefix(path.count - 1).enumerated() { path[index + 1] = byte }
+        }
+        return address
+    }
+
+    /// The pid of the process listening on the claim, when it can be asked without waiting.
+    private static func holder(of address: inout sockaddr_un, length: socklen_t) -> Int32? {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, length) } }
+        guard connected == 0 else { return nil }
+        // struct ucred (pid, uid, gid), which Glibc hides behind _GNU_SOURCE.
+        var credentials: (pid: Int32, uid: UInt32, gid: UInt32) = (0, 0, 0)
+        var size = socklen_t(MemoryLayout.size(ofValue: credentials))
+        guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &size) == 0, credentials.pid > 0 else { return nil }
+        return credentials.pid
+    }
+
 }

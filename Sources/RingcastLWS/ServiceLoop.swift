@@ -52,12 +52,19 @@ package protocol ServiceHandler: AnyObject {
     /// A round of the loop is over: every socket that was ready and every timer that was due has
     /// been handled, and the loop is about to wait again.
     func loopRoundEnded(_ loop: ServiceLoop)
+    /// Accepting stopped: the process is out of descriptors (or the kernel of socket memory), so
+    /// new connections wait in the listener's backlog; `reason` says which. Once per pause.
+    func loopPausedAccepting(_ loop: ServiceLoop, reason: String)
+    /// Accepting works again after `loopPausedAccepting`.
+    func loopResumedAccepting(_ loop: ServiceLoop)
 }
 
 extension ServiceHandler {
     package func loopWillStop(_ loop: ServiceLoop) {}
     package func loopWasNotified(_ loop: ServiceLoop) {}
     package func loopRoundEnded(_ loop: ServiceLoop) {}
+    package func loopPausedAccepting(_ loop: ServiceLoop, reason: String) {}
+    package func loopResumedAccepting(_ loop: ServiceLoop) {}
 }
 
 /// How a context is made: what it listens on, what it serves, and its limits.
@@ -186,6 +193,10 @@ package final class ServiceLoop: @unchecked Sendable {
     @exclusivity(unchecked) private var staticFileHeaders: [(String, String)] = []
     /// The listening sockets adopted into this context, by the identity of their raw connection.
     @exclusivity(unchecked) private var listeners: [Int: ListeningSocket] = [:]
+    /// Whether accepting is paused (`pauseAccepting`), and the listeners whose polling is off meanwhile.
+    @exclusivity(unchecked) private var acceptingPaused = false
+    @exclusivity(unchecked) private var unpolledListeners: [Int: OpaquePointer] = [:]
+    @exclusivity(unchecked) private var acceptRetryTimer: LoopTimer?
     private var resources = CResources()
     private var timers: [LoopTimer] = []
     /// The epoll loop under the context, from `run`'s start to its end (service thread).
@@ -319,15 +330,53 @@ package final class ServiceLoop: @unchecked Sendable {
     private func acceptConnections(_ socket: ListeningSocket, on listener: LWSConnection) {
         guard let handler, !vhosts.isEmpty else { return }
         for _ in 0..<256 {
-            guard let (descriptor, address) = socket.accept() else { return }
-            guard handler.handle(.accepted(address: address), on: listener) else {
-                close(descriptor)
-                continue
+            switch socket.accept() {
+            case .none:
+                endAcceptPause()
+                return
+            case .outOfResources(let code):
+                pauseAccepting(listener, errno: code)
+                return
+            case .connection(let descriptor, let address):
+                endAcceptPause()
+                guard handler.handle(.accepted(address: address), on: listener) else {
+                    close(descriptor)
+                    continue
+                }
+                // lws makes the connection (WSI_CREATE, so `created` reaches the handler and the count
+                // grows) or closes the descriptor.
+                _ = lws_adopt_socket_vhost(vhosts[context(for: descriptor)], descriptor)
             }
-            // lws makes the connection (WSI_CREATE, so `created` reaches the handler and the count
-            // grows) or closes the descriptor.
-            _ = lws_adopt_socket_vhost(vhosts[context(for: descriptor)], descriptor)
         }
+    }
+
+    /// Out of descriptors: the listener stays readable while a connection waits, so a loop that
+    /// kept polling it would try, and fail, on every turn (a core's worth of CPU, for nothing). It
+    /// is left unpolled, the connections waiting in its backlog, until a connection of this loop
+    /// closes or a second has passed (descriptors freed elsewhere); then one accept tries again.
+    private func pauseAccepting(_ listener: LWSConnection, errno code: Int32) {
+        if unpolledListeners[listener.identifier] == nil {
+            _ = lws_rx_flow_control(listener.wsi, 0)
+            unpolledListeners[listener.identifier] = listener.wsi
+        }
+        if acceptRetryTimer == nil { acceptRetryTimer = try? makeTimer { [unowned self] in pollListenersAgain() } }
+        acceptRetryTimer?.schedule(seconds: 1)
+        guard !acceptingPaused else { return }
+        acceptingPaused = true
+        borrowedHandler?.loopPausedAccepting(self, reason: CCallError.errnoText(code))
+    }
+
+    /// Polls the listeners accepting left alone again; the next accept says whether the pause is over.
+    private func pollListenersAgain() {
+        for (_, wsi) in unpolledListeners { _ = lws_rx_flow_control(wsi, 1) }
+        unpolledListeners.removeAll()
+    }
+
+    private func endAcceptPause() {
+        guard acceptingPaused else { return }
+        acceptingPaused = false
+        acceptRetryTimer?.cancel()
+        borrowedHandler?.loopResumedAccepting(self)
     }
 
     /// The context an accepted descriptor goes to: the one for its range (`descriptorRange`), whose
@@ -458,6 +507,8 @@ package final class ServiceLoop: @unchecked Sendable {
             jobs = []
         }
         listeners = [:]
+        unpolledListeners = [:]
+        acceptRetryTimer = nil
         // Connections still open are closed in here, with callbacks: the handler must still be set.
         destroyContexts(on: eventLoop)
         self.eventLoop = nil
@@ -646,6 +697,8 @@ package final class ServiceLoop: @unchecked Sendable {
             return 0
         case LWS_CALLBACK_WSI_DESTROY:
             heldByContext[contextIndex(of: wsi)] -= 1
+            // A descriptor is free: a paused accept may take it.
+            if !unpolledListeners.isEmpty && listeners[connection.identifier] == nil { pollListenersAgain() }
             if !readingStopped.isEmpty { readingStopped.remove(connection.identifier) }
             _ = handler.handle(.destroyed, on: connection)
             return 0

@@ -4,6 +4,13 @@ import RingcastLWS
 import RingcastPlatform
 import RingcastRedis
 
+/// Open sockets, counted across every service thread, and the limits they are held to.
+struct ConnectionBook {
+    var byAddress: [String: Int] = [:]
+    var total = 0
+    var limits = ConnectionLimits(total: .max, perAddress: 0)
+}
+
 public struct ServerError: Error, CustomStringConvertible {
     public let description: String
     init(_ description: String) { self.description = description }
@@ -30,8 +37,10 @@ public final class Server: @unchecked Sendable {
     private let certificate: (cert: String, key: String, ciphers: String)?
     private let lifecycle = Locked<(started: Bool, port: Int)>((false, 0))
     private var workers: [ServiceWorker] = []
-    /// Open sockets per address, for `maxConnectionsPerAddress`, across every loop.
-    let connectionsByAddress = Locked<[String: Int]>([:])
+    /// The listening address, this process's alone while the server runs.
+    private var addressClaim: AddressClaim?
+    /// Open sockets in all and per address, across every loop, and the limits they are held to.
+    let connections = Locked(ConnectionBook())
     /// WebSockets open per publisher or reader entry with a `maxConnections`, across every thread.
     let connectionsByEntry = Locked<[String: Int]>([:])
     private let refusals = Locked(RefusalLog())
@@ -78,7 +87,7 @@ public final class Server: @unchecked Sendable {
             return try RedisCluster(url: target, replicas: config.redisReplicas, logger: logger)
         }
         let path = config.storage.hasPrefix("/") ? config.storage : baseDirectory + "/" + config.storage
-        return try SQLitePersistence(path: path, logger: logger)
+        return try SQLitePersistence(path: path, logger: logger, exclusive: true)
     }
 
     /// A request's head: 16 KiB in all, a header or a piece of the request line (the path, one
@@ -128,11 +137,22 @@ public final class Server: @unchecked Sendable {
             }
         }
         LWSLog.route(to: logger)
+        LWS.raiseOpenFileLimit()
+        settleConnectionLimits(final: false)
         do {
+            // The address is claimed before any listener shares it (SO_REUSEPORT), and a fixed
+            // port is tried once without sharing: either fails while another server (or any
+            // other program) listens there. Port 0 is a fresh one, claimed once it is known.
+            if config.port != 0 {
+                addressClaim = try AddressClaim(host: config.host, port: config.port)
+                _ = try ListeningSocket(host: config.host, port: config.port, sharesPort: false)
+            }
             // The first listener takes the port (a free one for port 0); the others share it.
             let first = try ListeningSocket(host: config.host, port: config.port)
+            if config.port == 0 { addressClaim = try AddressClaim(host: config.host, port: first.port) }
             var listeners = [first]
             for _ in 1..<Server.threadCount(for: config) { listeners.append(try ListeningSocket(host: config.host, port: first.port)) }
+            for listener in listeners { listener.sendBufferBytes = config.sendBufferBytes }
             workers = listeners.enumerated().map { ServiceWorker(index: $0.offset, server: self, listener: $0.element) }
             state.attach(workers)
             state.webhooks = try state.startWebhooks(logger: logger)
@@ -142,6 +162,8 @@ public final class Server: @unchecked Sendable {
                 try worker.loop.start(settings, handler: worker) { [worker] loop in try worker.prepare(loop) }
             }
             lifecycle.withLock { $0.port = first.port }
+            // Again, now that every loop holds its descriptors.
+            settleConnectionLimits(final: true)
             logger.debug("serving on port \(first.port) with \(workers.count) service threads")
             return first.port
         } catch let error as CCallError {
@@ -153,10 +175,39 @@ public final class Server: @unchecked Sendable {
         }
     }
 
+    /// The sockets the server admits now, in all and per address (`ConnectionLimits`).
+    package var connectionLimits: ConnectionLimits { connections.withLock { $0.limits } }
+
+    /// Sets the connection limits from the config and the open-file limit, less the descriptors
+    /// open now; `final`: the server holds all it needs to run, so a setting above what the limit
+    /// leaves is worth a warning.
+    private func settleConnectionLimits(final: Bool) {
+        let openFileLimit = LWS.openFileLimit
+        let inUse = Server.openDescriptors()
+        let limits = ConnectionLimits.derived(from: config, openFileLimit: openFileLimit, inUse: inUse)
+        connections.withLock { $0.limits = limits }
+        guard final else { return }
+        let fit = ConnectionLimits.derived(from: ServerConfig(), openFileLimit: openFileLimit, inUse: inUse).total
+        if let openFileLimit, limits.total > fit {
+            logger.warning(
+                "maxConnections is \(limits.total) but the open-file limit (\(openFileLimit)) leaves room for \(fit): past that, accepting pauses until descriptors free; raise the limit (ulimit -n, LimitNOFILE=) or lower maxConnections"
+            )
+        }
+        logger.debug(
+            "connections: at most \(limits.total) in all, \(limits.perAddress == 0 ? "any number" : String(limits.perAddress)) per address, at an open-file limit of \(openFileLimit.map(String.init) ?? "none") with \(inUse) descriptors in use"
+        )
+    }
+
+    /// Descriptors this process holds now.
+    private static func openDescriptors() -> Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd"))?.count ?? 0
+    }
+
     /// Stops every loop (last first), closes every connection and returns when every context is gone. Any thread.
     public func stop() {
         state.webhooks?.stop()
         for worker in workers.reversed() { worker.loop.stop() }
+        addressClaim = nil
         // The state and its workers point at each other while they run.
         state.detachWorkers()
     }
@@ -205,6 +256,18 @@ public final class Server: @unchecked Sendable {
 
     /// Watchers open on each service thread now, thread 0 first.
     package var watchersByThread: [Int] { workers.map { $0.counters.watchers.load(ordering: .relaxed) } }
+
+    /// Accepting paused for want of descriptors: one line, then at most one a minute however
+    /// often it pauses again (each pause is counted in /metrics, `ringcast_accept_paused_total`).
+    func logAcceptPause(_ reason: String) {
+        let verdict = refusals.withLock { $0.admit(reason: "descriptors", offender: "accept", now: Clock.now()) }
+        guard verdict.log else { return }
+        let held = connections.withLock { $0.total }
+        let suppressed = verdict.suppressed > 0 ? " (paused \(verdict.suppressed) more times since the last report)" : ""
+        logger.warning(
+            "accepting paused: out of file descriptors (\(reason)) with \(held) connections open at an open-file limit of \(LWS.openFileLimit.map(String.init) ?? "none"); new connections wait until some close. Lower maxConnections or raise the limit (ulimit -n, LimitNOFILE=)\(suppressed)",
+            fields: [("reason", .string("descriptors")), ("suppressed", .number(Double(verdict.suppressed)))])
+    }
 
     /// A refused client, logged once per offender and reason (then at most once a minute, with a count).
     func logRefusal(_ reason: String, offender: String, _ message: @autoclosure () -> String) {

@@ -1,6 +1,7 @@
 import Foundation
 import RingcastClient
 import RingcastCore
+import RingcastLWS
 import RingcastPlatform
 import RingcastServer
 import RingcastTestSupport
@@ -135,4 +136,55 @@ private func storedProgress(of id: String, in path: String) -> Double? {
         let task = state.tasks.first(where: { $0.id == id })
     else { return nil }
     return task.progress
+}
+
+/// One server per address and per storage file: a second `serve` would split the clients, or
+/// write its own epoch's events into the first one's file.
+extension ServeCommandTests {
+    func testASecondServeOnTheSameConfigurationExitsNamingTheFirst() throws {
+        let config = folder.file("config.json")
+        try Data(#"{"port":0,"publicDir":"\#(repositoryRoot)/Public","storage":"data/ringcast.db","logLevel":"error"}"#.utf8).write(to: config)
+        let first = try ServeProcess(["--config", config.path])
+        let pid = first.process.processIdentifier
+
+        let again = try RingcastProcess.run(["serve", "--config", config.path, "--port", String(first.port)])
+        XCTAssertNotEqual(again.status, 0, again.stderr)
+        XCTAssertTrue(again.stderr.contains("process \(pid)"), "names the holder: \(again.stderr)")
+        XCTAssertTrue(again.stderr.contains("ringcast.db"), again.stderr)
+
+        let elsewhere = try RingcastProcess.run(["serve", "--config", config.path, "--port", "0"])
+        XCTAssertNotEqual(elsewhere.status, 0, "another port, the same storage file: \(elsewhere.stderr)")
+        XCTAssertTrue(elsewhere.stderr.contains("process \(pid)"), elsewhere.stderr)
+        XCTAssertTrue(elsewhere.stdout.isEmpty, "it never listened: \(elsewhere.stdout)")
+
+        XCTAssertEqual(try HTTPClient(host: "127.0.0.1", port: first.port).request("GET", "/healthz").status, 200, "the first serves on")
+        XCTAssertEqual(first.stop(), 0)
+        let released = try ServeProcess(["--config", config.path, "--port", String(first.port)])
+        XCTAssertEqual(released.port, first.port, "the file and the port are free once the first stopped")
+        XCTAssertEqual(released.stop(), 0)
+    }
+
+    func testASecondServeOnTheSamePortExitsNamingTheFirstWithoutStorage() throws {
+        let config = folder.file("config.json")
+        try Data(#"{"port":0,"publicDir":"\#(repositoryRoot)/Public","logLevel":"error","threads":2}"#.utf8).write(to: config)
+        let first = try ServeProcess(["--config", config.path])
+        let again = try RingcastProcess.run(["serve", "--config", config.path, "--port", String(first.port)])
+        XCTAssertNotEqual(again.status, 0, again.stderr)
+        XCTAssertTrue(again.stderr.contains("pid \(first.process.processIdentifier)"), "names the holder: \(again.stderr)")
+        XCTAssertTrue(again.stderr.contains("127.0.0.1:\(first.port)"), again.stderr)
+
+        XCTAssertEqual(first.stop(), 0)
+    }
+
+    /// Another program's listener that offers to share its port (SO_REUSEPORT, as the kernel
+    /// allows any process of the same user): `serve` refuses to join it.
+    func testServeDoesNotShareAPortWithAnotherProgramThatWouldShare() throws {
+        let config = folder.file("config.json")
+        try Data(#"{"port":0,"publicDir":"\#(repositoryRoot)/Public","logLevel":"error"}"#.utf8).write(to: config)
+        let foreign = try ListeningSocket(host: "127.0.0.1", port: 0, sharesPort: true)
+        let refused = try RingcastProcess.run(["serve", "--config", config.path, "--port", String(foreign.port)])
+        XCTAssertNotEqual(refused.status, 0, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("in use"), refused.stderr)
+        XCTAssertTrue(refused.stdout.isEmpty, refused.stdout)
+    }
 }

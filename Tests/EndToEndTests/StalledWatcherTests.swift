@@ -9,10 +9,14 @@ import XCTest
 /// A watcher whose socket stops reading costs the server nothing that grows, and when it reads
 /// again it has the latest state of every task, every terminal state and every hide.
 final class StalledWatcherTests: XCTestCase {
-    /// `ringcast serve` with its config in `folder`, publishing as fast as the test can.
+    /// `ringcast serve` with its config in `folder`, publishing as fast as the test can. Its
+    /// watchers stall on purpose, for as long as a sanitizer's build takes to publish: the write
+    /// deadline that would close them (UnreadWatcherTests) is set out of the way.
     private func serveWithoutRateLimit(in folder: TemporaryFolder) throws -> ServeProcess {
         let config = folder.file("config.json")
-        try Data(#"{"port":0,"publicDir":"\#(emptyPublicDirectory)","logLevel":"error","maxPublishRate":0}"#.utf8).write(to: config)
+        try Data(
+            #"{"port":0,"publicDir":"\#(emptyPublicDirectory)","logLevel":"error","maxPublishRate":0,"writeTimeoutSeconds":3600}"#.utf8
+        ).write(to: config)
         return try ServeProcess(["--config", config.path])
     }
 
@@ -76,7 +80,7 @@ final class StalledWatcherTests: XCTestCase {
             let (bytes, closed) = stalled.receiveSome()
             stream += bytes
             received += bytes.count
-            let (frames, consumed) = RawSocket.completeFrames(in: stream)
+            let (frames, consumed) = RawSocket.completeMessages(in: stream)
             stream.removeFirst(consumed)
             for frame in frames where frame.opcode == 1 {
                 try state.apply(frame.payload)

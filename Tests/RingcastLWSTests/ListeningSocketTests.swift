@@ -15,6 +15,7 @@ final class ListeningSocketTests: XCTestCase {
 
     func testAnAcceptedSocketHasTheKernelCheckOnItsPeer() throws {
         let listener = try ListeningSocket(host: "127.0.0.1", port: 0)
+        listener.sendBufferBytes = 64 * 1024
         let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         XCTAssertGreaterThanOrEqual(client, 0)
         defer { close(client) }
@@ -26,12 +27,11 @@ final class ListeningSocketTests: XCTestCase {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         XCTAssertEqual(connected, 0)
-        var accepted: (descriptor: Int32, address: PeerAddress)?
+        var accepted: Int32?
         for _ in 0..<200 where accepted == nil {
-            accepted = listener.accept()
-            if accepted == nil { usleep(5000) }
+            if case .connection(let descriptor, _) = listener.accept() { accepted = descriptor } else { usleep(5000) }
         }
-        let fd = try XCTUnwrap(accepted?.descriptor, "the connection was not accepted within a second")
+        let fd = try XCTUnwrap(accepted, "the connection was not accepted within a second")
         defer { close(fd) }
         XCTAssertEqual(option(fd, SOL_SOCKET, SO_KEEPALIVE), 1)
         XCTAssertEqual(option(fd, Int32(IPPROTO_TCP), TCP_KEEPIDLE), 300)
@@ -39,5 +39,6 @@ final class ListeningSocketTests: XCTestCase {
         XCTAssertEqual(option(fd, Int32(IPPROTO_TCP), TCP_KEEPCNT), 1)
         XCTAssertEqual(option(fd, Int32(IPPROTO_TCP), TCP_USER_TIMEOUT), 310_000)
         XCTAssertEqual(option(fd, Int32(IPPROTO_TCP), TCP_NODELAY), 1)
+        XCTAssertEqual(option(fd, SOL_SOCKET, SO_SNDBUF), 64 * 1024, "what the kernel may hold unsent is capped")
     }
 }

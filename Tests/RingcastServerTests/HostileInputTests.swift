@@ -322,7 +322,23 @@ final class LimitTests: XCTestCase {
             eventually(timeout: 5) { (try? server.http().request("GET", "/healthz").status) == 200 },
             "once they close, the address may connect again")
         let defaults = ServerConfig()
-        XCTAssertEqual(defaults.maxConnectionsPerAddress, 1024)
-        XCTAssertFalse(defaults.limitLoopback, "by default loopback, which is this machine, is not limited")
+        XCTAssertNil(defaults.maxConnectionsPerAddress, "derived from the open-file limit")
+        XCTAssertTrue(defaults.limitLoopback, "loopback is limited too: a local client may exhaust descriptors like any other")
+        let limits = server.server.connectionLimits
+        XCTAssertEqual(limits.perAddress, 5, "as set")
+        XCTAssertLessThan(limits.total, 20_000, "below the open-file limit")
+    }
+
+    /// Unset limits follow the open-file limit: a total below it, with a reserve, and a share per
+    /// address below the total.
+    func testConnectionLimitsAreDerivedFromTheOpenFileLimit() {
+        var config = ServerConfig()
+        XCTAssertEqual(ConnectionLimits.derived(from: config, openFileLimit: 256, inUse: 40), ConnectionLimits(total: 152, perAddress: 76))
+        XCTAssertEqual(
+            ConnectionLimits.derived(from: config, openFileLimit: 20_000, inUse: 100), ConnectionLimits(total: 17_400, perAddress: 1024))
+        XCTAssertEqual(ConnectionLimits.derived(from: config, openFileLimit: nil, inUse: 100), ConnectionLimits(total: .max, perAddress: 1024))
+        config.maxConnections = 50
+        config.maxConnectionsPerAddress = 0
+        XCTAssertEqual(ConnectionLimits.derived(from: config, openFileLimit: 256, inUse: 40), ConnectionLimits(total: 50, perAddress: 0))
     }
 }

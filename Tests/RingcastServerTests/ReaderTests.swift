@@ -178,6 +178,8 @@ final class ReaderTests: XCTestCase {
         XCTAssertTrue(second.waitForClose())
         XCTAssertEqual(second.connection.peerCloseCode, Int(SocketClose.tooManyConnections))
         XCTAssertTrue(second.connection.peerCloseReason.contains("'kiosk'"), second.connection.peerCloseReason)
+        XCTAssertEqual(second.received.map(\.type), ["hello", "error"], "the reason, and no snapshot it may not keep")
+        XCTAssertEqual(second.received.last?.string("error"), "rate_limited")
         XCTAssertFalse(first.closed)
         // Its place comes back when the first one goes.
         first.connection.close()

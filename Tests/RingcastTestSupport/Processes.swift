@@ -21,6 +21,12 @@ package struct MissingBinary: Error, CustomStringConvertible {
     }
 }
 
+/// A program a test needs is not installed.
+package struct MissingTool: Error, CustomStringConvertible {
+    package let description: String
+    package init(_ tool: String) { description = "\(tool) is not installed: scripts/deps.sh installs it" }
+}
+
 /// `ringcast serve` in a process of its own, started and read until it says where it listens.
 package final class ServeProcess {
     package let process = Process()
@@ -30,11 +36,21 @@ package final class ServeProcess {
     /// Signalled once the process has exited (and again by each `stop` that saw it, for the next).
     private let exited = DispatchSemaphore(value: 0)
 
-    /// `environment` is added to this process's; `errorLog` receives what it writes to stderr.
-    package init(_ arguments: [String], environment: [String: String] = [:], errorLog: URL? = nil) throws {
+    /// `environment` is added to this process's; `errorLog` receives what it writes to stderr;
+    /// `openFileLimit` runs it under that RLIMIT_NOFILE, soft and hard (util-linux's prlimit,
+    /// which execs it: the pid is the server's).
+    package init(_ arguments: [String], environment: [String: String] = [:], errorLog: URL? = nil, openFileLimit: Int? = nil) throws {
         try MissingBinary.check()
-        process.executableURL = URL(fileURLWithPath: ringcastBinary)
-        process.arguments = ["serve"] + arguments
+        if let openFileLimit {
+            guard FileManager.default.isExecutableFile(atPath: "/usr/bin/prlimit") else {
+                throw MissingTool("/usr/bin/prlimit (Debian's util-linux)")
+            }
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
+            process.arguments = ["--nofile=\(openFileLimit):\(openFileLimit)", ringcastBinary, "serve"] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: ringcastBinary)
+            process.arguments = ["serve"] + arguments
+        }
         if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         process.terminationHandler = { [exited] _ in exited.signal() }
         let output = Pipe()

@@ -7,9 +7,23 @@ package final class RawSocket {
 
     /// `receiveBufferBytes` is set before connecting, so the window the peer sees is that small
     /// from the start (set later, the buffer shrinks but the window already agreed does not).
-    package init(port: Int, timeoutSeconds: Double = 5, receiveBufferBytes: Int32? = nil) throws {
+    /// `source`: the loopback address it connects from (another 127.x is another client to the server).
+    package init(port: Int, timeoutSeconds: Double = 5, receiveBufferBytes: Int32? = nil, source: String? = nil) throws {
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw RawSocketError("socket: \(String(cString: strerror(errno)))") }
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else {
+                let reason = String(cString: strerror(errno))
+                close(descriptor)
+                throw RawSocketError("bind to \(source): \(reason)")
+            }
+        }
         if var bytes = receiveBufferBytes {
             setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &bytes, socklen_t(MemoryLayout<Int32>.size))
         }
@@ -183,6 +197,46 @@ package final class RawSocket {
         return (frames, index)
     }
 
+    /// The whole messages at the start of `bytes`, fragments joined (a message of the server's
+    /// larger than 64 KiB comes in several), and how many bytes they took.
+    package static func completeMessages(in bytes: [UInt8]) -> (messages: [(opcode: UInt8, payload: [UInt8])], consumed: Int) {
+        var messages: [(UInt8, [UInt8])] = []
+        var open: (opcode: UInt8, payload: [UInt8])?
+        var index = 0
+        var consumed = 0
+        while index + 2 <= bytes.count {
+            let final = bytes[index] & 0x80 != 0
+            let opcode = bytes[index] & 0x0F
+            var length = Int(bytes[index + 1] & 0x7F)
+            var start = index + 2
+            if length == 126 {
+                guard start + 2 <= bytes.count else { break }
+                length = Int(bytes[start]) << 8 | Int(bytes[start + 1])
+                start += 2
+            } else if length == 127 {
+                guard start + 8 <= bytes.count else { break }
+                length = (0..<8).reduce(0) { $0 << 8 | Int(bytes[start + $1]) }
+                start += 8
+            }
+            guard start + length <= bytes.count else { break }
+            let payload = bytes[start..<(start + length)]
+            index = start + length
+            if opcode >= 8 {
+                messages.append((opcode, Array(payload)))
+            } else if opcode == 0 {
+                open?.payload += payload
+            } else {
+                open = (opcode, Array(payload))
+            }
+            if final, opcode < 8, let message = open {
+                messages.append(message)
+                open = nil
+            }
+            if open == nil { consumed = index }
+        }
+        return (messages, consumed)
+    }
+
     /// The status code of the first close frame in `bytes`, if the server sent one.
     package static func closeCode(in bytes: [UInt8]) -> Int? {
         guard let close = frames(in: bytes).first(where: { $0.opcode == 8 }), close.payload.count >= 2 else { return nil }
@@ -193,6 +247,15 @@ package final class RawSocket {
 package struct RawSocketError: Error, CustomStringConvertible {
     package let description: String
     init(_ description: String) { self.description = description }
+}
+
+/// The CPU time a process has used so far, user and system, in seconds (/proc/PID/stat).
+package func cpuSeconds(of pid: pid_t) -> Double {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return 0 }
+    // After the command name: state is field 3, utime and stime are fields 14 and 15.
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
 }
 
 /// A process's resident memory, in KiB: by default this one's (the in-process test server's included).

@@ -47,4 +47,8 @@ void rc_timer_free(rc_timer *timer);
 struct sockaddr;
 int rc_accept_nonblocking(int listener, struct sockaddr *address, socklen_t *length);
 
+/* The bytes of a TCP socket's output its peer has acknowledged so far (the kernel's
+   tcpi_bytes_acked), or -1 when the kernel does not say. */
+int64_t rc_bytes_acked(int descriptor);
+
 #endif

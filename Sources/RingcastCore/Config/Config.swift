@@ -38,10 +38,19 @@ public struct ServerConfig: Equatable, Sendable {
     public var maxTasks = 10_000
     /// Events a second one connection may publish (a token bucket holding one second's worth); 0: no limit.
     public var maxPublishRate = 100_000.0
-    /// Connections one address may hold open at once; 0: no limit.
-    public var maxConnectionsPerAddress = 1024
-    /// Whether the per-address limit applies to loopback peers too (they are on this machine).
-    public var limitLoopback = false
+    /// Sockets the server holds open at once, every address together; nil: what the open-file
+    /// limit leaves once the server's own descriptors and a reserve are set aside (`ConnectionLimits`).
+    public var maxConnections: Int?
+    /// Connections one address may hold open at once; 0: no limit; nil: 1024, or half of
+    /// `maxConnections` where that is less, so that one address never holds them all.
+    public var maxConnectionsPerAddress: Int?
+    /// Whether the per-address limit applies to loopback peers too (a trusted proxy's address never counts).
+    public var limitLoopback = true
+    /// Bytes the kernel may hold unsent for one socket (SO_SNDBUF); 0: the kernel's own, which
+    /// grows to megabytes for a reader that takes nothing.
+    public var sendBufferBytes = 256 * 1024
+    /// Seconds a WebSocket may take nothing that is written to it before it is closed (4408); 0: never.
+    public var writeTimeoutSeconds = 30
     /// Offer permessage-deflate to WebSocket clients that ask for it (browsers do).
     public var compression = false
     /// Serve https:// and wss:// with this certificate and key (PEM files, relative to the config file).
@@ -79,7 +88,8 @@ public struct ServerConfig: Equatable, Sendable {
     public static let keys = [
         "host", "port", "publicDir", "allowedOrigins", "allowedHosts", "heartbeatSeconds", "maxMessageBytes",
         "fanOutLogEvents", "maxEventsPerFrame", "staticMaxAge", "logLevel", "publishers", "anonymousLocalPublish",
-        "storage", "retentionSeconds", "maxTasks", "maxPublishRate", "maxConnectionsPerAddress", "limitLoopback", "compression", "tls",
+        "storage", "retentionSeconds", "maxTasks", "maxPublishRate", "maxConnections", "maxConnectionsPerAddress", "limitLoopback",
+        "sendBufferBytes", "writeTimeoutSeconds", "compression", "tls",
         "handshakeTimeoutSeconds", "threads", "webhooks", "abandonAfterSeconds", "logLines", "logBytes", "maxLogBytes", "logFormat",
         "flushMilliseconds",
         "timelineEntries", "readers", "anonymousRead", "anonymousLocalMaxTasks", "tokenSecretEnv", "trustedProxies", "redisReplicas",
@@ -164,7 +174,14 @@ public struct ServerConfig: Equatable, Sendable {
             case "retentionSeconds": config.retentionSeconds = try number(1...31_536_000, "seconds between 1 and 31536000")
             case "maxTasks": config.maxTasks = try integer(1...10_000_000, "a count between 1 and 10000000")
             case "maxPublishRate": config.maxPublishRate = try number(0...100_000_000, "events per second, 0 for no limit")
+            case "maxConnections": config.maxConnections = try integer(1...10_000_000, "a count between 1 and 10000000")
             case "maxConnectionsPerAddress": config.maxConnectionsPerAddress = try integer(0...10_000_000, "a count, 0 for no limit")
+            case "sendBufferBytes":
+                config.sendBufferBytes = try integer(0...67_108_864, "bytes between 4096 and 67108864, or 0 for the kernel's own")
+                if config.sendBufferBytes != 0 && config.sendBufferBytes < 4096 {
+                    throw fail("bytes between 4096 and 67108864, or 0 for the kernel's own")
+                }
+            case "writeTimeoutSeconds": config.writeTimeoutSeconds = try integer(0...86_400, "whole seconds between 1 and 86400, or 0 for never")
             case "handshakeTimeoutSeconds": config.handshakeTimeoutSeconds = try integer(1...3600, "whole seconds between 1 and 3600")
             case "limitLoopback":
                 guard case .bool(let flag) = value else { throw fail("true or false") }

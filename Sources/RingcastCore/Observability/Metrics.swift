@@ -34,7 +34,9 @@ public struct ServerMetrics {
         text.counter("ringcast_client_messages_total", "Messages received from WebSocket clients.", clientMessages)
         text.counter("ringcast_client_errors_total", "Error events sent for bad client messages.", clientErrors)
         text.counter("ringcast_rate_limited_total", "Requests and WebSockets refused for publishing past maxPublishRate.", rateLimited)
-        text.counter("ringcast_connections_refused_total", "Sockets closed at accept for passing maxConnectionsPerAddress.", connectionsRefused)
+        text.counter(
+            "ringcast_connections_refused_total", "Sockets closed at accept for passing maxConnections or maxConnectionsPerAddress.",
+            connectionsRefused)
         text.gauge("ringcast_watchers", "WebSocket connections open now.", Double(transport.watchers))
         text.gauge("ringcast_tasks", "Tasks held now.", Double(tasks))
         text.gauge("ringcast_seq", "The current sequence number.", Double(seq))
@@ -52,6 +54,11 @@ public struct TransportMetrics: Equatable, Sendable {
     /// Sockets accepted (each may carry many HTTP requests, or become a WebSocket), and closed.
     public var connectionsAccepted = 0
     public var connectionsClosed = 0
+    /// Times accepting paused for want of descriptors, and resumed (their difference: paused now).
+    public var acceptPauses = 0
+    public var acceptResumes = 0
+    /// WebSockets closed for taking nothing written to them for `writeTimeoutSeconds` (4408).
+    public var writeTimeouts = 0
     /// WebSockets opened and closed, by kind: `watcher`, `publisher`.
     public var webSocketsOpened = LabeledCounts()
     public var webSocketsClosed = LabeledCounts()
@@ -68,7 +75,7 @@ public struct TransportMetrics: Equatable, Sendable {
 
     // Every field, by kind, for `+`; MetricsTests checks that no field is left out.
     static var counterFields: [WritableKeyPath<TransportMetrics, Int>] {
-        [\.connectionsAccepted, \.connectionsClosed, \.webSocketBytes, \.httpBytes]
+        [\.connectionsAccepted, \.connectionsClosed, \.acceptPauses, \.acceptResumes, \.writeTimeouts, \.webSocketBytes, \.httpBytes]
     }
     static var labeledFields: [WritableKeyPath<TransportMetrics, LabeledCounts>] { [\.webSocketsOpened, \.webSocketsClosed] }
     static var histogramFields: [WritableKeyPath<TransportMetrics, Histogram>] { [\.eventsPerFrame, \.publishToWrite] }
@@ -94,7 +101,7 @@ public enum RefusalReason: String, CaseIterable, Sendable {
     case host
     /// A page from an origin not in `allowedOrigins`.
     case origin
-    /// Past `maxConnectionsPerAddress`, closed at accept.
+    /// Past `maxConnections` or `maxConnectionsPerAddress`, closed at accept.
     case connections
     /// Publishing past `maxPublishRate` (429, or close 1008).
     case rate
@@ -107,6 +114,8 @@ public enum RefusalReason: String, CaseIterable, Sendable {
     case token
     /// A WebSocket past its entry's `maxConnections` (4429).
     case quota
+    /// A WebSocket that took nothing written to it for `writeTimeoutSeconds` (4408).
+    case stalled
 }
 
 /// Everything /metrics shows at one scrape: the API's counters, what the transport (every service
@@ -141,6 +150,16 @@ public struct MetricsSnapshot {
                 ("publisher", Double(publishers)), ("watcher", Double(watchers)),
             ])
         text.counter("ringcast_connections_accepted_total", "Sockets accepted (HTTP; some become WebSockets).", sockets.connectionsAccepted)
+        text.counter(
+            "ringcast_accept_paused_total",
+            "Times a service thread stopped accepting because the process was out of file descriptors (new connections wait in the backlog).",
+            sockets.acceptPauses)
+        text.gauge(
+            "ringcast_accept_paused", "Service threads not accepting now, for want of file descriptors.",
+            Double(max(0, sockets.acceptPauses - sockets.acceptResumes)))
+        text.counter(
+            "ringcast_write_timeouts_total", "WebSockets closed (4408) for taking nothing written to them for writeTimeoutSeconds.",
+            sockets.writeTimeouts)
         text.counter(
             "ringcast_websockets_opened_total", "WebSockets opened on /ws, by kind.", label: "kind", sockets.webSocketsOpened,
             always: ["publisher", "watcher"])

@@ -65,6 +65,8 @@ public struct SocketClose: Equatable, Sendable {
     public static let unauthorized: UInt16 = 4401
     /// A token that may not read what the socket asks to watch.
     public static let forbidden: UInt16 = 4403
+    /// Output was waiting and the peer took none of it for `writeTimeoutSeconds`.
+    public static let writeTimeout: UInt16 = 4408
     /// The entry already holds its `maxConnections`.
     public static let tooManyConnections: UInt16 = 4429
     /// The signed token expired while the socket was open: sign in again.

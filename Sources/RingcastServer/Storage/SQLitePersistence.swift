@@ -1,5 +1,6 @@
 import Foundation
 import RingcastCore
+import RingcastPlatform
 
 /// The embedded store: every task in one SQLite file (WAL, synchronous=NORMAL), so a restart — after
 /// a crash or kill -9 too — brings back every task, its epoch and its sequence.
@@ -27,6 +28,8 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
     private let setMeta: SQLiteStatement
     private let followUp: FollowUpStatements
     private let history: HistoryStatements
+    /// The file's lock for this process (`exclusive`), held for the persistence's life.
+    private let ownerLock: OwnerLock?
 
     // Service thread.
     private var pendingSaves: [String: TaskRecord] = [:]
@@ -66,11 +69,23 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
 
     /// `busyTimeoutMilliseconds`: how long a commit waits for another process's lock on the file
     /// before it counts as failed (tests that hold the lock on purpose shorten it).
-    public init(path: String, logger: Logger, busyTimeoutMilliseconds: Int32 = 5000) throws {
+    /// `exclusive`: the file is this process's alone (`PATH.lock`, `OwnerLock`), as `serve` needs:
+    /// two servers writing one file would each number their own events under their own epoch.
+    public init(path: String, logger: Logger, busyTimeoutMilliseconds: Int32 = 5000, exclusive: Bool = false) throws {
         self.path = path
         self.logger = logger
         let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
         try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        do {
+            ownerLock = exclusive ? try OwnerLock(path: path + ".lock") : nil
+        } catch let held as OwnerLock.Held {
+            let holder = held.pid.map { "process \($0)" } ?? "another process"
+            throw ServerError(
+                "the storage file '\(path)' is in use by \(holder) (it holds \(held.path)): stop that server first, or point \"storage\" at another file"
+            )
+        } catch let error as CCallError {
+            throw ServerError("cannot lock the storage file '\(path)': \(error.detail); point \"storage\" in config.json at a writable folder")
+        }
         if let problem = SQLiteSchema.problem(withFileAt: path) { throw StorageFileError(path: path, problem: problem) }
         do {
             database = try SQLiteDatabase(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)

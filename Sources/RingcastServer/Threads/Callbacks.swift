@@ -61,33 +61,45 @@ extension ServiceWorker: ServiceHandler {
 
     func loopRoundEnded(_ loop: ServiceLoop) { writeQueuedSockets() }
 
-    /// An address may hold at most `maxConnectionsPerAddress` sockets (loopback only with
-    /// `limitLoopback`), counted across every service thread.
+    func loopPausedAccepting(_ loop: ServiceLoop, reason: String) {
+        count { $0.acceptPauses += 1 }
+        server.logAcceptPause(reason)
+    }
+
+    func loopResumedAccepting(_ loop: ServiceLoop) {
+        count { $0.acceptResumes += 1 }
+        logger.debug("service thread \(index): accepting again")
+    }
+
+    /// The server holds at most `maxConnections` sockets, an address at most
+    /// `maxConnectionsPerAddress` (loopback too, unless `limitLoopback` is off; a trusted proxy's
+    /// address never counts), across every service thread (`Server.connections`).
     private func admitsConnection(from address: PeerAddress) -> Bool {
         // A socket accepted before whose connection lws never made: its count goes back.
         if let stale = acceptedPeer { forget(stale) }
         let loopback = address.isLoopback
-        var countedAs: String?
-        if config.maxConnectionsPerAddress > 0 && (!loopback || config.limitLoopback) {
-            let limit = config.maxConnectionsPerAddress
-            let text = address.text
-            let open: Int? = server.connectionsByAddress.withLock { counts in
-                let open = counts[text, default: 0]
-                guard open < limit else { return open }
-                counts[text] = open + 1
-                return nil
+        let text = address.text
+        let perAddress = (!loopback || config.limitLoopback) && !config.trustedProxies.contains(text)
+        let refusal: (held: Int, limit: Int, setting: String)? = server.connections.withLock { book in
+            guard book.total < book.limits.total else { return (book.total, book.limits.total, "maxConnections") }
+            if perAddress && book.limits.perAddress > 0 {
+                let open = book.byAddress[text, default: 0]
+                guard open < book.limits.perAddress else { return (open, book.limits.perAddress, "maxConnectionsPerAddress") }
+                book.byAddress[text] = open + 1
             }
-            if let open {
-                state.record { $0.connectionsRefused += 1 }
-                server.logRefusal(
-                    "connections", offender: text,
-                    "refused a connection from \(text): it holds \(open) already (maxConnectionsPerAddress is \(limit))")
-                return false
-            }
-            countedAs = text
+            book.total += 1
+            return nil
+        }
+        if let refusal {
+            state.record { $0.connectionsRefused += 1 }
+            let holder = refusal.setting == "maxConnections" ? "the server holds" : "it holds"
+            server.logRefusal(
+                "connections", offender: text,
+                "refused a connection from \(text): \(holder) \(refusal.held) already (\(refusal.setting) is \(refusal.limit))")
+            return false
         }
         acceptedPeer = Peer(
-            address: address, isLoopback: loopback, countedAs: countedAs,
+            address: address, isLoopback: loopback, countedAs: perAddress ? text : nil,
             allowance: TokenBucket(rate: config.maxPublishRate, now: Clock.now()))
         return true
     }
@@ -105,10 +117,10 @@ extension ServiceWorker: ServiceHandler {
 
     private func forget(_ peer: Peer) {
         if peer === acceptedPeer { acceptedPeer = nil }
-        guard let address = peer.countedAs else { return }
-        server.connectionsByAddress.withLock { counts in
-            guard let open = counts[address] else { return }
-            if open <= 1 { counts.removeValue(forKey: address) } else { counts[address] = open - 1 }
+        server.connections.withLock { book in
+            book.total -= 1
+            guard let address = peer.countedAs, let open = book.byAddress[address] else { return }
+            if open <= 1 { book.byAddress.removeValue(forKey: address) } else { book.byAddress[address] = open - 1 }
         }
     }
 }

@@ -38,7 +38,8 @@ final class Connection {
 final class Peer {
     let address: PeerAddress
     let isLoopback: Bool
-    /// The address as `connectionsByAddress` counts it, when it counts against `maxConnectionsPerAddress`.
+    /// The address as `Server.connections` counts it, when it counts against `maxConnectionsPerAddress`
+    /// (every socket counts against `maxConnections`).
     let countedAs: String?
     var allowance: TokenBucket
 
@@ -91,6 +92,9 @@ final class SocketPeer: FanOutWriter {
     /// pieces over the next writeable callbacks, and a frame written before the last piece would
     /// land inside it. Such a socket gets one frame per writeable callback, and none outside one.
     @exclusivity(unchecked) var isCompressed = false
+    /// A message larger than `ServiceWorker.fragmentBytes` being written a fragment per writeable
+    /// callback: its bytes (shared with every watcher sent the same) and how far it has gone.
+    @exclusivity(unchecked) var unfinished: (bytes: [UInt8], offset: Int)?
     /// In `ServiceWorker.queuedForRoundEnd`, to be written to when this round of the loop ends.
     @exclusivity(unchecked) var isQueuedToWrite = false
     /// The entry whose `maxConnections` this socket counts against (`Server.connectionsByEntry`).

@@ -55,6 +55,10 @@ final class ServiceWorker: @unchecked Sendable {
     @exclusivity(unchecked) var unreportedFrames = TransportMetrics()
     @exclusivity(unchecked) var isFrameReportDue = false
     var frameReportTimer: LoopTimer?
+    /// WebSockets with output waiting: since when the peer took none of it (Unix ms), and what it
+    /// had acknowledged then (WriteDeadline.swift).
+    @exclusivity(unchecked) var writeWatch: [ObjectIdentifier: (socket: SocketPeer, since: Double, acked: Int64?)] = [:]
+    var writeWatchTimer: LoopTimer?
     /// How late `/metrics` may show a thread's frame figures.
     static let frameReportSeconds = 0.25
 
@@ -77,6 +81,7 @@ final class ServiceWorker: @unchecked Sendable {
         heartbeatTimer = try loop.makeTimer { [unowned self] in heartbeatFired() }
         frameReportTimer = try loop.makeTimer { [unowned self] in reportFrames() }
         sessionTimer = try loop.makeTimer { [unowned self] in sessionDeadlineFell() }
+        writeWatchTimer = try loop.makeTimer { [unowned self] in writeWatchFired() }
         heartbeatTimer?.schedule(seconds: config.heartbeatSeconds)
         try window?.prepare(loop) { [unowned self] in windowFired() }
         if index == 0 {

@@ -49,8 +49,16 @@ extension ServiceWorker {
             release(link.attach(Connection(request.mode == .publish ? .publisher(socket) : .watcher(socket))))
             counters.socketsOpened.add(1, ordering: .relaxed)
             count { $0.webSocketsOpened[request.mode == .publish ? "publisher" : "watcher"] += 1 }
-            subscribe(socket, to: opening.session.watch, lastSeq: seq, frames: opening.frames)
-            if let close = opening.close ?? admitConnection(socket, of: opening.session) {
+            // Counted before anything is sent: one past its entry's share gets hello and the
+            // reason, not a snapshot it may not keep.
+            let refusal = opening.close == nil ? admitConnection(socket, of: opening.session) : nil
+            if let refusal {
+                let error = APIError(.rateLimited, refusal.reason)
+                subscribe(socket, to: SocketRequest.nothing, lastSeq: seq, frames: [opening.frames[0], error.encodedEvent()])
+            } else {
+                subscribe(socket, to: opening.session.watch, lastSeq: seq, frames: opening.frames)
+            }
+            if let close = opening.close ?? refusal {
                 closeSocket(socket, close, peer: link.peerAddress)
             } else {
                 watchSessionDeadline(of: socket)
@@ -214,9 +222,23 @@ extension ServiceWorker {
     /// batch): a new watcher's hello and snapshot leave in one pass of the service loop, not two.
     static let framesPerWriteable = 8
 
+    /// The largest piece of a message written at once. lws keeps a copy of whatever of a write
+    /// the kernel did not take, so a snapshot of megabytes written whole to a watcher that reads
+    /// nothing would sit copied in memory once per watcher; in fragments of this size, lws holds at
+    /// most one fragment, the kernel at most `sendBufferBytes`, and the message itself is shared.
+    static let fragmentBytes = 64 * 1024
+
     private func write(_ socket: SocketPeer, on link: LWSConnection) -> Bool {
         guard let subscription = socket.subscription else { return true }
         subscription.writeableCallbackBegan()
+        if socket.unfinished != nil {
+            guard writeNextFragment(of: socket, on: link) else { return false }
+            if socket.unfinished != nil || link.isChoked {
+                subscription.requestWrite()
+                watchOutput(of: socket)
+                return true
+            }
+        }
         var frames = 0
         repeat {
             let seenBefore = subscription.newestSeqSent
@@ -232,7 +254,7 @@ extension ServiceWorker {
             switch plan {
             case .frame(let bytes, let count):
                 counters.wrote(events: count)
-                written = link.writeText(bytes)
+                written = writeMessage(bytes, to: socket, on: link)
                 sent = (bytes.count, count)
             case .resync(let since):
                 let (snapshot, seq) = state.read { _, store in
@@ -240,7 +262,7 @@ extension ServiceWorker {
                 }
                 fanOut.markResynced(subscription, seq: seq)
                 counters.wrote(events: 1)
-                written = link.writeText(snapshot)
+                written = writeMessage(snapshot, to: socket, on: link)
                 sent = (snapshot.count, 1)
             }
             guard written else { return false }
@@ -249,8 +271,26 @@ extension ServiceWorker {
             frames += 1
             // lws takes a second write in one callback only while nothing of the first is buffered.
         } while frames < (socket.isCompressed ? 1 : Self.framesPerWriteable) && subscription.hasPending && !link.isChoked
-        if subscription.hasPending || socket.closeReason != nil { subscription.requestWrite() }
+            && socket.unfinished == nil
+        if subscription.hasPending || socket.closeReason != nil || socket.unfinished != nil { subscription.requestWrite() }
+        watchOutput(of: socket)
         return true
+    }
+
+    /// Writes a message whole, or, past `fragmentBytes`, its first fragment (the rest follows in
+    /// the next writeable callbacks, before anything else). lws 4.1.6's deflater takes a message
+    /// only whole, so a compressed socket gets it whole.
+    private func writeMessage(_ bytes: [UInt8], to socket: SocketPeer, on link: LWSConnection) -> Bool {
+        guard bytes.count > Self.fragmentBytes, !socket.isCompressed else { return link.writeText(bytes) }
+        socket.unfinished = (bytes, 0)
+        return writeNextFragment(of: socket, on: link)
+    }
+
+    private func writeNextFragment(of socket: SocketPeer, on link: LWSConnection) -> Bool {
+        guard let (bytes, offset) = socket.unfinished else { return true }
+        let end = min(bytes.count, offset + Self.fragmentBytes)
+        socket.unfinished = end == bytes.count ? nil : (bytes, end)
+        return link.writeTextFragment(bytes, offset..<end, first: offset == 0, last: end == bytes.count)
     }
 
     /// A piece of a client's message; a whole one goes to the core's protocol, its replies to the
@@ -317,6 +357,7 @@ extension ServiceWorker {
         case .watcher(let socket), .publisher(let socket):
             releaseConnectionCount(socket)
             sessionDeadlines.removeValue(forKey: ObjectIdentifier(socket))
+            writeWatch.removeValue(forKey: ObjectIdentifier(socket))
             if let session = socket.session { count { $0.webSocketsClosed[session.request.mode == .publish ? "publisher" : "watcher"] += 1 } }
             if let subscription = socket.subscription { fanOut.unsubscribe(subscription) }
             socket.subscription = nil
