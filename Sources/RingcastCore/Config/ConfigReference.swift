@@ -86,7 +86,11 @@ extension ServerConfig {
             commentedOut: true),
         Reference(
             "trustedProxies", "[]",
-            "Addresses of reverse proxies whose Forwarded / X-Forwarded-For headers name the client; without it a proxy on this machine makes every client look like loopback."
+            "Addresses (or CIDR ranges) of reverse proxies whose forwardedHeader names the client; without it a proxy on this machine makes every client look like loopback. A request from one of them that names no address is a remote client."
+        ),
+        Reference(
+            "forwardedHeader", #""X-Forwarded-For""#,
+            "The one header a trusted proxy sets to the client's address: \"X-Forwarded-For\" or \"Forwarded\"; a client's copy of the other is ignored."
         ),
         Reference(
             "webhooks", "[]",
