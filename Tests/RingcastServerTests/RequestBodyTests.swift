@@ -190,4 +190,34 @@ final class RequestBodyTests: XCTestCase {
         XCTAssertEqual(try server.seq(), seq)
         XCTAssertNil(try server.task("cut"))
     }
+    /// A body is due whole within handshakeTimeoutSeconds of its head, however often its bytes
+    /// come: one dripped a byte every half second is closed at that deadline, not held open for
+    /// as long as the client keeps dripping, with a length or in chunks alike.
+    func testABodyDrippedAByteAtATimeIsClosedAtItsDeadline() throws {
+        let server = try TestServer { $0.handshakeTimeoutSeconds = 2 }
+        for head in [
+            "POST /api/tasks/drip.length HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n",
+            "POST /api/tasks/drip.chunked HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nc8\r\n",
+        ] {
+            let socket = try RawSocket(port: server.port, timeoutSeconds: 0.5)
+            try socket.send(head)
+            let started = Date()
+            var closed = false
+            var dripped = 0
+            // At most 20 s of dripping: the body (200 bytes) would take 100 s.
+            while !closed, dripped < 40 {
+                do { try socket.send("{") } catch { break }
+                dripped += 1
+                let (bytes, ended) = socket.receiveSome()  // waits the half second when nothing comes
+                XCTAssertEqual(bytes, [], "nothing is answered to a body still arriving")
+                closed = ended
+            }
+            let held = Date().timeIntervalSince(started)
+            XCTAssertTrue(closed || dripped < 40, "\(head): still open after \(held) s of dripping")
+            XCTAssertGreaterThanOrEqual(held, 1.5, "not before the deadline")
+            XCTAssertLessThan(held, 6, "closed near the 2 s deadline")
+        }
+        XCTAssertNil(try server.task("drip.length"))
+        XCTAssertEqual(try server.http().request("GET", "/healthz").status, 200)
+    }
 }

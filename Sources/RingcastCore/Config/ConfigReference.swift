@@ -109,7 +109,10 @@ extension ServerConfig {
         Reference("limitLoopback", "false", "Whether maxConnectionsPerAddress applies to loopback too."),
         Reference("compression", "false", "Offer permessage-deflate to WebSocket clients that ask for it (browsers do)."),
         Reference("threads", "0", "Service threads, each with its own libwebsockets context on the one port; 0: one per online core."),
-        Reference("handshakeTimeoutSeconds", "10", "Seconds a connection may take to send its request or finish a WebSocket handshake."),
+        Reference(
+            "handshakeTimeoutSeconds", "10",
+            "Seconds a connection may take to send its request or finish a WebSocket handshake; a request's body must be whole within them of its headers."
+        ),
         Reference("logLevel", #""info""#, "debug, info, warning or error; logs go to stderr. RINGCAST_LOG_LEVEL overrides it."),
         Reference("logFormat", #""text""#, "text, or json: one object per line for log collectors. --log-format overrides it."),
     ]

@@ -83,10 +83,14 @@ extension ServiceWorker {
             if length > config.maxMessageBytes { exchange.body.refuse() }
             // Whatever the method: a GET's body left unread wedges lws's parser on the next request of
             // the connection (it spun for good in lws_service_do_ripe_rxflow). The API ignores it.
-            if length > 0 { return true }  // the body follows
+            if length > 0 {
+                watchBodyDeadline(of: exchange, on: link)
+                return true  // the body follows
+            }
         case .chunked:
             exchange.chunks = ChunkedBodyDecoder(maxBodyBytes: config.maxMessageBytes)
             exchange.closesConnection = true
+            watchBodyDeadline(of: exchange, on: link)
             return true  // the chunks follow, as lws's body pieces
         case .absent:
             exchange.closesConnection = request.bodyIsAbsent
@@ -143,6 +147,7 @@ extension ServiceWorker {
         // which beginHTTP has already answered.
         guard var request = exchange.request else { return }
         exchange.request = nil
+        if bodyDeadlines.removeValue(forKey: ObjectIdentifier(exchange)) != nil { armBodyTimer() }
         if exchange.chunks == nil { (request.body, request.bodyTooLarge) = exchange.body.take() }
         let now = Clock.now()
         let peer = peers[link.identifier]
@@ -187,6 +192,45 @@ extension ServiceWorker {
             link.requestWrite()
         }
         if publishes { peer?.allowance.spend(max(1, performed.commands), now: now) }
+    }
+
+    /// A body must be whole within `handshakeTimeoutSeconds` of its request's head. lws's own
+    /// timeout starts again with every read, so a client sending a byte now and then would hold the
+    /// connection (and its buffers) for as long as it liked.
+    private func watchBodyDeadline(of exchange: HTTPExchange, on link: LWSConnection) {
+        bodyDeadlines[ObjectIdentifier(exchange)] = (exchange, link, Clock.now() + Double(config.handshakeTimeoutSeconds) * 1000)
+        armBodyTimer()
+    }
+
+    private func armBodyTimer() {
+        guard let next = bodyDeadlines.values.lazy.map(\.at).min() else {
+            bodyTimer?.cancel()
+            return
+        }
+        // Deadlines are at most handshakeTimeoutSeconds (3600) ahead: no overflow.
+        bodyTimer?.schedule(microseconds: max(1000, Int64(((next - Clock.now()) * 1000).rounded(.up))))
+    }
+
+    /// Closes each request whose body is still arriving at its deadline, unanswered: the answer
+    /// would wait behind the body the client is still sending.
+    func bodyDeadlineFell() {
+        let now = Clock.now()
+        for (key, entry) in bodyDeadlines where entry.at <= now {
+            bodyDeadlines.removeValue(forKey: key)
+            guard entry.exchange.isOpen, let request = entry.exchange.request else { continue }
+            entry.exchange.request = nil
+            state.record { metrics in
+                metrics.httpRequests += 1
+                metrics.httpErrors += 1
+            }
+            let peer = entry.link.peerAddress
+            server.logRefusal(
+                "request", offender: peer,
+                "closed \(request.method) \(request.path) from \(peer): its body did not arrive whole within \(config.handshakeTimeoutSeconds) s (handshakeTimeoutSeconds)"
+            )
+            entry.link.closeSoon()
+        }
+        armBodyTimer()
     }
 
     /// Writes the answer, lets go of the exchange, then completes the transaction: lws may free the
