@@ -78,6 +78,10 @@ final class NginxProxyTests: XCTestCase {
         try assertRemote(
             port: nginx.balancedPort, headers: [("X-Forwarded-For", "127.0.0.1"), ("Forwarded", "for=127.0.0.1")], remoteAddress: "203.0.113.7",
             "both through nginx")
+        // A space before a header's colon (RFC 9112 §5.1), which lws cannot see, nginx refuses itself.
+        XCTAssertEqual(
+            try status(port: nginx.port, "POST", "/api/tasks/ci.spaced", headers: [("Transfer-Encoding ", "chunked")], body: nil), 400)
+        XCTAssertNil(try server.task("ci.spaced"))
     }
 }
 

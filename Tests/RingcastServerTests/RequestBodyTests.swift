@@ -127,6 +127,20 @@ final class RequestBodyTests: XCTestCase {
                 413,
                 "body_too_large", nil
             ),
+            (
+                "a Content-Length of 20 digits",
+                "POST /api/tasks/bad HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 00000000000000000043\r\n\r\n" + body,
+                400, "invalid_request", "Content-Length"
+            ),
+            (
+                "a Content-Length past maxMessageBytes, its body sent",
+                "POST /api/tasks/bad HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 6000\r\n\r\n" + big + big, 413, "body_too_large", nil
+            ),
+            (
+                "chunk lines ended by LF alone",
+                "POST /api/tasks/bad HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n\(String(body.utf8.count, radix: 16))\n\(body)\n0\n\n",
+                400, "invalid_request", "Transfer-Encoding"
+            ),
             ("a batch with no length at all", "POST /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 411, "length_required", nil),
             ("a log with no length at all", "POST /api/tasks/kept/log HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 411, "length_required", nil),
             (
@@ -219,5 +233,33 @@ final class RequestBodyTests: XCTestCase {
         }
         XCTAssertNil(try server.task("drip.length"))
         XCTAssertEqual(try server.http().request("GET", "/healthz").status, 200)
+    }
+    /// A length no body may have is answered when the head is read, not when the body has come (a
+    /// client that announced it may never send it); the connection then closes at the deadline.
+    func testALengthPastTheCapIsAnsweredBeforeItsBody() throws {
+        let server = try TestServer {
+            $0.maxMessageBytes = 4096
+            $0.handshakeTimeoutSeconds = 5
+        }
+        for length in ["5000", "9999999999999999999"] {
+            let socket = try RawSocket(port: server.port, timeoutSeconds: 3)
+            try socket.send("POST /api/tasks/big HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(length)\r\n\r\n{}")
+            let head = String(decoding: socket.receive(until: Array("\r\n".utf8)), as: UTF8.self)
+            XCTAssertTrue(head.hasPrefix("HTTP/1.1 413"), "Content-Length \(length): \(head)")
+        }
+        XCTAssertNil(try server.task("big"))
+    }
+
+    /// Leading zeros say nothing of a chunk's size: any number of them within the line is read as
+    /// the digits after them.
+    func testAChunkSizeWithLeadingZerosIsItsDigits() throws {
+        let server = try TestServer { $0.maxMessageBytes = 4096 }
+        let body = #"{"title":"Zeros"}"#
+        let size = String(repeating: "0", count: 1000) + String(body.utf8.count, radix: 16)
+        let (answer, _) = try exchange(
+            server,
+            "POST /api/tasks/zeros HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n\(size)\r\n\(body)\r\n0000\r\n\r\n")
+        XCTAssertEqual(answer.status, 200, String(decoding: answer.body, as: UTF8.self))
+        XCTAssertEqual(try server.task("zeros")?["title"], .string("Zeros"))
     }
 }

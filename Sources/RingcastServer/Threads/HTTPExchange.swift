@@ -80,7 +80,16 @@ extension ServiceWorker {
         release(link.attach(Connection(.http(exchange))))
         switch framing {
         case .length(let length):
-            if length > config.maxMessageBytes { exchange.body.refuse() }
+            if length > config.maxMessageBytes {
+                // Answered at once: a client that announced more than it may send learns so without
+                // sending it, and one that never sends it is not left waiting for the deadline.
+                exchange.body.refuse()
+                exchange.closesConnection = true
+                exchange.drainsBody = true
+                answer(exchange, on: link)
+                watchBodyDeadline(of: exchange, on: link)
+                return true
+            }
             // Whatever the method: a GET's body left unread wedges lws's parser on the next request of
             // the connection (it spun for good in lws_service_do_ripe_rxflow). The API ignores it.
             if length > 0 {
@@ -132,6 +141,7 @@ extension ServiceWorker {
             return false
         }
         exchange.isBodyComplete = true
+        if exchange.drainsBody { return !exchange.isAnswerWritten }
         if exchange.chunks != nil, exchange.request != nil {
             // lws ends a body without a length at 100 MB.
             exchange.request?.bodyRefusal = APIError(
@@ -217,17 +227,20 @@ extension ServiceWorker {
         let now = Clock.now()
         for (key, entry) in bodyDeadlines where entry.at <= now {
             bodyDeadlines.removeValue(forKey: key)
-            guard entry.exchange.isOpen, let request = entry.exchange.request else { continue }
-            entry.exchange.request = nil
-            state.record { metrics in
-                metrics.httpRequests += 1
-                metrics.httpErrors += 1
+            guard entry.exchange.isOpen else { continue }
+            // One already answered (drainsBody) has been counted and logged.
+            if let request = entry.exchange.request {
+                entry.exchange.request = nil
+                state.record { metrics in
+                    metrics.httpRequests += 1
+                    metrics.httpErrors += 1
+                }
+                let peer = entry.link.peerAddress
+                server.logRefusal(
+                    "request", offender: peer,
+                    "closed \(request.method) \(request.path) from \(peer): its body did not arrive whole within \(config.handshakeTimeoutSeconds) s (handshakeTimeoutSeconds)"
+                )
             }
-            let peer = entry.link.peerAddress
-            server.logRefusal(
-                "request", offender: peer,
-                "closed \(request.method) \(request.path) from \(peer): its body did not arrive whole within \(config.handshakeTimeoutSeconds) s (handshakeTimeoutSeconds)"
-            )
             entry.link.closeSoon()
         }
         armBodyTimer()
@@ -243,6 +256,13 @@ extension ServiceWorker {
         let written = link.writeHTTP(
             status: response.status, contentType: response.contentType, body: response.body,
             headers: [("cache-control:", response.cacheControl)] + response.headers + (closes ? [("connection:", "close")] : []))
+        if !written {
+            logger.warning(
+                "could not write the \(response.status) answer to \(link.peerAddress) (\(response.body.count) bytes); closed the connection")
+        }
+        exchange.isAnswerWritten = true
+        // The body still arriving is read, and dropped, before the connection closes.
+        if written, exchange.drainsBody, !exchange.isBodyComplete { return true }
         release(link.detach())
         guard written, !closes else { return false }
         return link.completeHTTPTransaction()
