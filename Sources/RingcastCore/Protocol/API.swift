@@ -218,7 +218,12 @@ public final class API {
     public let config: ServerConfig
     /// The checks that need no state: they also run outside the state's lock, on any service thread.
     public let gate: RequestGate
-    public var policy: AccessPolicy { config.access }
+    public var policy: AccessPolicy {
+        guard config.tls != nil else { return config.access }
+        var policy = config.access
+        policy.signInCookie = AccessPolicy.securedCookieName
+        return policy
+    }
     public var metrics = ServerMetrics()
     public static let maxBatchEvents = 10_000
     /// Which sockets of this node published which tasks (Controls.swift).
