@@ -219,11 +219,13 @@ public final class API {
     /// The checks that need no state: they also run outside the state's lock, on any service thread.
     public let gate: RequestGate
     public var policy: AccessPolicy {
-        guard config.tls != nil else { return config.access }
         var policy = config.access
-        policy.signInCookie = AccessPolicy.securedCookieName
+        if config.tls != nil { policy.signInCookie = AccessPolicy.securedCookieName }
+        policy.signedOut = signedOut
         return policy
     }
+    /// Signed tokens signed out before their `exp` (SignIn.swift).
+    public let signedOut = SignedOutTokens()
     public var metrics = ServerMetrics()
     public static let maxBatchEvents = 10_000
     /// Which sockets of this node published which tasks (Controls.swift).

@@ -221,6 +221,8 @@ public struct AccessPolicy: Equatable, Sendable {
     public static let securedCookieName = "__Host-ringcast_token"
     /// The sign-in cookie this server reads and sets: `securedCookieName` over TLS.
     public var signInCookie = AccessPolicy.cookieName
+    /// Signed tokens signed out before their `exp` (the API's).
+    public var signedOut: SignedOutTokens?
 
     public init(
         publishers: [AccessEntry] = [], readers: [AccessEntry] = [], anonymousLocalPublish: Bool = true,
@@ -268,7 +270,11 @@ public struct AccessPolicy: Equatable, Sendable {
         if let found { return .token(found.grant) }
         if let tokenSecret, SignedToken.looksLikeOne(token) {
             switch SignedToken.verify(token, secret: tokenSecret, now: now) {
-            case .success(let grant): return .token(grant)
+            case .success(let grant):
+                if signedOut?.contains(token, now: now) == true {
+                    return .refused(APIError(.unauthorized, "the token was signed out: sign in with a new one"))
+                }
+                return .token(grant)
             case .failure(let error): return .refused(error)
             }
         }

@@ -36,6 +36,13 @@ extension API {
             response.headers = [("set-cookie:", cookie(token, expiresAt: grant.expiresAt, now: now))]
             return response
         case "DELETE":
+            // A signed token the cookie held is refused from now on, wherever it is presented: a
+            // copy of the cookie taken before is worth nothing after signing out.
+            if let token = try? AccessPolicy.presentedToken(authorization: nil, cookie: request.headers.cookie, named: policy.signInCookie),
+                case .token(let grant) = policy.identify(token: token, now: now), let expiresAt = grant.expiresAt
+            {
+                signedOut.add(token, until: expiresAt, now: now)
+            }
             var response = APIResponse(body: Array(#"{"signedIn":false}"#.utf8))
             response.headers = [("set-cookie:", cookie("", expiresAt: nil, now: now, clear: true))]
             return response
