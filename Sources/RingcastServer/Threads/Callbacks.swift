@@ -30,8 +30,7 @@ extension ServiceWorker: ServiceHandler {
             // The path lws passes is the part after the mount point; the full one comes from the headers.
             return beginHTTP(link)
         case .httpBody(let piece):
-            receiveBody(piece, on: link)
-            return true
+            return receiveBody(piece, on: link)
         case .httpBodyComplete:
             return completeBody(on: link)
         case .httpWriteable:

@@ -71,6 +71,8 @@ final class HTTPExchange {
     /// the close does not reset the connection under the answer.
     @exclusivity(unchecked) var drainsBody = false
     @exclusivity(unchecked) var isAnswerWritten = false
+    /// Its body did not arrive whole in time: the connection is closing.
+    @exclusivity(unchecked) var isPastDeadline = false
 
     init(request: APIRequest, bodyLimit: Int) {
         self.request = request

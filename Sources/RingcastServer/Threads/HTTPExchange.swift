@@ -108,16 +108,21 @@ extension ServiceWorker {
         return true
     }
 
-    func receiveBody(_ piece: UnsafeRawBufferPointer, on link: LWSConnection) {
-        guard let exchange = link.attachment(as: Connection.self)?.exchange else { return }
+    /// False closes the connection: a body past its deadline.
+    func receiveBody(_ piece: UnsafeRawBufferPointer, on link: LWSConnection) -> Bool {
+        guard let exchange = link.attachment(as: Connection.self)?.exchange else { return true }
+        // lws restarts its own timeout with each piece of a body, over the close asked at the
+        // deadline: the next piece closes the connection here instead.
+        guard !exchange.isPastDeadline else { return false }
         guard exchange.chunks != nil else {
             exchange.body.append(piece)
-            return
+            return true
         }
         // Once answered, what follows the last chunk goes with the connection.
-        guard exchange.request != nil else { return }
+        guard exchange.request != nil else { return true }
         exchange.chunks!.append(piece)
         decodeChunks(of: exchange, closed: false, on: link)
+        return true
     }
 
     /// Answers a chunked request once its body is whole, or as soon as it cannot be: over
@@ -241,6 +246,7 @@ extension ServiceWorker {
                     "closed \(request.method) \(request.path) from \(peer): its body did not arrive whole within \(config.handshakeTimeoutSeconds) s (handshakeTimeoutSeconds)"
                 )
             }
+            entry.exchange.isPastDeadline = true
             entry.link.closeSoon()
         }
         armBodyTimer()
