@@ -233,6 +233,23 @@ final class RequestBodyTests: XCTestCase {
         }
         XCTAssertNil(try server.task("drip.length"))
         XCTAssertEqual(try server.http().request("GET", "/healthz").status, 200)
+
+        // Many at once: every one is closed by the deadline, none held.
+        let started = Date()
+        let many = try (0..<30).map { index in
+            let socket = try RawSocket(port: server.port, timeoutSeconds: 0.01)
+            try socket.send("POST /api/tasks/drip.\(index) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 200\r\n\r\n")
+            return socket
+        }
+        var open = Set(many.indices)
+        for _ in 0..<24 where !open.isEmpty {  // 12 s at most
+            for index in open {
+                if (try? many[index].send("{")) == nil || many[index].receiveSome().closed { open.remove(index) }
+            }
+            Thread.sleep(forTimeInterval: 0.5)
+        }
+        XCTAssertEqual(open, [], "still open after \(Date().timeIntervalSince(started)) s of dripping")
+        XCTAssertLessThan(Date().timeIntervalSince(started), 8)
     }
     /// A length no body may have is answered when the head is read, not when the body has come (a
     /// client that announced it may never send it); the connection then closes at the deadline.
