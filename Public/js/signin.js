@@ -3,6 +3,10 @@
 // never reaches a server or a proxy log), is traded for an HttpOnly, SameSite=Strict cookie
 // (POST api/session) that the WebSocket and the API accept. The token never goes in a URL the page
 // requests, and the page's scripts never see the cookie. Sign out clears it (DELETE api/session).
+// A link's token is never traded unasked: anyone can send a link, and one that signed its visitor
+// in as someone else (replacing their own session) would show them another's tasks as theirs and
+// take what they publish as that someone's. The form comes up filled in, saying so, and the
+// visitor signs in with it or goes on without.
 
 import { setGrant } from './access.js';
 import { appURL } from './base.js';
@@ -54,24 +58,22 @@ export class SignIn {
     });
     signOut.addEventListener('click', () => this.signOut());
     // A sign-in link opened on a page already showing (only its fragment changes, so no load).
-    window.addEventListener('hashchange', () => {
+    window.addEventListener('hashchange', async () => {
       const token = takeFragmentToken(location, history);
-      if (token) this.submit(token);
+      if (token) this.offer(token, await session('GET'));
     });
   }
 
-  /** Before anything else: a sign-in link's token is traded for the cookie; then the page learns
-   *  what it may do. Resolves to true when the page may go on and watch, false when it must sign in. */
+  /** Before anything else: a sign-in link's token is offered (the visitor decides); then the page
+   *  learns what it may do. Resolves to true when the page may go on and watch, false when it must
+   *  sign in. */
   async start() {
     const token = takeFragmentToken(location, history);
-    if (token) {
-      const signed = await session('POST', { token });
-      if (!signed.ok) {
-        this.show(signed.answer.message || `the server refused the token (${signed.status})`);
-        return false;
-      }
-    }
     const current = await session('GET');
+    if (token) {
+      this.offer(token, current);
+      return false;
+    }
     if (!current.ok) {
       this.show(current.answer.message || `the server answered ${current.status}`);
       return false;
@@ -83,6 +85,17 @@ export class SignIn {
       return false;
     }
     return true;
+  }
+
+  /** The form, filled in with a link's token, asking before it signs in (or replaces a session). */
+  offer(token, current) {
+    this.input.value = token;
+    const signedIn = current.ok && current.answer.signedIn;
+    this.show(
+      'A link offers a token to sign in with. Sign in only if you asked for this link' +
+        (signedIn ? `: it replaces your session as ${current.answer.name}.` : '.') +
+        ' Reload the page to go on without it.',
+    );
   }
 
   showSignedIn(grant) {

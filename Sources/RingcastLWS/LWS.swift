@@ -128,7 +128,9 @@ package final class WriteBuffer {
 
     /// Writes a whole small HTTP answer: status line and headers, then the body. False: close.
     func writeHTTP(status: Int, contentType: String, body: [UInt8], extraHeaders: [(String, String)], to wsi: OpaquePointer) -> Bool {
-        let headerRoom = 1024
+        // lws's own headers (its Content-Security-Policy and friends) take about 600 bytes; ours,
+        // a sign-in cookie with its token among them, whatever they take.
+        let headerRoom = 1024 + extraHeaders.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count + 4 }
         reserve(headerRoom + body.count)
         let start = storage + LWS.pre
         let end = start + headerRoom

@@ -226,6 +226,10 @@ public final class Server: @unchecked Sendable {
         // (RequestGate.corsHeaders), never `*`.
         settings.staticFileHeaders = [("access-control-allow-origin:", "*")]
         settings.enforceSecurityHeaders = true
+        // Over TLS a browser is told to come back only over TLS: a sign-in cookie is never offered
+        // to a plain-http page an attacker on the path could answer. A year, as browsers' preload
+        // lists ask; no includeSubDomains, since the server speaks for its own host alone.
+        if config.tls != nil { settings.headers.append(("strict-transport-security:", "max-age=31536000")) }
         settings.validateUTF8 = true
         settings.timeoutSeconds = config.handshakeTimeoutSeconds
         settings.offersCompression = config.compression

@@ -109,6 +109,18 @@ final class ConfigTests: XCTestCase {
         assertFails(#"{"compression": "deflate"}"#, naming: "compression")
     }
 
+    func testTheProxySettingsNameOneHeaderAndAddressesOrRanges() throws {
+        XCTAssertEqual(ServerConfig().forwardedHeader, .xForwardedFor)
+        let config = try parse(#"{"trustedProxies": ["127.0.0.3", "10.0.0.0/8", "fd00::/8"], "forwardedHeader": "forwarded"}"#)
+        XCTAssertEqual(config.forwardedHeader, .forwarded)
+        XCTAssertEqual(config.trustedProxies, ["127.0.0.3", "10.0.0.0/8", "fd00::/8"])
+        assertFails(#"{"forwardedHeader": "X-Real-IP"}"#, naming: "forwardedHeader", saying: #"not "X-Real-IP""#)
+        assertFails(#"{"forwardedHeader": ["Forwarded"]}"#, naming: "forwardedHeader")
+        assertFails(#"{"trustedProxies": ["1.2.3"]}"#, naming: "trustedProxies")
+        assertFails(#"{"trustedProxies": ["10.0.0.0/33"]}"#, naming: "trustedProxies")
+        assertFails(#"{"trustedProxies": ["proxy.internal"]}"#, naming: "trustedProxies")
+    }
+
     func testStorageIsMemoryOrAFile() throws {
         XCTAssertEqual(try parse("{}").storage, "memory")
         XCTAssertEqual(try parse(#"{"storage": "data/ringcast.db"}"#).storage, "data/ringcast.db")

@@ -17,7 +17,9 @@ final class RequestFramingTests: XCTestCase {
     func testLengthsChunkedAndNoBodyAreTold() {
         XCTAssertEqual(framing(length: "42"), .success(.length(42)))
         XCTAssertEqual(framing(length: " 0 "), .success(.length(0)))
-        XCTAssertEqual(framing(length: "99999999999999999999999"), .success(.length(Int.max)), "past any cap, as refused as the largest")
+        XCTAssertEqual(framing(length: "9999999999999999999"), .success(.length(Int.max)), "past any cap, as refused as the largest")
+        XCTAssertEqual(framing(length: "0000000000000000042"), .success(.length(42)), "leading zeros within 19 digits")
+        XCTAssertEqual(framing(length: "99999999999999999999999").failure?.status, 400, "more digits than lws reads")
         XCTAssertEqual(framing(coding: "chunked"), .success(.chunked))
         XCTAssertEqual(framing("PATCH", coding: " Chunked "), .success(.chunked))
         XCTAssertEqual(framing(), .success(.absent))
@@ -105,5 +107,12 @@ final class RequestFramingTests: XCTestCase {
         var closedEarly = ChunkedBodyDecoder(maxBodyBytes: 64)
         closedEarly.append(Array("5\r\nhel".utf8))
         XCTAssertThrowsError(try closedEarly.next(closed: true))
+    }
+}
+
+extension Result {
+    fileprivate var failure: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
     }
 }

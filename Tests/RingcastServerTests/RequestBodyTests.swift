@@ -127,6 +127,20 @@ final class RequestBodyTests: XCTestCase {
                 413,
                 "body_too_large", nil
             ),
+            (
+                "a Content-Length of 20 digits",
+                "POST /api/tasks/bad HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 00000000000000000043\r\n\r\n" + body,
+                400, "invalid_request", "Content-Length"
+            ),
+            (
+                "a Content-Length past maxMessageBytes, its body sent",
+                "POST /api/tasks/bad HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 6000\r\n\r\n" + big + big, 413, "body_too_large", nil
+            ),
+            (
+                "chunk lines ended by LF alone",
+                "POST /api/tasks/bad HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n\(String(body.utf8.count, radix: 16))\n\(body)\n0\n\n",
+                400, "invalid_request", "Transfer-Encoding"
+            ),
             ("a batch with no length at all", "POST /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 411, "length_required", nil),
             ("a log with no length at all", "POST /api/tasks/kept/log HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 411, "length_required", nil),
             (
@@ -189,5 +203,80 @@ final class RequestBodyTests: XCTestCase {
         XCTAssertEqual(try server.http().request("GET", "/healthz").status, 200)
         XCTAssertEqual(try server.seq(), seq)
         XCTAssertNil(try server.task("cut"))
+    }
+    /// A body is due whole within handshakeTimeoutSeconds of its head, however often its bytes
+    /// come: one dripped a byte every half second is closed at that deadline, not held open for
+    /// as long as the client keeps dripping, with a length or in chunks alike.
+    func testABodyDrippedAByteAtATimeIsClosedAtItsDeadline() throws {
+        let server = try TestServer { $0.handshakeTimeoutSeconds = 2 }
+        for head in [
+            "POST /api/tasks/drip.length HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n",
+            "POST /api/tasks/drip.chunked HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nc8\r\n",
+        ] {
+            let socket = try RawSocket(port: server.port, timeoutSeconds: 0.5)
+            try socket.send(head)
+            let started = Date()
+            var closed = false
+            var dripped = 0
+            // At most 20 s of dripping: the body (200 bytes) would take 100 s.
+            while !closed, dripped < 40 {
+                do { try socket.send("{") } catch { break }
+                dripped += 1
+                let (bytes, ended) = socket.receiveSome()  // waits the half second when nothing comes
+                XCTAssertEqual(bytes, [], "nothing is answered to a body still arriving")
+                closed = ended
+            }
+            let held = Date().timeIntervalSince(started)
+            XCTAssertTrue(closed || dripped < 40, "\(head): still open after \(held) s of dripping")
+            XCTAssertGreaterThanOrEqual(held, 1.5, "not before the deadline")
+            XCTAssertLessThan(held, 6, "closed near the 2 s deadline")
+        }
+        XCTAssertNil(try server.task("drip.length"))
+        XCTAssertEqual(try server.http().request("GET", "/healthz").status, 200)
+
+        // Many at once: every one is closed by the deadline, none held.
+        let started = Date()
+        let many = try (0..<30).map { index in
+            let socket = try RawSocket(port: server.port, timeoutSeconds: 0.01)
+            try socket.send("POST /api/tasks/drip.\(index) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 200\r\n\r\n")
+            return socket
+        }
+        var open = Set(many.indices)
+        for _ in 0..<24 where !open.isEmpty {  // 12 s at most
+            for index in open {
+                if (try? many[index].send("{")) == nil || many[index].receiveSome().closed { open.remove(index) }
+            }
+            Thread.sleep(forTimeInterval: 0.5)
+        }
+        XCTAssertEqual(open, [], "still open after \(Date().timeIntervalSince(started)) s of dripping")
+        XCTAssertLessThan(Date().timeIntervalSince(started), 8)
+    }
+    /// A length no body may have is answered when the head is read, not when the body has come (a
+    /// client that announced it may never send it); the connection then closes at the deadline.
+    func testALengthPastTheCapIsAnsweredBeforeItsBody() throws {
+        let server = try TestServer {
+            $0.maxMessageBytes = 4096
+            $0.handshakeTimeoutSeconds = 5
+        }
+        for length in ["5000", "9999999999999999999"] {
+            let socket = try RawSocket(port: server.port, timeoutSeconds: 3)
+            try socket.send("POST /api/tasks/big HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(length)\r\n\r\n{}")
+            let head = String(decoding: socket.receive(until: Array("\r\n".utf8)), as: UTF8.self)
+            XCTAssertTrue(head.hasPrefix("HTTP/1.1 413"), "Content-Length \(length): \(head)")
+        }
+        XCTAssertNil(try server.task("big"))
+    }
+
+    /// Leading zeros say nothing of a chunk's size: any number of them within the line is read as
+    /// the digits after them.
+    func testAChunkSizeWithLeadingZerosIsItsDigits() throws {
+        let server = try TestServer { $0.maxMessageBytes = 4096 }
+        let body = #"{"title":"Zeros"}"#
+        let size = String(repeating: "0", count: 1000) + String(body.utf8.count, radix: 16)
+        let (answer, _) = try exchange(
+            server,
+            "POST /api/tasks/zeros HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n\(size)\r\n\(body)\r\n0000\r\n\r\n")
+        XCTAssertEqual(answer.status, 200, String(decoding: answer.body, as: UTF8.self))
+        XCTAssertEqual(try server.task("zeros")?["title"], .string("Zeros"))
     }
 }

@@ -85,6 +85,32 @@ final class TLSTests: XCTestCase {
         XCTAssertEqual(old.status, 0, "tls.ciphers changes the list: \(old.output)")
     }
 
+    /// Over TLS every answer carries HSTS, and the sign-in cookie is `__Host-` prefixed (only it is
+    /// read: a planted `ringcast_token` is no token); plain http has neither (CONFIG.md says why).
+    func testOverTLSAnswersCarryHSTSAndTheSignInCookieIsHostPrefixed() throws {
+        let token = "reader-over-tls-0123456789"
+        let server = try TestServer {
+            $0.tls = TLSFiles(cert: self.cert, key: self.key)
+            $0.access = AccessPolicy(readers: [.reader(name: "r", token: token, patterns: WatchSet([Glob("*")]))], anonymousRead: .nobody)
+        }
+        let base = "https://127.0.0.1:\(server.port)"
+        for path in ["/healthz", "/", "/api/tasks/nothing"] {
+            let head = try curl(["-o", "/dev/null", "-D", "-", base + path])
+            XCTAssertTrue(head.output.lowercased().contains("strict-transport-security: max-age=31536000"), "\(path): \(head.output)")
+        }
+        let signIn = try curl(["-D", "-", "-H", "Content-Type: application/json", "-d", #"{"token":"\#(token)"}"#, base + "/api/session"])
+        XCTAssertTrue(signIn.output.contains("set-cookie: __Host-ringcast_token=\(token); Path=/; HttpOnly; SameSite=Strict; Secure"), signIn.output)
+        let list = "-o /dev/null -w %{http_code} \(base)/api/tasks"
+        XCTAssertEqual(try curl(list.split(separator: " ").map(String.init) + ["-b", "__Host-ringcast_token=\(token)"]).output, "200")
+        XCTAssertEqual(try curl(list.split(separator: " ").map(String.init) + ["-b", "ringcast_token=\(token)"]).output, "401")
+        XCTAssertEqual(
+            try curl(list.split(separator: " ").map(String.init) + ["-b", "ringcast_token=bogus; __Host-ringcast_token=\(token)"]).output, "200",
+            "a planted cookie beside it locks no one out")
+
+        let plain = try TestServer()
+        XCTAssertNil(try plain.http().request("GET", "/healthz").headers["strict-transport-security"])
+    }
+
     func testTLSCiphersIsAStringListOrTheConfigSaysWhatToWrite() throws {
         let config = try ServerConfig.parse(Array(#"{"tls": {"cert": "c.pem", "key": "k.pem", "ciphers": "ECDHE-RSA-AES128-GCM-SHA256"}}"#.utf8))
         XCTAssertEqual(config.tls?.ciphers, "ECDHE-RSA-AES128-GCM-SHA256")

@@ -1,4 +1,5 @@
-"""Sign-in in Chromium: a dashboard the server refuses shows the form; a `/#token=` link signs in;
+"""Sign-in in Chromium: a dashboard the server refuses shows the form; a `/#token=` link fills it in
+and asks (never signs in, or replaces a session, unasked);
 the token then lives in an HttpOnly, SameSite=Strict cookie and in no URL the browser requests
 (WebSockets included); Cancel appears only on the task the token may publish; Sign out clears the
 cookie; a token that expires while the page watches brings the form back. Tokens are minted by
@@ -100,6 +101,12 @@ def test_a_sign_in_link_signs_in_with_an_http_only_cookie_and_cancel_shows_only_
     token = mint(read=["*"], publish=["ci.*"])
     requested_urls(d)  # from here on, every URL is checked
     d.get(f"{guarded.base}/#token={token}")
+    # The link's token is offered, not traded: the form comes up filled in, asking.
+    wait(d, lambda: "A link offers a token" in reason(d), message="the form offering the link's token")
+    assert d.execute_script("return document.getElementById('signin-token').value") == token
+    assert "ringcast_token" not in {c["name"] for c in d.get_cookies()}, "no cookie before the visitor agrees"
+    assert d.execute_script("return location.hash") == ""
+    d.find_element(By.CSS_SELECTOR, "#signin button[type=submit]").click()
     wait(d, lambda: live(d) and {"ci.job", "deploy.job"} <= card_ids(d), message="the dashboard live after the link")
     assert not form_shown(d)
     assert d.execute_script("return location.hash") == "", "the token is taken out of the address bar"
@@ -126,7 +133,15 @@ def test_a_sign_in_link_signs_in_with_an_http_only_cookie_and_cancel_shows_only_
     assert server_task(guarded, "ci.job", token)["by"] == "alice", "the request records who made it"
     assert not [u for u in requested_urls(d) if token in u]
 
+    # A second link while signed in says whose session it would replace, and replaces nothing unasked.
+    other = mint(read=["deploy.*"], publish=[], sub="mallory")
+    d.get(f"{guarded.base}/#token={other}")
+    wait(d, lambda: "replaces your session as alice" in reason(d), message="the offer naming the session it replaces")
+    assert {c["name"]: c for c in d.get_cookies()}["ringcast_token"]["value"] == token, "still alice's cookie"
+
     # Sign out: the cookie is gone and the dashboard is refused again.
+    d.get(guarded.base + "/")
+    wait(d, lambda: live(d), message="alice's dashboard again")
     d.find_element(By.ID, "signout").click()
     wait(d, lambda: form_shown(d), message="the form after signing out")
     assert "ringcast_token" not in {c["name"] for c in d.get_cookies()}

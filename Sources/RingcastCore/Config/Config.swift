@@ -21,9 +21,11 @@ public struct ServerConfig: Equatable, Sendable {
     /// Who may read and who may publish what: `publishers`, `readers`, `anonymousRead`,
     /// `anonymousLocalPublish`, `anonymousLocalMaxTasks`, `tokenSecretEnv` (Access.swift).
     public var access = AccessPolicy()
-    /// Addresses of reverse proxies whose `Forwarded` / `X-Forwarded-For` name the client; a
+    /// Addresses (or CIDR ranges) of reverse proxies whose `forwardedHeader` names the client; a
     /// request from anywhere else is taken to come from its own address.
     public var trustedProxies: [String] = []
+    /// The one header a trusted proxy names the client in; a client's copy of the other is ignored.
+    public var forwardedHeader = ForwardedFor.Header.xForwardedFor
     /// `"memory"`, or the SQLite file that keeps tasks across restarts (relative to the config file).
     public var storage = "memory"
     /// In a cluster: how many Redis replicas must confirm a change (Redis's `WAIT`) before it is
@@ -93,6 +95,7 @@ public struct ServerConfig: Equatable, Sendable {
         "handshakeTimeoutSeconds", "threads", "webhooks", "abandonAfterSeconds", "logLines", "logBytes", "maxLogBytes", "logFormat",
         "flushMilliseconds",
         "timelineEntries", "readers", "anonymousRead", "anonymousLocalMaxTasks", "tokenSecretEnv", "trustedProxies", "redisReplicas",
+        "forwardedHeader",
     ]
 
     /// Parses a config file's contents; the error names the field and says what to write instead.
@@ -266,12 +269,21 @@ public struct ServerConfig: Equatable, Sendable {
             case "trustedProxies":
                 guard case .array(let items) = value else { throw fail("a list of proxy addresses like [\"127.0.0.1\"]") }
                 config.trustedProxies = try items.map { item throws(ConfigError) in
-                    guard case .string(let address) = item, ForwardedFor.isAddress(address) else {
+                    guard case .string(let address) = item, ForwardedFor.isTrustedProxyEntry(address) else {
                         throw ConfigError(
-                            "\(source): \"trustedProxies\" entries must be IP addresses like \"127.0.0.1\" or \"::1\" (no port, no name)")
+                            "\(source): \"trustedProxies\" entries must be IP addresses like \"127.0.0.1\" or \"::1\", or ranges like \"10.0.0.0/8\" (no port, no name)"
+                        )
                     }
-                    return ForwardedFor.normalized(address)
+                    return address
                 }
+            case "forwardedHeader":
+                guard case .string(let name) = value, let header = ForwardedFor.Header(named: name) else {
+                    let found = if case .string(let name) = value { "\"\(name)\"" } else { value.typeName }
+                    throw ConfigError(
+                        "\(source): \"forwardedHeader\" must be \"X-Forwarded-For\" or \"Forwarded\" (the one header your proxy sets to the client's address), not \(found)"
+                    )
+                }
+                config.forwardedHeader = header
             default:
                 throw ConfigError("\(source): unknown setting \"\(key)\"; the settings are \(ServerConfig.keys.joined(separator: ", "))")
             }

@@ -86,7 +86,11 @@ extension ServerConfig {
             commentedOut: true),
         Reference(
             "trustedProxies", "[]",
-            "Addresses of reverse proxies whose Forwarded / X-Forwarded-For headers name the client; without it a proxy on this machine makes every client look like loopback."
+            "Addresses (or CIDR ranges) of reverse proxies whose forwardedHeader names the client; without it a proxy on this machine makes every client look like loopback. A request from one of them that names no address is a remote client."
+        ),
+        Reference(
+            "forwardedHeader", #""X-Forwarded-For""#,
+            "The one header a trusted proxy sets to the client's address: \"X-Forwarded-For\" or \"Forwarded\"; a client's copy of the other is ignored."
         ),
         Reference(
             "webhooks", "[]",
@@ -114,7 +118,10 @@ extension ServerConfig {
         Reference("writeTimeoutSeconds", "30", "Seconds a WebSocket may take nothing written to it before it is closed with 4408; 0: never."),
         Reference("compression", "false", "Offer permessage-deflate to WebSocket clients that ask for it (browsers do)."),
         Reference("threads", "0", "Service threads, each with its own libwebsockets context on the one port; 0: one per online core."),
-        Reference("handshakeTimeoutSeconds", "10", "Seconds a connection may take to send its request or finish a WebSocket handshake."),
+        Reference(
+            "handshakeTimeoutSeconds", "10",
+            "Seconds a connection may take to send its request or finish a WebSocket handshake; a request's body must be whole within them of its headers."
+        ),
         Reference("logLevel", #""info""#, "debug, info, warning or error; logs go to stderr. RINGCAST_LOG_LEVEL overrides it."),
         Reference("logFormat", #""text""#, "text, or json: one object per line for log collectors. --log-format overrides it."),
     ]

@@ -91,20 +91,26 @@ public struct APIResponse: Sendable {
 public struct RequestGate: Sendable {
     public let hosts: HostPolicy
     public let allowedOrigins: [String]
-    public let trustedProxies: [String]
+    /// Config's `trustedProxies`, each read once (Config.swift has checked every entry).
+    public let trustedProxies: [AddressRange]
+    public let forwardedHeader: ForwardedFor.Header
 
     public init(config: ServerConfig) {
         hosts = HostPolicy(config: config)
         allowedOrigins = config.allowedOrigins
-        trustedProxies = config.trustedProxies
+        trustedProxies = config.trustedProxies.compactMap(AddressRange.init)
+        forwardedHeader = config.forwardedHeader
     }
 
-    /// Whether a request comes from this machine: its peer's address, or, when the peer is a
-    /// trusted proxy, the address the proxy forwarded for (ForwardedFor.swift).
-    public func clientIsLoopback(peer: String, peerIsLoopback: Bool, forwarded: String?, xForwardedFor: String?) -> Bool {
+    /// Whether a request, HTTP or WebSocket upgrade alike, comes from this machine: its peer's
+    /// address, or, when the peer is a trusted proxy, the address `forwardedHeader` names; a client
+    /// the proxy cannot name is remote (ForwardedFor.swift). `forwardedValue` is that header's value.
+    public func clientIsLoopback(peer: String, peerIsLoopback: Bool, forwardedValue: String?) -> Bool {
         guard !trustedProxies.isEmpty else { return peerIsLoopback }
-        let client = ForwardedFor.clientAddress(peer: peer, forwarded: forwarded, xForwardedFor: xForwardedFor, trusted: trustedProxies)
-        return isLoopbackAddress(client)
+        // A peer lws could not name (a Unix socket) is no trusted proxy.
+        guard let peerAddress = IPAddress(entry: Substring(peer)) else { return peerIsLoopback }
+        let client = ForwardedFor.clientAddress(peer: peerAddress, header: forwardedValue, form: forwardedHeader, trusted: trustedProxies)
+        return client?.isLoopback ?? false
     }
 
     /// The CORS headers of an API answer: a page of a listed origin may read it (the origin echoed,
@@ -212,7 +218,14 @@ public final class API {
     public let config: ServerConfig
     /// The checks that need no state: they also run outside the state's lock, on any service thread.
     public let gate: RequestGate
-    public var policy: AccessPolicy { config.access }
+    public var policy: AccessPolicy {
+        var policy = config.access
+        if config.tls != nil { policy.signInCookie = AccessPolicy.securedCookieName }
+        policy.signedOut = signedOut
+        return policy
+    }
+    /// Signed tokens signed out before their `exp` (SignIn.swift).
+    public let signedOut = SignedOutTokens()
     public var metrics = ServerMetrics()
     public static let maxBatchEvents = 10_000
     /// Which sockets of this node published which tasks (Controls.swift).

@@ -216,6 +216,13 @@ public struct AccessPolicy: Equatable, Sendable {
     public static let anonymousName = "anonymous"
     /// The cookie the dashboard's sign-in sets (`POST /api/session`).
     public static let cookieName = "ringcast_token"
+    /// The cookie's name over TLS: a browser takes a `__Host-` cookie only from this very host, over
+    /// TLS, for `Path=/`, so no sibling subdomain or plain-http page can plant one beside it.
+    public static let securedCookieName = "__Host-ringcast_token"
+    /// The sign-in cookie this server reads and sets: `securedCookieName` over TLS.
+    public var signInCookie = AccessPolicy.cookieName
+    /// Signed tokens signed out before their `exp` (the API's).
+    public var signedOut: SignedOutTokens?
 
     public init(
         publishers: [AccessEntry] = [], readers: [AccessEntry] = [], anonymousLocalPublish: Bool = true,
@@ -245,7 +252,7 @@ public struct AccessPolicy: Equatable, Sendable {
     public func identify(authorization: String?, cookie: String? = nil, fromLoopback: Bool, now: Double) -> Credential {
         let presented: String?
         do throws(APIError) {
-            presented = try AccessPolicy.presentedToken(authorization: authorization, cookie: cookie)
+            presented = try AccessPolicy.presentedToken(authorization: authorization, cookie: cookie, named: signInCookie)
         } catch {
             return .refused(error)
         }
@@ -263,7 +270,11 @@ public struct AccessPolicy: Equatable, Sendable {
         if let found { return .token(found.grant) }
         if let tokenSecret, SignedToken.looksLikeOne(token) {
             switch SignedToken.verify(token, secret: tokenSecret, now: now) {
-            case .success(let grant): return .token(grant)
+            case .success(let grant):
+                if signedOut?.contains(token, now: now) == true {
+                    return .refused(APIError(.unauthorized, "the token was signed out: sign in with a new one"))
+                }
+                return .token(grant)
             case .failure(let error): return .refused(error)
             }
         }
@@ -278,7 +289,7 @@ public struct AccessPolicy: Equatable, Sendable {
     /// The bearer token of an `Authorization` header, else the sign-in cookie's. A header that is
     /// not `Bearer TOKEN` (a bare token, another scheme) is a 401 that says how to write it: the
     /// protocol names only Bearer, and a header taken some other way would be a second syntax to keep.
-    static func presentedToken(authorization: String?, cookie: String?) throws(APIError) -> String? {
+    static func presentedToken(authorization: String?, cookie: String?, named cookieName: String = cookieName) throws(APIError) -> String? {
         if let authorization, !authorization.isEmpty {
             guard authorization.lowercased().hasPrefix("bearer ") else {
                 throw APIError(

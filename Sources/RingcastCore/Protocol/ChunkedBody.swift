@@ -42,7 +42,11 @@ public struct ChunkedBodyDecoder: Sendable {
             case .size:
                 guard let line = try takeLine(what: "chunk-size", closed: closed) else { return nil }
                 let size = line.split(separator: UInt8(ascii: ";"), maxSplits: 1, omittingEmptySubsequences: false).first ?? []
-                let digits = ChunkedBodyDecoder.trimmed(size)
+                // Leading zeros say nothing of the size: any number of them (up to the line's
+                // maxLineBytes) is read as the digits after them, as RFC 9112's 1*HEXDIG allows.
+                let trimmed = ChunkedBodyDecoder.trimmed(size)
+                let significant = trimmed.drop { $0 == UInt8(ascii: "0") }
+                let digits = significant.isEmpty && !trimmed.isEmpty ? trimmed.suffix(1) : significant
                 let room = maxBodyBytes - body.count
                 guard let value = HTTPAnswerDecoder.bounded(digits, radix: 16, limit: room) else {
                     // Hex digits that are too many are a body over the cap; anything else is not a size.
@@ -79,6 +83,11 @@ public struct ChunkedBodyDecoder: Sendable {
 
     /// The next CRLF-ended line, without it; nil while it has not all come.
     private mutating func takeLine(what: String, closed: Bool) throws(ChunkedBodyError) -> ArraySlice<UInt8>? {
+        // A line ended by LF alone is refused rather than waited on: its CRLF would never come, and
+        // reading it as a line end would frame the body differently from a proxy that does not.
+        if let lineFeed = unread.firstIndex(of: 10), lineFeed == start || buffer[lineFeed - 1] != 13 {
+            throw ChunkedBodyError("a \(what) line ended by LF alone, not CRLF")
+        }
         guard let range = unread.firstRange(of: [13, 10]) else {
             if unread.count > ChunkedBodyDecoder.maxLineBytes {
                 throw ChunkedBodyError("a \(what) line over \(ChunkedBodyDecoder.maxLineBytes) bytes")

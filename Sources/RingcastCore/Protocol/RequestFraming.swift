@@ -66,6 +66,14 @@ public enum RequestFraming: Equatable, Sendable {
                     "Content-Length \"\(contentLength.prefix(40))\" is not one length in decimal digits (RFC 9112 §6.3): send the body's size in bytes",
                     field: "Content-Length")
             }
+            // lws reads the length itself and cannot read more than 19 digits (leading zeros
+            // counted): past that it would disagree with us about where the body ends.
+            guard digits.utf8.count <= 19 else {
+                throw APIError(
+                    .invalidRequest,
+                    "Content-Length has \(digits.utf8.count) digits; at most 19 are read (leading zeros count): send the body's size in bytes",
+                    field: "Content-Length")
+            }
             // Past what any body may hold, every length is as refused as the largest.
             return .length(HTTPAnswerDecoder.bounded(digits.utf8, radix: 10, limit: Int.max) ?? Int.max)
         }

@@ -4,6 +4,10 @@
 /// `GET` says who the request is signed in as and what it may read and publish (the dashboard
 /// shows Cancel and Pause only where it may publish); `DELETE` signs out. Service thread only.
 extension API {
+    /// The longest token a sign-in trades for a cookie: browsers keep 4 096 bytes of a cookie's
+    /// name, value and attributes (RFC 6265 §6.1), and the attributes take up to about 90.
+    public static let maxSignInTokenBytes = 3_900
+
     func sessionAnswer(_ request: APIRequest, credential: Credential, now: Double) throws(APIError) -> APIResponse {
         switch request.method {
         case "GET":
@@ -20,12 +24,25 @@ extension API {
                 throw APIError(
                     .missingField, "sign in with {\"token\": \"…\"}: the token a publisher, reader or backend gave you", field: "token")
             }
+            guard token.utf8.count <= API.maxSignInTokenBytes else {
+                throw APIError(
+                    .invalidRequest,
+                    "the token is \(token.utf8.count) bytes; a sign-in cookie holds at most \(API.maxSignInTokenBytes) (browsers keep about 4 KB a cookie): send it as \"Authorization: Bearer …\" instead, or mint a shorter one",
+                    field: "token")
+            }
             // Refused with the reason (unknown, expired, wrongly signed) before any cookie is set.
             let grant = try AccessPolicy.granted(policy.identify(token: token, now: now))
             var response = APIResponse(body: sessionBody(grant, signedIn: true))
             response.headers = [("set-cookie:", cookie(token, expiresAt: grant.expiresAt, now: now))]
             return response
         case "DELETE":
+            // A signed token the cookie held is refused from now on, wherever it is presented: a
+            // copy of the cookie taken before is worth nothing after signing out.
+            if let token = try? AccessPolicy.presentedToken(authorization: nil, cookie: request.headers.cookie, named: policy.signInCookie),
+                case .token(let grant) = policy.identify(token: token, now: now), let expiresAt = grant.expiresAt
+            {
+                signedOut.add(token, until: expiresAt, now: now)
+            }
             var response = APIResponse(body: Array(#"{"signedIn":false}"#.utf8))
             response.headers = [("set-cookie:", cookie("", expiresAt: nil, now: now, clear: true))]
             return response
@@ -34,10 +51,11 @@ extension API {
         }
     }
 
-    /// `ringcast_token=…; Path=/; HttpOnly; SameSite=Strict` (and `Secure` over TLS), kept until a
+    /// `ringcast_token=…; Path=/; HttpOnly; SameSite=Strict` (over TLS `__Host-ringcast_token=…`
+    /// and `Secure`, which the prefix requires), kept until a
     /// signed token's `exp`, else for the browser's session.
     func cookie(_ token: String, expiresAt: Double?, now: Double, clear: Bool = false) -> String {
-        var parts = ["\(AccessPolicy.cookieName)=\(token)", "Path=/", "HttpOnly", "SameSite=Strict"]
+        var parts = ["\(policy.signInCookie)=\(token)", "Path=/", "HttpOnly", "SameSite=Strict"]
         if config.tls != nil { parts.append("Secure") }
         if clear {
             parts.append("Max-Age=0")

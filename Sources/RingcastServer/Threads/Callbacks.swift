@@ -30,8 +30,7 @@ extension ServiceWorker: ServiceHandler {
             // The path lws passes is the part after the mount point; the full one comes from the headers.
             return beginHTTP(link)
         case .httpBody(let piece):
-            receiveBody(piece, on: link)
-            return true
+            return receiveBody(piece, on: link)
         case .httpBodyComplete:
             return completeBody(on: link)
         case .httpWriteable:
@@ -105,14 +104,18 @@ extension ServiceWorker: ServiceHandler {
     }
 
     /// Whether the link's client is on this machine: its peer, known from its accept (else asked
-    /// of the socket), or, when the peer is one of `trustedProxies`, the address it forwarded for.
+    /// of the socket), or, when the peer is one of `trustedProxies`, the address it forwarded for
+    /// in `forwardedHeader` alone. The one judge for HTTP requests and WebSocket upgrades alike.
     func isFromLoopback(_ link: LWSConnection) -> Bool {
         let peer = peers[link.identifier]
         let peerIsLoopback = peer?.isLoopback ?? link.isLoopbackPeer
         guard !gate.trustedProxies.isEmpty else { return peerIsLoopback }
-        return gate.clientIsLoopback(
-            peer: peer?.address.text ?? link.peerAddress, peerIsLoopback: peerIsLoopback, forwarded: link.customHeader("forwarded:"),
-            xForwardedFor: link.header(.xForwardedFor))
+        let value =
+            switch gate.forwardedHeader {
+            case .xForwardedFor: link.header(.xForwardedFor)
+            case .forwarded: link.customHeader("forwarded:")
+            }
+        return gate.clientIsLoopback(peer: peer?.address.text ?? link.peerAddress, peerIsLoopback: peerIsLoopback, forwardedValue: value)
     }
 
     private func forget(_ peer: Peer) {

@@ -67,6 +67,13 @@ final class HTTPExchange {
     @exclusivity(unchecked) var isOpen = true
     /// Set by lws's body completion, which comes once a request unless the client pipelines.
     @exclusivity(unchecked) var isBodyComplete = false
+    /// Answered before its body (a length past `maxMessageBytes`): the body is still read, and
+    /// dropped, and the connection closes once both the answer has left and the body is in, so
+    /// the close does not reset the connection under the answer.
+    @exclusivity(unchecked) var drainsBody = false
+    @exclusivity(unchecked) var isAnswerWritten = false
+    /// Its body did not arrive whole in time: the connection is closing.
+    @exclusivity(unchecked) var isPastDeadline = false
 
     init(request: APIRequest, bodyLimit: Int) {
         self.request = request

@@ -80,13 +80,26 @@ extension ServiceWorker {
         release(link.attach(Connection(.http(exchange))))
         switch framing {
         case .length(let length):
-            if length > config.maxMessageBytes { exchange.body.refuse() }
+            if length > config.maxMessageBytes {
+                // Answered at once: a client that announced more than it may send learns so without
+                // sending it, and one that never sends it is not left waiting for the deadline.
+                exchange.body.refuse()
+                exchange.closesConnection = true
+                exchange.drainsBody = true
+                answer(exchange, on: link)
+                watchBodyDeadline(of: exchange, on: link)
+                return true
+            }
             // Whatever the method: a GET's body left unread wedges lws's parser on the next request of
             // the connection (it spun for good in lws_service_do_ripe_rxflow). The API ignores it.
-            if length > 0 { return true }  // the body follows
+            if length > 0 {
+                watchBodyDeadline(of: exchange, on: link)
+                return true  // the body follows
+            }
         case .chunked:
             exchange.chunks = ChunkedBodyDecoder(maxBodyBytes: config.maxMessageBytes)
             exchange.closesConnection = true
+            watchBodyDeadline(of: exchange, on: link)
             return true  // the chunks follow, as lws's body pieces
         case .absent:
             exchange.closesConnection = request.bodyIsAbsent
@@ -95,16 +108,21 @@ extension ServiceWorker {
         return true
     }
 
-    func receiveBody(_ piece: UnsafeRawBufferPointer, on link: LWSConnection) {
-        guard let exchange = link.attachment(as: Connection.self)?.exchange else { return }
+    /// False closes the connection: a body past its deadline.
+    func receiveBody(_ piece: UnsafeRawBufferPointer, on link: LWSConnection) -> Bool {
+        guard let exchange = link.attachment(as: Connection.self)?.exchange else { return true }
+        // lws restarts its own timeout with each piece of a body, over the close asked at the
+        // deadline: the next piece closes the connection here instead.
+        guard !exchange.isPastDeadline else { return false }
         guard exchange.chunks != nil else {
             exchange.body.append(piece)
-            return
+            return true
         }
         // Once answered, what follows the last chunk goes with the connection.
-        guard exchange.request != nil else { return }
+        guard exchange.request != nil else { return true }
         exchange.chunks!.append(piece)
         decodeChunks(of: exchange, closed: false, on: link)
+        return true
     }
 
     /// Answers a chunked request once its body is whole, or as soon as it cannot be: over
@@ -128,6 +146,7 @@ extension ServiceWorker {
             return false
         }
         exchange.isBodyComplete = true
+        if exchange.drainsBody { return !exchange.isAnswerWritten }
         if exchange.chunks != nil, exchange.request != nil {
             // lws ends a body without a length at 100 MB.
             exchange.request?.bodyRefusal = APIError(
@@ -143,6 +162,7 @@ extension ServiceWorker {
         // which beginHTTP has already answered.
         guard var request = exchange.request else { return }
         exchange.request = nil
+        if bodyDeadlines.removeValue(forKey: ObjectIdentifier(exchange)) != nil { armBodyTimer() }
         if exchange.chunks == nil { (request.body, request.bodyTooLarge) = exchange.body.take() }
         let now = Clock.now()
         let peer = peers[link.identifier]
@@ -189,6 +209,49 @@ extension ServiceWorker {
         if publishes { peer?.allowance.spend(max(1, performed.commands), now: now) }
     }
 
+    /// A body must be whole within `handshakeTimeoutSeconds` of its request's head. lws's own
+    /// timeout starts again with every read, so a client sending a byte now and then would hold the
+    /// connection (and its buffers) for as long as it liked.
+    private func watchBodyDeadline(of exchange: HTTPExchange, on link: LWSConnection) {
+        bodyDeadlines[ObjectIdentifier(exchange)] = (exchange, link, Clock.now() + Double(config.handshakeTimeoutSeconds) * 1000)
+        armBodyTimer()
+    }
+
+    private func armBodyTimer() {
+        guard let next = bodyDeadlines.values.lazy.map(\.at).min() else {
+            bodyTimer?.cancel()
+            return
+        }
+        // Deadlines are at most handshakeTimeoutSeconds (3600) ahead: no overflow.
+        bodyTimer?.schedule(microseconds: max(1000, Int64(((next - Clock.now()) * 1000).rounded(.up))))
+    }
+
+    /// Closes each request whose body is still arriving at its deadline, unanswered: the answer
+    /// would wait behind the body the client is still sending.
+    func bodyDeadlineFell() {
+        let now = Clock.now()
+        for (key, entry) in bodyDeadlines where entry.at <= now {
+            bodyDeadlines.removeValue(forKey: key)
+            guard entry.exchange.isOpen else { continue }
+            // One already answered (drainsBody) has been counted and logged.
+            if let request = entry.exchange.request {
+                entry.exchange.request = nil
+                state.record { metrics in
+                    metrics.httpRequests += 1
+                    metrics.httpErrors += 1
+                }
+                let peer = entry.link.peerAddress
+                server.logRefusal(
+                    "request", offender: peer,
+                    "closed \(request.method) \(request.path) from \(peer): its body did not arrive whole within \(config.handshakeTimeoutSeconds) s (handshakeTimeoutSeconds)"
+                )
+            }
+            entry.exchange.isPastDeadline = true
+            entry.link.closeSoon()
+        }
+        armBodyTimer()
+    }
+
     /// Writes the answer, lets go of the exchange, then completes the transaction: lws may free the
     /// session memory inside it, so nothing may touch it afterwards.
     func writeHTTP(on link: LWSConnection) -> Bool {
@@ -199,6 +262,13 @@ extension ServiceWorker {
         let written = link.writeHTTP(
             status: response.status, contentType: response.contentType, body: response.body,
             headers: [("cache-control:", response.cacheControl)] + response.headers + (closes ? [("connection:", "close")] : []))
+        if !written {
+            logger.warning(
+                "could not write the \(response.status) answer to \(link.peerAddress) (\(response.body.count) bytes); closed the connection")
+        }
+        exchange.isAnswerWritten = true
+        // The body still arriving is read, and dropped, before the connection closes.
+        if written, exchange.drainsBody, !exchange.isBodyComplete { return true }
         release(link.detach())
         guard written, !closes else { return false }
         return link.completeHTTPTransaction()

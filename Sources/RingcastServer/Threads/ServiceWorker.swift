@@ -44,6 +44,10 @@ final class ServiceWorker: @unchecked Sendable {
     var sessionTimer: LoopTimer?
     /// The sockets with such a deadline, and when it falls (Unix ms).
     @exclusivity(unchecked) var sessionDeadlines: [ObjectIdentifier: (socket: SocketPeer, at: Double)] = [:]
+    /// Closes HTTP requests whose body did not arrive whole within `handshakeTimeoutSeconds`.
+    var bodyTimer: LoopTimer?
+    /// The requests whose body is still arriving, and when it must be whole (Unix ms).
+    @exclusivity(unchecked) var bodyDeadlines: [ObjectIdentifier: (exchange: HTTPExchange, link: LWSConnection, at: Double)] = [:]
     /// The coalescing window (`flushMilliseconds`); nil when it is 0 and events are published as
     /// they come. Its timer is armed by the first event of a window, so an idle server is never woken.
     let window: CoalescingWindowOwner?
@@ -82,6 +86,7 @@ final class ServiceWorker: @unchecked Sendable {
         frameReportTimer = try loop.makeTimer { [unowned self] in reportFrames() }
         sessionTimer = try loop.makeTimer { [unowned self] in sessionDeadlineFell() }
         writeWatchTimer = try loop.makeTimer { [unowned self] in writeWatchFired() }
+        bodyTimer = try loop.makeTimer { [unowned self] in bodyDeadlineFell() }
         heartbeatTimer?.schedule(seconds: config.heartbeatSeconds)
         try window?.prepare(loop) { [unowned self] in windowFired() }
         if index == 0 {

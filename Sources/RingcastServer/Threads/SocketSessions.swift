@@ -354,6 +354,7 @@ extension ServiceWorker {
         switch connection.role {
         case .http(let exchange):
             exchange.isOpen = false
+            bodyDeadlines.removeValue(forKey: ObjectIdentifier(exchange))
         case .watcher(let socket), .publisher(let socket):
             releaseConnectionCount(socket)
             sessionDeadlines.removeValue(forKey: ObjectIdentifier(socket))
