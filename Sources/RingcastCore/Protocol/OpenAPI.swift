@@ -152,7 +152,10 @@ public enum OpenAPI {
     static let operations: [Operation] = {
         let watch: Node = [
             "name": "watch", "in": "query", "required": false,
-            "description": "Comma-separated id patterns (* any run of characters, ? one); empty or absent: every task.",
+            "description":
+                .string(
+                    "Comma-separated id patterns (* any run of characters, ? one), at most \(WatchSet.maxPatterns) of \(WatchSet.maxPatternBytes) bytes in all; empty or absent: every task."
+                ),
             "schema": ["type": "string", "pattern": .string(watchListPattern)],
             "examples": ["ci": ["value": "ci.*,deploy.web"]],
         ]
