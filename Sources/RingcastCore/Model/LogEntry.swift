@@ -93,7 +93,7 @@ public struct LogEntry: Sendable {
             return parsed
         }
         switch kind {
-        case "task", "batch", "control":
+        case "task", "receipt", "batch", "control":
             guard let commands = commands(), let answer = RequestPlan.Answer(logName: kind) else { return nil }
             self.kind = .request(commands, answer, LogEntry.principal(in: json))
         case "message":
@@ -147,6 +147,7 @@ extension RequestPlan.Answer {
     var logName: String {
         switch self {
         case .task: "task"
+        case .receipt: "receipt"
         case .batch: "batch"
         case .control: "control"
         }
@@ -155,6 +156,7 @@ extension RequestPlan.Answer {
     init?(logName: String) {
         switch logName {
         case "task": self = .task
+        case "receipt": self = .receipt
         case "batch": self = .batch
         case "control": self = .control
         default: return nil

@@ -619,7 +619,13 @@ public enum OpenAPI {
                     ref("Event"),
                 ]
             ],
-            "Change": object(["seq": ["type": "integer", "minimum": 1], "task": ref("Task")], required: ["seq", "task"]),
+            "Change": object(
+                [
+                    "seq": ["type": "integer", "minimum": 1],
+                    "task": ref("Task").with(
+                        "description",
+                        "Left out when the caller may publish the task but not read it (a loopback publisher under anonymousRead false)."),
+                ], required: ["seq"]),
             "ControlAnswer": object(
                 [
                     "seq": ["type": "integer", "minimum": 1], "task": ref("Task"),
