@@ -39,6 +39,7 @@ final class APITests: XCTestCase {
         var patch = TaskPatch()
         patch.title = "Payroll run"
         patch.detail = "acct 4411"
+        patch.controls = [.cancel]
         _ = api.execute([.update(id: "secret", patch: patch)], answer: .task, now: t0)
         XCTAssertEqual(call("GET", "/api/tasks/secret").status, 401, "the caller may not read it")
         for (method, path, body) in [
@@ -49,6 +50,8 @@ final class APITests: XCTestCase {
             XCTAssertEqual(json(answer.body).keys, ["seq"], "\(method) \(path): \(text(answer.body))")
             XCTAssertFalse(text(answer.body).contains("Payroll"))
         }
+        let cancel = call("POST", "/api/tasks/secret/cancel")
+        XCTAssertEqual(json(cancel.body).keys, ["seq", "delivered"], text(cancel.body))
         XCTAssertEqual(json(call("DELETE", "/api/tasks/secret").body).keys, ["seq", "removed"])
 
         config.access = AccessPolicy(anonymousRead: .patterns(WatchSet([Glob("public.*")])))

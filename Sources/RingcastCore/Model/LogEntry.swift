@@ -93,7 +93,7 @@ public struct LogEntry: Sendable {
             return parsed
         }
         switch kind {
-        case "task", "receipt", "batch", "control":
+        case "task", "receipt", "batch", "control", "controlReceipt":
             guard let commands = commands(), let answer = RequestPlan.Answer(logName: kind) else { return nil }
             self.kind = .request(commands, answer, LogEntry.principal(in: json))
         case "message":
@@ -150,6 +150,7 @@ extension RequestPlan.Answer {
         case .receipt: "receipt"
         case .batch: "batch"
         case .control: "control"
+        case .controlReceipt: "controlReceipt"
         }
     }
 
@@ -159,6 +160,7 @@ extension RequestPlan.Answer {
         case "receipt": self = .receipt
         case "batch": self = .batch
         case "control": self = .control
+        case "controlReceipt": self = .controlReceipt
         default: return nil
         }
     }

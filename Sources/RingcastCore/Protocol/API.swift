@@ -157,8 +157,9 @@ public enum RequestPlan: Sendable {
     /// One task's `{"seq", "task"}`; a batch's `{"seq", "applied", "errors"}`; a control request's
     /// `{"seq", "task", "delivered"}` with a frame for each publisher socket of the task. A
     /// `receipt` is a task's answer for a caller that may change the task but not read it (a
-    /// loopback publisher under `anonymousRead: false`): `{"seq"}` alone (or `{"seq", "removed"}`).
-    public enum Answer: Sendable { case task, receipt, batch, control }
+    /// loopback publisher under `anonymousRead: false`): `{"seq"}` alone (or `{"seq", "removed"}`);
+    /// a `controlReceipt`, `{"seq", "delivered"}`.
+    public enum Answer: Sendable { case task, receipt, batch, control, controlReceipt }
     case answer(APIResponse)
     /// The commands, the answer's shape, and whom they are applied for.
     case apply([Command], Answer, Principal)
@@ -303,10 +304,10 @@ public final class API {
         case .batch:
             let result = applyBatch(commands, by: principal, now: now)
             response = APIResponse(body: encodeBatchAnswer(result), events: result.events)
-        case .control:
+        case .control, .controlReceipt:
             do throws(APIError) {
                 guard case .requestControl(let id, let action)? = commands.first else { throw APIError(.invalidEvent, "nothing to apply") }
-                response = try answerControl(id, action, by: principal, now: now)
+                response = try answerControl(id, action, by: principal, showingTask: answer == .control, now: now)
             } catch {
                 response = APIResponse(error)
             }
@@ -334,11 +335,11 @@ public final class API {
             try policy.authorizePublish(credential, id: "")
         }
         let principal = credential.grant?.principal ?? .server
+        // Publishing is not reading: an answer carries the task only to one who may read it.
+        func mayRead(_ id: String) -> Bool { (try? policy.authorizeRead(credential, id: id)) != nil }
         func apply(_ command: Command, now: Double) throws(APIError) -> RequestPlan {
             let authorized = try authorize(command, for: credential)
-            // Publishing is not reading: the answer carries the task only to one who may read it.
-            let mayRead = (try? policy.authorizeRead(credential, id: command.id)) != nil
-            return .apply([authorized], mayRead ? .task : .receipt, principal)
+            return .apply([authorized], mayRead(command.id) ? .task : .receipt, principal)
         }
         func read(_ id: String) throws(APIError) { try policy.authorizeRead(credential, id: id) }
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
@@ -408,7 +409,7 @@ public final class API {
             case "cancel", "pause", "resume":
                 try Command.expectNoFields(try body(request), for: parts[3])
                 let control = Command.requestControl(id: id, action: TaskControl(rawValue: parts[3])!)
-                return .apply([try authorize(control, for: credential)], .control, principal)
+                return .apply([try authorize(control, for: credential)], mayRead(id) ? .control : .controlReceipt, principal)
             default: throw routeNotFound(request.path)
             }
         case ("timers", 3):

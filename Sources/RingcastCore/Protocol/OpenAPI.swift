@@ -628,9 +628,10 @@ public enum OpenAPI {
                 ], required: ["seq"]),
             "ControlAnswer": object(
                 [
-                    "seq": ["type": "integer", "minimum": 1], "task": ref("Task"),
+                    "seq": ["type": "integer", "minimum": 1],
+                    "task": ref("Task").with("description", "Left out when the caller may change the task but not read it."),
                     "delivered": ["type": "integer", "minimum": 0, "description": "The publisher sockets told now; 0: the request waits for one."],
-                ], required: ["seq", "task", "delivered"]),
+                ], required: ["seq", "delivered"]),
             "LogTail": object(
                 [
                     "id": ref("TaskID"),
