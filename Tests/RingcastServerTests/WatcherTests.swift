@@ -212,7 +212,7 @@ final class WatcherTests: XCTestCase {
     /// capped; a longer one is refused naming the cap, and the watcher is closed.
     func testAWatchListOverTheCapIsRefusedNamingIt() throws {
         let server = try TestServer()
-        let list = (0..<117).map { "*" + String(repeating: "a", count: 60) + "Z\($0)" }.joined(separator: ",")
+        let list = (0..<40).map { "*" + String(repeating: "a", count: 24) + "Z\($0)" }.joined(separator: ",")
         let watcher = TestWatcher(server.wsURL + "?watch=" + list)
         let events = watcher.wait { $0.contains { $0.type == "error" } }
         let error = events.first { $0.type == "error" }
