@@ -3,9 +3,10 @@ HTTP (POST /api/events, keep-alive) with no watcher, then with WATCHERS idle wat
 list of near-miss patterns (`*aaaa…aZ…`: a backtracking matcher costs the id's length times the
 pattern's on each), then with none again, for each server binary named, in one run.
 
-Two lists are tried: the largest that fits an 8 KiB query (117 patterns of 69 bytes), and the
-largest a watch list may hold (32 patterns of 32 bytes). A server that refuses a list says so (the
-watchers it refused are counted). Published ids are long runs of `a`, the matcher's worst case.
+Three lists are tried: the largest that fits an 8 KiB query (117 patterns of 69 bytes), the
+largest a watch list may hold (32 patterns of 32 bytes), and 32 near misses that no literal start,
+end or missing byte rules out. A server that refuses a list says so (the watchers it kept are
+counted). Published ids are long runs of `a`, the backtracking matcher's worst case.
 
     python3 Benchmarks/watch_patterns.py new=.build/release/ringcast old=/path/to/older/ringcast
 """
@@ -26,9 +27,17 @@ def hostile_list(watcher, count, filler):
     return ",".join(f"*{'a' * filler}Z{watcher:02d}{p:03d}" for p in range(count))
 
 
+def unanchored_list(watcher):
+    """Near misses with a wildcard at both ends and only bytes the ids hold: nothing rules them
+    out before the matcher runs (each watcher's list in its own order, so each is its own set)."""
+    patterns = [f"*{'a' * (1 + p % 16)}0*{'a' * (1 + p // 16)}?" for p in range(32)]
+    return ",".join(patterns[watcher % 32 :] + patterns[: watcher % 32])
+
+
 LISTS = [
     ("117 patterns of 69 B (8 KiB)", lambda w: hostile_list(w, 117, 62)),
     ("32 patterns of 32 B (the cap)", lambda w: hostile_list(w, 32, 25)),
+    ("32 patterns, wildcards at both ends", unanchored_list),
 ]
 
 

@@ -165,6 +165,7 @@ final class GlobTests: XCTestCase {
             let glob = Glob(String(decoding: pattern, as: UTF8.self))
             let expected = GlobTests.backtrackingMatch(pattern, id)
             XCTAssertEqual(glob.matches(String(decoding: id, as: UTF8.self)), expected, "\(glob) against \(String(decoding: id, as: UTF8.self))")
+            XCTAssertEqual(glob.matches(String(decoding: id, as: UTF8.self), holding: ByteSet(id)), expected, "\(glob), bytes counted")
             if expected { matched += 1 }
         }
         XCTAssertGreaterThan(matched, 2_000, "the inputs exercise matches, not only misses")

@@ -3,7 +3,8 @@
 /// `*.deploy`, `ci.*.test`) is filed under up to its first or last 8 literal bytes, and is looked
 /// at only for ids that start or end with them (at most 8 hash lookups each way per id); only a
 /// pattern with a wildcard at both ends (`*build*`, `?x*`) is looked at for every id. A pattern
-/// looked at costs one `Glob.matches`, linear in the id.
+/// looked at costs a test of the bytes it needs against those the id holds, then, if they are
+/// there, one `Glob.matches`, linear in the id.
 struct PatternIndex<Member: AnyObject> {
     /// The most literal bytes a key holds: eight fit one word.
     static var keyLength: Int { 8 }
@@ -82,13 +83,14 @@ struct PatternIndex<Member: AnyObject> {
     func forEachMatch(_ id: String, _ body: (Member) -> Void) -> Int {
         if let members = exact[id] { members.forEach(body) }
         var checked = 0
+        let utf8 = id.utf8
+        let present = ByteSet(utf8)
         func check(_ entries: [Entry]) {
             for entry in entries {
                 checked += 1
-                if entry.glob.matches(id) { body(entry.member) }
+                if entry.glob.matches(id, holding: present) { body(entry.member) }
             }
         }
-        let utf8 = id.utf8
         var key: UInt64 = 0
         for (i, byte) in utf8.prefix(PatternIndex.keyLength).enumerated() {
             key |= UInt64(byte) << UInt64(8 * i)

@@ -13,6 +13,8 @@ public struct Glob: Hashable, Sendable, CustomStringConvertible {
     /// wildcard). They are what `PatternIndex` files a pattern under.
     let head: [UInt8]
     let tail: [UInt8]
+    /// The ASCII bytes every matching id holds somewhere: the pattern's literals.
+    let required: ByteSet
     private let program: GlobProgram
 
     public init(_ pattern: String) {
@@ -22,6 +24,7 @@ public struct Glob: Hashable, Sendable, CustomStringConvertible {
         let isWildcard = { (byte: UInt8) in byte == UInt8(ascii: "*") || byte == UInt8(ascii: "?") }
         head = Array(bytes.prefix { !isWildcard($0) })
         tail = head.count == bytes.count ? head : Array(bytes.reversed().prefix { !isWildcard($0) }.reversed())
+        required = ByteSet(bytes.filter { $0 != UInt8(ascii: "*") && $0 != UInt8(ascii: "?") })
         program = GlobProgram(bytes)
     }
 
@@ -50,6 +53,13 @@ public struct Glob: Hashable, Sendable, CustomStringConvertible {
         return matched
     }
 
+    /// `matches`, for a caller that tries many patterns on one id and has counted its bytes
+    /// (`present`): a pattern with a literal the id lacks is turned away at once.
+    func matches(_ id: String, holding present: ByteSet) -> Bool {
+        guard present.contains(required) else { return false }
+        return matches(id)
+    }
+
     private func matches<T: RandomAccessCollection>(_ text: T) -> Bool where T.Element == UInt8, T.Index == Int {
         let count = text.count
         guard count >= program.fixedLength, program.hasStar || count == program.fixedLength else { return false }
@@ -61,6 +71,20 @@ public struct Glob: Hashable, Sendable, CustomStringConvertible {
         for (offset, byte) in tail.enumerated() where text[tailStart + offset] != byte { return false }
         return program.run(text)
     }
+}
+
+/// A set of ASCII bytes, one bit each (bytes past ASCII are left out: ids and patterns have none).
+struct ByteSet: Equatable, Sendable {
+    private var low: UInt64 = 0
+    private var high: UInt64 = 0
+
+    init<S: Sequence>(_ bytes: S) where S.Element == UInt8 {
+        for byte in bytes where byte < 128 {
+            if byte < 64 { low |= 1 << UInt64(byte) } else { high |= 1 << UInt64(byte - 64) }
+        }
+    }
+
+    func contains(_ other: ByteSet) -> Bool { other.low & ~low == 0 && other.high & ~high == 0 }
 }
 
 /// A glob as a bit-parallel automaton (Shift-And with a self-loop on each star): state `i` means
