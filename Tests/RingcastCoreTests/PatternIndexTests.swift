@@ -73,18 +73,46 @@ final class PatternIndexTests: XCTestCase {
         }
         // Take a third away again: removal must leave no trace.
         for box in boxes.prefix(100) { index.remove(box, for: box.watch.globs) }
-        let live = Array(boxes.dropFirst(100))
-        for _ in 0..<2000 {
-            let id = (generator.next() % 2 == 0 ? "a" : "b") + word(Int(generator.next() % 12))
-            var found: [ObjectIdentifier: Int] = [:]
-            index.forEachMatch(id) { found[ObjectIdentifier($0), default: 0] += 1 }
-            let expected = Set(live.filter { $0.watch.matches(id) }.map(ObjectIdentifier.init))
-            XCTAssertEqual(Set(found.keys), expected, "id \(id)")
-            for box in live where expected.contains(ObjectIdentifier(box)) {
-                let matchingGlobs = box.watch.globs.filter { $0.matches(id) }.count
-                XCTAssertEqual(found[ObjectIdentifier(box)], matchingGlobs, "one call per matching pattern")
+        var live = Array(boxes.dropFirst(100))
+        func lookUp(_ rounds: Int) {
+            for _ in 0..<rounds {
+                let id = (generator.next() % 2 == 0 ? "a" : "b") + word(Int(generator.next() % 12))
+                var found: [ObjectIdentifier: Int] = [:]
+                index.forEachMatch(id) { found[ObjectIdentifier($0), default: 0] += 1 }
+                let expected = Set(live.filter { $0.watch.matches(id) }.map(ObjectIdentifier.init))
+                XCTAssertEqual(Set(found.keys), expected, "id \(id)")
+                for box in live where expected.contains(ObjectIdentifier(box)) {
+                    let matchingGlobs = box.watch.globs.filter { $0.matches(id) }.count
+                    XCTAssertEqual(found[ObjectIdentifier(box)], matchingGlobs, "one call per matching pattern")
+                }
             }
         }
+        lookUp(2000)
+        // Answers kept for ids seen before must follow sets that come and go.
+        for box in live.prefix(50) { index.remove(box, for: box.watch.globs) }
+        live.removeFirst(50)
+        lookUp(1000)
+        let added = (0..<30).map { _ in Box([pattern(), pattern()]) }
+        for box in added { index.insert(box, for: box.watch.globs) }
+        live += added
+        lookUp(1000)
+    }
+
+    /// A pattern with a wildcard at both ends is run once for an id, not on its every update.
+    func testAScannedPatternRunsOncePerIdUntilThePatternsChange() {
+        var index = PatternIndex<Box>()
+        let near = Box(["*a0*a?"])
+        index.insert(near, for: near.watch.globs)
+        let id = String(repeating: "a", count: 100) + "07"
+        XCTAssertEqual(index.forEachMatch(id) { _ in XCTFail("no match") }, 1)
+        XCTAssertEqual(index.forEachMatch(id) { _ in XCTFail("no match") }, 0, "the answer was kept")
+        let match = Box(["*a0?"])
+        index.insert(match, for: match.watch.globs)
+        var found: [ObjectIdentifier] = []
+        XCTAssertEqual(index.forEachMatch(id) { found.append(ObjectIdentifier($0)) }, 2, "a new scanned pattern: asked again")
+        XCTAssertEqual(found, [ObjectIdentifier(match)])
+        index.remove(match, for: match.watch.globs)
+        XCTAssertEqual(index.forEachMatch(id) { _ in XCTFail("gone") }, 1)
     }
 
     func testAnEventMatchingTwoPatternsOfOneSetReachesItsWatcherOnce() {

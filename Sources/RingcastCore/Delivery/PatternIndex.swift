@@ -2,8 +2,8 @@
 /// not to all of them. Exact ids are found by hash; a pattern with a literal start or end (`ci.*`,
 /// `*.deploy`, `ci.*.test`) is filed under up to its first or last 8 literal bytes, and is looked
 /// at only for ids that start or end with them (at most 8 hash lookups each way per id); only a
-/// pattern with a wildcard at both ends (`*build*`, `?x*`) is looked at for every id. A pattern
-/// looked at costs a test of the bytes it needs against those the id holds, then, if they are
+/// pattern with a wildcard at both ends (`*build*`, `?x*`) is looked at for every id, once until
+/// the scanned patterns change (the answer is kept by id). A pattern looked at costs a test of the bytes it needs against those the id holds, then, if they are
 /// there, one `Glob.matches`, linear in the id.
 struct PatternIndex<Member: AnyObject> {
     /// The most literal bytes a key holds: eight fit one word.
@@ -19,6 +19,11 @@ struct PatternIndex<Member: AnyObject> {
     private var heads: [[UInt64: [Entry]]] = Array(repeating: [:], count: 8)
     private var tails: [[UInt64: [Entry]]] = Array(repeating: [:], count: 8)
     private var scanned: [Entry] = []
+    /// What the scanned patterns answered for recent ids, one member per matching pattern: a
+    /// task's every update has the same id, and scanned patterns are the only ones that cost a
+    /// match each, for every id. Emptied whenever a scanned pattern comes or goes, and when full.
+    private var scannedAnswers: [String: [Member]] = [:]
+    static var answersKept: Int { 4096 }
 
     /// Where a glob is filed.
     enum Shape: Equatable {
@@ -54,7 +59,9 @@ struct PatternIndex<Member: AnyObject> {
             case .exact(let id): exact[id, default: []].append(member)
             case .head(let key, let length): heads[length - 1][key, default: []].append(entry)
             case .tail(let key, let length): tails[length - 1][key, default: []].append(entry)
-            case .scanned: scanned.append(entry)
+            case .scanned:
+                scanned.append(entry)
+                scannedAnswers.removeAll()
             }
         }
     }
@@ -71,7 +78,9 @@ struct PatternIndex<Member: AnyObject> {
                 if exact[id]?.isEmpty == true { exact.removeValue(forKey: id) }
             case .head(let key, let length): drop(&heads[length - 1][key], glob)
             case .tail(let key, let length): drop(&tails[length - 1][key], glob)
-            case .scanned: scanned.removeAll { $0.member === member && $0.glob == glob }
+            case .scanned:
+                scanned.removeAll { $0.member === member && $0.glob == glob }
+                scannedAnswers.removeAll()
             }
         }
     }
@@ -80,7 +89,7 @@ struct PatternIndex<Member: AnyObject> {
     /// patterns is called once per pattern (the caller de-duplicates). Answers how many patterns it
     /// had to run the matcher for: 0 for an id no indexed pattern's literal ends fit.
     @discardableResult
-    func forEachMatch(_ id: String, _ body: (Member) -> Void) -> Int {
+    mutating func forEachMatch(_ id: String, _ body: (Member) -> Void) -> Int {
         if let members = exact[id] { members.forEach(body) }
         var checked = 0
         let utf8 = id.utf8
@@ -102,7 +111,19 @@ struct PatternIndex<Member: AnyObject> {
             key = key << 8 | UInt64(byte)
             if !tails[i].isEmpty, let entries = tails[i][key] { check(entries) }
         }
-        check(scanned)
+        guard !scanned.isEmpty else { return checked }
+        if let members = scannedAnswers[id] {
+            members.forEach(body)
+            return checked
+        }
+        var answer: [Member] = []
+        for entry in scanned {
+            checked += 1
+            if entry.glob.matches(id, holding: present) { answer.append(entry.member) }
+        }
+        answer.forEach(body)
+        if scannedAnswers.count >= PatternIndex.answersKept { scannedAnswers.removeAll(keepingCapacity: true) }
+        scannedAnswers[id] = answer
         return checked
     }
 }
