@@ -84,16 +84,21 @@ def open_watcher(port, watch):
     return sock, kept
 
 
-def batch_body(round_number):
-    ids = [f"{'a' * 100}{k:02d}" for k in range(20)]
+FRESH = iter(range(10**9))
+
+
+def batch_body(round_number, fresh):
+    # The same 20 tasks updated again and again, or (fresh) ids that come round again only after
+    # 9 000 (more than a server keeps answers for, fewer than its maxTasks).
+    ids = [f"{'a' * 100}{next(FRESH) % 9000:04d}" if fresh else f"{'a' * 100}{k:02d}" for k in range(20)]
     return json.dumps([{"type": "update", "id": i, "progress": (round_number % 100) / 100} for i in ids])
 
 
-def time_batches(port, batches):
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+def time_batches(port, batches, fresh):
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     times = []
     for n in range(batches + 10):
-        body = batch_body(n)
+        body = batch_body(n, fresh)
         began = time.perf_counter()
         connection.request("POST", "/api/events", body, {"Content-Type": "application/json"})
         answer = connection.getresponse()
@@ -117,22 +122,24 @@ def main():
     parser.add_argument("binaries", nargs="+", metavar="NAME=BINARY")
     parser.add_argument("--watchers", type=int, default=20)
     parser.add_argument("--batches", type=int, default=200, help="timed batches of 20 events per measurement")
+    parser.add_argument("--fresh-ids", action="store_true", help="a new task id for every event, not 20 updated again")
     args = parser.parse_args()
-    print(f"{args.batches} batches of 20 events each; {args.watchers} idle watchers; {os.cpu_count()} cores")
+    ids = "a new id for each event" if args.fresh_ids else "the same 20 ids"
+    print(f"{args.batches} batches of 20 events each ({ids}); {args.watchers} idle watchers; {os.cpu_count()} cores")
     for named in args.binaries:
         name, binary = named.split("=", 1)
         with tempfile.TemporaryDirectory() as folder:
             process, port = start(binary, folder)
             try:
                 for label, make in LISTS:
-                    none_before = time_batches(port, args.batches)
+                    none_before = time_batches(port, args.batches, args.fresh_ids)
                     watchers = [open_watcher(port, make(w)) for w in range(args.watchers)]
                     kept = sum(1 for _, k in watchers if k)
-                    with_watchers = time_batches(port, args.batches)
+                    with_watchers = time_batches(port, args.batches, args.fresh_ids)
                     for sock, _ in watchers:
                         sock.close()
                     time.sleep(0.3)
-                    none_after = time_batches(port, args.batches)
+                    none_after = time_batches(port, args.batches, args.fresh_ids)
                     none = statistics.median(none_before + none_after)
                     ratio = statistics.median(with_watchers) / none
                     print(f"{name}: {label}")
@@ -140,7 +147,11 @@ def main():
                     print(f"  {kept:2d} kept of {args.watchers:2d}    {describe(with_watchers)}   ({ratio:.2f}x)")
             finally:
                 process.terminate()
-                process.wait(timeout=10)
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
 
 
 if __name__ == "__main__":
