@@ -26,7 +26,7 @@ import { createFace, faceText, writeFace } from './js/face.js';
 import { setRing } from './js/ring.js';
 import { Announcer, finishNews } from './js/announce.js';
 import { HideTimers } from './js/hide-timers.js';
-import { el, write } from './js/dom.js';
+import { el, safeLink, write } from './js/dom.js';
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
 // The ring while there is no task to show: an empty track.
@@ -331,10 +331,13 @@ class RingcastTask extends HTMLElement {
     const text = faceText(task, now);
     writeFace(this.face, text);
     write(this.last, 'url', task.url || '', (v) => {
-      this.link.hidden = !v;
-      if (v) {
-        this.link.href = v;
-        this.link.textContent = v;
+      const link = safeLink(v);
+      this.link.hidden = !link;
+      if (link) {
+        this.link.href = link.href;
+        this.link.textContent = link.text;
+      } else {
+        this.link.removeAttribute('href');
       }
     });
     if (text.ring.active) {

@@ -4,7 +4,7 @@
 import { createFace, writeFace } from './face.js';
 import { offeredActions, setButtons } from './controls.js';
 import { LogView } from './tail.js';
-import { el, write } from './dom.js';
+import { el, safeLink, write } from './dom.js';
 import { taskPageURL } from './base.js';
 
 let nextDomId = 0;
@@ -79,10 +79,11 @@ export function updateCard(card, task, text, steps, dismissible = false) {
   write(L, 'actions', actions.join(','), () => setButtons(card.actions, actions, text.title));
   write(L, 'dismissible', dismissible, (v) => { card.dismiss.hidden = !v; });
   write(L, 'url', task.url || '', (v) => {
-    card.url.hidden = !v;
-    if (!v) return;
-    card.url.href = v;
-    card.url.textContent = linkText(v);
+    const link = safeLink(v);
+    card.url.hidden = !link;
+    if (!link) return;
+    card.url.href = link.href;
+    card.url.textContent = linkText(link.href);
   });
   if (L.expanded) followLog(card, task);
   write(L, 'kids', steps, (v) => {

@@ -16,7 +16,7 @@ import { TimelineView } from './timeline-view.js';
 import { kindOf, runsChart } from './chart.js';
 import { formatClock } from './format.js';
 import { bindThemeToggle } from './theme.js';
-import { el, write } from './dom.js';
+import { el, safeLink, write } from './dom.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -184,10 +184,11 @@ function render() {
     write(last, 'updated', task.updatedAt || 0, (v) => { facted.updated.textContent = v ? new Date(v).toLocaleString() : ''; });
     write(last, 'by', task.by || '', (v) => { facted.by.textContent = v || '—'; });
     write(last, 'url', task.url || '', (v) => {
-      link.hidden = !v;
-      if (v) {
-        link.href = v;
-        link.textContent = v;
+      const safe = safeLink(v);
+      link.hidden = !safe;
+      if (safe) {
+        link.href = safe.href;
+        link.textContent = safe.text;
       } else {
         link.removeAttribute('href');
       }

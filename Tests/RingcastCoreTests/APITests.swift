@@ -30,6 +30,36 @@ final class APITests: XCTestCase {
 
     // MARK: Routes
 
+    /// Publishing is not reading: a loopback publisher under `anonymousRead: false` may change any
+    /// task, but an answer that carried the task would read it back (an empty update reads any).
+    func testAnAnswerCarriesTheTaskOnlyToACallerThatMayReadIt() {
+        var config = ServerConfig()
+        config.access = AccessPolicy(anonymousRead: .nobody)
+        api = API(store: TaskStore(epoch: "apiepoch"), config: config)
+        var patch = TaskPatch()
+        patch.title = "Payroll run"
+        patch.detail = "acct 4411"
+        patch.controls = [.cancel]
+        _ = api.execute([.update(id: "secret", patch: patch)], answer: .task, now: t0)
+        XCTAssertEqual(call("GET", "/api/tasks/secret").status, 401, "the caller may not read it")
+        for (method, path, body) in [
+            ("POST", "/api/tasks/secret", "{}"), ("PATCH", "/api/tasks/secret", "{}"), ("POST", "/api/tasks/secret/show", ""),
+        ] {
+            let answer = call(method, path, body)
+            XCTAssertEqual(answer.status, 200, "\(method) \(path)")
+            XCTAssertEqual(json(answer.body).keys, ["seq"], "\(method) \(path): \(text(answer.body))")
+            XCTAssertFalse(text(answer.body).contains("Payroll"))
+        }
+        let cancel = call("POST", "/api/tasks/secret/cancel")
+        XCTAssertEqual(json(cancel.body).keys, ["seq", "delivered"], text(cancel.body))
+        XCTAssertEqual(json(call("DELETE", "/api/tasks/secret").body).keys, ["seq", "removed"])
+
+        config.access = AccessPolicy(anonymousRead: .patterns(WatchSet([Glob("public.*")])))
+        api = API(store: TaskStore(epoch: "apiepoch"), config: config)
+        XCTAssertEqual(json(call("POST", "/api/tasks/public.status", "{}").body).keys, ["seq", "task"], "what it may read, it is shown")
+        XCTAssertEqual(json(call("POST", "/api/tasks/private.status", "{}").body).keys, ["seq"])
+    }
+
     func testUpsertAnswersSeqAndTask() {
         let response = call("POST", "/api/tasks/ci.build-42", #"{"title": "Build", "progress": 0.4}"#)
         XCTAssertEqual(response.status, 200)

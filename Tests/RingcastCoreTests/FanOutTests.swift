@@ -111,6 +111,37 @@ final class FanOutTests: XCTestCase {
         XCTAssertEqual(deploy.lastSeq, 0)
     }
 
+    /// Twenty idle watchers, each with as many near-miss patterns (`*aaaa…aZ…`) as a watch list may
+    /// hold: publishing ids none of their literal ends fits runs the matcher for none of them, so
+    /// they add nothing to a publish but a few hash lookups; the watcher of `ci.*` still gets every
+    /// event, and an id one of them does fit is checked against that one pattern alone.
+    func testIdleWatchersOfNearMissPatternsCostUnrelatedEventsNoMatching() {
+        let fanOut = FanOut()
+        let filler = String(repeating: "a", count: 24)
+        var idle: [Subscription] = []
+        for watcher in 0..<20 {
+            let list = (0..<WatchSet.maxPatterns).map { "*\(filler)Z\(watcher)n\($0)" }.joined(separator: ",")
+            idle.append(fanOut.subscribe(watch(list), lastSeq: 0, writer: CountingWriter()))
+        }
+        XCTAssertEqual(fanOut.groupCount, 20)
+        let ci = fanOut.subscribe(watch("ci.*"), lastSeq: 0, writer: CountingWriter())
+        let ids = ["ci." + String(repeating: "a", count: 100), "ci.build-7", "ci." + filler + "Z3n"]
+        var seq: UInt64 = 0
+        for round in 0..<50 {
+            seq += 1
+            fanOut.publish([event(ids[round % ids.count], seq: seq)])
+        }
+        XCTAssertEqual(fanOut.patternChecks, 50, "only ci.* is checked, once per event")
+        XCTAssertEqual(drain(fanOut, ci).joined().components(separatedBy: #""id":"ci."#).count - 1, 50)
+        for subscription in idle { XCTAssertFalse(subscription.hasPending) }
+
+        seq += 1
+        fanOut.publish([event("x" + filler + "Z3n7", seq: seq)])
+        XCTAssertEqual(fanOut.patternChecks, 51, "the one pattern filed under the id's last bytes")
+        XCTAssertTrue(idle[3].hasPending)
+        XCTAssertFalse(ci.hasPending)
+    }
+
     func testEveryWatcherGetsTheSameBytes() {
         let fanOut = FanOut()
         let subscriptions = (0..<5).map { _ in fanOut.subscribe(watch("*"), lastSeq: 0, writer: CountingWriter()) }

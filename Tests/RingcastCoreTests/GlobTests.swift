@@ -106,4 +106,99 @@ final class GlobTests: XCTestCase {
         XCTAssertEqual(error.field, "watch")
         XCTAssertTrue(error.message.contains("'bad/one'"), error.message)
     }
+    func testAWatchListIsCappedInCountAndBytes() throws {
+        let most = (0..<WatchSet.maxPatterns).map { "p\($0).*" }.joined(separator: ",")
+        XCTAssertEqual(try WatchSet.parse(most).get().globs.count, WatchSet.maxPatterns)
+        let hostile = (0..<117).map { "*" + String(repeating: "a", count: 64) + "Z\($0)" }.joined(separator: ",")
+        let tooLong = (0..<10).map { String(repeating: "a", count: 120) + "\($0)*" }.joined(separator: ",")
+        for list in [most + ",x.*", hostile, tooLong] {
+            guard case .failure(let error) = WatchSet.parse(list) else { return XCTFail("accepted \(list.utf8.count) bytes") }
+            XCTAssertEqual(error.code, .invalidPattern)
+            XCTAssertEqual(error.field, "watch")
+            XCTAssertTrue(error.message.contains("at most \(WatchSet.maxPatterns) patterns"), error.message)
+        }
+    }
+
+    // MARK: The matcher against the backtracking one it replaced
+
+    /// The two-pointer matcher with one backtrack point that served before: right, but its cost is
+    /// the id's length times the pattern's on an id that almost matches.
+    private static func backtrackingMatch(_ pattern: [UInt8], _ text: [UInt8]) -> Bool {
+        var p = 0
+        var t = 0
+        var starP = -1
+        var starT = 0
+        while t < text.count {
+            if p < pattern.count, pattern[p] == UInt8(ascii: "?") || pattern[p] == text[t] {
+                p += 1
+                t += 1
+            } else if p < pattern.count, pattern[p] == UInt8(ascii: "*") {
+                starP = p
+                starT = t
+                p += 1
+            } else if starP >= 0 {
+                p = starP + 1
+                starT += 1
+                t = starT
+            } else {
+                return false
+            }
+        }
+        while p < pattern.count, pattern[p] == UInt8(ascii: "*") { p += 1 }
+        return p == pattern.count
+    }
+
+    /// Random patterns and ids over a small alphabet, so that near misses are common: both matchers
+    /// answer the same, for short patterns (one word of states) and long ones (several).
+    func testTheMatcherAgreesWithTheBacktrackingOneOnRandomInputs() {
+        var random = SeededGenerator(seed: 7)
+        let idBytes = Array("ab.".utf8)
+        let patternBytes = Array("ab.*?".utf8)
+        func string(_ alphabet: [UInt8], _ length: Int) -> [UInt8] {
+            (0..<length).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] }
+        }
+        var matched = 0
+        for round in 0..<40_000 {
+            let long = round % 4 == 0
+            let pattern = string(patternBytes, Int(random.next() % (long ? 140 : 9)))
+            let id = string(idBytes, Int(random.next() % (long ? 160 : 12)))
+            let glob = Glob(String(decoding: pattern, as: UTF8.self))
+            let expected = GlobTests.backtrackingMatch(pattern, id)
+            XCTAssertEqual(glob.matches(String(decoding: id, as: UTF8.self)), expected, "\(glob) against \(String(decoding: id, as: UTF8.self))")
+            XCTAssertEqual(glob.matches(String(decoding: id, as: UTF8.self), holding: ByteSet(id)), expected, "\(glob), bytes counted")
+            if expected { matched += 1 }
+        }
+        XCTAssertGreaterThan(matched, 2_000, "the inputs exercise matches, not only misses")
+    }
+
+    /// Patterns built to match a given id, then mutated by one byte: both answers agree there too,
+    /// where the automaton's star and carry handling across words is exercised.
+    func testTheMatcherAgreesOnPatternsCutFromTheId() {
+        var random = SeededGenerator(seed: 11)
+        let idBytes = Array("abc".utf8)
+        for _ in 0..<5_000 {
+            let id = (0..<Int(1 + random.next() % 150)).map { _ in idBytes[Int(random.next() % 3)] }
+            var pattern: [UInt8] = []
+            for byte in id {
+                switch random.next() % 8 {
+                case 0: pattern.append(UInt8(ascii: "*"))
+                case 1: pattern.append(UInt8(ascii: "?"))
+                case 2: continue
+                default: pattern.append(byte)
+                }
+            }
+            if random.next() % 2 == 0, !pattern.isEmpty {
+                pattern[Int(random.next() % UInt64(pattern.count))] = idBytes[Int(random.next() % 3)]
+            }
+            let glob = Glob(String(decoding: pattern, as: UTF8.self))
+            XCTAssertEqual(glob.matches(String(decoding: id, as: UTF8.self)), GlobTests.backtrackingMatch(pattern, id), glob.pattern)
+        }
+    }
+
+    func testANearMissOfManyStarsStaysAPlainNo() {
+        let id = String(repeating: "a", count: 128)
+        assertMatches("*" + String(repeating: "a", count: 60) + "Znxi", [], [id])
+        assertMatches(String(repeating: "*a", count: 64), [id], [id + "b"])
+        assertMatches(String(repeating: "*a", count: 63) + "*b", [], [id])
+    }
 }

@@ -371,7 +371,8 @@ final class OpenAPITests: XCTestCase {
             if pattern == TaskURL.pattern {
                 values += [
                     "https://ci.example.com/runs/42", "HTTP://x", "http://", "https:///x", "ftp://x", "javascript:alert(1)",
-                    "https://a b", "https://x/\u{7f}", "http://x?q=1#f",
+                    "https://a b", "https://x/\u{7f}", "http://x?q=1#f", "https://x/\u{85}", "https://x\u{202E}y/",
+                    "https://x/\u{2066}a", "https://user@x/", "https://x/a@b",
                 ].map(JSONValue.string)
             } else {
                 XCTAssertEqual(pattern, TaskID.pattern)

@@ -9,13 +9,38 @@ private final class Box {
 
 final class PatternIndexTests: XCTestCase {
     func testShapes() {
-        XCTAssertEqual(PatternIndex<Box>.shape(of: Glob("ci.build-42")), .exact("ci.build-42"))
-        XCTAssertEqual(PatternIndex<Box>.shape(of: Glob("ci.*")), .prefix("ci."))
-        XCTAssertEqual(PatternIndex<Box>.shape(of: Glob("ci*")), .prefix("ci"))
-        XCTAssertEqual(PatternIndex<Box>.shape(of: Glob("*")), .prefix(""))
-        XCTAssertEqual(PatternIndex<Box>.shape(of: Glob("ci.*.test")), .scanned)
-        XCTAssertEqual(PatternIndex<Box>.shape(of: Glob("ci.?")), .scanned)
-        XCTAssertEqual(PatternIndex<Box>.shape(of: Glob("*.test")), .scanned)
+        typealias Index = PatternIndex<Box>
+        XCTAssertEqual(Index.shape(of: Glob("ci.build-42")), .exact("ci.build-42"))
+        XCTAssertEqual(Index.shape(of: Glob("ci.*")), .head(key: Index.key(Array("ci.".utf8)), length: 3))
+        XCTAssertEqual(Index.shape(of: Glob("ci*")), .head(key: Index.key(Array("ci".utf8)), length: 2))
+        XCTAssertEqual(Index.shape(of: Glob("*")), .scanned)
+        XCTAssertEqual(Index.shape(of: Glob("ci.*.test")), .tail(key: Index.key(Array(".test".utf8)), length: 5))
+        XCTAssertEqual(Index.shape(of: Glob("ci.?")), .head(key: Index.key(Array("ci.".utf8)), length: 3))
+        XCTAssertEqual(Index.shape(of: Glob("*.test")), .tail(key: Index.key(Array(".test".utf8)), length: 5))
+        XCTAssertEqual(Index.shape(of: Glob("deploy.production.*")), .head(key: Index.key(Array("deploy.p".utf8)), length: 8))
+        XCTAssertEqual(Index.shape(of: Glob("*aaaaaaaaaZnxi")), .tail(key: Index.key(Array("aaaaZnxi".utf8)), length: 8))
+        XCTAssertEqual(Index.shape(of: Glob("*build*")), .scanned)
+        XCTAssertEqual(Index.shape(of: Glob("?x*")), .scanned)
+    }
+
+    /// Patterns whose literal ends fit no published id are never run: a watcher of hundreds of
+    /// near-miss patterns costs an unrelated event a few hash lookups, not a match each.
+    func testPatternsWhoseEndsFitNoIdAreNotRun() {
+        var index = PatternIndex<Box>()
+        let filler = String(repeating: "a", count: 60)
+        let boxes = (0..<20).map { watcher in Box((0..<30).map { "*\(filler)Z\(watcher)x\($0)" }) }
+        for box in boxes { index.insert(box, for: box.watch.globs) }
+        let ids = [String(repeating: "a", count: 128), "ci.build-1", "a" + filler + "Z1", "deploy.web"]
+        for id in ids {
+            var found = 0
+            XCTAssertEqual(index.forEachMatch(id) { _ in found += 1 }, 0, id)
+            XCTAssertEqual(found, 0)
+        }
+        // An id that ends as one of them does is checked against the patterns filed there, and matches one.
+        let id = "b" + filler + "Z3x7"
+        var found: [ObjectIdentifier] = []
+        XCTAssertEqual(index.forEachMatch(id) { found.append(ObjectIdentifier($0)) }, 1)
+        XCTAssertEqual(found, [ObjectIdentifier(boxes[3])])
     }
 
     /// The index answers exactly what matching every set would, for random patterns and ids.
@@ -29,7 +54,13 @@ final class PatternIndexTests: XCTestCase {
             case 1: return "a" + word(Int(generator.next() % 3)) + "*"
             case 2: return "*"
             case 3: return "a" + word(1) + "?" + word(1)
-            case 4: return "a*" + word(1)
+            case 4:
+                switch generator.next() % 4 {
+                case 0: return "a*" + word(1)
+                case 1: return "*" + word(Int(generator.next() % 10))
+                case 2: return "*" + word(1) + "*"
+                default: return "?" + word(Int(generator.next() % 3)) + "*" + word(Int(generator.next() % 10))
+                }
             default: return "b" + word(Int(generator.next() % 3))
             }
         }
@@ -42,18 +73,46 @@ final class PatternIndexTests: XCTestCase {
         }
         // Take a third away again: removal must leave no trace.
         for box in boxes.prefix(100) { index.remove(box, for: box.watch.globs) }
-        let live = Array(boxes.dropFirst(100))
-        for _ in 0..<2000 {
-            let id = (generator.next() % 2 == 0 ? "a" : "b") + word(Int(generator.next() % 5))
-            var found: [ObjectIdentifier: Int] = [:]
-            index.forEachMatch(id) { found[ObjectIdentifier($0), default: 0] += 1 }
-            let expected = Set(live.filter { $0.watch.matches(id) }.map(ObjectIdentifier.init))
-            XCTAssertEqual(Set(found.keys), expected, "id \(id)")
-            for box in live where expected.contains(ObjectIdentifier(box)) {
-                let matchingGlobs = box.watch.globs.filter { $0.matches(id) }.count
-                XCTAssertEqual(found[ObjectIdentifier(box)], matchingGlobs, "one call per matching pattern")
+        var live = Array(boxes.dropFirst(100))
+        func lookUp(_ rounds: Int) {
+            for _ in 0..<rounds {
+                let id = (generator.next() % 2 == 0 ? "a" : "b") + word(Int(generator.next() % 12))
+                var found: [ObjectIdentifier: Int] = [:]
+                index.forEachMatch(id) { found[ObjectIdentifier($0), default: 0] += 1 }
+                let expected = Set(live.filter { $0.watch.matches(id) }.map(ObjectIdentifier.init))
+                XCTAssertEqual(Set(found.keys), expected, "id \(id)")
+                for box in live where expected.contains(ObjectIdentifier(box)) {
+                    let matchingGlobs = box.watch.globs.filter { $0.matches(id) }.count
+                    XCTAssertEqual(found[ObjectIdentifier(box)], matchingGlobs, "one call per matching pattern")
+                }
             }
         }
+        lookUp(2000)
+        // Answers kept for ids seen before must follow sets that come and go.
+        for box in live.prefix(50) { index.remove(box, for: box.watch.globs) }
+        live.removeFirst(50)
+        lookUp(1000)
+        let added = (0..<30).map { _ in Box([pattern(), pattern()]) }
+        for box in added { index.insert(box, for: box.watch.globs) }
+        live += added
+        lookUp(1000)
+    }
+
+    /// A pattern with a wildcard at both ends is run once for an id, not on its every update.
+    func testAScannedPatternRunsOncePerIdUntilThePatternsChange() {
+        var index = PatternIndex<Box>()
+        let near = Box(["*a0*a?"])
+        index.insert(near, for: near.watch.globs)
+        let id = String(repeating: "a", count: 100) + "07"
+        XCTAssertEqual(index.forEachMatch(id) { _ in XCTFail("no match") }, 1)
+        XCTAssertEqual(index.forEachMatch(id) { _ in XCTFail("no match") }, 0, "the answer was kept")
+        let match = Box(["*a0?"])
+        index.insert(match, for: match.watch.globs)
+        var found: [ObjectIdentifier] = []
+        XCTAssertEqual(index.forEachMatch(id) { found.append(ObjectIdentifier($0)) }, 2, "a new scanned pattern: asked again")
+        XCTAssertEqual(found, [ObjectIdentifier(match)])
+        index.remove(match, for: match.watch.globs)
+        XCTAssertEqual(index.forEachMatch(id) { _ in XCTFail("gone") }, 1)
     }
 
     func testAnEventMatchingTwoPatternsOfOneSetReachesItsWatcherOnce() {

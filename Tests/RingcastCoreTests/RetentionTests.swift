@@ -47,6 +47,55 @@ final class RetentionTests: XCTestCase {
         XCTAssertTrue(store.tasks.isEmpty)
     }
 
+    func testAParentThatWouldMakeACycleIsRefusedNamingIt() throws {
+        let store = TaskStore(epoch: "keep", retentionSeconds: 60)
+        try store.update("a", #"{"progress":0.1}"#, now: t0)
+        try store.update("b", #"{"parent":"a"}"#, now: t0)
+        try store.update("c", #"{"parent":"b"}"#, now: t0)
+        for (id, parent) in [("a", "c"), ("a", "b"), ("b", "c")] {
+            XCTAssertThrowsError(try store.update(id, #"{"parent":"\#(parent)"}"#, now: t0), "\(id) under \(parent)") { error in
+                let error = error as! APIError
+                XCTAssertEqual(error.code, .invalidField)
+                XCTAssertEqual(error.field, "parent")
+                XCTAssertTrue(error.message.contains("cycle"), error.message)
+            }
+        }
+        XCTAssertNil(store.task("a")?.parent, "nothing changed")
+        XCTAssertNoThrow(try store.update("c", #"{"parent":"a"}"#, now: t0), "moving within the tree is no cycle")
+        XCTAssertNoThrow(try store.update("d", #"{"parent":"d"}"#, now: t0), "a task naming itself is taken as no parent, as before")
+
+        let api = API(store: TaskStore(epoch: "keep"))
+        _ = api.handle(APIRequest(method: "POST", path: "/api/tasks/x", body: Array(#"{"parent":"y"}"#.utf8)), now: t0)
+        let refused = api.handle(APIRequest(method: "POST", path: "/api/tasks/y", body: Array(#"{"parent":"x"}"#.utf8)), now: t0)
+        XCTAssertEqual(refused.status, 422)
+        XCTAssertEqual(json(refused.body)["field"], .string("parent"))
+    }
+
+    /// A cycle of parents already in storage (written by a version that took them) must not keep
+    /// its tasks for good: each is held only by children that are not also its ancestors.
+    func testACycleOfParentsInStorageIsStillRetired() throws {
+        let persistence = RecordingPersistence()
+        var tasks: [TaskRecord] = []
+        for (id, parent) in [("a", "b"), ("b", "c"), ("c", "a"), ("kid", "a")] {
+            var task = TaskRecord(id: id, now: t0)
+            task.parent = parent
+            task.state = id == "kid" ? .running : .done
+            tasks.append(task)
+        }
+        persistence.initial = PersistedState(epoch: "keep", seq: 9, tasks: tasks)
+        let store = TaskStore(persistence: persistence, retentionSeconds: 60)
+        let first = store.runDue(now: t0 + day)
+        XCTAssertEqual(Set(first.filter { $0.type == .remove }.map(\.id)), ["b", "c"], "a has a child outside the cycle")
+        try store.update("kid", #"{"state":"done"}"#, now: t0 + day)
+        var removed: [String] = []
+        for _ in 0..<4 {
+            guard let next = store.nextDeadline() else { break }
+            removed += store.runDue(now: max(next, t0 + 2 * day)).filter { $0.type == .remove }.map(\.id)
+        }
+        XCTAssertEqual(Set(removed), ["kid", "a"])
+        XCTAssertTrue(store.tasks.isEmpty)
+    }
+
     func testRetentionHoldsAcrossARestart() throws {
         let persistence = RecordingPersistence()
         let first = TaskStore(persistence: persistence, epoch: "keep", retentionSeconds: 60)

@@ -45,6 +45,7 @@ final class SchemaPatternTests: XCTestCase {
         assertMatches("^[^a-c]$", ["d", "é", "\n"], not: ["a", "c", ""])
         assertMatches(#"^[^/\r\n\x00]+$"#, ["ci.build-42", "a b", "é"], not: ["", "a/b", "a\rb", "a\nb", "a\u{0}b"])
         assertMatches(#"^[\t\x41]$"#, ["\t", "A"], not: ["x", "a"])
+        assertMatches(#"^[^\u202a-\u202e]$"#, ["a", "\u{2029}"], not: ["\u{202A}", "\u{202E}"])
         assertMatches(#"^[\]\\\^]$"#, ["]", "\\", "^"], not: ["a"])
         assertMatches(#"^[*?]$"#, ["*", "?"], not: ["a"])
     }
@@ -101,7 +102,7 @@ final class SchemaPatternTests: XCTestCase {
             (#"[\s]"#, 1, #"\s is not supported: write the class it means, e.g. [0-9] for \d"#),
             (#"\bword"#, 0, #"\b is not supported"#),
             (#"(a)\1"#, 3, #"\1 is not supported"#),
-            (#"\u0041"#, 0, #"\u is not supported"#),
+            (#"\u004"#, 0, #"\u takes four hex digits"#),
             (#"\p{L}"#, 0, #"\p is not supported"#),
             (#"\q"#, 0, #"\q is not an escape this reads"#),
             (#"\x4"#, 0, #"\x takes two hex digits"#),

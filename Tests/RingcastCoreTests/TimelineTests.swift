@@ -103,6 +103,30 @@ final class TimelineTests: XCTestCase {
         XCTAssertEqual(call("POST", "/api/tasks/a", #"{"url": "\#(long)"}"#).status, 422)
     }
 
+    /// A link is shown whole on the task page and in the widget: characters that reorder or hide
+    /// text, and a user before the host, would make it read as a link to somewhere else.
+    func testALinkThatWouldReadAsAnotherIsRefusedNamingWhy() {
+        let cases: [(String, String)] = [
+            ("https://ci.example.com/\u{202E}txt.exe", "bidirectional override"),
+            ("https://ci.example.com\u{202D}.evil.test/", "bidirectional override"),
+            ("https://x/\u{2066}a\u{2069}", "bidirectional override"),
+            ("https://x/a\u{85}b", "control character"),
+            ("https://x/a\u{9F}", "control character"),
+            ("https://ci.example.com@evil.test/runs/1", "user@host"),
+            ("https://user:secret@x/", "user@host"),
+        ]
+        for (bad, reason) in cases {
+            let answer = call("POST", "/api/tasks/a", String(decoding: JSONWriter.encode(.object([("url", .string(bad))])), as: UTF8.self))
+            XCTAssertEqual(answer.status, 422, bad.debugDescription)
+            let body = json(answer.body)
+            XCTAssertEqual(body["field"], .string("url"), bad.debugDescription)
+            let message = body["message"]?.stringValue ?? ""
+            XCTAssertTrue(message.contains(reason), message)
+            XCTAssertFalse(message.unicodeScalars.contains { TaskURL.isHidden($0) && $0 != " " }, "the echo is cleaned: \(message.debugDescription)")
+        }
+        XCTAssertEqual(call("POST", "/api/tasks/a", #"{"url": "https://x/blame/a@b?who=c@d"}"#).status, 200, "an @ after the host is a path's")
+    }
+
     func testTheTaskPageIsServedAtItsPathWhenThereIsOne() {
         XCTAssertEqual(call("GET", "/tasks/ci.build-42").status, 404, "no task.html: no page")
         api.taskPage = Array("<!doctype html><title>task</title>".utf8)

@@ -208,6 +208,26 @@ final class WatcherTests: XCTestCase {
         XCTAssertTrue(watcher.waitForClose())
     }
 
+    /// Each pattern of a list costs every publish its literal ends do not rule out, so a list is
+    /// capped; a longer one is refused naming the cap, and the watcher is closed.
+    func testAWatchListOverTheCapIsRefusedNamingIt() throws {
+        let server = try TestServer()
+        let list = (0..<40).map { "*" + String(repeating: "a", count: 24) + "Z\($0)" }.joined(separator: ",")
+        let watcher = TestWatcher(server.wsURL + "?watch=" + list)
+        let events = watcher.wait { $0.contains { $0.type == "error" } }
+        let error = events.first { $0.type == "error" }
+        XCTAssertEqual(error?.string("error"), "invalid_pattern")
+        XCTAssertEqual(error?.string("field"), "watch")
+        XCTAssertTrue(error?.string("message")?.contains("at most 32 patterns of 1024 bytes") == true, "\(String(describing: error?.event))")
+        XCTAssertFalse(events.contains { $0.type == "snapshot" })
+        XCTAssertTrue(watcher.waitForClose())
+        let most = (0..<32).map { "*" + String(repeating: "a", count: 24) + "Z\($0)" }.joined(separator: ",")
+        let kept = TestWatcher(server.wsURL + "?watch=" + most)
+        kept.waitForSnapshot()
+        try server.post("/api/tasks/b" + String(repeating: "a", count: 24) + "Z7", #"{"progress":0.5}"#)
+        kept.wait { $0.contains { $0.id == "b" + String(repeating: "a", count: 24) + "Z7" } }
+    }
+
     func testSlowWatcherThatFallsBehindGetsTheLatestStateNotAQueue() throws {
         let server = try TestServer { $0.fanOutLogEvents = 16 }
         let watcher = TestWatcher(server.wsURL)

@@ -272,9 +272,16 @@ private struct Parser {
             else { throw refuse("\\x takes two hex digits", at: start) }
             position += 2
             return one(value)
+        case "u":
+            let digits = scalars[position..<min(position + 4, scalars.count)]
+            guard digits.count == 4, digits.allSatisfy(\.properties.isASCIIHexDigit),
+                let value = UInt32(String(String.UnicodeScalarView(digits)), radix: 16)
+            else { throw refuse("\\u takes four hex digits", at: start) }
+            position += 4
+            return one(value)
         case "d", "D", "w", "W", "s", "S":
             throw refuse("\\\(scalar) is not supported: write the class it means, e.g. [0-9] for \\d", at: start)
-        case "1"..."9", "b", "B", "u", "p", "P", "c", "k", "0", "f", "v":
+        case "1"..."9", "b", "B", "p", "P", "c", "k", "0", "f", "v":
             throw refuse("\\\(scalar) is not supported", at: start)
         default:
             let syntax = inClass ? "\\]^-[/." : "\\^$.*+?()[]{}|/-"

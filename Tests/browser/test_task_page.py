@@ -36,6 +36,28 @@ def test_a_card_opens_its_page_by_click_and_by_enter(page, server):
     page.wait(lambda: page.driver.current_url == f"{server.base}/tasks/tp.open-1", 5, "Enter did not open the page")
 
 
+SAFE_LINKS = """
+const done = arguments[arguments.length - 1];
+import('/js/dom.js').then((m) => done(arguments[0].map((u) => m.safeLink(u))), (e) => done(String(e)));
+"""
+
+
+def test_a_link_is_shown_only_as_http_or_https_with_nothing_hidden_and_no_user(page, server):
+    # The server refuses such links; state from an older version or another server still reaches
+    # the card, the task page and the widget, which all show a link through safeLink.
+    server.post("/api/tasks/tp.links", {"title": "Links", "url": "https://ci.example.com/runs/1"})
+    open_task(page, "tp.links")
+    assert page.js("return document.querySelector('#hero .task-url').textContent") == "https://ci.example.com/runs/1"
+    page.driver.set_script_timeout(10)
+    urls = ["https://ci.example.com/runs/1", "https://ci.example.com/\u202etxt.exe", "https://x/a\u0085b",
+            "https://ci.example.com@evil.test/", "https://u:p@x/", "javascript:alert(1)", "data:text/html,x"]
+    shown = page.driver.execute_async_script(SAFE_LINKS, urls)
+    assert shown[0] == {"href": "https://ci.example.com/runs/1", "text": "https://ci.example.com/runs/1"}, shown
+    assert shown[1]["text"] == "https://ci.example.com/%E2%80%AEtxt.exe", "the override is shown encoded, not obeyed"
+    assert shown[2]["text"] == "https://x/a%C2%85b"
+    assert shown[3:] == [None] * 4, shown
+
+
 def test_the_log_follows_new_lines_and_pauses_when_asked(page, server):
     server.post("/api/tasks/tp.log", {"title": "Logging"})
     server.post("/api/tasks/tp.log/log", {"lines": [f"line {n}" for n in range(200)]})

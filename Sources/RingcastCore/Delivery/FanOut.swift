@@ -172,6 +172,9 @@ public final class FanOut {
     @exclusivity(unchecked) private var dirtyGroups: [FanOutGroup] = []
     @exclusivity(unchecked) public private(set) var subscriberCount = 0
     @exclusivity(unchecked) public private(set) var resyncCount = 0
+    /// Patterns the matcher ran for: those whose literal ends an event's id fits, and those with a
+    /// wildcard at both ends. A watcher whose patterns fit no published id adds nothing here.
+    @exclusivity(unchecked) public private(set) var patternChecks = 0
     /// Events held by the open coalescing window (`hold`), not yet in any log.
     @exclusivity(unchecked) private var window = CoalescingWindow()
 
@@ -242,7 +245,7 @@ public final class FanOut {
         for event in events {
             stamp += 1
             let stamp = stamp
-            patterns.forEachMatch(event.id) { group in
+            patternChecks += patterns.forEachMatch(event.id) { group in
                 guard group.lastStamp != stamp else { return }
                 group.lastStamp = stamp
                 append(event, to: group)

@@ -1,78 +1,129 @@
-/// Finds the pattern sets that match a task id in time proportional to the sets that match, not to
-/// all of them: exact ids by hash, `prefix*` patterns by their prefix (one hash lookup per distinct
-/// prefix length), and only the rest (`?`, a `*` inside) scanned one by one.
+/// Finds the pattern sets that match a task id in time proportional to the sets that could match,
+/// not to all of them. Exact ids are found by hash; a pattern with a literal start or end (`ci.*`,
+/// `*.deploy`, `ci.*.test`) is filed under up to its first or last 8 literal bytes, and is looked
+/// at only for ids that start or end with them (at most 8 hash lookups each way per id); only a
+/// pattern with a wildcard at both ends (`*build*`, `?x*`) is looked at for every id, once until
+/// the scanned patterns change (the answer is kept by id). A pattern looked at costs a test of the bytes it needs against those the id holds, then, if they are
+/// there, one `Glob.matches`, linear in the id.
 struct PatternIndex<Member: AnyObject> {
-    private var exact: [String: [Member]] = [:]
-    private var prefixes: [String: [Member]] = [:]
-    /// Distinct prefix lengths in use, ascending, with how many patterns use each.
-    private var prefixLengths: [(length: Int, uses: Int)] = []
-    private var scanned: [(glob: Glob, member: Member)] = []
+    /// The most literal bytes a key holds: eight fit one word.
+    static var keyLength: Int { 8 }
 
-    /// What kind of lookup a glob needs.
+    private struct Entry {
+        let glob: Glob
+        let member: Member
+    }
+
+    private var exact: [String: [Member]] = [:]
+    /// `heads[n - 1]`: patterns keyed by their first `n` literal bytes; `tails` by their last.
+    private var heads: [[UInt64: [Entry]]] = Array(repeating: [:], count: 8)
+    private var tails: [[UInt64: [Entry]]] = Array(repeating: [:], count: 8)
+    private var scanned: [Entry] = []
+    /// What the scanned patterns answered for recent ids, one member per matching pattern: a
+    /// task's every update has the same id, and scanned patterns are the only ones that cost a
+    /// match each, for every id. Emptied whenever a scanned pattern comes or goes, and when full.
+    private var scannedAnswers: [String: [Member]] = [:]
+    static var answersKept: Int { 4096 }
+
+    /// Where a glob is filed.
     enum Shape: Equatable {
         case exact(String)
-        case prefix(String)
+        /// Under its first `length` bytes, packed by `key`.
+        case head(key: UInt64, length: Int)
+        /// Under its last `length` bytes, packed by `key`.
+        case tail(key: UInt64, length: Int)
         case scanned
     }
 
+    /// Packs up to 8 bytes into a word, the first byte lowest.
+    static func key<C: Collection>(_ bytes: C) -> UInt64 where C.Element == UInt8 {
+        var key: UInt64 = 0
+        for (i, byte) in bytes.enumerated() { key |= UInt64(byte) << UInt64(8 * i) }
+        return key
+    }
+
     static func shape(of glob: Glob) -> Shape {
-        let bytes = Array(glob.pattern.utf8)
-        let wildcards = bytes.indices.filter { bytes[$0] == UInt8(ascii: "*") || bytes[$0] == UInt8(ascii: "?") }
-        if wildcards.isEmpty { return .exact(glob.pattern) }
-        if wildcards == [bytes.count - 1], bytes.last == UInt8(ascii: "*") { return .prefix(String(glob.pattern.dropLast())) }
-        return .scanned
+        if glob.head.count == glob.bytes.count { return .exact(glob.pattern) }
+        let headLength = min(glob.head.count, keyLength)
+        let tailLength = min(glob.tail.count, keyLength)
+        if headLength == 0 && tailLength == 0 { return .scanned }
+        // The longer key rules out more ids.
+        if headLength >= tailLength { return .head(key: key(glob.head.prefix(headLength)), length: headLength) }
+        return .tail(key: key(glob.tail.suffix(tailLength)), length: tailLength)
     }
 
     mutating func insert(_ member: Member, for globs: [Glob]) {
         for glob in globs {
+            let entry = Entry(glob: glob, member: member)
             switch PatternIndex.shape(of: glob) {
-            case .exact(let id):
-                exact[id, default: []].append(member)
-            case .prefix(let prefix):
-                prefixes[prefix, default: []].append(member)
-                let length = prefix.utf8.count
-                if let index = prefixLengths.firstIndex(where: { $0.length == length }) {
-                    prefixLengths[index].uses += 1
-                } else {
-                    prefixLengths.append((length, 1))
-                    prefixLengths.sort { $0.length < $1.length }
-                }
+            case .exact(let id): exact[id, default: []].append(member)
+            case .head(let key, let length): heads[length - 1][key, default: []].append(entry)
+            case .tail(let key, let length): tails[length - 1][key, default: []].append(entry)
             case .scanned:
-                scanned.append((glob, member))
+                scanned.append(entry)
+                scannedAnswers.removeAll()
             }
         }
     }
 
     mutating func remove(_ member: Member, for globs: [Glob]) {
+        func drop(_ entries: inout [Entry]?, _ glob: Glob) {
+            entries?.removeAll { $0.member === member && $0.glob == glob }
+            if entries?.isEmpty == true { entries = nil }
+        }
         for glob in globs {
             switch PatternIndex.shape(of: glob) {
             case .exact(let id):
                 exact[id]?.removeAll { $0 === member }
                 if exact[id]?.isEmpty == true { exact.removeValue(forKey: id) }
-            case .prefix(let prefix):
-                prefixes[prefix]?.removeAll { $0 === member }
-                if prefixes[prefix]?.isEmpty == true { prefixes.removeValue(forKey: prefix) }
-                let length = prefix.utf8.count
-                if let index = prefixLengths.firstIndex(where: { $0.length == length }) {
-                    prefixLengths[index].uses -= 1
-                    if prefixLengths[index].uses == 0 { prefixLengths.remove(at: index) }
-                }
+            case .head(let key, let length): drop(&heads[length - 1][key], glob)
+            case .tail(let key, let length): drop(&tails[length - 1][key], glob)
             case .scanned:
                 scanned.removeAll { $0.member === member && $0.glob == glob }
+                scannedAnswers.removeAll()
             }
         }
     }
 
     /// Calls `body` for every member with a pattern matching `id`; a member matching by several
-    /// patterns is called once per pattern (the caller de-duplicates).
-    func forEachMatch(_ id: String, _ body: (Member) -> Void) {
+    /// patterns is called once per pattern (the caller de-duplicates). Answers how many patterns it
+    /// had to run the matcher for: 0 for an id no indexed pattern's literal ends fit.
+    @discardableResult
+    mutating func forEachMatch(_ id: String, _ body: (Member) -> Void) -> Int {
         if let members = exact[id] { members.forEach(body) }
+        var checked = 0
         let utf8 = id.utf8
-        for (length, _) in prefixLengths {
-            guard length <= utf8.count else { break }
-            let prefix = length == utf8.count ? id : String(Substring(utf8.prefix(length)))
-            if let members = prefixes[prefix] { members.forEach(body) }
+        let present = ByteSet(utf8)
+        func check(_ entries: [Entry]) {
+            for entry in entries {
+                checked += 1
+                if entry.glob.matches(id, holding: present) { body(entry.member) }
+            }
         }
-        for (glob, member) in scanned where glob.matches(id) { body(member) }
+        var key: UInt64 = 0
+        for (i, byte) in utf8.prefix(PatternIndex.keyLength).enumerated() {
+            key |= UInt64(byte) << UInt64(8 * i)
+            if !heads[i].isEmpty, let entries = heads[i][key] { check(entries) }
+        }
+        // The last n bytes, packed first byte lowest, grown one byte at a time from the end.
+        key = 0
+        for (i, byte) in utf8.suffix(PatternIndex.keyLength).reversed().enumerated() {
+            key = key << 8 | UInt64(byte)
+            if !tails[i].isEmpty, let entries = tails[i][key] { check(entries) }
+        }
+        guard !scanned.isEmpty else { return checked }
+        if let members = scannedAnswers[id] {
+            members.forEach(body)
+            return checked
+        }
+        var answer: [Member] = []
+        for entry in scanned {
+            checked += 1
+            if entry.glob.matches(id, holding: present) { answer.append(entry.member) }
+        }
+        answer.forEach(body)
+        if scannedAnswers.count >= PatternIndex.answersKept { scannedAnswers.removeAll(keepingCapacity: true) }
+        scannedAnswers[id] = answer
+        return checked
     }
 }

@@ -211,16 +211,19 @@ extension API {
     }
 
     /// `POST /api/tasks/{id}/cancel` (or pause, resume): the request is marked on the task, and
-    /// the answer — `{"seq", "task", "delivered"}` — carries a control frame for every open socket
+    /// the answer — `{"seq", "task", "delivered"}`, without `task` for a caller that may not read
+    /// it — carries a control frame for every open socket
     /// of this node that published the task (in a cluster, every node delivers to its own).
-    func answerControl(_ id: String, _ action: TaskControl, by principal: Principal, now: Double) throws(APIError) -> APIResponse {
+    func answerControl(_ id: String, _ action: TaskControl, by principal: Principal, showingTask: Bool = true, now: Double) throws(APIError)
+        -> APIResponse
+    {
         let change = try apply(.requestControl(id: id, action: action), by: principal, now: now)
         let frame = API.controlFrame(id: id, action: action, seq: store.seq, by: change.task?.by)
         let deliveries = publisherSockets.sinks(for: id).map { ControlDelivery(sink: $0, frame: frame) }
         followUpMetrics.controlRequests += 1
         var writer = JSONWriter(capacity: 384)
         writer.beginObject()
-        writeAnswerFields(change, id: id, into: &writer, now: now)
+        writeAnswerFields(change, id: id, into: &writer, showingTask: showingTask, now: now)
         writer.key("delivered")
         writer.number(deliveries.count)
         writer.endObject()

@@ -136,16 +136,33 @@ extension TaskRecord {
 }
 
 /// A task's optional link (`url`): a CI run, a pull request. Only http and https, so a dashboard
-/// that shows it as a link never runs a `javascript:` URL; no spaces or control characters.
+/// that shows it as a link never runs a `javascript:` URL; no spaces or control characters, no
+/// C1 controls or bidirectional overrides (which make a link read as another in the page that
+/// shows it whole), and no `user@` before the host (which makes `https://ci.example.com@evil.test`
+/// read as a link to the first host).
 public enum TaskURL {
     public static let maxLength = 2000
     /// The same rule as `isValid`, for the OpenAPI document (schemathesis generates from it).
-    public static let pattern = "^[Hh][Tt][Tt][Pp][Ss]?://[^\\x00-\\x20\\x7f/?#]+([/?#][^\\x00-\\x20\\x7f]*)?$"
+    public static let pattern =
+        "^[Hh][Tt][Tt][Pp][Ss]?://[^\\x00-\\x20\\x7f-\\x9f\\u061c\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069/?#@]+([/?#][^\\x00-\\x20\\x7f-\\x9f\\u061c\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069]*)?$"
 
-    public static func isValid(_ text: String) -> Bool {
+    /// Characters that change how text around them is shown without showing themselves: C0 and C1
+    /// controls, and the bidirectional marks, embeddings, overrides and isolates.
+    static func isHidden(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0...0x20, 0x7F...0x9F, 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: return true
+        default: return false
+        }
+    }
+
+    /// What is wrong with `text` as a task's link, or nil when nothing is.
+    static func problem(_ text: String) -> String? {
         let scalars = Array(text.unicodeScalars)
-        guard scalars.count <= maxLength else { return false }
-        guard !scalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F }) else { return false }
+        if scalars.count > maxLength { return "is longer than \(maxLength) characters" }
+        if scalars.contains(where: { $0.value > 0x20 && isHidden($0) }) {
+            return "holds a control character or a bidirectional override (U+0080–U+009F, U+202A–U+202E, U+2066–U+2069): send the link as plain text"
+        }
+        if scalars.contains(where: isHidden) { return "holds a space or control character: percent-encode it" }
         let lower = text.lowercased()
         let rest: Substring
         if lower.hasPrefix("https://") {
@@ -153,18 +170,24 @@ public enum TaskURL {
         } else if lower.hasPrefix("http://") {
             rest = text.dropFirst(7)
         } else {
-            return false
+            return "is not an http or https link"
         }
-        guard let first = rest.unicodeScalars.first else { return false }
-        return first != "/" && first != "?" && first != "#"
+        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        if authority.isEmpty { return "names no host" }
+        if authority.contains("@") { return "names a user before its host ('user@host'): send the link without it" }
+        return nil
     }
+
+    public static func isValid(_ text: String) -> Bool { problem(text) == nil }
 
     static func parse(_ text: String?) throws(APIError) -> String? {
         guard let text else { return nil }
-        guard isValid(text) else {
+        if let problem = problem(text) {
+            // The echo is cleaned too: an error message is shown whole by whoever reads it.
+            let shown = String(String.UnicodeScalarView(text.unicodeScalars.prefix(140).map { isHidden($0) && $0 != " " ? "\u{FFFD}" : $0 }))
             throw APIError(
                 .invalidField,
-                "url '\(text.prefix(140))' is not an http or https link: send one like \"https://ci.example.com/runs/42\", without spaces",
+                "url '\(shown)' \(problem); send one like \"https://ci.example.com/runs/42\"",
                 field: "url")
         }
         return text

@@ -93,7 +93,7 @@ public struct LogEntry: Sendable {
             return parsed
         }
         switch kind {
-        case "task", "batch", "control":
+        case "task", "receipt", "batch", "control", "controlReceipt":
             guard let commands = commands(), let answer = RequestPlan.Answer(logName: kind) else { return nil }
             self.kind = .request(commands, answer, LogEntry.principal(in: json))
         case "message":
@@ -147,16 +147,20 @@ extension RequestPlan.Answer {
     var logName: String {
         switch self {
         case .task: "task"
+        case .receipt: "receipt"
         case .batch: "batch"
         case .control: "control"
+        case .controlReceipt: "controlReceipt"
         }
     }
 
     init?(logName: String) {
         switch logName {
         case "task": self = .task
+        case "receipt": self = .receipt
         case "batch": self = .batch
         case "control": self = .control
+        case "controlReceipt": self = .controlReceipt
         default: return nil
         }
     }

@@ -137,7 +137,14 @@ public final class TaskStore {
         self.principal = principal
         defer { self.principal = .server }
         switch command {
-        case .update(let id, let patch): return update(id, patch, now: now)
+        case .update(let id, let patch):
+            if case .some(.some(let parent)) = patch.parent, parent != id, let ancestors = ancestorsMeeting(id, from: parent) {
+                throw APIError(
+                    .invalidField,
+                    "parent '\(parent)' would make a cycle: '\(id)' is already an ancestor of it (\(([parent] + ancestors).joined(separator: " → "))); name a task outside '\(id)'s subtree",
+                    field: "parent")
+            }
+            return update(id, patch, now: now)
         case .show(let id, let options): return show(id, options, now: now)
         case .hide(let id): return try hide(id, now: now)
         case .startTimer(let id, let spec): return startTimer(id, spec, now: now)
@@ -479,10 +486,38 @@ public final class TaskStore {
     }
 
     /// When a task is forgotten: `retentionSeconds` after its last change once it is finished, or
-    /// hidden and untouched; never while tasks name it as their parent (it goes after them).
+    /// hidden and untouched; never while tasks name it as their parent (it goes after them) —
+    /// except children that are also its ancestors: a cycle of parents (stored by a version that
+    /// took them) would otherwise keep every task in it for good.
     private func retirement(of task: TaskRecord) -> Double? {
-        guard task.state.isTerminal || !task.visible, children[task.id]?.isEmpty ?? true else { return nil }
+        guard task.state.isTerminal || !task.visible else { return nil }
+        if let kids = children[task.id], !kids.isEmpty {
+            let ancestors = Set(ancestorChain(of: task.id))
+            guard kids.allSatisfy(ancestors.contains) else { return nil }
+        }
         return task.updatedAt + retentionSeconds * 1000
+    }
+
+    /// `id`'s parent, its parent's parent, and so on, each once: it ends at a task with no
+    /// parent, at one not held, or where the chain comes round again.
+    private func ancestorChain(of id: String) -> [String] {
+        var chain: [String] = []
+        var seen: Set<String> = [id]
+        var current = tasks[id]?.parent
+        while let next = current, seen.insert(next).inserted {
+            chain.append(next)
+            current = tasks[next]?.parent
+        }
+        return chain
+    }
+
+    /// The chain up from `parent` to `id` when `id` is among `parent`'s ancestors (or `parent`
+    /// itself), so that making `parent` the parent of `id` would close a cycle; nil otherwise.
+    private func ancestorsMeeting(_ id: String, from parent: String) -> [String]? {
+        if parent == id { return [] }
+        let chain = ancestorChain(of: parent)
+        guard let at = chain.firstIndex(of: id) else { return nil }
+        return Array(chain[...at])
     }
 
     // MARK: Snapshots and resumption

@@ -161,8 +161,11 @@ public struct RequestGate: Sendable {
 /// cluster's shared log — and the shape of the answer once they are (`API.execute`).
 public enum RequestPlan: Sendable {
     /// One task's `{"seq", "task"}`; a batch's `{"seq", "applied", "errors"}`; a control request's
-    /// `{"seq", "task", "delivered"}` with a frame for each publisher socket of the task.
-    public enum Answer: Sendable { case task, batch, control }
+    /// `{"seq", "task", "delivered"}` with a frame for each publisher socket of the task. A
+    /// `receipt` is a task's answer for a caller that may change the task but not read it (a
+    /// loopback publisher under `anonymousRead: false`): `{"seq"}` alone (or `{"seq", "removed"}`);
+    /// a `controlReceipt`, `{"seq", "delivered"}`.
+    public enum Answer: Sendable { case task, receipt, batch, control, controlReceipt }
     case answer(APIResponse)
     /// The commands, the answer's shape, and whom they are applied for.
     case apply([Command], Answer, Principal)
@@ -304,20 +307,20 @@ public final class API {
     public func execute(_ commands: [Command], answer: RequestPlan.Answer, by principal: Principal = .server, now: Double) -> APIResponse {
         let response: APIResponse
         switch answer {
-        case .task:
+        case .task, .receipt:
             do throws(APIError) {
                 guard let command = commands.first else { throw APIError(.invalidEvent, "nothing to apply") }
-                response = try self.answer(command, by: principal, now: now)
+                response = try self.answer(command, by: principal, showingTask: answer == .task, now: now)
             } catch {
                 response = APIResponse(error)
             }
         case .batch:
             let result = applyBatch(commands, by: principal, now: now)
             response = APIResponse(body: encodeBatchAnswer(result), events: result.events)
-        case .control:
+        case .control, .controlReceipt:
             do throws(APIError) {
                 guard case .requestControl(let id, let action)? = commands.first else { throw APIError(.invalidEvent, "nothing to apply") }
-                response = try answerControl(id, action, by: principal, now: now)
+                response = try answerControl(id, action, by: principal, showingTask: answer == .control, now: now)
             } catch {
                 response = APIResponse(error)
             }
@@ -345,8 +348,11 @@ public final class API {
             try policy.authorizePublish(credential, id: "")
         }
         let principal = credential.grant?.principal ?? .server
+        // Publishing is not reading: an answer carries the task only to one who may read it.
+        func mayRead(_ id: String) -> Bool { (try? policy.authorizeRead(credential, id: id)) != nil }
         func apply(_ command: Command, now: Double) throws(APIError) -> RequestPlan {
-            .apply([try authorize(command, for: credential)], .task, principal)
+            let authorized = try authorize(command, for: credential)
+            return .apply([authorized], mayRead(command.id) ? .task : .receipt, principal)
         }
         func read(_ id: String) throws(APIError) { try policy.authorizeRead(credential, id: id) }
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
@@ -416,7 +422,7 @@ public final class API {
             case "cancel", "pause", "resume":
                 try Command.expectNoFields(try body(request), for: parts[3])
                 let control = Command.requestControl(id: id, action: TaskControl(rawValue: parts[3])!)
-                return .apply([try authorize(control, for: credential)], .control, principal)
+                return .apply([try authorize(control, for: credential)], mayRead(id) ? .control : .controlReceipt, principal)
             default: throw routeNotFound(request.path)
             }
         case ("timers", 3):
@@ -486,11 +492,11 @@ public final class API {
         return .update(id: id, patch: patch)
     }
 
-    private func answer(_ command: Command, by principal: Principal, now: Double) throws(APIError) -> APIResponse {
+    private func answer(_ command: Command, by principal: Principal, showingTask: Bool, now: Double) throws(APIError) -> APIResponse {
         let change = try apply(command, by: principal, now: now)
         var writer = JSONWriter(capacity: 384)
         writer.beginObject()
-        writeAnswerFields(change, id: command.id, into: &writer, now: now)
+        writeAnswerFields(change, id: command.id, into: &writer, showingTask: showingTask, now: now)
         writer.endObject()
         return APIResponse(body: writer.bytes, events: change.events)
     }
@@ -504,10 +510,12 @@ public final class API {
     }
 
     /// `"seq"`, then `"task"` (or `"removed"` when the change removed task `id`): an answer's fields.
-    func writeAnswerFields(_ change: Change, id: String, into writer: inout JSONWriter, now: Double) {
+    /// Without `showingTask`, no `"task"`: the caller may not read it.
+    func writeAnswerFields(_ change: Change, id: String, into writer: inout JSONWriter, showingTask: Bool = true, now: Double) {
         writer.key("seq")
         writer.number(Int(store.seq))
         if let task = change.task {
+            guard showingTask else { return }
             writer.key("task")
             writer.beginObject()
             task.writeFields(into: &writer, now: now)

@@ -152,7 +152,10 @@ public enum OpenAPI {
     static let operations: [Operation] = {
         let watch: Node = [
             "name": "watch", "in": "query", "required": false,
-            "description": "Comma-separated id patterns (* any run of characters, ? one); empty or absent: every task.",
+            "description":
+                .string(
+                    "Comma-separated id patterns (* any run of characters, ? one), at most \(WatchSet.maxPatterns) of \(WatchSet.maxPatternBytes) bytes in all; empty or absent: every task."
+                ),
             "schema": ["type": "string", "pattern": .string(watchListPattern)],
             "examples": ["ci": ["value": "ci.*,deploy.web"]],
         ]
@@ -616,12 +619,19 @@ public enum OpenAPI {
                     ref("Event"),
                 ]
             ],
-            "Change": object(["seq": ["type": "integer", "minimum": 1], "task": ref("Task")], required: ["seq", "task"]),
+            "Change": object(
+                [
+                    "seq": ["type": "integer", "minimum": 1],
+                    "task": ref("Task").with(
+                        "description",
+                        "Left out when the caller may publish the task but not read it (a loopback publisher under anonymousRead false)."),
+                ], required: ["seq"]),
             "ControlAnswer": object(
                 [
-                    "seq": ["type": "integer", "minimum": 1], "task": ref("Task"),
+                    "seq": ["type": "integer", "minimum": 1],
+                    "task": ref("Task").with("description", "Left out when the caller may change the task but not read it."),
                     "delivered": ["type": "integer", "minimum": 0, "description": "The publisher sockets told now; 0: the request waits for one."],
-                ], required: ["seq", "task", "delivered"]),
+                ], required: ["seq", "delivered"]),
             "LogTail": object(
                 [
                     "id": ref("TaskID"),
