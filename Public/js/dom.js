@@ -16,6 +16,7 @@ export function write(last, key, value, apply) {
 
 // C0 and C1 controls and the bidirectional marks, embeddings, overrides and isolates: characters
 // that change how the text around them reads without showing themselves.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is what this pattern is for
 const HIDDEN = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/gu;
 
 /** A task's link as a page may show it: `{href, text}` for an http or https URL with no user
