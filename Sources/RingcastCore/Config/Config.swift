@@ -82,7 +82,7 @@ public struct ServerConfig: Equatable, Sendable {
         "storage", "retentionSeconds", "maxTasks", "maxPublishRate", "maxConnectionsPerAddress", "limitLoopback", "compression", "tls",
         "handshakeTimeoutSeconds", "threads", "webhooks", "abandonAfterSeconds", "logLines", "logBytes", "maxLogBytes", "logFormat",
         "flushMilliseconds",
-        "timelineEntries", "readers", "anonymousRead", "anonymousLocalMaxTasks", "tokenSecretEnv", "trustedProxies", "redisReplicas",
+        "timelineEntries", "readers", "anonymousRead", "anonymousLocalMaxTasks", "tokenSecretEnv", "tokenMaxTasks", "trustedProxies", "redisReplicas",
     ]
 
     /// Parses a config file's contents; the error names the field and says what to write instead.
@@ -216,6 +216,8 @@ public struct ServerConfig: Equatable, Sendable {
                 config.access.anonymousLocalPublish = flag
             case "anonymousLocalMaxTasks":
                 config.access.anonymousLocalMaxTasks = try integer(1...10_000_000, "a count between 1 and 10000000")
+            case "tokenMaxTasks":
+                config.access.tokenMaxTasks = try integer(1...10_000_000, "a count between 1 and 10000000")
             case "publishers", "readers":
                 let role: AccessEntry.Role = key == "publishers" ? .publisher : .reader
                 guard case .array(let items) = value else { throw fail("a list of {\"name\", \"token\" or \"tokenEnv\", \"patterns\"}") }
@@ -260,6 +262,7 @@ public struct ServerConfig: Equatable, Sendable {
             }
         }
         try config.checkAccess(source: source)
+        if config.access.tokenMaxTasks == nil { config.access.tokenMaxTasks = max(1, config.maxTasks / 10) }
         guard config.logBytes <= config.maxLogBytes else {
             throw ConfigError(
                 "\(source): \"logBytes\" (\(config.logBytes)) is more than \"maxLogBytes\" (\(config.maxLogBytes)), the budget of every task's log together; lower logBytes or raise maxLogBytes"
@@ -274,8 +277,7 @@ public struct ServerConfig: Equatable, Sendable {
         var names: Set<String> = []
         for (index, entry) in access.entries.enumerated() {
             let place = "\(source): \(entry.role.rawValue)s entry '\(entry.name)'"
-            let reserved = [AccessPolicy.localName, AccessPolicy.anonymousName, Principal.server.name, "signed"]
-            guard !reserved.contains(entry.name) else {
+            guard !AccessPolicy.serverNames.contains(entry.name) else {
                 throw ConfigError(
                     "\(place): the name is the server's own for \(entry.name == "signed" ? "signed tokens without a sub" : "access without a token or its own changes"); choose another"
                 )
