@@ -91,9 +91,9 @@ public enum SignedToken {
         do {
             value = try JSONParser.parse(bytes, uniqueMembers: true)
         } catch {
-            throw refusal("is malformed: its \(part) is not JSON (\(error.reason))")
+            throw refusal("is malformed: its \(part) \(part == "claims" ? "are" : "is") not JSON (\(error.reason))")
         }
-        guard case .object = value else { throw refusal("is malformed: its \(part) is not a JSON object") }
+        guard case .object = value else { throw refusal("is malformed: its \(part) \(part == "claims" ? "are" : "is") not a JSON object") }
         return value
     }
 
