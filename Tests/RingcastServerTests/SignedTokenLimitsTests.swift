@@ -174,7 +174,9 @@ final class SignedTokenLimitsTests: XCTestCase {
     func testTokenMaxTasksIsASettingWithinTheServersMaxTasks() throws {
         let config = try ServerConfig.parse(Array(#"{"maxTasks": 500, "tokenMaxTasks": 7}"#.utf8))
         XCTAssertEqual(config.access.tokenMaxTasks, 7)
-        XCTAssertEqual(try ServerConfig.parse(Array(#"{"maxTasks": 500}"#.utf8)).access.tokenMaxTasks, 50)
+        XCTAssertEqual(config.effectiveAccess.tokenMaxTasks, 7)
+        XCTAssertEqual(try ServerConfig.parse(Array(#"{"maxTasks": 500}"#.utf8)).effectiveAccess.tokenMaxTasks, 50)
+        XCTAssertEqual(ServerConfig().effectiveAccess.tokenMaxTasks, 1000)
         XCTAssertThrowsError(try ServerConfig.parse(Array(#"{"tokenMaxTasks": 0}"#.utf8))) {
             XCTAssertTrue("\($0)".contains("tokenMaxTasks"), "\($0)")
         }

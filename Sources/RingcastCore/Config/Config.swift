@@ -21,6 +21,13 @@ public struct ServerConfig: Equatable, Sendable {
     /// Who may read and who may publish what: `publishers`, `readers`, `anonymousRead`,
     /// `anonymousLocalPublish`, `anonymousLocalMaxTasks`, `tokenSecretEnv` (Access.swift).
     public var access = AccessPolicy()
+    /// `access` as the server applies it: a signed token's `sub` without a `tokenMaxTasks` of the
+    /// file's holds a tenth of `maxTasks`, so that one token cannot fill the server.
+    public var effectiveAccess: AccessPolicy {
+        var policy = access
+        if policy.tokenMaxTasks == nil { policy.tokenMaxTasks = max(1, maxTasks / 10) }
+        return policy
+    }
     /// Addresses of reverse proxies whose `Forwarded` / `X-Forwarded-For` name the client; a
     /// request from anywhere else is taken to come from its own address.
     public var trustedProxies: [String] = []
@@ -262,7 +269,6 @@ public struct ServerConfig: Equatable, Sendable {
             }
         }
         try config.checkAccess(source: source)
-        if config.access.tokenMaxTasks == nil { config.access.tokenMaxTasks = max(1, config.maxTasks / 10) }
         guard config.logBytes <= config.maxLogBytes else {
             throw ConfigError(
                 "\(source): \"logBytes\" (\(config.logBytes)) is more than \"maxLogBytes\" (\(config.maxLogBytes)), the budget of every task's log together; lower logBytes or raise maxLogBytes"

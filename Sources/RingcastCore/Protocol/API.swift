@@ -212,7 +212,7 @@ public final class API {
     public let config: ServerConfig
     /// The checks that need no state: they also run outside the state's lock, on any service thread.
     public let gate: RequestGate
-    public var policy: AccessPolicy { config.access }
+    public var policy: AccessPolicy { config.effectiveAccess }
     public var metrics = ServerMetrics()
     public static let maxBatchEvents = 10_000
     /// Which sockets of this node published which tasks (Controls.swift).

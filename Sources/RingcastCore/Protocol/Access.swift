@@ -211,8 +211,8 @@ public struct AccessPolicy: Equatable, Sendable {
     /// The HS256 key of signed tokens; nil: signed tokens are not accepted.
     public var tokenSecret: [UInt8]?
     /// The most tasks one signed token's `sub` may hold when the token names no
-    /// `ringcast.maxTasks` (nil: only the server's `maxTasks`). config.json's `tokenMaxTasks`,
-    /// a tenth of `maxTasks` unless set, so that one token cannot fill the server.
+    /// `ringcast.maxTasks` (nil: only the server's `maxTasks`). config.json's `tokenMaxTasks`; the
+    /// server fills in a tenth of `maxTasks` when it is unset (ServerConfig.effectiveAccess).
     public var tokenMaxTasks: Int?
 
     /// The name anonymous loopback access acts under, and the name of anonymous access from elsewhere.
