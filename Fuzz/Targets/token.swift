@@ -27,7 +27,10 @@ public func fuzzToken(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         checkTime(Double(bitPattern: input.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }))
     }
     if parts.count >= 2, case .object(let members)? = try? JSONParser.parse(parts[1]) {
-        for (_, value) in members { if case .number(let n) = value { checkTime(n); checkTime(n * 1000) } }
+        for case (_, .number(let n)) in members {
+            checkTime(n)
+            checkTime(n * 1000)
+        }
     }
     return 0
 }

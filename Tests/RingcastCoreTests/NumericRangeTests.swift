@@ -108,8 +108,9 @@ final class NumericRangeTests: XCTestCase {
             let message = refusal(token(#"{"exp":1800000000,"ringcast":{"read":["*"],"maxTasks":\#(cap)}}"#))
             XCTAssertTrue(message?.contains("ringcast.maxTasks that is not a whole number") == true, "\(cap): \(message ?? "accepted")")
         }
-        guard case .success(let grant) = SignedToken.verify(
-            token(#"{"exp":1800000000,"ringcast":{"read":["*"],"maxTasks":5,"maxConnections":2}}"#), secret: key, now: now)
+        guard
+            case .success(let grant) = SignedToken.verify(
+                token(#"{"exp":1800000000,"ringcast":{"read":["*"],"maxTasks":5,"maxConnections":2}}"#), secret: key, now: now)
         else { return XCTFail("caps refused") }
         XCTAssertEqual(grant.maxTasks, 5)
         XCTAssertEqual(grant.maxConnections, 2)

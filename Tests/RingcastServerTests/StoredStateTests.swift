@@ -43,7 +43,10 @@ final class StoredStateTests: XCTestCase {
 
         for (name, sql, shown) in [
             ("gone", "DELETE FROM meta WHERE key IN ('epoch', 'seq');", "(epoch missing, seq missing)"),
-            ("garbage", "INSERT OR REPLACE INTO meta (key, value) VALUES ('epoch', 'not an epoch!'), ('seq', '-5');", "(epoch 'not an epoch!', seq '-5')"),
+            (
+                "garbage", "INSERT OR REPLACE INTO meta (key, value) VALUES ('epoch', 'not an epoch!'), ('seq', '-5');",
+                "(epoch 'not an epoch!', seq '-5')"
+            ),
             ("seq past 2^53", "INSERT OR REPLACE INTO meta (key, value) VALUES ('seq', '18446744073709551615');", "seq '18446744073709551615'"),
         ] {
             try edit(sql)
@@ -117,7 +120,8 @@ final class StoredStateTests: XCTestCase {
             XCTAssertTrue(line.first?.contains(reason) == true && line.first?.contains(path) == true, "\(id): \(line.first?.prefix(300) ?? "")")
             XCTAssertLessThan(line.first?.utf8.count ?? 0, 1000, "the line does not carry the row")
         }
-        XCTAssertTrue(logged.contains { $0.contains("4 stored tasks in \(path) failed the checks an update passes") }, "\(logged.map { $0.prefix(300) })")
+        XCTAssertTrue(
+            logged.contains { $0.contains("4 stored tasks in \(path) failed the checks an update passes") }, "\(logged.map { $0.prefix(300) })")
         // The ids are free to publish again, and what is published replaces the rows left out.
         XCTAssertEqual(try second.http().request("POST", "/api/tasks/bad.units", json: #"{"progress":0.5}"#).status, 200)
         XCTAssertEqual(try listed(second).tasks["bad.units"]?["progress"], .number(0.5))

@@ -82,7 +82,8 @@ public struct LogEntry: Sendable {
     public init?(decoding bytes: [UInt8]) {
         // Numbers are converted only when exact (`init?(exactly:)`): another node's entry is
         // outside input, and a 1e300 where a count belongs must skip the entry, not trap.
-        guard let json = try? JSONParser.parse(bytes), case .string(let node)? = json["n"], let token = json.number("k").flatMap(UInt64.init(exactly:)),
+        guard let json = try? JSONParser.parse(bytes), case .string(let node)? = json["n"],
+            let token = json.number("k").flatMap(UInt64.init(exactly:)),
             let worker = json.number("w").flatMap(Int.init(exactly:)), let now = json.number("t"), now.isFinite, case .string(let kind)? = json["x"]
         else { return nil }
         func commands() -> [Command]? {

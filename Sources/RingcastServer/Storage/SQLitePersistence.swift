@@ -169,7 +169,8 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
     /// An epoch as TaskStore.newEpoch writes them (letters and digits, a few to 64): anything else
     /// in the meta row is garbage, never carried into `hello` events and resume tokens.
     static func isEpoch(_ text: String) -> Bool {
-        (1...64).contains(text.utf8.count) && text.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x7A).contains($0) || (0x41...0x5A).contains($0) }
+        (1...64).contains(text.utf8.count)
+            && text.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x7A).contains($0) || (0x41...0x5A).contains($0) }
     }
 
     public func save(_ task: TaskRecord, epoch: String, seq: UInt64, urgent: Bool) {
