@@ -42,6 +42,24 @@ final class NumericRangeTests: XCTestCase {
         }
     }
 
+    func testAnETAOfAnySizeIsWrittenAsADuration() throws {
+        XCTAssertEqual(TextTable.duration(1e300), "277777777 h 46 min")
+        XCTAssertEqual(TextTable.duration(.infinity), "277777777 h 46 min")
+        XCTAssertEqual(TextTable.duration(.nan), "0 s")
+        XCTAssertEqual(TextTable.duration(-.infinity), "0 s")
+        // Progress 1e-300 a second: the ETA is 1e300 s, and the text table still answers.
+        let api = API(store: TaskStore(epoch: "ranges"))
+        for (step, progress) in [0, 1e-300, 2e-300, 3e-300].enumerated() {
+            let body = Array(#"{"progress":\#(progress)}"#.utf8)
+            let answer = api.handle(APIRequest(method: "POST", path: "/api/tasks/slow", body: body), now: now + Double(step) * 1000)
+            XCTAssertEqual(answer.status, 200, String(decoding: answer.body, as: UTF8.self))
+        }
+        XCTAssertGreaterThan(api.store.task("slow")?.eta ?? 0, 1e100, "an ETA past any Int")
+        let table = api.handle(APIRequest(method: "GET", path: "/api/tasks", query: ["format": "text"]), now: now + 4000)
+        XCTAssertEqual(table.status, 200)
+        XCTAssertTrue(String(decoding: table.body, as: UTF8.self).contains("slow"))
+    }
+
     func testAStrictParseRefusesAMemberNamedTwiceAtAnyDepth() throws {
         XCTAssertEqual(try JSONParser.parse(#"{"a":1,"a":2}"#)["a"], .number(2), "the lenient parse keeps the last")
         for text in [#"{"a":1,"a":2}"#, #"{"x":{"b":[],"b":null}}"#, #"[{"k":1,"k":1}]"#] {
