@@ -165,6 +165,14 @@ final class NumericRangeTests: XCTestCase {
         }
     }
 
+    func testAKindsStoredRunsKeepOnlyDurationsThatAreNumbers() {
+        let items: [JSONValue] = [.number(12), .number(1e308), .number(-3), .string("9"), .number(30)]
+        XCTAssertEqual(KindRuns.restored(items, lastFinishedAt: now), KindRuns(seconds: [12, 30], lastFinishedAt: now))
+        XCTAssertNil(KindRuns.restored(items, lastFinishedAt: 1e300), "a finish that is no instant")
+        XCTAssertNil(KindRuns.restored([.number(-1)], lastFinishedAt: now), "nothing left to keep")
+        XCTAssertEqual(KindRuns.restored(Array(repeating: .number(5), count: 50), lastFinishedAt: now)?.seconds.count, KindHistory.runsKept)
+    }
+
     func testAStoredTaskIsCheckedAsAnUpdateIsAndEveryStoredNumberIsRangeChecked() throws {
         let store = TaskStore()
         var patch = TaskPatch()
