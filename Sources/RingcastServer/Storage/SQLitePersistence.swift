@@ -124,7 +124,7 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
                 // A new file: nothing in it yet, nothing to say.
                 guard rows.count > 0 || epochText != nil || seqText != nil else { return nil }
                 func shown(_ text: String?) -> String { text.map { "'\($0.prefix(40))'" } ?? "missing" }
-                let highest = UInt64(clamping: max(0, rows.maxSeq))
+                let highest = UInt64(clamping: min(max(0, rows.maxSeq), Int64(JSONWriter.maxExactInteger)))
                 let kept = max(seq ?? 0, highest)
                 logger.warning(
                     "storage: \(path)'s meta rows are missing or unreadable (epoch \(shown(epochText)), seq \(shown(seqText))): its \(rows.count) stored tasks are served under a new epoch from seq \(kept), so every watcher gets a full snapshot; if this file was edited by hand, stop the server and restore it from a backup"
