@@ -10,16 +10,22 @@ package enum PyJWT {
         package var description: String { "python3 with PyJWT could not mint a token (scripts/deps.sh test installs it): \(output)" }
     }
 
-    /// One token to mint: its claims (JSON), the key (nil, with algorithm `none`: unsigned) and the algorithm.
+    /// One token to mint: its claims (JSON), the key (nil, with algorithm `none`: unsigned), the
+    /// algorithm, extra header members (JSON), and whether the claims are signed byte for byte as
+    /// written (PyJWS over the raw payload: how a member named twice reaches the server).
     package struct Spec {
         package let claims: String
         package let secret: String?
         package let algorithm: String
+        package let headers: String?
+        package let raw: Bool
 
-        package init(_ claims: String, secret: String?, algorithm: String = "HS256") {
+        package init(_ claims: String, secret: String?, algorithm: String = "HS256", headers: String? = nil, raw: Bool = false) {
             self.claims = claims
             self.secret = secret
             self.algorithm = algorithm
+            self.headers = headers
+            self.raw = raw
         }
     }
 
@@ -31,13 +37,18 @@ package enum PyJWT {
             warnings.simplefilter("ignore")  # PyJWT warns of short keys; the tests choose theirs
             import jwt
             for spec in json.loads(sys.argv[1]):
-                print(jwt.encode(json.loads(spec["claims"]), spec["secret"], algorithm=spec["algorithm"]))
+                headers = json.loads(spec["headers"]) if spec["headers"] else None
+                if spec["raw"]:
+                    print(jwt.api_jws.PyJWS().encode(spec["claims"].encode(), spec["secret"], algorithm=spec["algorithm"], headers=headers))
+                else:
+                    print(jwt.encode(json.loads(spec["claims"]), spec["secret"], algorithm=spec["algorithm"], headers=headers))
             """
         let specsJSON = JSONWriter.encode(
             .array(
                 specs.map {
                     .object([
                         ("claims", .string($0.claims)), ("secret", $0.secret.map(JSONValue.string) ?? .null), ("algorithm", .string($0.algorithm)),
+                        ("headers", $0.headers.map(JSONValue.string) ?? .null), ("raw", .bool($0.raw)),
                     ])
                 }))
         let (status, output) = try runToEnd("/usr/bin/env", ["python3", "-c", script, String(decoding: specsJSON, as: UTF8.self)])

@@ -21,6 +21,13 @@ public struct ServerConfig: Equatable, Sendable {
     /// Who may read and who may publish what: `publishers`, `readers`, `anonymousRead`,
     /// `anonymousLocalPublish`, `anonymousLocalMaxTasks`, `tokenSecretEnv` (Access.swift).
     public var access = AccessPolicy()
+    /// `access` as the server applies it: a signed token's `sub` without a `tokenMaxTasks` of the
+    /// file's holds a tenth of `maxTasks`, so that one token cannot fill the server.
+    public var effectiveAccess: AccessPolicy {
+        var policy = access
+        if policy.tokenMaxTasks == nil { policy.tokenMaxTasks = max(1, maxTasks / 10) }
+        return policy
+    }
     /// Addresses (or CIDR ranges) of reverse proxies whose `forwardedHeader` names the client; a
     /// request from anywhere else is taken to come from its own address.
     public var trustedProxies: [String] = []
@@ -94,8 +101,8 @@ public struct ServerConfig: Equatable, Sendable {
         "sendBufferBytes", "writeTimeoutSeconds", "compression", "tls",
         "handshakeTimeoutSeconds", "threads", "webhooks", "abandonAfterSeconds", "logLines", "logBytes", "maxLogBytes", "logFormat",
         "flushMilliseconds",
-        "timelineEntries", "readers", "anonymousRead", "anonymousLocalMaxTasks", "tokenSecretEnv", "trustedProxies", "redisReplicas",
-        "forwardedHeader",
+        "timelineEntries", "readers", "anonymousRead", "anonymousLocalMaxTasks", "tokenSecretEnv", "tokenMaxTasks", "trustedProxies",
+        "redisReplicas", "forwardedHeader",
     ]
 
     /// Parses a config file's contents; the error names the field and says what to write instead.
@@ -236,6 +243,8 @@ public struct ServerConfig: Equatable, Sendable {
                 config.access.anonymousLocalPublish = flag
             case "anonymousLocalMaxTasks":
                 config.access.anonymousLocalMaxTasks = try integer(1...10_000_000, "a count between 1 and 10000000")
+            case "tokenMaxTasks":
+                config.access.tokenMaxTasks = try integer(1...10_000_000, "a count between 1 and 10000000")
             case "publishers", "readers":
                 let role: AccessEntry.Role = key == "publishers" ? .publisher : .reader
                 guard case .array(let items) = value else { throw fail("a list of {\"name\", \"token\" or \"tokenEnv\", \"patterns\"}") }
@@ -303,8 +312,7 @@ public struct ServerConfig: Equatable, Sendable {
         var names: Set<String> = []
         for (index, entry) in access.entries.enumerated() {
             let place = "\(source): \(entry.role.rawValue)s entry '\(entry.name)'"
-            let reserved = [AccessPolicy.localName, AccessPolicy.anonymousName, Principal.server.name, "signed"]
-            guard !reserved.contains(entry.name) else {
+            guard !AccessPolicy.serverNames.contains(entry.name) else {
                 throw ConfigError(
                     "\(place): the name is the server's own for \(entry.name == "signed" ? "signed tokens without a sub" : "access without a token or its own changes"); choose another"
                 )

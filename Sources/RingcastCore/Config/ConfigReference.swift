@@ -85,6 +85,10 @@ extension ServerConfig {
             "The environment variable holding the HS256 key (32 bytes or more) of signed tokens (JWTs with exp, sub and ringcast.read / ringcast.publish) a backend mints.",
             commentedOut: true),
         Reference(
+            "tokenMaxTasks", "1000",
+            "The most tasks one signed token's sub may hold unless the token carries ringcast.maxTasks (default: a tenth of maxTasks).",
+            commentedOut: true),
+        Reference(
             "trustedProxies", "[]",
             "Addresses (or CIDR ranges) of reverse proxies whose forwardedHeader names the client; without it a proxy on this machine makes every client look like loopback. A request from one of them that names no address is a remote client."
         ),

@@ -52,9 +52,13 @@ public struct JSONParseError: Error, Equatable, CustomStringConvertible {
 public struct JSONParser {
     public static let maxDepth = 64
 
-    public static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
+    /// With `uniqueMembers`, an object that names a member twice is an error (RFC 8259 leaves
+    /// such an object's meaning to the reader, RFC 7519 §4 refuses it in a token): where two
+    /// readers could take different values, none is taken.
+    public static func parse(_ bytes: [UInt8], uniqueMembers: Bool = false) throws(JSONParseError) -> JSONValue {
         try bytes.withUnsafeBufferPointer { buffer throws(JSONParseError) in
             var parser = JSONParser(bytes: buffer)
+            parser.uniqueMembers = uniqueMembers
             parser.skipWhitespace()
             let value = try parser.parseValue(depth: 0)
             parser.skipWhitespace()
@@ -69,6 +73,7 @@ public struct JSONParser {
 
     private let bytes: UnsafeBufferPointer<UInt8>
     private var index = 0
+    private var uniqueMembers = false
 
     private init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
@@ -117,6 +122,7 @@ public struct JSONParser {
     private mutating func parseObject(depth: Int) throws(JSONParseError) -> JSONValue {
         index += 1
         var members: [(String, JSONValue)] = []
+        var seen: Set<String> = []
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
@@ -125,7 +131,11 @@ public struct JSONParser {
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
+            let keyOffset = index
             let key = try parseString()
+            if uniqueMembers, !seen.insert(key).inserted {
+                throw JSONParseError(offset: keyOffset, reason: "the member \"\(key.prefix(40))\" appears twice")
+            }
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
             index += 1
@@ -286,6 +296,12 @@ public struct JSONParser {
         }
         return value
     }
+}
+
+extension JSONWriter {
+    /// 2^53: the largest whole number a JSON reader in a browser (a Double) holds exactly, and
+    /// the ceiling of every count or sequence number read back from stored JSON.
+    public static let maxExactInteger = 9_007_199_254_740_992.0
 }
 
 /// Appends JSON straight into a byte buffer: the fan-out encodes every event exactly once with it.

@@ -135,13 +135,19 @@ public enum TextTable {
     }
 
     /// `45 s`, `2 min 5 s`, `1 h 5 min`, as the dashboard writes them (rounded up: never `0 s` early).
+    /// An ETA is a quotient of two small numbers (1e-300 progress a second gives 1e300 s): past
+    /// `longestDuration`, or not a number, it is written as that bound, never converted whole.
     public static func duration(_ seconds: Double) -> String {
-        let total = Int(max(0, seconds).rounded(.up))
+        guard seconds.isFinite || seconds == .infinity else { return "0 s" }
+        let total = Int(min(max(0, seconds), longestDuration).rounded(.up))
         if total < 60 { return "\(total) s" }
         let minutes = total / 60
         if minutes < 60 { return total % 60 == 0 ? "\(minutes) min" : "\(minutes) min \(total % 60) s" }
         return minutes % 60 == 0 ? "\(minutes / 60) h" : "\(minutes / 60) h \(minutes % 60) min"
     }
+
+    /// About 31 710 years in seconds: as far off as a duration is written.
+    public static let longestDuration = 1e12
 
     /// `3 tasks: 2 running, 1 failed`; the states that do not fit in `width` end in `…`.
     static func summary(_ tasks: [TaskRecord], width: Int = .max) -> String {

@@ -15,7 +15,7 @@ extension TaskStore {
     func abandon(_ task: TaskRecord, now: Double) -> Change {
         var task = task
         task.state = .failed
-        task.detail = "abandoned: no update for \(Int(((now - task.publishedAt) / 1000).rounded())) s"
+        task.detail = "abandoned: no update for \(UnixTime.seconds(until: now, now: task.publishedAt)) s"
         task.rate = nil
         task.eta = nil
         task.timer?.pause(at: now)

@@ -63,7 +63,7 @@ extension TaskRecord {
         if case .bool(true)? = json["cancelRequested"] { cancelRequested = true }
         if case .bool(true)? = json["pauseRequested"] { pauseRequested = true }
         abandonAfter = json.number("abandonAfter")
-        logCount = Int(json.number("logCount") ?? 0)
+        logCount = json.number("logCount").flatMap(Int.init(exactly:)) ?? 0
         stalledAt = stored.number("stalledAt")
     }
 }

@@ -213,7 +213,7 @@ public struct TimerStart: Equatable, Sendable {
             seconds: seconds, interval: interval,
             title: try object.string("title", maxLength: 200),
             hideAfter: try object.number("hideAfter", in: 0.001...31_536_000, hint: "seconds, above 0"),
-            startAt: try object.number("startAt", in: 0...1e15, hint: "Unix milliseconds")
+            startAt: try object.number("startAt", in: UnixTime.range, hint: "Unix milliseconds, 1970 through 9999")
         )
     }
 }

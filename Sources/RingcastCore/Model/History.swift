@@ -44,6 +44,19 @@ public struct KindRuns: Equatable, Sendable {
         self.lastFinishedAt = lastFinishedAt
     }
 
+    /// Runs read back from storage or a checkpoint, which are outside input: only durations from
+    /// 0 to `UnixTime.longestSpan` are kept (a 1e308 would make every run of the kind "slow"
+    /// forever), the newest `KindHistory.runsKept`; nil when the finish time is no instant.
+    public static func restored(_ items: [JSONValue], lastFinishedAt: Double) -> KindRuns? {
+        guard UnixTime.isSane(milliseconds: lastFinishedAt) else { return nil }
+        let seconds = items.compactMap { item -> Double? in
+            guard case .number(let value) = item, (0...UnixTime.longestSpan / 1000).contains(value) else { return nil }
+            return value
+        }
+        guard !seconds.isEmpty else { return nil }
+        return KindRuns(seconds: Array(seconds.suffix(KindHistory.runsKept)), lastFinishedAt: lastFinishedAt)
+    }
+
     /// The middle run (the mean of the two middle ones for an even count).
     public var median: Double? {
         let sorted = seconds.sorted()

@@ -80,8 +80,11 @@ public struct LogEntry: Sendable {
     /// The entry `encoded()` wrote; nil when the bytes are not one (a newer node's entry this node
     /// cannot read is skipped by the caller, who logs it).
     public init?(decoding bytes: [UInt8]) {
-        guard let json = try? JSONParser.parse(bytes), case .string(let node)? = json["n"], let token = json.number("k"),
-            let worker = json.number("w"), let now = json.number("t"), case .string(let kind)? = json["x"]
+        // Numbers are converted only when exact (`init?(exactly:)`): another node's entry is
+        // outside input, and a 1e300 where a count belongs must skip the entry, not trap.
+        guard let json = try? JSONParser.parse(bytes), case .string(let node)? = json["n"],
+            let token = json.number("k").flatMap(UInt64.init(exactly:)),
+            let worker = json.number("w").flatMap(Int.init(exactly:)), let now = json.number("t"), now.isFinite, case .string(let kind)? = json["x"]
         else { return nil }
         func commands() -> [Command]? {
             guard case .array(let events)? = json["c"] else { return nil }
@@ -101,15 +104,16 @@ public struct LogEntry: Sendable {
             var plan = MessagePlan()
             plan.principal = LogEntry.principal(in: json)
             plan.isBatch = json["b"] == .bool(true)
-            plan.socketKey = json.number("s").map { UInt64($0) } ?? 0
+            guard let socketKey = json.number("s").map(UInt64.init(exactly:)) ?? 0 else { return nil }
+            plan.socketKey = socketKey
             switch json["f"] {
             case .string(let ref)?: plan.flush = .some(ref)
             case .null?: plan.flush = .some(nil)
             default: break
             }
             for (index, command) in zip(indices, commands) {
-                guard case .number(let position) = index else { return nil }
-                plan.commands.append((Int(position), command))
+                guard case .number(let position) = index, let position = Int(exactly: position) else { return nil }
+                plan.commands.append((position, command))
             }
             self.kind = .message(plan)
         case "due":
@@ -118,8 +122,8 @@ public struct LogEntry: Sendable {
             return nil
         }
         self.node = node
-        self.token = UInt64(token)
-        self.worker = Int(worker)
+        self.token = token
+        self.worker = worker
         self.now = now
     }
 }
@@ -138,7 +142,7 @@ extension LogEntry {
 
     fileprivate static func principal(in json: JSONValue) -> Principal {
         guard case .string(let name)? = json["a"] else { return .server }
-        return Principal(name: name, maxTasks: json.number("q").map { Int($0) })
+        return Principal(name: name, maxTasks: json.number("q").flatMap(Int.init(exactly:)))
     }
 }
 

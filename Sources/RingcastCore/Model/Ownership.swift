@@ -39,7 +39,8 @@ extension TaskStore {
             let setting = principal.name == AccessPolicy.localName ? "\"anonymousLocalMaxTasks\"" : "its \"maxTasks\""
             throw APIError(
                 .tooManyTasks,
-                "\(whose) already holds \(share) tasks, its share (\(setting)): remove finished ones, or raise \(setting) in config.json",
+                "\(whose) already holds \(share) tasks, its share (\(setting)): remove finished ones, or raise \(setting) in config.json"
+                    + (principal.name == AccessPolicy.localName ? "" : " (for a signed token: its ringcast.maxTasks, or \"tokenMaxTasks\")"),
                 field: "id")
         }
     }

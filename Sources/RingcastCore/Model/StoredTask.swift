@@ -52,18 +52,87 @@ extension TaskRecord {
         return writer.bytes
     }
 
-    /// The task `encodedForStorage` wrote, or nil when the bytes are not one.
+    /// Why a stored task was not restored: what was wrong with it, and its id when it has one.
+    public struct RestoreError: Error, Equatable, Sendable {
+        public let id: String?
+        public let reason: String
+    }
+
+    /// The task `encodedForStorage` wrote, or nil when the bytes are not one (`restoring` says why).
     public init?(stored bytes: [UInt8]) {
-        guard let json = try? JSONParser.parse(bytes), case .string(let id)? = json["id"], TaskID.isValid(id),
-            let stored = json["stored"], let updatedAt = stored.number("updatedAt"),
-            let publishedAt = stored.number("publishedAt"),
-            case .string(let stateName)? = json["state"], let state = TaskState(rawValue: stateName),
-            let seq = json.number("seq")
-        else { return nil }
-        self.init(id: id, now: updatedAt)
-        self.publishedAt = publishedAt
-        self.state = state
-        self.seq = UInt64(seq)
+        guard case .success(let task) = TaskRecord.restoring(bytes) else { return nil }
+        self = task
+    }
+
+    /// The task `encodedForStorage` wrote, checked as an update through the API is (TaskPatch and
+    /// TimerStart's own rules), with every instant and count range-checked: a storage file is
+    /// outside input too (edited, damaged, or from a build with looser rules), and a row with a
+    /// 20 MB title or progress 1e308 must not be served, nor a 1e300 reach an integer conversion.
+    public static func restoring(_ bytes: [UInt8]) -> Result<TaskRecord, RestoreError> {
+        guard let json = try? JSONParser.parse(bytes), case .object = json else {
+            return .failure(RestoreError(id: nil, reason: "not a JSON object"))
+        }
+        guard case .string(let id)? = json["id"], TaskID.isValid(id) else { return .failure(RestoreError(id: nil, reason: "no valid \"id\"")) }
+        if let reason = problem(with: json) { return .failure(RestoreError(id: id, reason: reason)) }
+        return .success(TaskRecord(checked: json, id: id))
+    }
+
+    /// What makes a stored task's JSON unfit to serve, or nil.
+    private static func problem(with json: JSONValue) -> String? {
+        guard let stored = json["stored"], case .object = stored else { return "no \"stored\" object" }
+        guard case .string(let stateName)? = json["state"], TaskState(rawValue: stateName) != nil else { return "no valid \"state\"" }
+        guard let seq = json.number("seq"), (0...JSONWriter.maxExactInteger).contains(seq), seq == seq.rounded() else {
+            return "\"seq\" is not a whole number from 0 to 2^53"
+        }
+        // The fields an update may set, by the update's own rules (state and hideAfter are
+        // stored in other forms: a state only the server sets, hideAt).
+        guard case .object(let members) = json else { return "not a JSON object" }
+        let settable = members.filter { TaskPatch.fields.contains($0.0) && $0.0 != "state" && $0.0 != "hideAfter" }
+        do throws(APIError) {
+            _ = try TaskPatch.parse(.object(settable))
+            if let timer = json["timer"] {
+                _ = try TimerStart.parse(.object([("seconds", timer["seconds"] ?? .null), ("interval", timer["interval"] ?? .null)]))
+            }
+        } catch {
+            return error.message
+        }
+        for key in ["updatedAt", "publishedAt"] {
+            guard let instant = stored.number(key), UnixTime.isSane(milliseconds: instant) else {
+                return "stored.\(key) is not an instant from 1970 through 9999"
+            }
+        }
+        for key in ["runStartedAt", "stalledAt", "startedAt", "pausedAt"] where stored[key] != nil {
+            guard let instant = stored.number(key), UnixTime.isSane(milliseconds: instant) else {
+                return "stored.\(key) is not an instant from 1970 through 9999"
+            }
+        }
+        // Deadlines are instants plus spans the API bounds: finite and after 1970 is what they must be.
+        for key in ["hideAt", "slowAfter", "timerHideAfter"] where stored[key] != nil {
+            guard let value = stored.number(key), value.isFinite, value >= 0 else { return "stored.\(key) is not a finite, positive number" }
+        }
+        for (key, value) in [("rate", json["rate"]), ("eta", json["eta"]), ("expectedSeconds", json["expectedSeconds"])] {
+            guard let value else { continue }
+            guard case .number(let n) = value, n.isFinite, n >= 0 else { return "\"\(key)\" is not a finite number of at least 0" }
+        }
+        for (key, value) in [("ticks", stored["ticks"]), ("logCount", json["logCount"])] {
+            guard let value else { continue }
+            guard case .number(let n) = value, n == n.rounded(), (0...JSONWriter.maxExactInteger).contains(n) else {
+                return "\"\(key)\" is not a whole number from 0 to 2^53"
+            }
+        }
+        if case .array(let values)? = stored["rateState"], !values.allSatisfy({ $0.numberValue?.isFinite == true }) {
+            return "stored.rateState holds a value that is not a finite number"
+        }
+        return nil
+    }
+
+    /// The task of a JSON object `problem(with:)` found nothing wrong with.
+    private init(checked json: JSONValue, id: String) {
+        let stored = json["stored"]!
+        self.init(id: id, now: stored.number("updatedAt")!)
+        self.publishedAt = stored.number("publishedAt")!
+        self.state = TaskState(rawValue: json["state"]!.stringValue!)!
+        self.seq = UInt64(json.number("seq")!)
         if case .string(let title)? = json["title"] { self.title = title }
         if case .string(let detail)? = json["detail"] { self.detail = detail }
         progress = json.number("progress")
@@ -95,7 +164,7 @@ extension TaskRecord {
         {
             var timer = TimerSpec(
                 seconds: seconds, interval: interval, startedAt: startedAt, pausedAt: stored.number("pausedAt"),
-                ticksEmitted: Int(stored.number("ticks") ?? 0))
+                ticksEmitted: stored.number("ticks").flatMap(Int.init(exactly:)) ?? 0)
             timer.hideAfter = stored.number("timerHideAfter")
             self.timer = timer
         }

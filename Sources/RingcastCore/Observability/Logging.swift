@@ -66,8 +66,15 @@ public struct LogDestination: Sendable {
 
 /// Unix time as ISO 8601 in UTC, without Foundation.
 public enum UTCTime {
-    /// `2026-12-01T09:46:10.685Z`.
+    /// ECMAScript's date range, ±100 000 000 days from 1970 (years −271821 to 275760): every
+    /// instant inside it formats with room to spare in Int64 arithmetic.
+    public static let formattable = -8.64e15...8.64e15
+
+    /// `2026-12-01T09:46:10.685Z`; a year outside 0…9999 is written with a sign and six digits
+    /// (ISO 8601's expanded form). Total: NaN, an infinity or an instant outside `formattable`
+    /// is written as `invalid time (…)`, never trapped on.
     public static func iso8601(unixMilliseconds: Double) -> String {
+        guard formattable.contains(unixMilliseconds) else { return "invalid time (\(unixMilliseconds) ms)" }
         let total = Int64(unixMilliseconds.rounded(.down))
         let seconds = floorDivide(total, 1000)
         let millis = total - seconds * 1000
@@ -87,7 +94,8 @@ public enum UTCTime {
             let digits = String(value)
             return String(repeating: "0", count: max(0, width - digits.count)) + digits
         }
-        return "\(padded(year, 4))-\(padded(month, 2))-\(padded(day, 2))T\(padded(ofDay / 3600, 2)):\(padded(ofDay / 60 % 60, 2)):"
+        let yearText = (0...9999).contains(year) ? padded(year, 4) : (year < 0 ? "-" : "+") + padded(abs(year), 6)
+        return "\(yearText)-\(padded(month, 2))-\(padded(day, 2))T\(padded(ofDay / 3600, 2)):\(padded(ofDay / 60 % 60, 2)):"
             + "\(padded(ofDay % 60, 2)).\(padded(millis, 3))Z"
     }
 

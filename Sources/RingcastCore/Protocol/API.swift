@@ -222,7 +222,7 @@ public final class API {
     /// The checks that need no state: they also run outside the state's lock, on any service thread.
     public let gate: RequestGate
     public var policy: AccessPolicy {
-        var policy = config.access
+        var policy = config.effectiveAccess
         if config.tls != nil { policy.signInCookie = AccessPolicy.securedCookieName }
         policy.signedOut = signedOut
         return policy

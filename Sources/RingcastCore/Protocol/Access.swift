@@ -210,6 +210,10 @@ public struct AccessPolicy: Equatable, Sendable {
     public var anonymousLocalMaxTasks: Int?
     /// The HS256 key of signed tokens; nil: signed tokens are not accepted.
     public var tokenSecret: [UInt8]?
+    /// The most tasks one signed token's `sub` may hold when the token names no
+    /// `ringcast.maxTasks` (nil: only the server's `maxTasks`). config.json's `tokenMaxTasks`; the
+    /// server fills in a tenth of `maxTasks` when it is unset (ServerConfig.effectiveAccess).
+    public var tokenMaxTasks: Int?
 
     /// The name anonymous loopback access acts under, and the name of anonymous access from elsewhere.
     public static let localName = "local"
@@ -223,6 +227,9 @@ public struct AccessPolicy: Equatable, Sendable {
     public var signInCookie = AccessPolicy.cookieName
     /// Signed tokens signed out before their `exp` (the API's).
     public var signedOut: SignedOutTokens?
+    /// Names the server acts under itself: no publisher or reader may take one, and no signed
+    /// token's `sub` either (`signed` is what a token without a `sub` is called, so a token may say it).
+    public static let serverNames = [localName, anonymousName, Principal.server.name, "signed"]
 
     public init(
         publishers: [AccessEntry] = [], readers: [AccessEntry] = [], anonymousLocalPublish: Bool = true,
@@ -274,7 +281,7 @@ public struct AccessPolicy: Equatable, Sendable {
                 if signedOut?.contains(token, now: now) == true {
                     return .refused(APIError(.unauthorized, "the token was signed out: sign in with a new one"))
                 }
-                return .token(grant)
+                return signedCredential(grant)
             case .failure(let error): return .refused(error)
             }
         }
@@ -284,6 +291,26 @@ public struct AccessPolicy: Equatable, Sendable {
                 tokenSecret == nil
                     ? "the token matches no publisher or reader in config.json; check it, or the entry's tokenEnv variable"
                     : "the token matches no publisher or reader in config.json and is not a signed token (header.claims.signature)"))
+    }
+
+    /// A verified signed token's grant, held to the policy: its `sub` may not be a name the
+    /// server or config.json already uses (compared without case, so `CI` is not `ci`'s double),
+    /// since `by`, the timeline, quotas and connection counts go by name; without its own
+    /// `maxTasks` it gets `tokenMaxTasks`.
+    private func signedCredential(_ grant: Grant) -> Credential {
+        let name = grant.name.lowercased()
+        let taken = AccessPolicy.serverNames.filter { $0 != "signed" }.contains(name) || entries.contains { $0.name.lowercased() == name }
+        guard !taken else {
+            return .refused(
+                APIError(
+                    .unauthorized,
+                    "the signed token's \"sub\" '\(grant.name)' is a name the server or config.json uses already (\(AccessPolicy.serverNames.filter { $0 != "signed" }.joined(separator: ", ")) and every publisher and reader): mint it with a sub of its own"
+                ))
+        }
+        return .token(
+            Grant(
+                kind: .signed, name: grant.name, read: grant.read, publish: grant.publish, expiresAt: grant.expiresAt,
+                maxTasks: grant.maxTasks ?? tokenMaxTasks, maxConnections: grant.maxConnections))
     }
 
     /// The bearer token of an `Authorization` header, else the sign-in cookie's. A header that is

@@ -100,7 +100,7 @@ public enum OpenAPI {
     /// Limits the parsers in Commands.swift enforce, written once here for the document.
     static let seconds = (min: 0.001, max: 31_536_000.0)
     static let interval = (min: 0.01, max: 86_400.0)
-    static let maxStartAt = 1e15
+    static let maxStartAt = UnixTime.latest
 
     private static func build() -> Node {
         [

@@ -60,7 +60,7 @@ extension API {
         if clear {
             parts.append("Max-Age=0")
         } else if let expiresAt {
-            parts.append("Max-Age=\(max(0, Int(((expiresAt - now) / 1000).rounded(.down))))")
+            parts.append("Max-Age=\(UnixTime.seconds(until: expiresAt, now: now))")
         }
         return parts.joined(separator: "; ")
     }

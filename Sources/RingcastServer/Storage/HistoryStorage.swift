@@ -44,11 +44,7 @@ struct HistoryStatements {
         var kinds: [String: KindRuns] = [:]
         try database.prepare("SELECT kind, seconds, last_finished_at FROM kind_history").forEachRow { row in
             guard let kind = row.text(0), case .array(let items)? = try? JSONParser.parse(row.blob(1)) else { return }
-            let seconds = items.compactMap {
-                if case .number(let value) = $0 { return value }
-                return nil
-            }
-            kinds[kind] = KindRuns(seconds: seconds, lastFinishedAt: Double(row.int64(2)))
+            kinds[kind] = KindRuns.restored(items, lastFinishedAt: Double(row.int64(2)))
         }
         return kinds
     }
@@ -77,11 +73,7 @@ extension KindHistory {
             guard let json = try? JSONParser.parse(line), case .string(let kind)? = json["history"], case .array(let items)? = json["seconds"],
                 case .number(let last)? = json["lastFinishedAt"]
             else { continue }
-            kinds[kind] = KindRuns(
-                seconds: items.compactMap {
-                    if case .number(let value) = $0 { return value }
-                    return nil
-                }, lastFinishedAt: last)
+            kinds[kind] = KindRuns.restored(items, lastFinishedAt: last)
         }
         return kinds
     }

@@ -694,12 +694,12 @@ extension PersistedState {
     init?(checkpoint body: [UInt8]) {
         let lines = body.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true)
         guard let head = lines.first, let meta = try? JSONParser.parse(Array(head)), case .string(let epoch)? = meta["epoch"],
-            case .number(let seq)? = meta["seq"]
+            case .number(let number)? = meta["seq"], let seq = UInt64(exactly: number)
         else { return nil }
         var now = 0.0
         if case .number(let value)? = meta["now"] { now = value }
         self.init(
-            epoch: epoch, seq: UInt64(seq), tasks: lines.dropFirst().compactMap { TaskRecord(stored: Array($0)) },
+            epoch: epoch, seq: seq, tasks: lines.dropFirst().compactMap { TaskRecord(stored: Array($0)) },
             logs: PersistedState.logTails(inCheckpoint: lines.dropFirst().map(Array.init)), appliedNow: now,
             history: KindHistory.fromCheckpoint(lines.dropFirst().map(Array.init)))
     }

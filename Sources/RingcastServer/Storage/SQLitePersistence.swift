@@ -117,15 +117,57 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
 
     deinit { flush() }
 
+    /// The most rows `load` names one by one when it skips them; the rest are counted.
+    static let skippedRowsNamed = 20
+
+    /// What the file holds. Its `meta` rows (epoch, seq) and its task rows are checked, not
+    /// believed: meta rows gone or garbage beside stored tasks is said in a warning, and the tasks
+    /// are served under a new epoch (every watcher gets a full snapshot) from the highest stored
+    /// seq on, never dropped for an empty start; a task row that fails the API's own checks
+    /// (TaskRecord.restoring) is skipped with a line that names it, and counted.
     public func load() -> PersistedState? {
         do {
-            guard let epoch = try meta("epoch"), let seqText = try meta("seq"), let seq = UInt64(seqText) else { return nil }
+            let epochText = try meta("epoch")
+            let seqText = try meta("seq")
+            var rows = (count: 0, maxSeq: Int64(0))
+            try database.prepare("SELECT COUNT(*), COALESCE(MAX(seq), 0) FROM tasks").forEachRow { row in
+                rows = (Int(row.int64(0)), row.int64(1))
+            }
+            var epoch = epochText.flatMap { SQLitePersistence.isEpoch($0) ? $0 : nil }
+            var seq = seqText.flatMap(UInt64.init).flatMap { Double($0) <= JSONWriter.maxExactInteger ? $0 : nil }
+            if epoch == nil || seq == nil {
+                // A new file: nothing in it yet, nothing to say.
+                guard rows.count > 0 || epochText != nil || seqText != nil else { return nil }
+                func shown(_ text: String?) -> String { text.map { "'\($0.prefix(40))'" } ?? "missing" }
+                let highest = UInt64(clamping: min(max(0, rows.maxSeq), Int64(JSONWriter.maxExactInteger)))
+                let kept = max(seq ?? 0, highest)
+                logger.warning(
+                    "storage: \(path)'s meta rows are missing or unreadable (epoch \(shown(epochText)), seq \(shown(seqText))): its \(rows.count) stored tasks are served under a new epoch from seq \(kept), so every watcher gets a full snapshot; if this file was edited by hand, stop the server and restore it from a backup"
+                )
+                epoch = TaskStore.newEpoch()
+                seq = kept
+            }
+            guard let epoch, let seq else { return nil }
             var tasks: [TaskRecord] = []
             var skipped = 0
-            try database.prepare("SELECT body FROM tasks ORDER BY seq").forEachRow { row in
-                if let task = TaskRecord(stored: row.blob(0)) { tasks.append(task) } else { skipped += 1 }
+            try database.prepare("SELECT id, body FROM tasks ORDER BY seq").forEachRow { row in
+                switch TaskRecord.restoring(row.blob(1)) {
+                case .success(let task):
+                    tasks.append(task)
+                case .failure(let error):
+                    skipped += 1
+                    if skipped <= SQLitePersistence.skippedRowsNamed {
+                        let id = String((error.id ?? row.text(0) ?? "?").prefix(128))
+                        logger.warning("storage: the stored task '\(id)' in \(path) was left out: \(error.reason)")
+                    }
+                }
             }
-            if skipped > 0 { logger.warning("storage: \(skipped) stored tasks could not be read and were left out") }
+            if skipped > 0 {
+                logger.warning(
+                    "storage: \(skipped) stored tasks in \(path) failed the checks an update passes and were left out"
+                        + (skipped > SQLitePersistence.skippedRowsNamed ? " (the first \(SQLitePersistence.skippedRowsNamed) are named above)" : "")
+                        + "; they stay in the file until their ids are written again")
+            }
             self.epoch = epoch
             self.seq = seq
             let (logs, deliveries) = try followUp.load()
@@ -137,6 +179,13 @@ public final class SQLitePersistence: TaskPersistence, @unchecked Sendable {
             logger.error("storage: reading \(path) failed, starting empty: \(error)")
             return nil
         }
+    }
+
+    /// An epoch as TaskStore.newEpoch writes them (letters and digits, a few to 64): anything else
+    /// in the meta row is garbage, never carried into `hello` events and resume tokens.
+    static func isEpoch(_ text: String) -> Bool {
+        (1...64).contains(text.utf8.count)
+            && text.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x7A).contains($0) || (0x41...0x5A).contains($0) }
     }
 
     public func save(_ task: TaskRecord, epoch: String, seq: UInt64, urgent: Bool) {

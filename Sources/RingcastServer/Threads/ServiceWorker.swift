@@ -200,7 +200,7 @@ final class ServiceWorker: @unchecked Sendable {
             deadlineTimer?.cancel()
             return
         }
-        deadlineTimer?.schedule(microseconds: Int64(((deadline - Clock.now()) * 1000).rounded(.up)))
+        deadlineTimer?.schedule(microseconds: UnixTime.microseconds(until: deadline, now: Clock.now()))
     }
 
     private func deadlineFired() {

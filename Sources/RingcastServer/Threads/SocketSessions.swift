@@ -147,7 +147,7 @@ extension ServiceWorker {
             sessionTimer?.cancel()
             return
         }
-        sessionTimer?.schedule(microseconds: max(1000, Int64(((next - Clock.now()) * 1000).rounded(.up))))
+        sessionTimer?.schedule(microseconds: max(1000, UnixTime.microseconds(until: next, now: Clock.now())))
     }
 
     /// The session timer: watchers that never signed in, and those whose token expired, are closed.
