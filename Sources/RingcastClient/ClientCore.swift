@@ -108,7 +108,8 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
         self.url = url
         self.headers = headers
         self.options = options
-        context = try WebSocketClientContext()
+        let tls = TLSSettings(caFile: options.caFile, insecure: options.insecure)
+        context = try WebSocketClientContext(trustedCertificates: tls.effectiveCAFile, insecure: tls.insecure)
         (errors, errorSink) = AsyncStream.makeStream(of: RingcastClientError.self, bufferingPolicy: .bufferingNewest(256))
         (controlRequests, controlSink) = AsyncStream.makeStream(of: RingcastClient.ControlRequest.self, bufferingPolicy: .bufferingNewest(256))
     }

@@ -211,8 +211,11 @@ package final class HTTPClient {
         case CURLE_OPERATION_TIMEDOUT:
             return ClientError("no answer from \(authority) within \(timeoutSeconds) s (\(detail))", kind: .timeout)
         case CURLE_COULDNT_CONNECT:
-            let refused = detail.contains("refused")
-            return ClientError("cannot connect to \(authority): \(detail); is the server running?", kind: refused ? .refused : .unreachable)
+            var osError = 0
+            _ = rc_curl_get_long(handle, CURLINFO_OS_ERRNO, &osError)
+            let refused = osError == Int(ECONNREFUSED)
+            if refused { return ClientError("cannot connect to \(authority): connection refused; is the server running?", kind: .refused) }
+            return ClientError("cannot connect to \(authority): \(detail); is the server running?", kind: .unreachable)
         case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
             return ClientError("cannot resolve \(detail.contains("proxy") ? "the proxy for " : "")\(host): \(detail)", kind: .unreachable)
         case CURLE_PEER_FAILED_VERIFICATION:
