@@ -148,7 +148,11 @@ package final class HTTPClient {
         }
         if let certificate = tls.clientCertificate { set(rc_curl_set_string(handle, CURLOPT_SSLCERT, certificate), "the client certificate") }
         if let key = tls.clientKey { set(rc_curl_set_string(handle, CURLOPT_SSLKEY, key), "the client key") }
-        if let proxy { set(rc_curl_set_string(handle, CURLOPT_PROXY, proxy), "the proxy \(proxy)") }
+        if let proxy = proxy ?? HTTPClient.upperCaseHTTPProxy(secure: secure) {
+            set(rc_curl_set_string(handle, CURLOPT_PROXY, proxy), "the proxy \(proxy)")
+        }
+        // Through a proxy, always a CONNECT tunnel (as for https): the same kept connection, end to end.
+        set(rc_curl_set_long(handle, CURLOPT_HTTPPROXYTUNNEL, 1), "CURLOPT_HTTPPROXYTUNNEL")
         set(rc_curl_set_list(handle, CURLOPT_HTTPHEADER, list), "CURLOPT_HTTPHEADER")
         set(rc_curl_set_data_callback(handle, CURLOPT_WRITEFUNCTION, curlTakeBody), "CURLOPT_WRITEFUNCTION")
         set(rc_curl_set_data_callback(handle, CURLOPT_HEADERFUNCTION, curlTakeHeader), "CURLOPT_HEADERFUNCTION")
@@ -188,6 +192,15 @@ package final class HTTPClient {
 
     package func request(_ method: String, _ path: String, json: String, headers: [(String, String)] = []) throws -> HTTPResponse {
         try request(method, path, body: Array(json.utf8), headers: headers)
+    }
+
+    /// libcurl takes `http_proxy` only in lower case (an upper-case one may come from a CGI request's
+    /// `Proxy:` header); a command line is no CGI script, and CI runners set `HTTP_PROXY`.
+    /// `HTTPS_PROXY`, `https_proxy`, `NO_PROXY` and `no_proxy` libcurl reads itself.
+    private static func upperCaseHTTPProxy(secure: Bool) -> String? {
+        let environment = ProcessInfo.processInfo.environment
+        guard !secure, (environment["http_proxy"] ?? "").isEmpty, let proxy = environment["HTTP_PROXY"], !proxy.isEmpty else { return nil }
+        return proxy
     }
 
     /// Closes the kept connection; the next request opens a new one.

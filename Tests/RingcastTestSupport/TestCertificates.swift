@@ -57,5 +57,5 @@ package struct TestCertificates {
 
 package struct TestCertificateError: Error, CustomStringConvertible {
     package let description: String
-    init(_ description: String) { self.description = description }
+    package init(_ description: String) { self.description = description }
 }
