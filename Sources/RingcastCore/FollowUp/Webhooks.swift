@@ -26,6 +26,11 @@ public struct WebhookRule: Equatable, Sendable {
     /// A proxy URL for this hook's requests instead of the environment's (`HTTPS_PROXY`, `NO_PROXY`…);
     /// "" goes direct.
     public var proxy: String?
+    /// The body's shape: Ringcast's JSON (the default), or Slack's, Discord's or ntfy's.
+    public var format = WebhookFormat.ringcast
+    /// The server's address as the receiver's readers reach it (`https://ringcast.example`): the
+    /// message links to the task's page under it; without it, to the task's own `url`, if any.
+    public var pageBase: String?
 
     public static let defaultStates: [TaskState] = [.done, .failed, .stalled]
     public static let defaultMaxAttempts = 10
@@ -35,7 +40,7 @@ public struct WebhookRule: Equatable, Sendable {
     public static let defaultCircuitOpenSeconds = 30.0
     public static let keys = [
         "url", "patterns", "states", "secret", "secretEnv", "maxAttempts", "timeoutSeconds", "maxOutbox", "concurrency", "circuitFailures",
-        "circuitOpenSeconds", "caFile", "clientCert", "clientKey", "proxy",
+        "circuitOpenSeconds", "caFile", "clientCert", "clientKey", "proxy", "format", "pageBase",
     ]
 
     public init(
@@ -135,6 +140,16 @@ public struct WebhookRule: Equatable, Sendable {
         rule.clientCert = try text("clientCert", "the path of a PEM file of the certificate to present to the receiver")
         rule.clientKey = try text("clientKey", "the path of a PEM file of the client certificate's key")
         rule.proxy = try text("proxy", "a proxy URL like \"http://proxy.example:3128\", or \"\" to go direct")
+        if let name = try text("format", "one of \(WebhookFormat.allCases.map(\.rawValue).joined(separator: ", "))") {
+            guard let format = WebhookFormat(rawValue: name) else {
+                throw ConfigError("\(place).format '\(name)' is not a format; use \(WebhookFormat.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            rule.format = format
+        }
+        rule.pageBase = try text("pageBase", "the server's address as readers reach it, like \"https://ringcast.example\"")
+        if rule.format == .ntfy, WebhookMessage.topic(url).isEmpty {
+            throw ConfigError("\(place).url names no ntfy topic: write the topic's URL, like \"https://ntfy.sh/ci-builds\"")
+        }
         if (rule.clientCert == nil) != (rule.clientKey == nil) {
             throw ConfigError("\(place): clientCert and clientKey go together: give both, or neither")
         }
@@ -190,6 +205,11 @@ public final class WebhookPlanner {
         var made: [WebhookDelivery] = []
         for (index, rule) in rules.enumerated() where rule.fires(for: task.id, entering: task.state) {
             let id = "\(epoch)-\(task.seq)-\(index)"
+            guard rule.format == .ringcast else {
+                let body = WebhookMessage.body(rule.format, task, rule: rule, now: now)
+                made.append(WebhookDelivery(id: id, hook: index, url: rule.url, body: body, due: now))
+                continue
+            }
             var writer = JSONWriter(capacity: 512)
             writer.beginObject()
             writer.key("delivery")

@@ -144,8 +144,9 @@ final class HookSender: @unchecked Sendable {
 
     private func attempt(_ delivery: WebhookDelivery, with client: HTTPClient) -> WebhookAttempt {
         do {
+            // ntfy takes JSON at its root, the topic in the body.
             let response = try client.request(
-                "POST", url.path, body: delivery.body,
+                "POST", rule.format == .ntfy ? "/" : url.path, body: delivery.body,
                 headers: [
                     ("X-Ringcast-Signature", HMACSHA256.signatureHeader(delivery.body, key: rule.secret)),
                     ("X-Ringcast-Delivery", delivery.id),
