@@ -42,9 +42,11 @@ let package = Package(
         // The one Swift layer over hiredis: blocking connections for the Redis engine's own threads.
         .target(name: "RingcastRedis", dependencies: ["CHiredis", "RingcastPlatform"]),
         // The one Swift layer over libwebsockets that the server and the client share.
+        // libssl too: a client's failed handshake is named from OpenSSL's verification result.
         .target(
             name: "RingcastLWS",
-            dependencies: ["CLibWebSockets", "CRingcastShims", "RingcastCore", "RingcastPlatform"]
+            dependencies: ["CLibWebSockets", "CRingcastShims", "RingcastCore", "RingcastPlatform"],
+            linkerSettings: [.linkedLibrary("ssl")]
         ),
         .target(
             name: "RingcastServer",

@@ -56,7 +56,8 @@ public final class RingcastClient: Sendable {
         /// updates a second, none while nothing changes.
         public var trackingInterval = 0.25
         /// A PEM file of the CA(s) to trust for a wss:// server instead of the system's store (or the
-        /// file `SSL_CERT_FILE` names).
+        /// file `SSL_CERT_FILE` names); nil takes `RINGCAST_CA_FILE` from the environment, as the
+        /// command line does.
         public var caFile: String?
         /// No check of a wss:// server's certificate at all: for a test bench only.
         public var insecure = false
