@@ -40,6 +40,35 @@ final class WebhookTLSTests: XCTestCase {
         XCTAssertTrue(try eventually(timeout: 10) { try metrics(server).value("ringcast_webhook_deliveries_total") == 3 })
     }
 
+    func testAReceiverThatAsksForAClientCertificateGetsTheHooksAndOnlyWithIt() throws {
+        let receiver = try WebhookReceiver(secret: "s", tls: certificates.good, clientCA: certificates.caFile)
+        func server(presenting: Bool) throws -> TestServer {
+            try TestServer { config in
+                config.publicDir = emptyPublicDirectory
+                var rule = WebhookRule(
+                    url: receiver.url, patterns: WatchSet([Glob("ci.*")]), states: [.failed], secret: "s", maxAttempts: 50, timeoutSeconds: 2,
+                    concurrency: 1)
+                rule.caFile = self.certificates.caFile
+                if presenting {
+                    rule.clientCert = self.certificates.good.cert
+                    rule.clientKey = self.certificates.good.key
+                }
+                config.webhooks = [rule]
+            }
+        }
+        let without = try server(presenting: false)
+        try without.post("/api/tasks/ci.anonymous", #"{"state":"failed"}"#)
+        XCTAssertTrue(
+            try eventually(timeout: 30) { (try metrics(without).value("ringcast_webhook_retries_total") ?? 0) >= 2 },
+            "refused in the handshake, retried")
+        XCTAssertTrue(receiver.deliveries.isEmpty, "nothing reached it without a certificate")
+
+        let with = try server(presenting: true)
+        try with.post("/api/tasks/ci.known", #"{"state":"failed"}"#)
+        let deliveries = receiver.wait(timeout: 30) { $0.contains { $0.body["task"]?["id"] == .string("ci.known") } }
+        XCTAssertTrue(deliveries.allSatisfy(\.valid))
+    }
+
     func testAWrongHostReceiverFailsEachAttemptWithThatReasonAndOpensTheCircuit() throws {
         let receiver = try WebhookReceiver(secret: "s", tls: certificates.wrongHost)
         let log = LogLines()

@@ -28,13 +28,14 @@ package final class WebhookReceiver: @unchecked Sendable {
     private let inbox = Inbox<Delivery>()
 
     /// - Parameters: `refuse`: answer 503 to that many deliveries first; `refuseAll`: to every one until `accept()`.
-    /// `tls`: speak https with this certificate.
-    package init(secret: String, refuse: Int = 0, refuseAll: Bool = false, port: Int = 0, tls: TLSFiles? = nil) throws {
+    /// `tls`: speak https with this certificate; `clientCA`: and ask senders for one this CA signed.
+    package init(secret: String, refuse: Int = 0, refuseAll: Bool = false, port: Int = 0, tls: TLSFiles? = nil, clientCA: String? = nil) throws {
         secure = tls != nil
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments =
             ["python3", WebhookReceiver.script, "--secret", secret, "--refuse", String(refuse), "--port", String(port)]
             + (refuseAll ? ["--refuse-all"] : []) + (tls.map { ["--cert", $0.cert, "--key", $0.key] } ?? [])
+            + (clientCA.map { ["--client-ca", $0] } ?? [])
         let output = Pipe()
         process.standardInput = input
         process.standardOutput = output

@@ -2,7 +2,8 @@
 """A webhook receiver for the tests: a small HTTP server on a loopback port that checks each
 delivery's X-Ringcast-Signature with Python's own hmac module and answers 503 to the first
 --refuse deliveries (or to all of them with --refuse-all, until the line `accept` arrives on
-stdin), then 200. With --cert and --key it speaks https (the deliveries' connections are TLS).
+stdin), then 200. With --cert and --key it speaks https (the deliveries' connections are TLS), and
+with --client-ca it takes only senders that present a certificate that CA signed.
 
 Its first line on stdout is {"listening": PORT}; then one JSON line per request:
 {"n", "path", "delivery", "signature", "valid", "status", "body", "peer"} (body parsed as JSON;
@@ -26,6 +27,7 @@ def main():
     parser.add_argument("--refuse-all", action="store_true", help="answer 503 until `accept` is read from stdin")
     parser.add_argument("--cert", help="a PEM certificate: speak https")
     parser.add_argument("--key", help="the certificate's PEM key")
+    parser.add_argument("--client-ca", help="with --cert: ask each sender for a certificate this CA signed")
     args = parser.parse_args()
     secret = args.secret.encode()
     state = {"n": 0, "refuse_all": args.refuse_all}
@@ -68,6 +70,9 @@ def main():
     if args.cert:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(args.cert, args.key)
+        if args.client_ca:
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(args.client_ca)
         server.socket = context.wrap_socket(server.socket, server_side=True)
     emit({"listening": server.server_address[1]})
     threading.Thread(target=server.serve_forever, daemon=True).start()
