@@ -29,16 +29,24 @@ let package = Package(
             pkgConfig: "hiredis",
             providers: [.apt(["libhiredis-dev"])]
         ),
+        // libcurl (OpenSSL flavour, the TLS library lws uses too) for every HTTP request a client makes.
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
         .target(name: "RingcastCore"),
         // What the server, the client and the tools share of the operating system: a lock, the
-        // clocks, server URLs, a small blocking HTTP client.
-        .target(name: "RingcastPlatform", dependencies: ["RingcastCore"]),
+        // clocks, server URLs, the blocking HTTP client on libcurl.
+        .target(name: "RingcastPlatform", dependencies: ["RingcastCore", "CCurl"]),
         // The one Swift layer over hiredis: blocking connections for the Redis engine's own threads.
         .target(name: "RingcastRedis", dependencies: ["CHiredis", "RingcastPlatform"]),
         // The one Swift layer over libwebsockets that the server and the client share.
+        // libssl too: a client's failed handshake is named from OpenSSL's verification result.
         .target(
             name: "RingcastLWS",
-            dependencies: ["CLibWebSockets", "CRingcastShims", "RingcastCore", "RingcastPlatform"]
+            dependencies: ["CLibWebSockets", "CRingcastShims", "RingcastCore", "RingcastPlatform"],
+            linkerSettings: [.linkedLibrary("ssl")]
         ),
         .target(
             name: "RingcastServer",

@@ -108,7 +108,9 @@ final class ClientCore: WebSocketDelegate, @unchecked Sendable {
         self.url = url
         self.headers = headers
         self.options = options
-        context = try WebSocketClientContext()
+        let named = ProcessInfo.processInfo.environment["RINGCAST_CA_FILE"].flatMap { $0.isEmpty ? nil : $0 }
+        let tls = TLSSettings(caFile: options.caFile ?? named, insecure: options.insecure)
+        context = try WebSocketClientContext(trustedCertificates: tls.effectiveCAFile, insecure: tls.insecure)
         (errors, errorSink) = AsyncStream.makeStream(of: RingcastClientError.self, bufferingPolicy: .bufferingNewest(256))
         (controlRequests, controlSink) = AsyncStream.makeStream(of: RingcastClient.ControlRequest.self, bufferingPolicy: .bufferingNewest(256))
     }

@@ -55,6 +55,12 @@ public final class RingcastClient: Sendable {
         /// Seconds between two looks at a tracked `Progress` (see `track`): 0.25 sends at most four
         /// updates a second, none while nothing changes.
         public var trackingInterval = 0.25
+        /// A PEM file of the CA(s) to trust for a wss:// server instead of the system's store (or the
+        /// file `SSL_CERT_FILE` names); nil takes `RINGCAST_CA_FILE` from the environment, as the
+        /// command line does.
+        public var caFile: String?
+        /// No check of a wss:// server's certificate at all: for a test bench only.
+        public var insecure = false
 
         /// The defaults, each as documented above.
         public init() {}

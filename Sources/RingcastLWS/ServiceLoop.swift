@@ -739,7 +739,13 @@ package final class ServiceLoop: @unchecked Sendable {
             _ = handler.handle(.closed, on: connection)
             return 0
         case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
-            let message = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "connection failed"
+            var message = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "connection failed"
+            // lws 4.1.6 says a certificate refused in the handshake only as "SSL err 1": OpenSSL's
+            // verification result, still on the connection here, says which check failed.
+            if let ssl = lws_get_ssl(wsi) {
+                let verify = SSL_get_verify_result(ssl)
+                if verify != X509_V_OK { message += " (X509_V_ERR = \(verify))" }
+            }
             _ = handler.handle(.connectFailed(message), on: connection)
             return 0
         case LWS_CALLBACK_ADD_HEADERS:

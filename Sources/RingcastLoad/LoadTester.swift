@@ -38,6 +38,8 @@ package struct LoadTestOptions: Sendable {
     package var batchSize = 1
     /// A publisher token, sent as `Authorization: Bearer TOKEN` (servers that require one).
     package var token: String?
+    /// How https:// and wss:// servers are checked, for the publisher and the watchers alike.
+    package var tls = TLSSettings()
     /// A local server's pid: its CPU time and memory are read from /proc.
     package var serverPID: Int32?
     /// New watcher connections started per second; 0 = as fast as `maxHandshakes` allows.
@@ -63,12 +65,11 @@ package struct LoadTestOptions: Sendable {
 
     /// Everything a user could get wrong, as one message saying what to type instead.
     package func validate() throws(LoadError) {
-        guard !url.secure else { throw LoadError("https:// and wss:// are not supported by `ringcast load`; use http://HOST:PORT") }
         guard url.path == "/" || url.path == "/ws" || url.path.hasPrefix("/?") || url.path.hasPrefix("/ws?") else {
             throw LoadError("--server takes the server's address, like http://127.0.0.1:8080, not a path (\(url.path))")
         }
         if let publishURL {
-            guard !publishURL.secure, publishURL.path == "/" else {
+            guard publishURL.path == "/" else {
                 throw LoadError(
                     "--publish-to takes another server's address, like http://127.0.0.1:8081, not \(publishURL.hostHeader)\(publishURL.path)")
             }
@@ -183,7 +184,9 @@ package final class LoadTester: @unchecked Sendable {
 
         let watchers: WebSocketClientContext
         do {
-            watchers = try WebSocketClientContext(connectTimeoutSeconds: Int(options.connectTimeout.rounded(.up)))
+            watchers = try WebSocketClientContext(
+                connectTimeoutSeconds: Int(options.connectTimeout.rounded(.up)), trustedCertificates: options.tls.effectiveCAFile,
+                insecure: options.tls.insecure)
         } catch {
             throw LoadError("\(error)")
         }
@@ -370,7 +373,7 @@ package final class LoadTester: @unchecked Sendable {
 
     /// One request to /healthz: an unreachable server is a one-line error, not N failed watchers.
     private func checkServer() throws(LoadError) {
-        let client = HTTPClient(host: options.url.host, port: options.url.port, timeoutSeconds: options.connectTimeout)
+        let client = HTTPClient(url: options.url, tls: options.tls, timeoutSeconds: options.connectTimeout)
         let response: HTTPResponse
         do {
             response = try client.request("GET", "/healthz")
@@ -542,10 +545,14 @@ package final class LoadTester: @unchecked Sendable {
     private func makePublisher(_ context: inout WebSocketClientContext?) throws(LoadError) -> LoadPublisher {
         switch options.publish {
         case .http, .batch:
-            return LoadPublisher(http: HTTPClient(host: publisherURL.host, port: publisherURL.port, timeoutSeconds: 30), headers: authorization)
+            return LoadPublisher(http: HTTPClient(url: publisherURL, tls: options.tls, timeoutSeconds: 30), headers: authorization)
         case .ws:
             let created: WebSocketClientContext
-            do { created = try WebSocketClientContext(connectTimeoutSeconds: Int(options.connectTimeout.rounded(.up))) } catch {
+            do {
+                created = try WebSocketClientContext(
+                    connectTimeoutSeconds: Int(options.connectTimeout.rounded(.up)), trustedCertificates: options.tls.effectiveCAFile,
+                    insecure: options.tls.insecure)
+            } catch {
                 throw LoadError("\(error)")
             }
             context = created

@@ -50,6 +50,14 @@ public final class Server: @unchecked Sendable {
 
     /// - Parameter baseDirectory: where a relative `publicDir` is found (the config file's folder).
     public init(config: ServerConfig, baseDirectory: String, logger: Logger, persistence: TaskPersistence = MemoryOnlyPersistence()) {
+        // A hook's certificate files, like the server's own, are found from the config file's folder.
+        var config = config
+        func inBase(_ path: String?) -> String? { path.map { $0.hasPrefix("/") ? $0 : baseDirectory + "/" + $0 } }
+        for index in config.webhooks.indices {
+            config.webhooks[index].caFile = inBase(config.webhooks[index].caFile)
+            config.webhooks[index].clientCert = inBase(config.webhooks[index].clientCert)
+            config.webhooks[index].clientKey = inBase(config.webhooks[index].clientKey)
+        }
         self.config = config
         self.logger = logger
         self.persistence = persistence

@@ -76,6 +76,7 @@ struct LoadCommand: Subcommand {
         let connection = try ConnectionOptions(options)
         var load = LoadTestOptions(url: connection.server)
         load.token = connection.token
+        load.tls = connection.tls
         load.clients = try options.integer("clients")!
         load.rate = try options.decimal("rate")!
         load.duration = try options.decimal("duration")

@@ -15,11 +15,18 @@ struct ConnectionOptions {
                 "token", "TOKEN",
                 "a publisher's or reader's token (or a signed one), sent as Authorization: Bearer; not needed from "
                     + "this machine while the server's anonymousLocalPublish and anonymousRead allow it", environment: "RINGCAST_TOKEN"),
+            .value(
+                "cacert", "FILE",
+                "a PEM file of the CA(s) to trust for https:// and wss:// instead of the system's store (which SSL_CERT_FILE may name)",
+                environment: "RINGCAST_CA_FILE"),
+            .flag("insecure", "do not verify the server's TLS certificate at all (warns on every use; for a test bench only)"),
         ])
 
     let server: ServerURL
     let serverText: String
     let token: String?
+    /// How https:// and wss:// servers are checked.
+    let tls: TLSSettings
 
     /// The flag first, then the environment, then the default.
     init(_ options: ParsedOptions) throws(UsageError) {
@@ -28,9 +35,18 @@ struct ConnectionOptions {
         guard let server = ServerURL(text) else {
             throw UsageError("\(source) '\(text)' is not a server URL: write http://HOST:PORT, e.g. \(ConnectionOptions.defaultServer)")
         }
-        guard !server.secure else {
-            throw UsageError("\(source) '\(text)': https is not supported by this tool; use http:// (for example through a local TLS proxy)")
+        var tls = TLSSettings(insecure: options.flag("insecure"))
+        if let file = options.value("cacert") {
+            guard FileManager.default.isReadableFile(atPath: file) else {
+                throw UsageError(
+                    "\(options.source("cacert")) '\(file)' is not a readable file: give the PEM file of the CA that signed the server's certificate")
+            }
+            tls.caFile = file
         }
+        if tls.insecure {
+            fail("warning: --insecure: the server's TLS certificate is not checked, so anyone on the way can read and change what is sent")
+        }
+        self.tls = tls
         self.server = server
         serverText = text
         if let token = options.value("token") {
@@ -51,7 +67,7 @@ final class ProducerSession {
 
     init(_ options: ConnectionOptions, timeoutSeconds: Double = 10) {
         self.options = options
-        http = HTTPClient(host: options.server.host, port: options.server.port, timeoutSeconds: timeoutSeconds)
+        http = HTTPClient(url: options.server, tls: options.tls, timeoutSeconds: timeoutSeconds)
     }
 
     /// Sends one request; a 2xx answer's JSON comes back, anything else throws a one-line failure.
@@ -90,6 +106,14 @@ final class ProducerSession {
         if let token = options.token { headers.append(("Authorization", "Bearer \(token)")) }
         do {
             return try http.request(method, options.server.endpoint(path), body: body, headers: headers)
+        } catch let error as ClientError where error.isVerification {
+            let hint =
+                switch error.kind {
+                case .unknownCA: "trust a private CA with --cacert FILE (or RINGCAST_CA_FILE)"
+                case .wrongHost: "use the host name the server's certificate was made for"
+                default: "the server needs a certificate that is valid now"
+                }
+            throw CommandFailure("cannot reach the server at \(options.serverText): \(error); \(hint)")
         } catch {
             throw CommandFailure("cannot reach the server at \(options.serverText): \(error)")
         }

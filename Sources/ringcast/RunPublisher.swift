@@ -29,7 +29,10 @@ final class RunPublisher: @unchecked Sendable {
     private let fallback: ProducerSession
 
     init(options: ConnectionOptions, id: String, pid: pid_t, lease: Double, grace: Double, offers: [TaskControl]) throws {
-        client = try RingcastClient(url: options.serverText, token: options.token)
+        var settings = RingcastClient.Options()
+        settings.caFile = options.tls.caFile
+        settings.insecure = options.tls.insecure
+        client = try RingcastClient(url: options.serverText, token: options.token, options: settings)
         self.id = id
         self.pid = pid
         self.grace = grace

@@ -162,7 +162,7 @@ final class ProducerCommandTests: XCTestCase {
             ["timer", "x"], ["timer", "x", "--pause", "--resume"], ["timer", "x", "--seconds", "0"],
             ["timer", "x", "--pause", "--seconds", "5"], ["timer", "x", "--seconds", "5", "--interval", "0.001"],
             ["run", "x"], ["run", "x", "--"], ["run", "--", "true"], ["pipe"], ["ls", "a", "b"], ["ls", "--watch", "a b"],
-            ["push", "x", "--server", "ftp://example"], ["push", "x", "--server", "https://example"],
+            ["push", "x", "--server", "ftp://example"], ["push", "x", "--cacert", "/no/such/ca.pem"],
             ["push", "x", "--token", "two words"], ["no-such-command"],
         ]
         for arguments in bad {

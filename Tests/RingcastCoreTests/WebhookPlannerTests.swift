@@ -48,6 +48,20 @@ final class WebhookPlannerTests: XCTestCase {
         XCTAssertEqual(bounded.webhooks[0].concurrency, 2)
         XCTAssertEqual(bounded.webhooks[0].circuitFailures, 3)
         XCTAssertEqual(bounded.webhooks[0].circuitOpenSeconds, 5)
+        XCTAssertNil(bounded.webhooks[0].caFile, "the system's CA store unless a hook names a file")
+        let secure = try parse(
+            #"{"webhooks": [{"url": "https://hooks.example/h", "secret": "s", "caFile": "ca.pem", "clientCert": "c.pem", "clientKey": "k.pem", "proxy": ""}]}"#
+        )
+        XCTAssertEqual(secure.webhooks[0].url, "https://hooks.example/h")
+        XCTAssertEqual(secure.webhooks[0].caFile, "ca.pem")
+        XCTAssertEqual(secure.webhooks[0].clientCert, "c.pem")
+        XCTAssertEqual(secure.webhooks[0].clientKey, "k.pem")
+        XCTAssertEqual(secure.webhooks[0].proxy, "", "\"\" goes direct, whatever the environment says")
+        XCTAssertEqual(secure.webhooks[0].format, .ringcast, "the default format")
+        let slack = try parse(
+            #"{"webhooks": [{"url": "https://hooks.slack.example/x", "secret": "s", "format": "slack", "pageBase": "https://rc.example"}]}"#)
+        XCTAssertEqual(slack.webhooks[0].format, .slack)
+        XCTAssertEqual(slack.webhooks[0].pageBase, "https://rc.example")
         XCTAssertEqual(config.abandonAfterSeconds, 120)
         XCTAssertEqual(config.logLines, 50)
         XCTAssertEqual(ServerConfig().abandonAfterSeconds, 3600)
@@ -55,7 +69,11 @@ final class WebhookPlannerTests: XCTestCase {
     }
 
     func testConfigErrorsNameTheField() {
-        assertFails(#"{"webhooks": [{"url": "https://example.com/hook", "secret": "s"}]}"#, saying: "webhooks[0].url", "https", "http://")
+        assertFails(#"{"webhooks": [{"url": "https://", "secret": "s"}]}"#, saying: "webhooks[0].url", "https://")
+        assertFails(#"{"webhooks": [{"url": "https://x/h", "secret": "s", "clientCert": "c.pem"}]}"#, saying: "webhooks[0]", "clientKey")
+        assertFails(#"{"webhooks": [{"url": "https://x/h", "secret": "s", "caFile": ""}]}"#, saying: "webhooks[0].caFile", "PEM")
+        assertFails(#"{"webhooks": [{"url": "https://x/h", "secret": "s", "format": "teams"}]}"#, saying: "webhooks[0].format", "slack, discord")
+        assertFails(#"{"webhooks": [{"url": "https://ntfy.sh/", "secret": "s", "format": "ntfy"}]}"#, saying: "webhooks[0].url", "topic")
         assertFails(#"{"webhooks": [{"secret": "s"}]}"#, saying: "webhooks[0].url is missing")
         assertFails(#"{"webhooks": [{"url": "ftp://x", "secret": "s"}]}"#, saying: "webhooks[0].url")
         assertFails(#"{"webhooks": [{"url": "http://x/h"}]}"#, saying: "webhooks[0]", "secretEnv")

@@ -349,7 +349,7 @@ final class LoadArithmeticTests: XCTestCase {
             })
         XCTAssertNotNil(refusal { $0.watch = "bad pattern!" })
         XCTAssertNotNil(refusal { $0.tasks = 0 })
-        XCTAssertNotNil(refusal { $0.url = ServerURL("https://example.org")! })
+        XCTAssertNil(refusal { $0.url = ServerURL("https://example.org")! }, "https and wss are taken")
         XCTAssertNotNil(refusal { $0.url = ServerURL("http://127.0.0.1:8080/api/tasks")! })
         XCTAssertNil(refusal { $0.url = ServerURL("ws://127.0.0.1:8080/ws")! })
     }

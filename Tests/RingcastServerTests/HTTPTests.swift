@@ -56,13 +56,13 @@ final class HTTPTests: XCTestCase {
         XCTAssertEqual(try client.request("GET", "/api/tasks/ok").status, 404)
     }
 
-    /// A body-less POST sent with `Content-Length: 0` (as HTTPClient sends it) is applied once, not twice.
+    /// A body-less POST sent with `Content-Length: 0` (as clients send it) is applied once, not twice.
     func testAnEmptyPostIsAppliedOnce() throws {
         let server = try TestServer()
         try server.post("/api/timers/tea", #"{"seconds":60}"#)
         let before = try server.seq()
-        let client = server.http()
-        let cancel = try client.exchange(Array("POST /api/timers/tea/cancel HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n".utf8))
+        let cancel = try RawSocket(port: server.port).exchange(
+            Array("POST /api/timers/tea/cancel HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n".utf8))
         XCTAssertEqual(cancel.status, 200, cancel.text)
         XCTAssertEqual(try server.seq(), before + 1)
     }
@@ -140,7 +140,7 @@ final class HTTPTests: XCTestCase {
         ]
         for path in attempts {
             let raw = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
-            let response = try HTTPClient(host: "127.0.0.1", port: server.port).exchange(raw)
+            let response = try RawSocket(port: server.port).exchange(raw)
             XCTAssertTrue([400, 403, 404].contains(response.status), "\(path) answered \(response.status)")
             XCTAssertFalse(response.text.contains("\"publicDir\""), "\(path) leaked config.json")
             XCTAssertFalse(response.text.contains("PackageDescription"), "\(path) leaked Package.swift")

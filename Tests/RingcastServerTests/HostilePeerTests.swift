@@ -16,7 +16,8 @@ final class HostilePeerTests: XCTestCase {
     override func tearDown() { folder?.remove() }
 
     private let lies: [(name: String, lie: HostileReceiver.Lie, reason: String)] = [
-        ("Content-Length -1", .raw("HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n"), "Content-Length \"-1\""),
+        // libcurl refuses this head before any callback sees the line, so the reason names the header, not its value.
+        ("Content-Length -1", .raw("HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n"), "Invalid Content-Length"),
         ("a huge Content-Length", .raw("HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\n"), "not a length"),
         ("chunk size -5", .raw("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\nhello\r\n0\r\n\r\n"), "chunk size \"-5\""),
         (

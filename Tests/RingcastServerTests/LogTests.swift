@@ -9,11 +9,9 @@ import XCTest
 /// Log tails through the real server: appended over HTTP (JSON or text/plain) and on a socket,
 /// followed by a watcher, read back, kept across a restart.
 final class LogTests: XCTestCase {
-    /// A POST with a body of its own content type (HTTPClient always says application/json).
+    /// A POST with a body of its own content type.
     private func postText(_ server: TestServer, _ path: String, _ text: String) throws -> HTTPResponse {
-        let body = Array(text.utf8)
-        let head = "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nContent-Type: text/plain\r\nContent-Length: \(body.count)\r\n\r\n"
-        return try server.http().exchange(Array(head.utf8) + body)
+        try server.http().request("POST", path, body: Array(text.utf8), headers: [("Content-Type", "text/plain")])
     }
 
     func testLinesReachAWatcherAsAppendedLinesAndTheTailIsReadBack() throws {

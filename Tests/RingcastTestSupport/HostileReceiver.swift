@@ -18,6 +18,18 @@ package final class HostileReceiver: @unchecked Sendable {
         case resetMidAnswer
         /// Hangs on the first request it is sent (as `hang`), and answers each later one with these bytes.
         case hangFirst(thenAnswer: String)
+        /// Reads a TLS ClientHello and never answers it.
+        case stallHandshake
+        /// Answers a TLS ClientHello with a ServerHello, then a certificate chain that never ends
+        /// (16 KiB records until the peer stops reading, at most 256 MiB).
+        case endlessCertificateChain
+
+        var speaksTLS: Bool {
+            switch self {
+            case .stallHandshake, .endlessCertificateChain: true
+            default: false
+            }
+        }
     }
 
     package let port: Int
@@ -53,7 +65,7 @@ package final class HostileReceiver: @unchecked Sendable {
 
     deinit { stop() }
 
-    package var url: String { "http://127.0.0.1:\(port)/hook" }
+    package var url: String { "\(lie.speaksTLS ? "https" : "http")://127.0.0.1:\(port)/hook" }
 
     /// How many requests it was sent.
     package var attempts: Int { lock.withLock { attemptCount } }
@@ -81,7 +93,12 @@ package final class HostileReceiver: @unchecked Sendable {
         defer { close(connection) }
         var request: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-        while request.firstRange(of: [13, 10, 13, 10]) == nil {
+        // A request's head, or a whole TLS record (the ClientHello): its length is in bytes 3 and 4.
+        func complete() -> Bool {
+            guard lie.speaksTLS else { return request.firstRange(of: [13, 10, 13, 10]) != nil }
+            return request.count >= 5 && request.count >= 5 + Int(request[3]) << 8 + Int(request[4])
+        }
+        while !complete() {
             let count = buffer.withUnsafeMutableBytes { recv(connection, $0.baseAddress, $0.count, 0) }
             guard count > 0 else { return }
             request.append(contentsOf: buffer[..<count])
@@ -119,8 +136,23 @@ package final class HostileReceiver: @unchecked Sendable {
                 guard send("x") else { return }
                 Thread.sleep(forTimeInterval: interval)
             }
-        case .hang:
+        case .hang, .stallHandshake:
             hang()
+        case .endlessCertificateChain:
+            // A TLS 1.2 ServerHello choosing ECDHE-RSA-AES128-GCM-SHA256 with renegotiation_info (OpenSSL 3
+            // refuses a server without it), then a Certificate message whose records keep coming.
+            let random = (0..<32).map { _ in UInt8.random(in: 0...255) }
+            let hello: [UInt8] = [0x03, 0x03] + random + [0x00, 0xC0, 0x2F, 0x00, 0x00, 0x05, 0xFF, 0x01, 0x00, 0x01, 0x00]
+            let handshake: [UInt8] = [0x02, 0x00, 0x00, UInt8(hello.count)] + hello
+            var first: [UInt8] = [0x16, 0x03, 0x03, 0x00, UInt8(handshake.count)] + handshake
+            // Certificate, length 0xFFFFF0; its list is as long again.
+            first += [0x16, 0x03, 0x03, 0x40, 0x00, 0x0B, 0xFF, 0xFF, 0xF0, 0xFF, 0xFF, 0xED] + [UInt8](repeating: 0x30, count: 0x4000 - 7)
+            var record: [UInt8] = [0x16, 0x03, 0x03, 0x40, 0x00] + [UInt8](repeating: 0x30, count: 0x4000)
+            guard first.withUnsafeBytes({ Glibc.send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == first.count else { return }
+            for _ in 0..<16384 where !isStopped {
+                let written = record.withUnsafeMutableBytes { Glibc.send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                if written <= 0 { return }
+            }
         case .resetMidAnswer:
             _ = send("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhalf")
             var linger = Glibc.linger(l_onoff: 1, l_linger: 0)

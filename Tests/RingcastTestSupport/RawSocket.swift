@@ -1,4 +1,6 @@
 import Foundation
+import RingcastCore
+import RingcastPlatform
 
 /// A plain TCP socket to a loopback port, for sending what no well-behaved client would: partial
 /// requests, floods of headers, hand-made WebSocket frames, and abrupt resets.
@@ -73,6 +75,24 @@ package final class RawSocket {
             return (received, count == 0 || (count < 0 && errno == ECONNRESET))
         }
         return (received, false)
+    }
+
+    /// Sends a request exactly as given (what a well-behaved client would never send) and reads
+    /// one answer with the core's bounded decoder.
+    package func exchange(_ raw: [UInt8]) throws -> HTTPResponse {
+        try send(raw)
+        var decoder = HTTPAnswerDecoder(maxBodyBytes: 16 << 20)
+        var closed = false
+        while true {
+            if let answer = try decoder.next(closed: closed) {
+                return HTTPResponse(status: answer.status, headers: answer.headers, body: answer.body)
+            }
+            if closed { throw RawSocketError("the server closed the connection before its answer ended") }
+            let (bytes, ended) = receiveSome()
+            if bytes.isEmpty && !ended { throw RawSocketError("no answer within the socket's timeout") }
+            decoder.append(bytes)
+            closed = ended
+        }
     }
 
     /// What one read returns (waiting at most the socket's timeout); empty when nothing came.

@@ -17,6 +17,8 @@ package final class WebhookReceiver: @unchecked Sendable {
         package let status: Int
         package let body: JSONValue
         package let at: Double
+        /// The sender's port: the same for every delivery on one kept connection.
+        package let peer: Int
     }
 
     package static let script = repositoryRoot + "/Tests/tools/webhook_receiver.py"
@@ -26,11 +28,14 @@ package final class WebhookReceiver: @unchecked Sendable {
     private let inbox = Inbox<Delivery>()
 
     /// - Parameters: `refuse`: answer 503 to that many deliveries first; `refuseAll`: to every one until `accept()`.
-    package init(secret: String, refuse: Int = 0, refuseAll: Bool = false, port: Int = 0) throws {
+    /// `tls`: speak https with this certificate; `clientCA`: and ask senders for one this CA signed.
+    package init(secret: String, refuse: Int = 0, refuseAll: Bool = false, port: Int = 0, tls: TLSFiles? = nil, clientCA: String? = nil) throws {
+        secure = tls != nil
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments =
             ["python3", WebhookReceiver.script, "--secret", secret, "--refuse", String(refuse), "--port", String(port)]
-            + (refuseAll ? ["--refuse-all"] : [])
+            + (refuseAll ? ["--refuse-all"] : []) + (tls.map { ["--cert", $0.cert, "--key", $0.key] } ?? [])
+            + (clientCA.map { ["--client-ca", $0] } ?? [])
         let output = Pipe()
         process.standardInput = input
         process.standardOutput = output
@@ -59,7 +64,7 @@ package final class WebhookReceiver: @unchecked Sendable {
                     Delivery(
                         n: number("n"), path: string("path"), delivery: string("delivery"),
                         signature: string("signature"), valid: record["valid"] == .bool(true),
-                        status: number("status"), body: record["body"] ?? .null, at: nowMs())
+                        status: number("status"), body: record["body"] ?? .null, at: nowMs(), peer: number("peer"))
                 ])
             }
             inbox.close()
@@ -72,7 +77,8 @@ package final class WebhookReceiver: @unchecked Sendable {
         process.waitUntilExit()
     }
 
-    package var url: String { "http://127.0.0.1:\(port)/hook" }
+    private let secure: Bool
+    package var url: String { "\(secure ? "https" : "http")://127.0.0.1:\(port)/hook" }
     package var deliveries: [Delivery] { inbox.all }
 
     /// From now on, answer 200.

@@ -2,15 +2,18 @@
 """A webhook receiver for the tests: a small HTTP server on a loopback port that checks each
 delivery's X-Ringcast-Signature with Python's own hmac module and answers 503 to the first
 --refuse deliveries (or to all of them with --refuse-all, until the line `accept` arrives on
-stdin), then 200.
+stdin), then 200. With --cert and --key it speaks https (the deliveries' connections are TLS), and
+with --client-ca it takes only senders that present a certificate that CA signed.
 
 Its first line on stdout is {"listening": PORT}; then one JSON line per request:
-{"n", "path", "delivery", "signature", "valid", "status", "body"} (body parsed as JSON)."""
+{"n", "path", "delivery", "signature", "valid", "status", "body", "peer"} (body parsed as JSON;
+peer: the sender's port, the same for requests on one kept connection)."""
 
 import argparse
 import hashlib
 import hmac
 import json
+import ssl
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,6 +25,9 @@ def main():
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--refuse", type=int, default=0, help="answer 503 to this many deliveries first")
     parser.add_argument("--refuse-all", action="store_true", help="answer 503 until `accept` is read from stdin")
+    parser.add_argument("--cert", help="a PEM certificate: speak https")
+    parser.add_argument("--key", help="the certificate's PEM key")
+    parser.add_argument("--client-ca", help="with --cert: ask each sender for a certificate this CA signed")
     args = parser.parse_args()
     secret = args.secret.encode()
     state = {"n": 0, "refuse_all": args.refuse_all}
@@ -52,7 +58,7 @@ def main():
                     parsed = body.decode("utf-8", "replace")
                 emit({"n": n, "path": self.path, "delivery": self.headers.get("X-Ringcast-Delivery"),
                       "signature": signature, "valid": hmac.compare_digest(signature, expected),
-                      "status": status, "body": parsed})
+                      "status": status, "body": parsed, "peer": self.client_address[1]})
             answer = b'{"ok":false}' if refuse else b'{"ok":true}'
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -61,6 +67,13 @@ def main():
             self.wfile.write(answer)
 
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    if args.cert:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.cert, args.key)
+        if args.client_ca:
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(args.client_ca)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     emit({"listening": server.server_address[1]})
     threading.Thread(target=server.serve_forever, daemon=True).start()
     for line in sys.stdin:

@@ -98,7 +98,7 @@ extension ServerConfig {
         ),
         Reference(
             "webhooks", "[]",
-            "Signed POSTs when a task enters a state: {\"url\": \"http://127.0.0.1:9000/hook\", \"patterns\": [\"ci.*\"], \"states\": [\"done\", \"failed\", \"stalled\"], \"secretEnv\": \"RINGCAST_HOOK_SECRET\"}, with \"secret\" instead of \"secretEnv\" to write it here; \"maxAttempts\" (10), \"timeoutSeconds\" (10), \"maxOutbox\" (1000: past it the oldest owed is dropped), \"concurrency\" (4), \"circuitFailures\" (5) and \"circuitOpenSeconds\" (30) too."
+            "Signed POSTs when a task enters a state: {\"url\": \"https://hooks.example.com/ringcast\", \"patterns\": [\"ci.*\"], \"states\": [\"done\", \"failed\", \"stalled\"], \"secretEnv\": \"RINGCAST_HOOK_SECRET\"}, with \"secret\" instead of \"secretEnv\" to write it here; \"maxAttempts\" (10), \"timeoutSeconds\" (10), \"maxOutbox\" (1000: past it the oldest owed is dropped), \"concurrency\" (4), \"circuitFailures\" (5) and \"circuitOpenSeconds\" (30) too; https:// receivers are verified against the system's CA store, or \"caFile\" (a PEM file, relative to this file); \"clientCert\" and \"clientKey\" for a receiver that asks for a client certificate; \"proxy\" instead of HTTPS_PROXY / NO_PROXY (\"\" goes direct); \"format\": ringcast, slack, discord or ntfy, with \"pageBase\" for the link to the task's page."
         ),
         Reference(
             "abandonAfterSeconds", "3600",

@@ -18,6 +18,19 @@ public struct WebhookRule: Equatable, Sendable {
     public var circuitFailures: Int
     /// Seconds an open circuit waits before one delivery probes the receiver again (half-open).
     public var circuitOpenSeconds: Double
+    /// A PEM file of the CA(s) to trust for an https:// receiver instead of the system's store.
+    public var caFile: String?
+    /// A certificate and its key (PEM files) the sender presents to a receiver that asks for one.
+    public var clientCert: String?
+    public var clientKey: String?
+    /// A proxy URL for this hook's requests instead of the environment's (`HTTPS_PROXY`, `NO_PROXY`…);
+    /// "" goes direct.
+    public var proxy: String?
+    /// The body's shape: Ringcast's JSON (the default), or Slack's, Discord's or ntfy's.
+    public var format = WebhookFormat.ringcast
+    /// The server's address as the receiver's readers reach it (`https://ringcast.example`): the
+    /// message links to the task's page under it; without it, to the task's own `url`, if any.
+    public var pageBase: String?
 
     public static let defaultStates: [TaskState] = [.done, .failed, .stalled]
     public static let defaultMaxAttempts = 10
@@ -27,7 +40,7 @@ public struct WebhookRule: Equatable, Sendable {
     public static let defaultCircuitOpenSeconds = 30.0
     public static let keys = [
         "url", "patterns", "states", "secret", "secretEnv", "maxAttempts", "timeoutSeconds", "maxOutbox", "concurrency", "circuitFailures",
-        "circuitOpenSeconds",
+        "circuitOpenSeconds", "caFile", "clientCert", "clientKey", "proxy", "format", "pageBase",
     ]
 
     public init(
@@ -61,15 +74,12 @@ public struct WebhookRule: Equatable, Sendable {
             throw ConfigError("\(place) has no setting \"\(unknown.0)\"; it takes \(keys.joined(separator: ", "))")
         }
         guard case .string(let url)? = item["url"], !url.isEmpty else {
-            throw ConfigError("\(place).url is missing: the http:// address to POST to, like \"http://127.0.0.1:9000/hook\"")
+            throw ConfigError("\(place).url is missing: the https:// or http:// address to POST to, like \"https://hooks.example.com/ringcast\"")
         }
-        if url.lowercased().hasPrefix("https://") {
-            throw ConfigError(
-                "\(place).url: https:// is not supported for webhooks by this version of Ringcast; use http:// (to a TLS proxy on this machine if the receiver needs TLS)"
-            )
-        }
-        guard url.lowercased().hasPrefix("http://"), url.dropFirst(7).prefix(while: { $0 != "/" && $0 != "?" }).count > 0 else {
-            throw ConfigError("\(place).url '\(url)' is not an http:// URL like \"http://127.0.0.1:9000/hook\"")
+        let lowered = url.lowercased()
+        let scheme = lowered.hasPrefix("https://") ? 8 : lowered.hasPrefix("http://") ? 7 : 0
+        guard scheme > 0, url.dropFirst(scheme).prefix(while: { $0 != "/" && $0 != "?" }).count > 0 else {
+            throw ConfigError("\(place).url '\(url)' is not an https:// or http:// URL like \"https://hooks.example.com/ringcast\"")
         }
         let patterns =
             try item["patterns"].map { value throws(ConfigError) in try ServerConfig.parsePatterns(value, at: place) }
@@ -118,6 +128,30 @@ public struct WebhookRule: Equatable, Sendable {
                 throw ConfigError("\(place).circuitOpenSeconds must be seconds from 1 to 3600: how long an open circuit waits before a probe")
             }
             rule.circuitOpenSeconds = n
+        }
+        func text(_ key: String, _ meaning: String) throws(ConfigError) -> String? {
+            guard let value = item[key] else { return nil }
+            guard case .string(let text) = value, !text.isEmpty || key == "proxy" else {
+                throw ConfigError("\(place).\(key) must be \(meaning)")
+            }
+            return text
+        }
+        rule.caFile = try text("caFile", "the path of a PEM file of the CA(s) that sign the receiver's certificate")
+        rule.clientCert = try text("clientCert", "the path of a PEM file of the certificate to present to the receiver")
+        rule.clientKey = try text("clientKey", "the path of a PEM file of the client certificate's key")
+        rule.proxy = try text("proxy", "a proxy URL like \"http://proxy.example:3128\", or \"\" to go direct")
+        if let name = try text("format", "one of \(WebhookFormat.allCases.map(\.rawValue).joined(separator: ", "))") {
+            guard let format = WebhookFormat(rawValue: name) else {
+                throw ConfigError("\(place).format '\(name)' is not a format; use \(WebhookFormat.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            rule.format = format
+        }
+        rule.pageBase = try text("pageBase", "the server's address as readers reach it, like \"https://ringcast.example\"")
+        if rule.format == .ntfy, WebhookMessage.topic(url).isEmpty {
+            throw ConfigError("\(place).url names no ntfy topic: write the topic's URL, like \"https://ntfy.sh/ci-builds\"")
+        }
+        if (rule.clientCert == nil) != (rule.clientKey == nil) {
+            throw ConfigError("\(place): clientCert and clientKey go together: give both, or neither")
         }
         guard rule.concurrency <= rule.maxOutbox else {
             throw ConfigError(
@@ -171,6 +205,11 @@ public final class WebhookPlanner {
         var made: [WebhookDelivery] = []
         for (index, rule) in rules.enumerated() where rule.fires(for: task.id, entering: task.state) {
             let id = "\(epoch)-\(task.seq)-\(index)"
+            guard rule.format == .ringcast else {
+                let body = WebhookMessage.body(rule.format, task, rule: rule, now: now)
+                made.append(WebhookDelivery(id: id, hook: index, url: rule.url, body: body, due: now))
+                continue
+            }
             var writer = JSONWriter(capacity: 512)
             writer.beginObject()
             writer.key("delivery")

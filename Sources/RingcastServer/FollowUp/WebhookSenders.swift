@@ -22,8 +22,13 @@ final class WebhookSenders: @unchecked Sendable {
     /// Throws when a hook's URL is not one the HTTP client can reach (checked at start).
     init(rules: [WebhookRule], logger: Logger, report: @escaping @Sendable (WebhookReport) -> Void) throws {
         senders = try rules.enumerated().map { index, rule in
-            guard let url = ServerURL(rule.url), !url.secure else {
-                throw ServerError("webhooks[\(index)].url '\(rule.url)' is not a URL this server can POST to: write http://HOST:PORT/PATH")
+            guard let url = ServerURL(rule.url) else {
+                throw ServerError("webhooks[\(index)].url '\(rule.url)' is not a URL this server can POST to: write https://HOST:PORT/PATH")
+            }
+            for (key, file) in [("caFile", rule.caFile), ("clientCert", rule.clientCert), ("clientKey", rule.clientKey)] {
+                if let file, !FileManager.default.isReadableFile(atPath: file) {
+                    throw ServerError("webhooks[\(index)].\(key) '\(file)' is not a readable file")
+                }
             }
             return HookSender(rule: rule, index: index, url: url, logger: logger, report: report)
         }
@@ -87,7 +92,10 @@ final class HookSender: @unchecked Sendable {
 
     private func run() {
         // Only the status counts: a receiver's body past a few KiB fails the attempt rather than filling memory.
-        let client = HTTPClient(host: url.host, port: url.port, timeoutSeconds: rule.timeoutSeconds, maxBodyBytes: HookSender.maxAnswerBytes)
+        // One client per slot: its easy handle keeps the connection (and TLS session) to the receiver.
+        let tls = TLSSettings(caFile: rule.caFile, clientCertificate: rule.clientCert, clientKey: rule.clientKey)
+        let client = HTTPClient(
+            url: url, tls: tls, proxy: rule.proxy, timeoutSeconds: rule.timeoutSeconds, maxBodyBytes: HookSender.maxAnswerBytes)
         while let delivery = nextDue() {
             let attempt = self.attempt(delivery, with: client)
             let (outcome, status) = condition.withLock {
@@ -136,8 +144,9 @@ final class HookSender: @unchecked Sendable {
 
     private func attempt(_ delivery: WebhookDelivery, with client: HTTPClient) -> WebhookAttempt {
         do {
+            // ntfy takes JSON at its root, the topic in the body.
             let response = try client.request(
-                "POST", url.path, body: delivery.body,
+                "POST", rule.format == .ntfy ? "/" : url.path, body: delivery.body,
                 headers: [
                     ("X-Ringcast-Signature", HMACSHA256.signatureHeader(delivery.body, key: rule.secret)),
                     ("X-Ringcast-Delivery", delivery.id),

@@ -1,0 +1,30 @@
+#ifndef CCURL_SHIM_H
+#define CCURL_SHIM_H
+#include <curl/curl.h>
+
+/* curl_easy_setopt and curl_easy_getinfo are variadic, which Swift cannot call: one typed wrapper
+   per kind of argument, so each call site says what it passes. */
+typedef size_t (*rc_curl_data_callback)(char *data, size_t size, size_t count, void *context);
+
+static inline CURLcode rc_curl_set_long(CURL *handle, CURLoption option, long value) {
+    return curl_easy_setopt(handle, option, value);
+}
+static inline CURLcode rc_curl_set_offset(CURL *handle, CURLoption option, curl_off_t value) {
+    return curl_easy_setopt(handle, option, value);
+}
+static inline CURLcode rc_curl_set_string(CURL *handle, CURLoption option, const char *value) {
+    return curl_easy_setopt(handle, option, value);
+}
+static inline CURLcode rc_curl_set_pointer(CURL *handle, CURLoption option, void *value) {
+    return curl_easy_setopt(handle, option, value);
+}
+static inline CURLcode rc_curl_set_list(CURL *handle, CURLoption option, struct curl_slist *value) {
+    return curl_easy_setopt(handle, option, value);
+}
+static inline CURLcode rc_curl_set_data_callback(CURL *handle, CURLoption option, rc_curl_data_callback value) {
+    return curl_easy_setopt(handle, option, value);
+}
+static inline CURLcode rc_curl_get_long(CURL *handle, CURLINFO info, long *value) {
+    return curl_easy_getinfo(handle, info, value);
+}
+#endif
