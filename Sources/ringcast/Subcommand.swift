@@ -80,7 +80,8 @@ enum CommandLineTool {
     static var commands: [any Subcommand.Type] {
         [
             ServeCommand.self, PushCommand.self, ShowCommand.self, HideCommand.self, TimerCommand.self, RemoveCommand.self,
-            ListCommand.self, RunCommand.self, PipeCommand.self, LoadCommand.self, ConfigCommand.self, VersionCommand.self,
+            ListCommand.self, WaitCommand.self, WatchCommand.self, RunCommand.self, PipeCommand.self, LoadCommand.self, ConfigCommand.self,
+            VersionCommand.self,
         ]
     }
 
