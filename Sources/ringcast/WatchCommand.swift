@@ -82,16 +82,14 @@ struct WatchView {
         if let found {
             let width = terminal ? LiveList.terminalSize().columns : TextTable.defaultWidth
             table = try session.text("/api/tasks/\(id)?format=text&width=\(width)").split(separator: "\n").map { TerminalText.clean(String($0)) }
-            let count = found.number("logCount") ?? 0
-            if count != logCount { try readLog(count) }
         }
-        if terminal {
-            draw()
-        } else {
+        if !terminal {
             let line = found?.line ?? TerminalText.clean("\(id) does not exist yet; waiting for it to appear")
             if line != lastLine, found.map({ EndStatus.of(state: $0.state) == nil }) ?? true { print(line) }
             lastLine = line
         }
+        if let count = found?.number("logCount"), count != logCount { try readLog(count) }
+        if terminal { draw() }
         return found.flatMap { EndStatus.of(state: $0.state) }
     }
 
