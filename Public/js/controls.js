@@ -22,12 +22,15 @@ export function offeredActions(task) {
   return shown;
 }
 
-/** What the badge says while a request waits for the publisher, or ''. */
+/** What the badge says while a request waits for the publisher, or ''. The server says whether
+ *  any publisher has the request (`requestWaiting`): one that none has received is not "cancelling",
+ *  whoever asked for it. */
 export function requestLabel(task) {
   if (TERMINAL.has(task.state)) return '';
-  if (task.cancelRequested) return 'Cancelling…';
-  if (task.pauseRequested) return 'Pausing…';
-  return '';
+  const action = task.cancelRequested ? 'Cancel' : task.pauseRequested ? 'Pause' : '';
+  if (!action) return '';
+  if (task.requestWaiting) return `${action} waiting for its publisher`;
+  return action === 'Cancel' ? 'Cancelling…' : 'Pausing…';
 }
 
 /** Makes the buttons of `box` match `actions` (a list of names), writing only what changed. Focus

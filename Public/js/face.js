@@ -53,12 +53,15 @@ export function faceText(task, now, withClock = true) {
   };
 }
 
-/** "elapsed 1:05" while a task runs (or waits), "took 0:45 · 3 min ago" once it finished. */
+/** "elapsed 1:05" while a task runs (or waits), "took 0:45 · 3 min ago" once it finished; a task
+ *  that ended within a second of starting "took under a second" (not "0:00", which reads as no time
+ *  measured). */
 export function clockText(task, state, now) {
   if (typeof task.startedAt !== 'number' || task.timer) return '';
   if (TERMINAL.has(state)) {
     const end = task.updatedAt || now;
-    return `took ${formatClock((end - task.startedAt) / 1000)} · ${formatAgo((now - end) / 1000)}`;
+    const took = end - task.startedAt < 1000 ? 'under a second' : formatClock((end - task.startedAt) / 1000);
+    return `took ${took} · ${formatAgo((now - end) / 1000)}`;
   }
   return `elapsed ${formatClock(Math.max(0, now - task.startedAt) / 1000)}`;
 }
