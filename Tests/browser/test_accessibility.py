@@ -95,7 +95,7 @@ def test_a_cancel_pending_on_the_dashboard_and_the_task_page(page, tasks, theme)
     use_theme(page, theme)
     page.open("a11y.*")
     card = f"return document.querySelector('.task[data-id=\"{task_id}\"] .badge').textContent"
-    page.wait(lambda: page.js(card) == "Cancel waiting for its publisher", 5, "the card's badge")
+    page.wait(lambda: page.js(card) == "Cancel waiting", 5, "the card's badge")
     check(page.driver, "dashboard with a cancel pending", theme)
     page.driver.get(f"{tasks.base}/tasks/{task_id}")
     page.wait(lambda: page.js("return document.getElementById('status').dataset.state") == "live", 10, "live")
