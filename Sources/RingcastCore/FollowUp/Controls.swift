@@ -100,7 +100,7 @@ extension TaskStore {
             }
             task.pauseRequested = false
         }
-        task.requestWaiting = !requestReachesPublisher
+        task.requestWaiting = marksWaitingRequests && !requestReachesPublisher
         noteChange(&task, .request, "asked to \(action.rawValue)")
         requestBeingRecorded = action
         return commit(task, .state, now: now)
@@ -229,7 +229,7 @@ extension API {
     /// the answer — `{"seq", "task", "delivered"}` — carries a control frame for every open socket
     /// of this node that published the task (in a cluster, every node delivers to its own).
     func answerControl(_ id: String, _ action: TaskControl, by principal: Principal, now: Double) throws(APIError) -> APIResponse {
-        // Known on this node only: in a cluster each node applies the request and answers for its own sockets.
+        // Known on this node only, so a cluster leaves it unmarked (`marksWaitingRequests`).
         store.requestReachesPublisher = !publisherSockets.sinks(for: id).isEmpty
         let change = try apply(.requestControl(id: id, action: action), by: principal, now: now)
         let frame = API.controlFrame(id: id, action: action, seq: store.seq, by: change.task?.by)

@@ -22,6 +22,9 @@ public final class TaskStore {
     /// Set by the API before it applies a control request: whether a publisher's WebSocket on this
     /// node will be sent it (if not, the task says `requestWaiting`).
     var requestReachesPublisher = true
+    /// Whether a request no publisher of this node will be sent is marked `requestWaiting`. Off in a
+    /// cluster: each node knows only its own sockets, and every node must hold the same task.
+    public var marksWaitingRequests = true
     /// Seconds after which a finished or hidden, untouched task is removed (config `retentionSeconds`).
     public let retentionSeconds: Double
     /// The most tasks held at once (config `maxTasks`).
