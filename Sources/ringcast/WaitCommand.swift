@@ -8,13 +8,14 @@ struct WaitCommand: ProducerCommand {
     static let summary = "block until tasks end: ringcast wait ci.build --timeout 10m"
     static let usage = ["ringcast wait ID... [--for done|ended|STATE] [--timeout DURATION] [--quiet]"]
     static let discussion = """
-        Blocks until every task named reaches the state --for names: done (the default), ended (any \
-        end: done, failed or cancelled), or one state (running, paused, stalled, done, failed, \
-        cancelled). A task that fails or is cancelled ends the wait at once (unless that end is what \
-        it waits for). It prints a line each time a task appears or changes state (unless --quiet). \
-        A task that does not exist yet is waited for until it appears. It asks the server twice a \
-        second; a server that goes away (a restart) is said once on stderr and asked again until it \
-        answers, and the wait goes on where it was.
+        Blocks until every task named reaches the state --for names: done (the default), ended (any end:
+        done, failed or cancelled), or one state (running, paused, stalled, done, failed, cancelled).
+        Waiting for done or a state, a task that fails or is cancelled ends the wait at once (unless
+        that end is the state); waiting for ended, every task must end, and the status is the worst end
+        (failed, then cancelled). It prints a line each time a task appears or changes state (unless
+        --quiet). A task that does not exist yet is waited for until it appears. It asks the server
+        twice a second; a server that goes away (a restart) is said once on stderr and asked again until
+        it answers, and the wait goes on where it was.
         """
     static let epilogue = EndStatus.epilogue(waiting: true)
     static let ownOptions: [Option] = [

@@ -9,13 +9,13 @@ struct WatchCommand: ProducerCommand {
     static let summary = "follow one task live until it ends: ringcast watch ci.build"
     static let usage = ["ringcast watch ID"]
     static let discussion = """
-        Shows task ID live until it ends: on a terminal, redrawn in place twice a second, the \
-        server's bars for the task and its children, its rate, time left and elapsed time, and the \
-        last lines of its log; the last view stays on the screen when it ends. Into a pipe or a file \
-        it prints a line each time the task's state, progress or detail changes, and each new log \
-        line indented. A task that does not exist yet is waited for until it appears; a server that \
-        goes away (a restart) is asked again until it answers. Everything shown is cleaned as `ls` \
-        cleans it: nothing a publisher wrote acts on the terminal.
+        Shows task ID live until it ends: on a terminal, redrawn in place twice a second, the server's
+        bars for the task and its children, its rate, time left and elapsed time, and the last lines of
+        its log; the last view stays on the screen when it ends. Into a pipe or a file it prints a line
+        each time the task's state, progress or detail changes, and each new log line indented. A task
+        that does not exist yet is waited for until it appears; a server that goes away (a restart) is
+        asked again until it answers. Everything shown is cleaned as `ls` cleans it: nothing a publisher
+        wrote acts on the terminal.
         """
     static let epilogue = EndStatus.epilogue(waiting: false)
 
@@ -115,7 +115,8 @@ struct WatchView {
     private var figures: String {
         guard let task else { return "" }
         var parts: [String] = []
-        if let rate = task.number("rate"), rate > 0, task.percent != nil {
+        // Above the whole task a second, a rate comes of a burst of updates and says nothing (as on the dashboard).
+        if let rate = task.number("rate"), rate > 0, rate <= 1, task.percent != nil {
             parts.append(String(format: "rate %.1f %%/s", rate * 100))
         }
         if let eta = task.number("eta"), EndStatus.of(state: task.state) == nil { parts.append(ListCommand.duration(eta) + " left") }
