@@ -97,11 +97,12 @@ func parseDuration(_ text: String) -> Double? {
 }
 
 /// Asks the server every `interval` seconds until `step` gives a status, Ctrl-C (128 + the
-/// signal) or `deadline` (`EndStatus.timedOut`). A failed look is said once on stderr and tried
-/// again: a restarted server is followed where it was, as `ls --watch` does. Only a server that
-/// cannot be reached at the first look ends it at once (status 1, by throwing).
+/// signal) or `deadline` (`EndStatus.timedOut`). A failed look is said once on stderr (or only
+/// through `trouble`, by a view that draws the terminal) and tried again: a restarted server is
+/// followed where it was, as `ls --watch` does. Only a server that cannot be reached at the first
+/// look ends it at once (status 1, by throwing).
 func pollUntilEnd(
-    command: String, interval: Double = LiveList.interval, deadline: Double?,
+    command: String, interval: Double = LiveList.interval, deadline: Double?, troubleOnStderr: Bool = true,
     look: () throws(CommandFailure) -> Int32?, trouble: (String?) -> Void = { _ in }
 ) throws(CommandFailure) -> Int32 {
     if let status = try look() { return status }
@@ -115,7 +116,7 @@ func pollUntilEnd(
             if troubled { trouble(nil) }
             troubled = false
         } catch {
-            if !troubled { fail("\(command): \(error); trying again") }
+            if !troubled, troubleOnStderr { fail("\(command): \(error); trying again") }
             troubled = true
             trouble("\(error); trying again")
         }

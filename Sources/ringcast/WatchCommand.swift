@@ -43,7 +43,7 @@ struct WatchCommand: ProducerCommand {
             }
         }
         status = try pollUntilEnd(
-            command: Self.name, deadline: nil,
+            command: Self.name, deadline: nil, troubleOnStderr: !view.terminal,
             look: { () throws(CommandFailure) -> Int32? in try view.look() },
             trouble: { view.trouble = $0 })
         return status
