@@ -22,12 +22,17 @@ export function offeredActions(task) {
   return shown;
 }
 
-/** What the badge says while a request waits for the publisher, or ''. */
+/** What the badge says while a request waits for the publisher, or '': `short` for a card, `full`
+ *  where there is room (and as the card badge's tooltip). The server says whether any publisher has
+ *  the request (`requestWaiting`): one that none has received is not "cancelling", whoever asked. */
 export function requestLabel(task) {
-  if (TERMINAL.has(task.state)) return '';
-  if (task.cancelRequested) return 'Cancelling…';
-  if (task.pauseRequested) return 'Pausing…';
-  return '';
+  const none = { short: '', full: '' };
+  if (TERMINAL.has(task.state)) return none;
+  const action = task.cancelRequested ? 'Cancel' : task.pauseRequested ? 'Pause' : '';
+  if (!action) return none;
+  if (task.requestWaiting) return { short: `${action} waiting`, full: `${action} waiting for its publisher` };
+  const going = action === 'Cancel' ? 'Cancelling…' : 'Pausing…';
+  return { short: going, full: going };
 }
 
 /** Makes the buttons of `box` match `actions` (a list of names), writing only what changed. Focus

@@ -44,21 +44,25 @@ export function faceText(task, now, withClock = true) {
     clock: withClock ? clockText(task, state, now) : '',
     usual: running ? usualText(task) : '',
     slow: running && task.slow === true,
-    badge: request || (queued ? 'Queued' : running ? '' : stateLabel(task.state)),
+    badge: request.short || (queued ? 'Queued' : running ? '' : stateLabel(task.state)),
+    badgeFull: request.full,
     queued,
-    request: request ? (task.cancelRequested ? 'cancel' : 'pause') : '',
+    request: request.short ? (task.cancelRequested ? 'cancel' : 'pause') : '',
     /** The ETA moves by itself: whoever shows it redraws it once a second. */
     etaCountsDown,
     ring: ringView(task, now),
   };
 }
 
-/** "elapsed 1:05" while a task runs (or waits), "took 0:45 · 3 min ago" once it finished. */
+/** "elapsed 1:05" while a task runs (or waits), "took 0:45 · 3 min ago" once it finished; a task
+ *  that ended within a second of starting "took under a second" (not "0:00", which reads as no time
+ *  measured). */
 export function clockText(task, state, now) {
   if (typeof task.startedAt !== 'number' || task.timer) return '';
   if (TERMINAL.has(state)) {
     const end = task.updatedAt || now;
-    return `took ${formatClock((end - task.startedAt) / 1000)} · ${formatAgo((now - end) / 1000)}`;
+    const took = end - task.startedAt < 1000 ? 'under a second' : formatClock((end - task.startedAt) / 1000);
+    return `took ${took} · ${formatAgo((now - end) / 1000)}`;
   }
   return `elapsed ${formatClock(Math.max(0, now - task.startedAt) / 1000)}`;
 }
@@ -75,7 +79,7 @@ export function usualText(task) {
  * `data-request`, which the stylesheet colours by); the caller places `ring.el` and `info`.
  * `titleTag`: the dashboard's titles are headings; an embedded widget's need not be.
  */
-export function createFace(owner, { titleTag = 'h2' } = {}) {
+export function createFace(owner, { titleTag = 'h2', roomy = false } = {}) {
   const ring = createRing();
   const info = el('div', 'info');
   const head = el('div', 'head');
@@ -94,7 +98,7 @@ export function createFace(owner, { titleTag = 'h2' } = {}) {
   const clock = el('span', 'clock');
   meta.append(units, rate, eta, clock, usual);
   info.append(head, detail, meta);
-  return { owner, ring, info, head, title, badge, detail, meta, units, rate, eta, clock, usual, last: {} };
+  return { owner, ring, info, head, title, badge, detail, meta, units, rate, eta, clock, usual, roomy, last: {} };
 }
 
 /** Writes `text` (from `faceText`) into a face made by `createFace`, skipping what did not change. */
@@ -118,9 +122,14 @@ export function writeFace(face, text) {
   write(L, 'clock', text.clock || '', (v) => { face.clock.textContent = v; });
   write(L, 'slow', text.slow, (v) => { face.usual.classList.toggle('slow', v); });
   write(L, 'meta', !(text.units || text.rate || text.eta || text.usual || text.clock), (v) => { face.meta.hidden = v; });
-  write(L, 'badge', text.badge, (v) => {
+  // A roomy face (the task's page) says a waiting request in full; a card says it short, in full on hover.
+  write(L, 'badge', face.roomy && text.badgeFull ? text.badgeFull : text.badge, (v) => {
     face.badge.textContent = v;
     face.badge.hidden = !v;
+  });
+  write(L, 'badgeFull', text.badgeFull || '', (v) => {
+    if (v && v !== face.badge.textContent) face.badge.title = v;
+    else face.badge.removeAttribute('title');
   });
   write(L, 'queued', text.queued, (v) => {
     if (v) owner.dataset.queued = 'true';

@@ -20,10 +20,12 @@ export function formatDuration(seconds) {
   return m % 60 ? `${h} h ${m % 60} min` : `${h} h`;
 }
 
-/** Rate as units per second when the task counts units, else percent per second. */
+/** Rate as units per second when the task counts units, else percent per second. A rate above the
+ *  whole task a second is not shown: it comes of updates sent milliseconds apart (a burst, a backlog
+ *  sent at once), and "749 %/s" tells a reader nothing about how long is left. */
 export function formatRate(task) {
   const r = task.rate;
-  if (r == null || !Number.isFinite(r) || r <= 0) return '';
+  if (r == null || !Number.isFinite(r) || r <= 0 || r > 1) return '';
   if (task.total > 0 && task.completed != null && !task.timer) return `${formatNumber(r * task.total)}/s`;
   const pct = r * 100;
   return `${pct >= 10 ? pct.toFixed(0) : pct.toFixed(1)} %/s`;

@@ -6,7 +6,7 @@
 const TASK_EVENTS = new Set(['progress', 'show', 'hide', 'state', 'tick', 'update', 'log']);
 // Optional task fields: absent from a full task event means unset.
 const OPTIONAL = ['detail', 'completed', 'total', 'hideAt', 'rate', 'eta', 'parent',
-  'controls', 'cancelRequested', 'pauseRequested', 'abandonAfter', 'logCount',
+  'controls', 'cancelRequested', 'pauseRequested', 'requestWaiting', 'abandonAfter', 'logCount',
   'kind', 'expectedSeconds', 'slow', 'by', 'url'];
 // Event fields that are not task fields (a `log` event's lines are the log's, not the task's).
 const EVENT_ONLY = ['type', 'remaining', 'elapsed', 'now', 'from', 'lines'];

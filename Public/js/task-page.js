@@ -26,7 +26,7 @@ bindThemeToggle($('theme'));
 
 // The hero: the face the cards show, large, and what only the page has room for.
 const hero = $('hero');
-const face = createFace(hero, { titleTag: 'h1' });
+const face = createFace(hero, { titleTag: 'h1', roomy: true });
 face.title.id = 'hero-title';
 face.ring.el.classList.add('ring-large');
 $('hero-ring').append(face.ring.el);

@@ -80,7 +80,8 @@ enum CommandLineTool {
     static var commands: [any Subcommand.Type] {
         [
             ServeCommand.self, PushCommand.self, ShowCommand.self, HideCommand.self, TimerCommand.self, RemoveCommand.self,
-            ListCommand.self, RunCommand.self, PipeCommand.self, LoadCommand.self, ConfigCommand.self, VersionCommand.self,
+            ListCommand.self, WaitCommand.self, WatchCommand.self, RunCommand.self, PipeCommand.self, LoadCommand.self, ConfigCommand.self,
+            VersionCommand.self,
         ]
     }
 
@@ -98,7 +99,7 @@ enum CommandLineTool {
             The producer commands and load talk to --server URL (or $RINGCAST_URL, default
             \(ConnectionOptions.defaultServer)) with --token TOKEN (or $RINGCAST_TOKEN). Exit status: 0 done,
             1 failed (the server could not be reached or refused), 2 a wrong argument; `run` exits with its
-            command's status.
+            command's status, `wait` and `watch` with how the tasks ended (see their --help).
             """
     }
 

@@ -211,6 +211,7 @@ extension ClusterTests {
         let answer = try post(a, "/api/tasks/cl.copy/cancel")
         XCTAssertNotNil(answer["delivered"], "a control request's answer, not a batch's: \(answer)")
         XCTAssertEqual(answer["task"]?["cancelRequested"], .bool(true), "\(answer)")
+        XCTAssertNil(answer["task"]?["requestWaiting"], "node a has no publisher, but b has: a cluster does not mark it")
         XCTAssertNil(answer["applied"], "\(answer)")
         let requests = heard.wait(timeout: 10) { !$0.isEmpty }
         XCTAssertEqual(requests.first?.id, "cl.copy")

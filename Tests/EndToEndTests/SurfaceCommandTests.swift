@@ -172,7 +172,7 @@ final class SurfaceCommandTests: XCTestCase {
 }
 
 /// Bytes a reader thread appends while the test looks. @unchecked Sendable: `data` is under `lock`.
-private final class Collected: @unchecked Sendable {
+final class Collected: @unchecked Sendable {
     private let lock = NSLock()
     private var data = Data()
     func append(_ more: Data) { lock.withLock { data.append(more) } }

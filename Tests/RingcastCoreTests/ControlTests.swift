@@ -67,6 +67,7 @@ final class ControlTests: XCTestCase {
         XCTAssertEqual(body["delivered"], .number(1))
         XCTAssertEqual(response.events.map(\.type), [.state], "watchers see the request (\"cancelling…\")")
         XCTAssertEqual(decode(response.events[0])["cancelRequested"], .bool(true))
+        XCTAssertNil(decode(response.events[0])["requestWaiting"], "a publisher was connected to take it")
         XCTAssertEqual(response.controls.count, 1, "only the socket that published the task")
         response.controls.forEach { $0.send() }
         let seq = try XCTUnwrap(body["seq"]?.numberValue)
@@ -118,11 +119,20 @@ final class ControlTests: XCTestCase {
         call("POST", "/api/tasks/late", #"{"controls": ["cancel"]}"#)
         let answer = json(call("POST", "/api/tasks/late/cancel").body)
         XCTAssertEqual(answer["delivered"], .number(0), "published over HTTP only: no socket to tell yet")
+        XCTAssertEqual(answer["task"]?["requestWaiting"], .bool(true), "every viewer sees that no publisher has it")
+        XCTAssertEqual(json(call("GET", "/api/tasks/late").body)["requestWaiting"], .bool(true))
+        call("POST", "/api/tasks/late", #"{"progress": 0.4}"#)
+        XCTAssertTrue(api.store.task("late")!.requestWaiting, "a publish over HTTP cannot take a request")
         let fanOut = FanOut()
         var session = try publisherSocket(fanOut).0
         let reply = api.receive(.text(Array(#"{"type":"update","id":"late","progress":0.5}"#.utf8)), on: &session, now: t0)
         XCTAssertEqual(reply.frames.map { json($0)["type"] }, [.string("control")])
         XCTAssertEqual(json(reply.frames[0])["action"], .string("cancel"))
+        XCTAssertFalse(api.store.task("late")!.requestWaiting, "the publisher's socket took it")
+        XCTAssertTrue(api.store.task("late")!.cancelRequested, "and its answer is still to come")
+        let heard = decode(try XCTUnwrap(reply.events.last))
+        XCTAssertNil(heard["requestWaiting"], "watchers hear it was taken")
+        XCTAssertEqual(heard["cancelRequested"], .bool(true))
         let again = api.receive(.text(Array(#"{"type":"update","id":"late","progress":0.6}"#.utf8)), on: &session, now: t0)
         XCTAssertTrue(again.frames.isEmpty, "once per socket and task")
     }

@@ -85,6 +85,32 @@ def test_a_task_page(page, tasks, theme):
 
 
 @pytest.mark.parametrize("theme", THEMES)
+def test_a_cancel_pending_on_the_dashboard_and_the_task_page(page, tasks, theme):
+    # A cancel asked over the API that no publisher has received yet; a task for each theme, as
+    # the publisher below takes the request.
+    task_id = f"a11y.cancelling-{theme}"
+    tasks.post(f"/api/tasks/{task_id}", {"title": "Copy", "detail": "copying", "progress": 0.4, "controls": ["cancel"]})
+    tasks.post(f"/api/tasks/{task_id}/cancel")
+    page.open("a11y.*")
+    use_theme(page, theme)
+    page.open("a11y.*")
+    card = f"return document.querySelector('.task[data-id=\"{task_id}\"] .badge').textContent"
+    page.wait(lambda: page.js(card) == "Cancel waiting", 5, "the card's badge")
+    check(page.driver, "dashboard with a cancel pending", theme)
+    page.driver.get(f"{tasks.base}/tasks/{task_id}")
+    page.wait(lambda: page.js("return document.getElementById('status').dataset.state") == "live", 10, "live")
+    badge = "return document.querySelector('#hero .badge').textContent"
+    page.wait(lambda: page.js(badge) == "Cancel waiting for its publisher", 5, "the page's badge")
+    check(page.driver, "task page with a cancel waiting", theme)
+    # A publisher takes it: "Cancelling…", the badge axe found at 4.09:1 on the light page.
+    page.js("""const ws = new WebSocket(arguments[0] + '/ws?mode=publish'); window.publisher = ws;
+        ws.onopen = () => ws.send(JSON.stringify({type: 'update', id: arguments[1], progress: 0.4}));""", tasks.ws_base, task_id)
+    page.wait(lambda: page.js(badge) == "Cancelling…", 5, "the page's badge once a publisher has it")
+    check(page.driver, "task page with a cancel pending", theme)
+    page.js("window.publisher.close()")
+
+
+@pytest.mark.parametrize("theme", THEMES)
 def test_the_modal_overlay(page, tasks, theme):
     page.open("a11y.*")
     use_theme(page, theme)

@@ -144,3 +144,55 @@ def test_a_reload_and_a_shared_link_open_the_same_page_live(page, server, driver
     assert page.js("return document.title") == "Shared · Ringcast"
     server.post("/api/tasks/tp.share.step-1", {"state": "done"})
     page.wait(lambda: page.js("return document.querySelector('#steps .step').dataset.state") == "done", 5, "steps not live")
+
+
+# A publisher on the page's own connection: a WebSocket in publish mode, as `ringcast run` opens.
+PUBLISH = """const ws = new WebSocket(arguments[0] + '/ws?mode=publish');
+    window.heard = [];
+    ws.onmessage = (e) => window.heard.push(JSON.parse(e.data));
+    ws.onopen = () => ws.send(JSON.stringify({type: 'update', id: arguments[1], progress: 0.35}));
+    window.publisher = ws;"""
+
+
+def test_a_cancel_no_publisher_has_says_so_to_every_viewer(page, server):
+    server.post("/api/tasks/tp.orphan", {"title": "Orphan", "controls": ["cancel"], "progress": 0.3})
+    page.open("tp.orphan")
+    page.wait(lambda: page.card("tp.orphan") is not None, 5, "no card")
+    # Someone else asks (the API, the CLI, another browser); no publisher is connected to hear it.
+    answer = server.api("POST", "/api/tasks/tp.orphan/cancel")
+    assert answer["delivered"] == 0 and answer["task"]["requestWaiting"] is True, answer
+    card_badge = "return document.querySelector('.task[data-id=\"tp.orphan\"] .badge').textContent"
+    page.wait(lambda: page.js(card_badge) == "Cancel waiting", 5,
+              f"the card says {page.js(card_badge)!r}, as if someone were carrying the cancel out")
+    assert page.js(card_badge.replace(".textContent", ".title")) == "Cancel waiting for its publisher", "in full on hover"
+
+    open_task(page, "tp.orphan")
+    hero_badge = "return document.querySelector('#hero .badge').textContent"
+    page.wait(lambda: page.js(hero_badge) == "Cancel waiting for its publisher", 5, f"the page says {page.js(hero_badge)!r}")
+    # The publisher connects and publishes the task: it is sent the cancel, and every viewer sees it taken.
+    page.js(PUBLISH, server.ws_base, "tp.orphan")
+    page.wait(lambda: page.js(hero_badge) == "Cancelling…", 5, f"the page says {page.js(hero_badge)!r}")
+    heard = page.js("return window.heard.filter((m) => m.type === 'control')")
+    assert [(m["id"], m["action"]) for m in heard] == [("tp.orphan", "cancel")], heard
+    assert "requestWaiting" not in server.api("GET", "/api/tasks/tp.orphan")
+    page.js("window.publisher.close()")
+
+
+def test_a_burst_shows_no_absurd_rate_and_an_instant_failure_says_so(page, server):
+    server.post("/api/tasks/tp.burst", {"title": "Burst", "progress": 0})
+    for n in range(1, 5):
+        server.post("/api/tasks/tp.burst", {"progress": n / 5})  # milliseconds apart
+    rate = server.api("GET", "/api/tasks/tp.burst").get("rate")
+    assert rate is not None and rate > 1, f"the burst gives the server a rate above the whole task a second: {rate}"
+    open_task(page, "tp.burst")
+    page.wait(lambda: page.js("return document.querySelector('#hero .ring').getAttribute('aria-valuenow')") == "80", 5, "ring")
+    assert page.js("return document.querySelector('#hero .rate').textContent") == "", "no rate like '749 %/s'"
+    page.open("tp.burst")
+    page.wait(lambda: page.card("tp.burst") is not None, 5, "no card")
+    assert page.js("return document.querySelector('.task[data-id=\"tp.burst\"] .rate').textContent") == ""
+
+    server.post("/api/tasks/tp.instant", {"title": "Instant", "state": "failed", "detail": "exit status 1"})
+    open_task(page, "tp.instant")
+    clock = "return document.querySelector('#hero .clock').textContent"
+    page.wait(lambda: page.js(clock).startswith("took "), 5, "no clock")
+    assert page.js(clock).startswith("took under a second · "), page.js(clock)

@@ -123,7 +123,7 @@ def test_the_widget_and_the_dashboard_say_the_same_of_a_task(page, server):
     assert faces["par.deploy"]["valuetext"] == "64 percent, failed" and "FAILED" in faces["par.deploy"]["text"]
     assert faces["par.sync"]["valuetext"] == "30 percent, paused"
     assert (faces["par.drop"]["num"], faces["par.drop"]["valuetext"]) == ("–", "Cancelled")
-    assert (faces["par.copy"]["request"], faces["par.copy"]["badge"]) == ("cancel", "Cancelling…")
+    assert (faces["par.copy"]["request"], faces["par.copy"]["badge"]) == ("cancel", "Cancel waiting")
 
     # Live changes: a spinner turns into a ring, a running task finishes.
     post("/api/tasks/par.lint", {"progress": 0.25})

@@ -42,6 +42,10 @@ extension TaskRecord {
             writer.key("pauseRequested")
             writer.bool(true)
         }
+        if requestWaiting {
+            writer.key("requestWaiting")
+            writer.bool(true)
+        }
         if let abandonAfter {
             writer.key("abandonAfter")
             writer.number(abandonAfter)
@@ -62,6 +66,7 @@ extension TaskRecord {
         }
         if case .bool(true)? = json["cancelRequested"] { cancelRequested = true }
         if case .bool(true)? = json["pauseRequested"] { pauseRequested = true }
+        if case .bool(true)? = json["requestWaiting"] { requestWaiting = true }
         abandonAfter = json.number("abandonAfter")
         logCount = json.number("logCount").flatMap(Int.init(exactly:)) ?? 0
         stalledAt = stored.number("stalledAt")
@@ -95,9 +100,18 @@ extension TaskStore {
             }
             task.pauseRequested = false
         }
+        task.requestWaiting = marksWaitingRequests && !requestReachesPublisher
         noteChange(&task, .request, "asked to \(action.rawValue)")
         requestBeingRecorded = action
         return commit(task, .state, now: now)
+    }
+
+    /// A publisher's WebSocket took the request that waited on task `id` (it published the task,
+    /// and was sent the request then): every viewer stops saying it waits.
+    func requestTaken(_ id: String, now: Double) -> [OutboundEvent] {
+        guard var task = tasks[id], task.requestWaiting else { return [] }
+        task.requestWaiting = false
+        return commit(task, .state, now: now).events
     }
 
     /// What every commit keeps true of the follow-up fields: a finished task has nothing left to
@@ -107,6 +121,7 @@ extension TaskStore {
             task.cancelRequested = false
             task.pauseRequested = false
         }
+        if !task.cancelRequested && !task.pauseRequested { task.requestWaiting = false }
         if task.state == .stalled {
             if task.stalledAt == nil { task.stalledAt = now }
         } else {
@@ -217,6 +232,8 @@ extension API {
     func answerControl(_ id: String, _ action: TaskControl, by principal: Principal, showingTask: Bool = true, now: Double) throws(APIError)
         -> APIResponse
     {
+        // Known on this node only, so a cluster leaves it unmarked (`marksWaitingRequests`).
+        store.requestReachesPublisher = !publisherSockets.sinks(for: id).isEmpty
         let change = try apply(.requestControl(id: id, action: action), by: principal, now: now)
         let frame = API.controlFrame(id: id, action: action, seq: store.seq, by: change.task?.by)
         let deliveries = publisherSockets.sinks(for: id).map { ControlDelivery(sink: $0, frame: frame) }

@@ -208,6 +208,9 @@ public struct TaskRecord: Equatable, Sendable {
     public var cancelRequested = false
     /// A pause request waits for the publisher's answer (a published state, or resume, clears it).
     public var pauseRequested = false
+    /// The request waiting is held for a publisher: none was connected to take it when it was
+    /// asked. Cleared once a publisher's WebSocket takes it (or the request is answered).
+    public var requestWaiting = false
     /// Seconds a stalled task may stay stalled before it ends `failed` (nil: the server's default).
     public var abandonAfter: Double?
     /// When the task turned `stalled` (Unix ms); nil while it is not.

@@ -19,6 +19,12 @@ public final class TaskStore {
     public var timelineEntries = ServerConfig().timelineEntries
     /// The cancel, pause or resume the next commit records on the timeline (Timeline.swift).
     var requestBeingRecorded: TaskControl?
+    /// Set by the API before it applies a control request: whether a publisher's WebSocket on this
+    /// node will be sent it (if not, the task says `requestWaiting`).
+    var requestReachesPublisher = true
+    /// Whether a request no publisher of this node will be sent is marked `requestWaiting`. Off in a
+    /// cluster: each node knows only its own sockets, and every node must hold the same task.
+    public var marksWaitingRequests = true
     /// Seconds after which a finished or hidden, untouched task is removed (config `retentionSeconds`).
     public let retentionSeconds: Double
     /// The most tasks held at once (config `maxTasks`).
@@ -635,7 +641,7 @@ public final class TaskStore {
 }
 
 public enum ProtocolInfo {
-    public static let version = 4
+    public static let version = 5
 }
 
 /// A min-heap of (time, task id), ties broken by id so the order never depends on how entries

@@ -570,6 +570,11 @@ public enum OpenAPI {
                     ],
                     "cancelRequested": ["const": true, "description": "A cancel request waits for the publisher's answer."],
                     "pauseRequested": ["const": true, "description": "A pause request waits for the publisher's answer."],
+                    "requestWaiting": [
+                        "const": true,
+                        "description":
+                            "(v5) The request waiting (cancelRequested or pauseRequested) has reached no publisher: none was connected over a WebSocket when it was asked; left out once one takes it.",
+                    ],
                     "abandonAfter": seconds.with("description", "The task's own abandonAfter, when it set one."),
                     "logCount": ["type": "integer", "minimum": 1, "description": "Lines its log has received; left out while none."],
                     "kind": ref("TaskID").with("description", "The kind the publisher named; left out when it named none."),

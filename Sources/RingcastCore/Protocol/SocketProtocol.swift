@@ -256,6 +256,9 @@ extension API {
         for (index, command) in plan.commands {
             do {
                 reply.events += try apply(command, by: plan.principal, now: now).events
+                // A publish over a WebSocket: that socket is sent any request waiting (notePublished on
+                // the node it is on), so the request no longer waits for a publisher on any node.
+                if case .remove = command {} else { reply.events += store.requestTaken(command.id, now: now) }
                 if plan.socketKey != 0 { frames += notePublished([command], by: plan.socketKey).map { (index, $0) } }
             } catch {
                 metrics.clientErrors += 1

@@ -114,6 +114,7 @@ final class SharedState: @unchecked Sendable {
         self.api = api
         self.persistence = persistence
         cluster = persistence as? RedisCluster
+        if cluster != nil { store.marksWaitingRequests = false }
         appliedNow = cluster?.startingNow ?? 0
         cluster?.attach(self)
     }
