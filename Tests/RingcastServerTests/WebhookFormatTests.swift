@@ -7,7 +7,7 @@ import XCTest
 
 /// A hook's `format`: each body as the service's incoming-webhook documentation shapes it, field by
 /// field, read by a local receiver. Slack: `{"text"}` in mrkdwn (`<url|title>`, & < > escaped);
-/// Discord: `{"content"}` in markdown (`[title](url)`, at most 2000 characters); ntfy: JSON published
+/// Discord: `{"content", "allowed_mentions"}` in markdown (`[title](url)`, at most 2000 characters); ntfy: JSON published
 /// at the server's root, `{"topic", "title", "message", "priority", "tags", "click"}`.
 final class WebhookFormatTests: XCTestCase {
     private func keys(_ value: JSONValue) -> [String] {
@@ -42,7 +42,8 @@ final class WebhookFormatTests: XCTestCase {
         XCTAssertFalse(text.contains("\n"), "one line")
 
         let discord = try body("/discord")
-        XCTAssertEqual(keys(discord), ["content"])
+        XCTAssertEqual(keys(discord), ["content", "allowed_mentions"])
+        XCTAssertEqual(discord["allowed_mentions"]?["parse"], .array([]), "a title pings nobody")
         guard case .string(let content)? = discord["content"] else { return XCTFail("\(discord)") }
         XCTAssertTrue(content.hasPrefix("[Build <7> & co](\(link)) failed after "), content)
         XCTAssertTrue(content.hasSuffix("s: exit 2"), content)

@@ -8,7 +8,8 @@ public enum WebhookFormat: String, Sendable, CaseIterable {
 enum WebhookMessage {
     /// `3m05s`, `42s`, `1h02m`: how long a run took, as the command line says it.
     static func duration(_ seconds: Double) -> String {
-        let total = max(0, Int(seconds.rounded()))
+        // A time read back from anywhere may be absurd: clamped before it meets an integer.
+        let total = seconds.isFinite ? Int(min(max(0, seconds), 315_576_000_000).rounded()) : 0
         if total < 60 { return "\(total)s" }
         func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
         if total < 3600 { return "\(total / 60)m\(two(total % 60))s" }
@@ -58,6 +59,13 @@ enum WebhookMessage {
             let line = (link.map { "[\(plainTitle)](\($0))" } ?? "**\(plainTitle)**") + " " + summary
             writer.key("content")
             writer.string(String(line.prefix(2000)))
+            // A title is the publisher's text: "@everyone" in it must ping nobody.
+            writer.key("allowed_mentions")
+            writer.beginObject()
+            writer.key("parse")
+            writer.beginArray()
+            writer.endArray()
+            writer.endObject()
         case .ntfy:
             writer.key("topic")
             writer.string(topic(rule.url))
