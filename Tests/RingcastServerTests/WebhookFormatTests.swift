@@ -42,7 +42,7 @@ final class WebhookFormatTests: XCTestCase {
         XCTAssertFalse(text.contains("\n"), "one line")
 
         let discord = try body("/discord")
-        XCTAssertEqual(keys(discord), ["content", "allowed_mentions"])
+        XCTAssertEqual(keys(discord), ["allowed_mentions", "content"])
         XCTAssertEqual(discord["allowed_mentions"]?["parse"], .array([]), "a title pings nobody")
         guard case .string(let content)? = discord["content"] else { return XCTFail("\(discord)") }
         XCTAssertTrue(content.hasPrefix("[Build <7> & co](\(link)) failed after "), content)

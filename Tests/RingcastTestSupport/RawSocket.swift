@@ -192,27 +192,33 @@ package final class RawSocket {
     /// The frames the server sent, parsed from `bytes` (servers do not mask): (opcode, payload).
     package static func frames(in bytes: [UInt8]) -> [(opcode: UInt8, payload: [UInt8])] { completeFrames(in: bytes).frames }
 
+    /// The header of the frame at `index` of `bytes`: whether it ends its message, its opcode, and
+    /// where its payload lies; nil while the frame is not all there.
+    private static func frame(in bytes: [UInt8], at index: Int) -> (final: Bool, opcode: UInt8, payload: Range<Int>)? {
+        guard index + 2 <= bytes.count else { return nil }
+        var length = Int(bytes[index + 1] & 0x7F)
+        var start = index + 2
+        if length == 126 {
+            guard start + 2 <= bytes.count else { return nil }
+            length = Int(bytes[start]) << 8 | Int(bytes[start + 1])
+            start += 2
+        } else if length == 127 {
+            guard start + 8 <= bytes.count else { return nil }
+            length = (0..<8).reduce(0) { $0 << 8 | Int(bytes[start + $1]) }
+            start += 8
+        }
+        guard start + length <= bytes.count else { return nil }
+        return (bytes[index] & 0x80 != 0, bytes[index] & 0x0F, start..<(start + length))
+    }
+
     /// The whole frames at the start of `bytes`, and how many bytes they took (a partial frame at
     /// the end waits for more).
     package static func completeFrames(in bytes: [UInt8]) -> (frames: [(opcode: UInt8, payload: [UInt8])], consumed: Int) {
         var frames: [(UInt8, [UInt8])] = []
         var index = 0
-        while index + 2 <= bytes.count {
-            let opcode = bytes[index] & 0x0F
-            var length = Int(bytes[index + 1] & 0x7F)
-            var start = index + 2
-            if length == 126 {
-                guard start + 2 <= bytes.count else { break }
-                length = Int(bytes[start]) << 8 | Int(bytes[start + 1])
-                start += 2
-            } else if length == 127 {
-                guard start + 8 <= bytes.count else { break }
-                length = (0..<8).reduce(0) { $0 << 8 | Int(bytes[start + $1]) }
-                start += 8
-            }
-            guard start + length <= bytes.count else { break }
-            frames.append((opcode, Array(bytes[start..<(start + length)])))
-            index = start + length
+        while let frame = frame(in: bytes, at: index) {
+            frames.append((frame.opcode, Array(bytes[frame.payload])))
+            index = frame.payload.upperBound
         }
         return (frames, index)
     }
@@ -224,31 +230,17 @@ package final class RawSocket {
         var open: (opcode: UInt8, payload: [UInt8])?
         var index = 0
         var consumed = 0
-        while index + 2 <= bytes.count {
-            let final = bytes[index] & 0x80 != 0
-            let opcode = bytes[index] & 0x0F
-            var length = Int(bytes[index + 1] & 0x7F)
-            var start = index + 2
-            if length == 126 {
-                guard start + 2 <= bytes.count else { break }
-                length = Int(bytes[start]) << 8 | Int(bytes[start + 1])
-                start += 2
-            } else if length == 127 {
-                guard start + 8 <= bytes.count else { break }
-                length = (0..<8).reduce(0) { $0 << 8 | Int(bytes[start + $1]) }
-                start += 8
-            }
-            guard start + length <= bytes.count else { break }
-            let payload = bytes[start..<(start + length)]
-            index = start + length
-            if opcode >= 8 {
-                messages.append((opcode, Array(payload)))
-            } else if opcode == 0 {
+        while let frame = frame(in: bytes, at: index) {
+            let payload = bytes[frame.payload]
+            index = frame.payload.upperBound
+            if frame.opcode >= 8 {
+                messages.append((frame.opcode, Array(payload)))
+            } else if frame.opcode == 0 {
                 open?.payload += payload
             } else {
-                open = (opcode, Array(payload))
+                open = (frame.opcode, Array(payload))
             }
-            if final, opcode < 8, let message = open {
+            if frame.final, frame.opcode < 8, let message = open {
                 messages.append(message)
                 open = nil
             }
