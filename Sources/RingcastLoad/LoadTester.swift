@@ -54,6 +54,8 @@ package struct LoadTestOptions: Sendable {
     /// the same task: the latency that counts when a server merges a task's updates (a coalescing
     /// window, conflation), where an update replaced by a newer one is never delivered itself.
     package var latestValue = false
+    /// Bounds the run must stay within (`--fail-if`): the result names those that held.
+    package var failIf: LoadThresholds?
 
     package init(url: ServerURL) { self.url = url }
 

@@ -75,6 +75,8 @@ package struct LoadResult: Sendable {
     }
 
     package var loss: Int { max(0, expected - delivered) }
+    /// The `--fail-if` bounds that held, each named with the value that broke it; empty: passed.
+    package var breaches: [String] { options.failIf?.breached(by: self) ?? [] }
     package var lossPercent: Double { expected > 0 ? Double(loss) / Double(expected) * 100 : 0 }
     package var deliveriesPerSecond: Double? { deliverySeconds > 0 && delivered > 0 ? Double(delivered) / deliverySeconds : nil }
     package var publishRate: Double? { publishSeconds > 0 && published > 0 ? Double(published) / publishSeconds : nil }
@@ -194,6 +196,10 @@ package struct LoadResult: Sendable {
         if foreignMarkers > 0 { lines.append(("note", "\(group(foreignMarkers)) updates of other runs were ignored")) }
         if errorFrames > 0 { lines.append(("errors", "\(errorFrames) error events, first: \(firstErrorFrame ?? "")")) }
         if interrupted { lines.append(("note", "interrupted: figures cover the run until then")) }
+        if let failIf = o.failIf {
+            let breaches = self.breaches
+            lines.append(("verdict", breaches.isEmpty ? "passed --fail-if \(failIf)" : "FAILED --fail-if: " + breaches.joined(separator: "; ")))
+        }
         let width = lines.map(\.0.count).max() ?? 0
         let header =
             "ringcast load \(o.url.hostHeader): \(group(o.clients)) watchers (watch \(o.watch)), "
@@ -255,6 +261,10 @@ package struct LoadResult: Sendable {
             ("loadCpuSeconds", number(loadCPUSeconds)),
             ("interrupted", .bool(interrupted)),
         ]
+        if let failIf = o.failIf {
+            members.append(("failIf", .string(failIf.description)))
+            members.append(("breached", .array(breaches.map { .string($0) })))
+        }
         if let latest = latestValueMilliseconds, let latestValue {
             members.append(
                 (
@@ -307,6 +317,8 @@ package struct LoadResult: Sendable {
             svg { background: #fff; border: 1px solid #d8dde3; }
             svg text { font: 11px system-ui, sans-serif; fill: #46505c; }
             .bar { fill: #3b82c4; } .p50 { stroke: #2a9d4b; } .p99 { stroke: #d9822b; } .max { stroke: #c0392b; }
+            .verdict { padding: .6em 1em; font-weight: 600; border-radius: 4px; }
+            .verdict.passed { background: #e3f4e8; color: #1b5e2f; } .verdict.failed { background: #fbe4e1; color: #8c1f12; }
             .axis { stroke: #8a949e; } .grid { stroke: #eceff2; }
             .legend span { display: inline-block; margin-right: 1.5em; }
             .legend i { display: inline-block; width: 1.5em; height: 3px; vertical-align: middle; margin-right: .4em; }
@@ -314,7 +326,7 @@ package struct LoadResult: Sendable {
             </head>
             <body>
             <h1>\(escape(title))</h1>
-            <pre>\(escape(table))</pre>
+            \(verdictHTML)<pre>\(escape(table))</pre>
             <h2>Latency histogram</h2>
             <p>Deliveries by latency from publish to delivery (logarithmic bins); the lines mark p50 and p99.</p>
             \(histogramSVG())
@@ -327,6 +339,16 @@ package struct LoadResult: Sendable {
             </html>
 
             """
+    }
+
+    /// A banner at the top of the page when `--fail-if` was given: which bounds held, or that none did.
+    private var verdictHTML: String {
+        guard let failIf = options.failIf else { return "" }
+        let breaches = self.breaches
+        if breaches.isEmpty {
+            return "<p class=\"verdict passed\">Passed: none of the bounds --fail-if \(escape(failIf.description)) held.</p>\n"
+        }
+        return "<p class=\"verdict failed\">Failed --fail-if: \(breaches.map(escape).joined(separator: "; "))</p>\n"
     }
 
     private func histogramSVG() -> String {

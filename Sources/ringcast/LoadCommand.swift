@@ -53,6 +53,11 @@ struct LoadCommand: Subcommand {
                     "latest-value",
                     "also measure, for every update, the time until each watcher held it or a newer value of "
                         + "its task (for a server that merges a task's updates: flushMilliseconds, conflation)"),
+                .value(
+                    "fail-if", "BOUNDS",
+                    "fail the run (exit status 3) when one of these bounds holds at its end, e.g. \"p99>50ms,loss>0,failed>0\"; "
+                        + "metrics: p50 p90 p99 p99.9 max mean (ms, s or us), loss (count or N%), failed, dropped, errors, throughput (/s); "
+                        + "comparisons > >= < <="),
                 .flag("json", "print the figures as one JSON object instead of the table"),
                 .value("report", "FILE.html", "also write a page with a latency histogram and latency over time"),
                 .flag("quiet", "no live progress line on stderr"),
@@ -61,9 +66,10 @@ struct LoadCommand: Subcommand {
         ConnectionOptions.group.adding(alias: "url", to: "server"),
     ]
     static let epilogue = """
-        Exit status: 0 when the run completed (loss is a result, not an error), 1 when it could not
-        run (no server, no watcher connected, updates refused), 2 for a bad option. Ctrl-C stops
-        publishing, prints what was measured until then and exits with 130.
+        Exit status: 0 when the run completed (loss is a result, not an error, unless --fail-if says
+        so), 1 when it could not run (no server, no watcher connected, updates refused), 2 for a bad
+        option, 3 when a --fail-if bound held (each one named on stderr). Ctrl-C stops publishing,
+        prints what was measured until then and exits with 130.
         """
 
     let tester: LoadTester
@@ -105,6 +111,9 @@ struct LoadCommand: Subcommand {
         load.connectTimeout = try options.decimal("connect-timeout")!
         load.drainTimeout = try options.decimal("drain-timeout")!
         load.latestValue = options.flag("latest-value")
+        if let text = options.value("fail-if") {
+            do { load.failIf = try LoadThresholds.parse(text) } catch { throw UsageError(error.description) }
+        }
         do {
             tester = try LoadTester(options: load)
         } catch {
@@ -145,7 +154,16 @@ struct LoadCommand: Subcommand {
                 throw CommandFailure("cannot write --report \(report): \(error.localizedDescription)")
             }
         }
-        return result.interrupted ? 130 : 0
+        if result.interrupted { return 130 }
+        return LoadCommand.verdict(result)
+    }
+
+    /// 3 when a --fail-if bound held, each named on stderr; else 0.
+    static func verdict(_ result: LoadResult) -> Int32 {
+        let breaches = result.breaches
+        guard !breaches.isEmpty else { return 0 }
+        for breach in breaches { fail("load: failed --fail-if \(breach)") }
+        return 3
     }
 }
 
