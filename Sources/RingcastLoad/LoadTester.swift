@@ -56,6 +56,9 @@ package struct LoadTestOptions: Sendable {
     package var latestValue = false
     /// Bounds the run must stay within (`--fail-if`): the result names those that held.
     package var failIf: LoadThresholds?
+    /// Publishing begins at this Unix time (seconds), once the watchers are connected: runs on
+    /// several machines start together and their results can be merged.
+    package var startAt: Double?
 
     package init(url: ServerURL) { self.url = url }
 
@@ -93,6 +96,15 @@ package struct LoadTestOptions: Sendable {
         guard connectTimeout > 0 else { throw LoadError("--connect-timeout must be a positive number of seconds") }
         guard drainTimeout >= 0 else { throw LoadError("--drain-timeout must be 0 or more seconds") }
         if case .failure(let error) = WatchSet.parse(watch) { throw LoadError("--watch: \(error.message)") }
+        if let startAt {
+            let now = Date().timeIntervalSince1970
+            guard startAt > now else {
+                throw LoadError(
+                    "--start-at is \(Int((now - startAt).rounded(.up))) s in the past; give a time ahead of every machine's start, e.g. \(Int(now) + 60)"
+                )
+            }
+            guard startAt - now < 86_400 else { throw LoadError("--start-at is more than a day ahead; give a Unix time or 2026-01-31T12:00:00Z") }
+        }
         if latestValue, clients * tasks > LoadTestOptions.latestValueLimit {
             throw LoadError(
                 "--latest-value keeps a number per watcher and task: --clients × --tasks can be at most \(LoadTestOptions.latestValueLimit)")
@@ -109,7 +121,7 @@ package struct LoadError: Error, CustomStringConvertible {
 
 /// A moment of a run, for the live progress line.
 package struct LoadProgress: Sendable {
-    package enum Phase: String, Sendable { case connecting, publishing, draining, holding, done }
+    package enum Phase: String, Sendable { case connecting, waiting, publishing, draining, holding, done }
     package var phase: Phase
     package var clients: Int
     package var connected: Int
@@ -194,6 +206,7 @@ package final class LoadTester: @unchecked Sendable {
         let handles = ramp(watchers, reporter: &reporter)
         awaitSnapshots(reporter: &reporter)
         let connectSeconds = seconds(MonotonicClock.nanoseconds() - connectStarted)
+        let startLate = awaitStartTime(reporter: &reporter)
         let openAtStart: Int = lock.withLock {
             publishingStarted = true
             return connected
@@ -207,6 +220,7 @@ package final class LoadTester: @unchecked Sendable {
         let afterConnect = try sampleServer()
         let ownCPUStart = LoadTester.ownCPUSeconds()
         let publishStart = MonotonicClock.nanoseconds()
+        let publishBegan = Date().timeIntervalSince1970
         var publisherThread: Thread?
         let publisherDone = DispatchSemaphore(value: 0)
         var publisherContext: WebSocketClientContext?
@@ -301,6 +315,8 @@ package final class LoadTester: @unchecked Sendable {
             result.connectErrors = connectErrors
         }
         result.connectSeconds = connectSeconds
+        result.publishBegan = publishBegan
+        result.startLateSeconds = startLate
         result.openAtStart = openAtStart
         result.published = published
         result.matchingPublished = matchingPublished
@@ -465,6 +481,19 @@ package final class LoadTester: @unchecked Sendable {
             reporter.tick(.connecting, snapshot())
             usleep(1000)
         }
+    }
+
+    /// With `startAt`: waits (connected) until that wall-clock time and returns how late it is now
+    /// (0 when it waited; more when connecting ran past it), or nil without `startAt`.
+    private func awaitStartTime(reporter: inout ProgressReporter) -> Double? {
+        guard let startAt = options.startAt else { return nil }
+        while !stopping {
+            let left = startAt - Date().timeIntervalSince1970
+            if left <= 0 { break }
+            reporter.tick(.waiting, snapshot())
+            usleep(UInt32(min(left, 0.01) * 1e6))
+        }
+        return max(0, Date().timeIntervalSince1970 - startAt)
     }
 
     fileprivate func watcherOpened(_ handle: WatcherHandle) {

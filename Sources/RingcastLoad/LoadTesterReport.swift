@@ -68,6 +68,12 @@ package struct LoadResult: Sendable {
     package var latestValue: LatencyHistogram?
     /// With `--latest-value`: (watcher, task) pairs that never held their task's last update.
     package var staleAtEnd: Int?
+    /// When publishing began, in Unix seconds (wall clock): how runs on several machines line up.
+    package var publishBegan: Double?
+    /// With `--start-at`: how long after that time publishing began (connecting took longer).
+    package var startLateSeconds: Double?
+    /// The runs a merge added up (`ringcast load merge`); empty for one run.
+    package var mergedRuns: [String] = []
 
     package init(options: LoadTestOptions, run: String) {
         self.options = options
@@ -196,6 +202,17 @@ package struct LoadResult: Sendable {
         if foreignMarkers > 0 { lines.append(("note", "\(group(foreignMarkers)) updates of other runs were ignored")) }
         if errorFrames > 0 { lines.append(("errors", "\(errorFrames) error events, first: \(firstErrorFrame ?? "")")) }
         if interrupted { lines.append(("note", "interrupted: figures cover the run until then")) }
+        if let late = startLateSeconds, late > 0.05 {
+            lines.append(("note", "publishing began \(fixed(late, 2)) s after --start-at: connecting took longer"))
+        }
+        if !mergedRuns.isEmpty {
+            lines.append(
+                (
+                    "merged",
+                    "\(mergedRuns.count) runs (\(mergedRuns.joined(separator: ", "))): counts added, percentiles from the added histograms, "
+                        + "durations the longest run's"
+                ))
+        }
         if let failIf = o.failIf {
             let breaches = self.breaches
             lines.append(("verdict", breaches.isEmpty ? "passed --fail-if \(failIf)" : "FAILED --fail-if: " + breaches.joined(separator: "; ")))
@@ -234,7 +251,9 @@ package struct LoadResult: Sendable {
             ("timedOut", count(timedOut)),
             ("dropped", count(dropped)),
             ("connectSeconds", number(connectSeconds)),
+            ("openAtStart", count(openAtStart)),
             ("published", count(published)),
+            ("matchingPublished", count(matchingPublished)),
             ("publishSeconds", number(publishSeconds)),
             ("publishRate", number(publishRate)),
             ("expected", count(expected)),
@@ -242,6 +261,8 @@ package struct LoadResult: Sendable {
             ("loss", count(loss)),
             ("lossPercent", number(lossPercent)),
             ("deliveriesPerSecond", number(deliveriesPerSecond)),
+            ("deliverySeconds", number(deliverySeconds)),
+            ("runSeconds", number(runSeconds)),
             (
                 "latencyMs",
                 .object(
@@ -261,6 +282,10 @@ package struct LoadResult: Sendable {
             ("loadCpuSeconds", number(loadCPUSeconds)),
             ("interrupted", .bool(interrupted)),
         ]
+        members.append(("publishBegan", publishBegan.map { .number(($0 * 1000).rounded() / 1000) } ?? .null))
+        if let startAt = o.startAt { members.append(("startAt", .number(startAt))) }
+        if !mergedRuns.isEmpty { members.append(("runs", .array(mergedRuns.map { .string($0) }))) }
+        members.append(("latencyHistogram", LoadResult.encode(histogram)))
         if let failIf = o.failIf {
             members.append(("failIf", .string(failIf.description)))
             members.append(("breached", .array(breaches.map { .string($0) })))
@@ -298,6 +323,19 @@ package struct LoadResult: Sendable {
                 ))
         }
         return .object(members)
+    }
+
+    /// The exact histogram, so that runs can be added (`ringcast load merge`): every non-empty
+    /// bucket as [its lowest value, count], in microseconds, with the exact sum, min and max.
+    static func encode(_ histogram: LatencyHistogram) -> JSONValue {
+        .object([
+            ("unit", .string("us")),
+            ("count", .number(Double(histogram.count))),
+            ("sum", .number(Double(histogram.sum))),
+            ("min", .number(Double(histogram.count > 0 ? histogram.min : 0))),
+            ("max", .number(Double(histogram.max))),
+            ("buckets", .array(histogram.nonEmptyBuckets.map { .array([.number(Double($0.lower)), .number(Double($0.count))]) })),
+        ])
     }
 
     // MARK: The HTML report
@@ -415,6 +453,7 @@ package struct LoadResult: Sendable {
     }
 
     private func timelineSVG() -> String {
+        if !mergedRuns.isEmpty { return LoadResult.noTimeline }
         let points = mergedSlots().filter { $0.slot.count > 0 }
         guard !points.isEmpty else { return "<p>No deliveries.</p>" }
         let width = 940.0
@@ -456,6 +495,7 @@ package struct LoadResult: Sendable {
     }
 
     private func throughputSVG() -> String {
+        if !mergedRuns.isEmpty { return LoadResult.noTimeline }
         let points = mergedSlots()
         guard !points.isEmpty, points.contains(where: { $0.slot.count > 0 }) else { return "<p>No deliveries.</p>" }
         let width = 940.0
@@ -487,6 +527,8 @@ package struct LoadResult: Sendable {
         svg += "<polyline class=\"p50\" fill=\"none\" stroke-width=\"1.5\" points=\"\(path)\"/>\n"
         return svg + "</svg>"
     }
+
+    static let noTimeline = "<p>A merge has no timeline: each run's --report shows its own.</p>"
 
     private func line(_ x1: Double, _ y1: Double, _ x2: Double, _ y2: Double, _ cls: String) -> String {
         "<line class=\"\(cls)\" x1=\"\(f(x1))\" y1=\"\(f(y1))\" x2=\"\(f(x2))\" y2=\"\(f(y2))\"/>\n"

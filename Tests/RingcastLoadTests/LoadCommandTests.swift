@@ -54,4 +54,63 @@ final class LoadCommandTests: XCTestCase {
             XCTAssertTrue(result.stderr.contains("--fail-if"), result.stderr)
         }
     }
+
+    func testTwoProcessesStartedTogetherAgainstOneServerMergeIntoTheirSum() throws {
+        let server = try self.server()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("load-merge-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let startAt = Int(Date().timeIntervalSince1970) + 3
+        let arguments = [
+            "load", "--server", server.httpURL, "--quiet", "--connect-timeout", "5", "--drain-timeout", "10", "--json",
+            "--start-at", "\(startAt)", "--messages", "30", "--rate", "100",
+        ]
+        let first = try RingcastProcess(arguments + ["--clients", "6"])
+        let second = try RingcastProcess(arguments + ["--clients", "4"])
+        let results = [first.wait(), second.wait()]
+        var runs: [JSONValue] = []
+        for (index, result) in results.enumerated() {
+            XCTAssertEqual(result.status, 0, result.stderr)
+            let file = directory.appendingPathComponent("run\(index).json")
+            try result.stdout.write(to: file, atomically: true, encoding: .utf8)
+            runs.append(try JSONParser.parse(Array(result.stdout.utf8)))
+            let began = try XCTUnwrap(runs[index]["publishBegan"]?.numberValue)
+            XCTAssertGreaterThanOrEqual(began, Double(startAt), "no publishing before --start-at")
+            XCTAssertLessThan(began, Double(startAt) + 2, "both began at --start-at, give or take a loaded machine")
+        }
+        XCTAssertEqual(runs[0]["delivered"], .number(180))
+        XCTAssertEqual(runs[1]["delivered"], .number(120))
+
+        let report = directory.appendingPathComponent("merged.html")
+        let merge = try RingcastProcess.run(
+            [
+                "load", "merge", directory.appendingPathComponent("run0.json").path, directory.appendingPathComponent("run1.json").path, "--json",
+                "--html", report.path,
+            ])
+        XCTAssertEqual(merge.status, 0, merge.stderr)
+        let merged = try JSONParser.parse(Array(merge.stdout.utf8))
+        XCTAssertEqual(merged["connected"], .number(10))
+        XCTAssertEqual(merged["published"], .number(60))
+        XCTAssertEqual(merged["expected"], .number(300))
+        XCTAssertEqual(merged["delivered"], .number(300))
+        XCTAssertEqual(merged["loss"], .number(0))
+        XCTAssertEqual(merged["runs"], .array([runs[0]["run"]!, runs[1]["run"]!]))
+        XCTAssertEqual(merged["latencyHistogram"]?["count"], .number(300))
+        // The merged percentiles are those of the two histograms added, here in the test.
+        let parsed = try runs.map { try LoadResult(json: $0, source: "run") }
+        var union = parsed[0].histogram
+        union.add(parsed[1].histogram)
+        XCTAssertEqual(merged["latencyMs"]?["p99"], .number(Double(union.percentile(99)!) / 1000))
+        XCTAssertEqual(merged["latencyMs"]?["p50"], .number(Double(union.percentile(50)!) / 1000))
+        XCTAssertEqual(merged["latencyMs"]?["max"], .number(Double(max(parsed[0].histogram.max, parsed[1].histogram.max)) / 1000))
+        XCTAssertTrue(try String(contentsOf: report, encoding: .utf8).contains("merged"), "the page is written from the merge")
+
+        // A merge takes its verdict too, and refuses a run's options.
+        let gated = try RingcastProcess.run(["load", "merge", directory.appendingPathComponent("run0.json").path, "--fail-if", "loss>0,p50>1us"])
+        XCTAssertEqual(gated.status, 3, gated.stderr)
+        XCTAssertTrue(gated.stderr.contains("failed --fail-if p50>1us"), gated.stderr)
+        let wrong = try RingcastProcess.run(["load", "merge", directory.appendingPathComponent("run0.json").path, "--clients", "5"])
+        XCTAssertEqual(wrong.status, 2)
+        XCTAssertTrue(wrong.stderr.contains("--clients describes a run, not a merge"), wrong.stderr)
+    }
 }
