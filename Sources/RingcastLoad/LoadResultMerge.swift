@@ -22,6 +22,7 @@ extension LoadResult {
         }
         var options = LoadTestOptions(url: url)
         options.clients = try count("clients")
+        options.threads = json["threads"]?.numberValue.map { Int($0) } ?? 1
         options.rate = try number("rate")
         options.duration = json["duration"]?.numberValue
         options.messages = json["messages"]?.numberValue.map { Int($0) }
@@ -83,6 +84,7 @@ extension LoadResult {
         precondition(!runs.isEmpty, "merge needs a run")
         var options = runs[0].options
         options.clients = runs.map(\.options.clients).reduce(0, +)
+        options.threads = runs.map(\.options.threads).reduce(0, +)
         options.rate = runs.map(\.options.rate).reduce(0, +)
         options.messages = runs.allSatisfy { $0.options.messages != nil } ? runs.compactMap(\.options.messages).reduce(0, +) : nil
         options.failIf = failIf

@@ -56,6 +56,8 @@ package struct LoadTestOptions: Sendable {
     package var latestValue = false
     /// Bounds the run must stay within (`--fail-if`): the result names those that held.
     package var failIf: LoadThresholds?
+    /// Watchers spread over this many client contexts, each on its own thread (the publisher has its own).
+    package var threads = 1
     /// Publishing begins at this Unix time (seconds), once the watchers are connected: runs on
     /// several machines start together and their results can be merged.
     package var startAt: Double?
@@ -91,6 +93,7 @@ package struct LoadTestOptions: Sendable {
         guard tasks >= 1, tasks <= 1_000_000 else { throw LoadError("--tasks must be from 1 to 1000000") }
         guard batchSize >= 1, batchSize <= 10_000 else { throw LoadError("--batch-size must be from 1 to 10000") }
         if publish == .http && batchSize != 1 { throw LoadError("--batch-size needs --publish batch or ws (http sends one update per request)") }
+        guard threads >= 1, threads <= 256 else { throw LoadError("--threads must be from 1 to 256, not \(threads)") }
         guard maxHandshakes >= 1 else { throw LoadError("--max-handshakes must be at least 1") }
         guard rampPerSecond >= 0 else { throw LoadError("--ramp-per-second must be 0 (no limit) or more") }
         guard connectTimeout > 0 else { throw LoadError("--connect-timeout must be a positive number of seconds") }
@@ -157,8 +160,8 @@ package final class LoadTester: @unchecked Sendable {
     private var publishingStarted = false
     private var finishing = false
 
-    // Service thread only.
-    private var stats: WatcherStats
+    /// Where every watcher thread's timeline starts.
+    private let origin: UInt64
 
     // Any thread.
     private let deliveredCount = Atomic<Int>(0)
@@ -179,8 +182,7 @@ package final class LoadTester: @unchecked Sendable {
         sendTimes = SendTimes(capacity: capacity)
         if case .success(let parsed) = WatchSet.parse(options.watch) { watchSet = parsed } else { watchSet = WatchSet([Glob("*")]) }
         states = Array(repeating: .pending, count: options.clients)
-        stats = WatcherStats(
-            clients: options.clients, origin: MonotonicClock.nanoseconds(), latestValueTasks: options.latestValue ? options.tasks : 0)
+        origin = MonotonicClock.nanoseconds()
     }
 
     /// Asks a running test to stop publishing and finish (Ctrl-C). Any thread.
@@ -195,9 +197,9 @@ package final class LoadTester: @unchecked Sendable {
         try checkServer()
         let before = try sampleServer()
 
-        let watchers: WebSocketClientContext
+        let watchers: WatcherPool
         do {
-            watchers = try WebSocketClientContext(connectTimeoutSeconds: Int(options.connectTimeout.rounded(.up)))
+            watchers = try WatcherPool(options: options, origin: origin)
         } catch {
             throw LoadError("\(error)")
         }
@@ -300,6 +302,7 @@ package final class LoadTester: @unchecked Sendable {
         withExtendedLifetime(handles) {}
 
         // The service threads have stopped: their state may be read here.
+        let stats = watchers.combinedStats()
         let lastDelivery = lastDeliveryAt.load(ordering: .relaxed)
         let lastMatching = lastMatchingNumber(published)
         let finalSeen = lastMatching.map { number in (0..<options.clients).filter { stats.maxSeen[$0] >= number }.count } ?? 0
@@ -412,7 +415,7 @@ package final class LoadTester: @unchecked Sendable {
 
     /// Starts every watcher, at most `maxHandshakes` connecting at once and `rampPerSecond` a
     /// second, and returns when each is open or has failed (or timed out).
-    private func ramp(_ context: WebSocketClientContext, reporter: inout ProgressReporter) -> [WatcherHandle] {
+    private func ramp(_ watchers: WatcherPool, reporter: inout ProgressReporter) -> [WatcherHandle] {
         var url = wsURL
         url.path = "/ws?watch=" + options.watch
         var handles: [WatcherHandle] = []
@@ -435,10 +438,10 @@ package final class LoadTester: @unchecked Sendable {
             if allowed > 0 {
                 lock.withLock { inFlight += allowed }
                 for _ in 0..<allowed {
-                    let handle = WatcherHandle(index: handles.count, tester: self)
+                    let handle = watchers.handle(handles.count, tester: self)
                     handles.append(handle)
                     issuedAt.append(now)
-                    handle.connection = context.connect(url, delegate: handle)
+                    handle.connection = watchers.connect(handle, url)
                 }
             }
             if now - lastTimeoutCheck > 100_000_000 {
@@ -533,7 +536,7 @@ package final class LoadTester: @unchecked Sendable {
             heardFrom.add(1, ordering: .relaxed)
         }
         let delivered = runBytes.withUnsafeBytes { run in
-            stats.receive(frame, watcher: handle.index, at: now, sendTimes: sendTimes, run: run, snapshotsBefore: &handle.snapshots)
+            handle.shard.stats.receive(frame, watcher: handle.local, at: now, sendTimes: sendTimes, run: run, snapshotsBefore: &handle.snapshots)
         }
         if snapshotsBefore == 0 && handle.snapshots == 1 { snapshotted.add(1, ordering: .releasing) }
         guard delivered > 0 else { return }
@@ -607,17 +610,68 @@ package final class LoadTester: @unchecked Sendable {
     fileprivate var shouldStopPublishing: Bool { stopping }
 }
 
-/// One watcher's delegate: knows its index. Callbacks arrive on the service thread.
+/// The watchers' client contexts: `threads` of them, each on its own service thread and loop.
+/// Watcher i goes to shard i % threads, where it is number i / threads of that shard's stats.
+final class WatcherPool {
+    let shards: [WatcherShard]
+    private let clients: Int
+
+    init(options: LoadTestOptions, origin: UInt64) throws {
+        clients = options.clients
+        let threads = options.threads
+        shards = try (0..<threads).map { shard in
+            let context = try WebSocketClientContext(connectTimeoutSeconds: Int(options.connectTimeout.rounded(.up)))
+            let size = options.clients / threads + (shard < options.clients % threads ? 1 : 0)
+            return WatcherShard(
+                context: context,
+                stats: WatcherStats(clients: size, origin: origin, latestValueTasks: options.latestValue ? options.tasks : 0))
+        }
+    }
+
+    func handle(_ index: Int, tester: LoadTester) -> WatcherHandle {
+        WatcherHandle(index: index, shard: shards[index % shards.count], local: index / shards.count, tester: tester)
+    }
+
+    func connect(_ handle: WatcherHandle, _ url: ServerURL) -> WebSocketConnection {
+        handle.shard.context.connect(url, delegate: handle)
+    }
+
+    /// Stops every watcher thread (each closes its connections).
+    func shutdown() { shards.forEach { $0.context.shutdown() } }
+
+    /// Every shard's figures as one, by global watcher index. After `shutdown` only.
+    func combinedStats() -> WatcherStats { WatcherStats(combining: shards.map(\.stats), clients: clients) }
+}
+
+/// One watcher thread's context and what its watchers saw.
+/// @unchecked Sendable: `stats` is touched only on `context`'s service thread while the run lasts,
+/// and read by the caller after the context has shut down.
+final class WatcherShard: @unchecked Sendable {
+    let context: WebSocketClientContext
+    var stats: WatcherStats
+
+    init(context: WebSocketClientContext, stats: WatcherStats) {
+        self.context = context
+        self.stats = stats
+    }
+}
+
+/// One watcher's delegate: knows its index, in the run and in its shard. Callbacks arrive on its
+/// shard's service thread.
 final class WatcherHandle: WebSocketDelegate {
     let index: Int
+    let shard: WatcherShard
+    let local: Int
     unowned let tester: LoadTester
     var connection: WebSocketConnection?
     /// Service thread only.
     var snapshots = 0
     var heard = false
 
-    init(index: Int, tester: LoadTester) {
+    init(index: Int, shard: WatcherShard, local: Int, tester: LoadTester) {
         self.index = index
+        self.shard = shard
+        self.local = local
         self.tester = tester
     }
 
@@ -661,6 +715,30 @@ struct WatcherStats {
         delivered = Array(repeating: 0, count: clients)
         tasks = latestValueTasks
         highestByTask = Array(repeating: -1, count: clients * latestValueTasks)
+    }
+
+    /// The shards' figures as one run's: watcher i is number i / N of shard i % N.
+    init(combining shards: [WatcherStats], clients: Int) {
+        let count = shards.count
+        self.init(clients: clients, origin: shards[0].timeline.origin, latestValueTasks: shards[0].tasks)
+        for (number, shard) in shards.enumerated() {
+            histogram.add(shard.histogram)
+            timeline.add(shard.timeline)
+            latestValue.add(shard.latestValue)
+            totalDelivered += shard.totalDelivered
+            frames += shard.frames
+            dataFrames += shard.dataFrames
+            resyncs += shard.resyncs
+            foreign += shard.foreign
+            errorFrames += shard.errorFrames
+            if firstErrorFrame == nil { firstErrorFrame = shard.firstErrorFrame }
+            for local in shard.maxSeen.indices {
+                let watcher = local * count + number
+                maxSeen[watcher] = shard.maxSeen[local]
+                delivered[watcher] = shard.delivered[local]
+                for task in 0..<tasks { highestByTask[watcher * tasks + task] = shard.highestByTask[local * tasks + task] }
+            }
+        }
     }
 
     /// The highest update number of `task` that `watcher` holds, or -1.

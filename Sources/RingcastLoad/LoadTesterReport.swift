@@ -219,7 +219,8 @@ package struct LoadResult: Sendable {
         }
         let width = lines.map(\.0.count).max() ?? 0
         let header =
-            "ringcast load \(o.url.hostHeader): \(group(o.clients)) watchers (watch \(o.watch)), "
+            "ringcast load \(o.url.hostHeader): \(group(o.clients)) watchers (watch \(o.watch)"
+            + (o.threads > 1 ? ", on \(o.threads) threads" : "") + "), "
             + (o.messages == 0
                 ? "idle for \(o.duration.map { fixed($0, 1) } ?? "0") s"
                 : "\(o.rate > 0 ? "\(LoadResult.trim(o.rate)) updates/s" : "as fast as possible")"
@@ -238,6 +239,7 @@ package struct LoadResult: Sendable {
             ("url", .string("http://\(o.url.hostHeader)")),
             ("run", .string(run)),
             ("clients", count(o.clients)),
+            ("threads", count(o.threads)),
             ("rate", .number(o.rate)),
             ("duration", number(o.duration)),
             ("messages", o.messages.map(count) ?? .null),

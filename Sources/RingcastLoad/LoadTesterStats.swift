@@ -165,6 +165,17 @@ package struct LatencyTimeline: Sendable {
         return Swift.max(lower, (((5 + quarter) << octave) >> 2) - 1)
     }
 
+    /// Adds another timeline of the same origin (another watcher thread's), slot by slot.
+    package mutating func add(_ other: LatencyTimeline) {
+        precondition(other.origin == origin, "timelines of one run share its origin")
+        while slots.count < other.slots.count { slots.append(Slot()) }
+        for (index, slot) in other.slots.enumerated() where slot.count > 0 {
+            slots[index].count &+= slot.count
+            slots[index].max = Swift.max(slots[index].max, slot.max)
+            for bucket in slot.buckets.indices { slots[index].buckets[bucket] &+= slot.buckets[bucket] }
+        }
+    }
+
     @inline(__always)
     package mutating func record(_ microseconds: UInt64, receivedAt: UInt64, times: UInt32 = 1) {
         let offset = receivedAt > origin ? receivedAt - origin : 0

@@ -14,7 +14,7 @@ struct LoadCommand: Subcommand {
         "ringcast load merge RUN.json RUN.json … [--json] [--report FILE.html] [--fail-if BOUNDS]",
     ]
     static let discussion = """
-        Opens N watcher WebSockets to a Ringcast server from one client context, publishes updates at a
+        Opens N watcher WebSockets to a Ringcast server from one client context (or --threads of them), publishes updates at a
         rate (or as fast as the server takes them), and measures at every watcher the time from publish
         to delivery on this process's monotonic clock. Each update's `detail` carries a marker with its
         number (rcload:RUN:N:); watchers count updates, not frames. At the end it prints a table of
@@ -33,6 +33,9 @@ struct LoadCommand: Subcommand {
             "options",
             [
                 .value("clients", "N", "watcher connections", default: "\(defaults.clients)"),
+                .value(
+                    "threads", "N", "spread the watchers over N client contexts, each on a thread of its own (the publisher has its own too)",
+                    default: "\(defaults.threads)"),
                 .value("rate", "R", "updates per second; 0 = as fast as possible", default: defaults.rate.plain),
                 .value("duration", "S", "publish for S seconds (default 10 when --messages is not given)"),
                 .value(
@@ -114,6 +117,7 @@ struct LoadCommand: Subcommand {
         var load = LoadTestOptions(url: connection.server)
         load.token = connection.token
         load.clients = try options.integer("clients")!
+        load.threads = try options.integer("threads")!
         load.rate = try options.decimal("rate")!
         load.duration = try options.decimal("duration")
         load.messages = try options.integer("messages")

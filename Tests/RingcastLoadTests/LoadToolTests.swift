@@ -247,4 +247,48 @@ final class LoadToolTests: XCTestCase {
             XCTAssertEqual(result.loss, 0, "\(mode)")
         }
     }
+
+    /// The threads of this process with `name` (Linux keeps 15 bytes of it).
+    private func threads(named name: String) -> Int {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.filter { task in
+            (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?.trimmingCharacters(in: .newlines) == name
+        }.count
+    }
+
+    func testWatchersSpreadOverThreeThreadsCountAsOneRun() throws {
+        let server = try self.server()
+        let before = threads(named: "ringcast-client")
+        var options = options(server) {
+            $0.clients = 20  // 7, 7 and 6 a thread
+            $0.threads = 3
+            $0.messages = 60
+            $0.rate = 0
+            $0.tasks = 2
+            $0.latestValue = true
+        }
+        var seen = 0
+        let tester = try LoadTester(options: options)
+        let result = try tester.execute { _ in seen = max(seen, self.threads(named: "ringcast-client") - before) }
+        XCTAssertEqual(seen, 3, "one client context, and its service thread, per --threads")
+        XCTAssertEqual(result.connected, 20)
+        XCTAssertEqual(result.expected, 1_200)
+        XCTAssertEqual(result.delivered, 1_200)
+        XCTAssertEqual(result.loss, 0)
+        XCTAssertEqual(result.histogram.count, 1_200, "every thread's latencies in the one histogram")
+        XCTAssertEqual(result.perWatcherMin, 60, "every watcher, whichever thread it is on")
+        XCTAssertEqual(result.perWatcherMax, 60)
+        XCTAssertEqual(result.finalValueSeenBy, 20)
+        XCTAssertEqual(result.latestValue?.count, 1_200)
+        XCTAssertEqual(result.staleAtEnd, 0)
+        XCTAssertEqual(result.timeline.slots.reduce(0) { $0 + Int($1.count) }, 1_200)
+        XCTAssertTrue(result.table.contains("on 3 threads"), result.table)
+
+        // More threads than watchers: the empty ones cost a thread and change no figure.
+        options.clients = 2
+        options.threads = 4
+        let few = try run(options)
+        XCTAssertEqual(few.delivered, 120)
+        XCTAssertEqual(few.perWatcherMin, 60)
+    }
 }
