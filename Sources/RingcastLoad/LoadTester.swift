@@ -58,6 +58,8 @@ package struct LoadTestOptions: Sendable {
     package var failIf: LoadThresholds?
     /// Watchers spread over this many client contexts, each on its own thread (the publisher has its own).
     package var threads = 1
+    /// Local addresses the watchers are bound to, round-robin (empty: the kernel's choice).
+    package var sourceAddresses: [String] = []
     /// Publishing begins at this Unix time (seconds), once the watchers are connected: runs on
     /// several machines start together and their results can be merged.
     package var startAt: Double?
@@ -93,6 +95,9 @@ package struct LoadTestOptions: Sendable {
         guard tasks >= 1, tasks <= 1_000_000 else { throw LoadError("--tasks must be from 1 to 1000000") }
         guard batchSize >= 1, batchSize <= 10_000 else { throw LoadError("--batch-size must be from 1 to 10000") }
         if publish == .http && batchSize != 1 { throw LoadError("--batch-size needs --publish batch or ws (http sends one update per request)") }
+        for address in sourceAddresses where !LoadTestOptions.isAddress(address) {
+            throw LoadError("--source-address takes IP addresses of this machine, like 127.0.0.2,127.0.0.3, not '\(address)'")
+        }
         guard threads >= 1, threads <= 256 else { throw LoadError("--threads must be from 1 to 256, not \(threads)") }
         guard maxHandshakes >= 1 else { throw LoadError("--max-handshakes must be at least 1") }
         guard rampPerSecond >= 0 else { throw LoadError("--ramp-per-second must be 0 (no limit) or more") }
@@ -115,6 +120,13 @@ package struct LoadTestOptions: Sendable {
     }
 
     package static let latestValueLimit = 20_000_000
+
+    /// An IPv4 or IPv6 address literal (not a name: a bind needs the address itself).
+    static func isAddress(_ text: String) -> Bool {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        return inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, text, &v6) == 1
+    }
 }
 
 package struct LoadError: Error, CustomStringConvertible {
@@ -195,6 +207,7 @@ package final class LoadTester: @unchecked Sendable {
     package func execute(progress: @escaping (LoadProgress) -> Void = { _ in }) throws(LoadError) -> LoadResult {
         let began = MonotonicClock.nanoseconds()
         try checkServer()
+        try checkSourceAddresses()
         let before = try sampleServer()
 
         let watchers: WatcherPool
@@ -400,6 +413,42 @@ package final class LoadTester: @unchecked Sendable {
         }
         guard response.status == 200 else {
             throw LoadError("\(options.url.hostHeader)/healthz answered \(response.status): is this a Ringcast server?")
+        }
+    }
+
+    /// Each --source-address must be one this machine can bind: else every watcher on it would
+    /// fail, one connect error each, instead of one line that says why.
+    private func checkSourceAddresses() throws(LoadError) {
+        for address in options.sourceAddresses {
+            var storage = sockaddr_storage()
+            let length: socklen_t
+            let family: Int32
+            if address.contains(":") {
+                family = AF_INET6
+                length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+                withUnsafeMutableBytes(of: &storage) { raw in
+                    let v6 = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in6.self)
+                    v6.pointee.sin6_family = sa_family_t(AF_INET6)
+                    _ = inet_pton(AF_INET6, address, &v6.pointee.sin6_addr)
+                }
+            } else {
+                family = AF_INET
+                length = socklen_t(MemoryLayout<sockaddr_in>.size)
+                withUnsafeMutableBytes(of: &storage) { raw in
+                    let v4 = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in.self)
+                    v4.pointee.sin_family = sa_family_t(AF_INET)
+                    _ = inet_pton(AF_INET, address, &v4.pointee.sin_addr)
+                }
+            }
+            let socket = Glibc.socket(family, Int32(SOCK_STREAM.rawValue), 0)
+            guard socket >= 0 else { throw LoadError("--source-address \(address): cannot open a socket (\(String(cString: strerror(errno))))") }
+            defer { close(socket) }
+            let bound = withUnsafePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) } }
+            guard bound == 0 else {
+                throw LoadError(
+                    "--source-address \(address): this machine cannot bind it (\(String(cString: strerror(errno)))); give addresses it has, e.g. 127.0.0.2 to 127.255.255.254 on loopback"
+                )
+            }
         }
     }
 
@@ -615,9 +664,11 @@ package final class LoadTester: @unchecked Sendable {
 final class WatcherPool {
     let shards: [WatcherShard]
     private let clients: Int
+    private let sourceAddresses: [String]
 
     init(options: LoadTestOptions, origin: UInt64) throws {
         clients = options.clients
+        sourceAddresses = options.sourceAddresses
         let threads = options.threads
         shards = try (0..<threads).map { shard in
             let context = try WebSocketClientContext(connectTimeoutSeconds: Int(options.connectTimeout.rounded(.up)))
@@ -633,7 +684,8 @@ final class WatcherPool {
     }
 
     func connect(_ handle: WatcherHandle, _ url: ServerURL) -> WebSocketConnection {
-        handle.shard.context.connect(url, delegate: handle)
+        let source = sourceAddresses.isEmpty ? nil : sourceAddresses[handle.index % sourceAddresses.count]
+        return handle.shard.context.connect(url, sourceAddress: source, delegate: handle)
     }
 
     /// Stops every watcher thread (each closes its connections).

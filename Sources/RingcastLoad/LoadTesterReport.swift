@@ -220,7 +220,8 @@ package struct LoadResult: Sendable {
         let width = lines.map(\.0.count).max() ?? 0
         let header =
             "ringcast load \(o.url.hostHeader): \(group(o.clients)) watchers (watch \(o.watch)"
-            + (o.threads > 1 ? ", on \(o.threads) threads" : "") + "), "
+            + (o.threads > 1 ? ", on \(o.threads) threads" : "")
+            + (o.sourceAddresses.isEmpty ? "" : ", from \(o.sourceAddresses.joined(separator: ","))") + "), "
             + (o.messages == 0
                 ? "idle for \(o.duration.map { fixed($0, 1) } ?? "0") s"
                 : "\(o.rate > 0 ? "\(LoadResult.trim(o.rate)) updates/s" : "as fast as possible")"
@@ -240,6 +241,7 @@ package struct LoadResult: Sendable {
             ("run", .string(run)),
             ("clients", count(o.clients)),
             ("threads", count(o.threads)),
+            ("sourceAddresses", .array(o.sourceAddresses.map { .string($0) })),
             ("rate", .number(o.rate)),
             ("duration", number(o.duration)),
             ("messages", o.messages.map(count) ?? .null),
