@@ -14,12 +14,13 @@ struct LoadCommand: Subcommand {
         "ringcast load merge RUN.json RUN.json … [--json] [--report FILE.html] [--fail-if BOUNDS]",
     ]
     static let discussion = """
-        Opens N watcher WebSockets to a Ringcast server from one client context (or --threads of them), publishes updates at a
-        rate (or as fast as the server takes them), and measures at every watcher the time from publish
-        to delivery on this process's monotonic clock. Each update's `detail` carries a marker with its
-        number (rcload:RUN:N:); watchers count updates, not frames. At the end it prints a table of
-        connections, deliveries, loss, throughput and latency percentiles (nearest-rank), and with
-        --server-pid the server's CPU time per 1000 deliveries and its memory.
+        Opens N watcher WebSockets to a Ringcast server from one client context (--threads: several,
+        each on its own thread), publishes updates at a rate (or as fast as the server takes them),
+        and measures at every watcher the time from publish to delivery on this process's monotonic
+        clock. Each update's `detail` carries a marker with its number (rcload:RUN:N:); watchers count
+        updates, not frames. At the end it prints a table of connections, deliveries, loss,
+        throughput and latency percentiles (nearest-rank), and with --server-pid the server's CPU time
+        per 1000 deliveries and its memory.
 
         merge: adds up runs that `ringcast load --json` wrote (several processes or machines, started
         together with --start-at): counts are summed and percentiles come from the added latency
