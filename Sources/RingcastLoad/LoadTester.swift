@@ -148,13 +148,14 @@ package struct LoadProgress: Sendable {
     package var elapsed: Double
 }
 
-/// Runs one load test: opens the watchers from one client context (ramped, with a cap on handshakes
-/// in flight and a timeout), publishes updates that carry a marker with their number, and measures
-/// at every watcher the time from send to delivery on the process's one monotonic clock.
+/// Runs one load test: opens the watchers from `threads` client contexts (ramped, with a cap on
+/// handshakes in flight and a timeout), publishes updates that carry a marker with their number, and
+/// measures at every watcher the time from send to delivery on the process's one monotonic clock.
 ///
 /// Threads: the caller's thread ramps, reports progress and decides the phases; the publisher has
-/// its own thread; every watcher callback runs on the client context's service thread, which alone
-/// touches `WatcherStats`. Counters the others need are atomics or sit under `lock`.
+/// its own thread; a watcher's callbacks run on its shard's service thread, which alone touches
+/// that shard's `WatcherStats` (added into one after every context has shut down). Counters the
+/// others need are atomics or sit under `lock`.
 /// @unchecked Sendable: each mutable member belongs to one of those threads, or is atomic, or sits under `lock`.
 package final class LoadTester: @unchecked Sendable {
     package let options: LoadTestOptions

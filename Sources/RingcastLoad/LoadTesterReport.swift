@@ -195,8 +195,10 @@ package struct LoadResult: Sendable {
             lines.append(
                 (
                     "load generator",
-                    "\(fixed(loadCPUSeconds, 2)) s CPU in \(fixed(measuredSeconds, 2)) s (\(Int((loadCPUSeconds / measuredSeconds * 100).rounded())) % of one core)"
-                        + (loadCPUSeconds / measuredSeconds > 0.9 ? ": it was the bottleneck" : "")
+                    "\(fixed(loadCPUSeconds, 2)) s CPU in \(fixed(measuredSeconds, 2)) s (\(Int((loadCPUSeconds / measuredSeconds * 100).rounded())) % of one core"
+                        + (mergedRuns.isEmpty ? ")" : ", all runs together)")
+                        // Each watcher thread can use one core; near that, the tool set the figures.
+                        + (mergedRuns.isEmpty && loadCPUSeconds / measuredSeconds > 0.9 * Double(o.threads) ? ": it was the bottleneck" : "")
                 ))
         }
         if foreignMarkers > 0 { lines.append(("note", "\(group(foreignMarkers)) updates of other runs were ignored")) }
