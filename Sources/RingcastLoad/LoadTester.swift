@@ -185,6 +185,8 @@ package final class LoadTester: @unchecked Sendable {
     private let heardFrom = Atomic<Int>(0)
     private let stopRequested = Atomic<Bool>(false)
     private let publisherError = Locked<String?>(nil)
+    /// The publisher thread's CPU time, written as it ends (0 until then).
+    private let publisherCPUNanoseconds = Atomic<UInt64>(0)
 
     package init(options: LoadTestOptions) throws(LoadError) {
         try options.validate()
@@ -235,6 +237,7 @@ package final class LoadTester: @unchecked Sendable {
 
         let afterConnect = try sampleServer()
         let ownCPUStart = LoadTester.ownCPUSeconds()
+        let watcherCPUStart = watchers.shards.map { $0.cpuNanoseconds() }
         let publishStart = MonotonicClock.nanoseconds()
         let publishBegan = Date().timeIntervalSince1970
         var publisherThread: Thread?
@@ -253,6 +256,9 @@ package final class LoadTester: @unchecked Sendable {
             activePublisher = publisher
             let thread = Thread { [self] in
                 publisher.run(self, start: publishStart)
+                // Read here: the thread's /proc entry goes when it ends.
+                let own = LoadTester.threadCPUNanoseconds(LoadTester.currentThreadID()) ?? 0
+                publisherCPUNanoseconds.store(own, ordering: .releasing)
                 publisherDone.signal()
             }
             thread.name = "ringcast-load-publisher"
@@ -300,6 +306,11 @@ package final class LoadTester: @unchecked Sendable {
         }
         let end = MonotonicClock.nanoseconds()
         let ownCPU = LoadTester.ownCPUSeconds() - ownCPUStart
+        let watcherCPU = zip(watchers.shards, watcherCPUStart).map { shard, start in
+            shard.cpuNanoseconds().map { Double($0 &- (start ?? 0)) / 1e9 }
+        }
+        let publisherNanoseconds = publisherCPUNanoseconds.load(ordering: .acquiring)
+        let publisherCPU = publisherNanoseconds > 0 ? Double(publisherNanoseconds) / 1e9 : nil
         if let message = publisherError.withLock({ $0 }) {
             // A WebSocket publisher hears of a refused update only after sending it.
             watchers.shutdown()
@@ -344,6 +355,8 @@ package final class LoadTester: @unchecked Sendable {
         result.runSeconds = seconds(end - began)
         result.measuredSeconds = seconds(end - publishStart)
         result.loadCPUSeconds = ownCPU
+        if watcherCPU.allSatisfy({ $0 != nil }) { result.watcherThreadCPUSeconds = watcherCPU.compactMap { $0 } }
+        result.publisherThreadCPUSeconds = publisherCPU
         result.histogram = stats.histogram
         result.timeline = stats.timeline
         result.timelineOffset = seconds(publishStart - stats.timeline.origin)
@@ -381,6 +394,23 @@ package final class LoadTester: @unchecked Sendable {
                 residentKiB: after.residentKiB, residentBeforeKiB: before.residentKiB)
         }
         return result
+    }
+
+    /// The calling thread's kernel id, from /proc/thread-self (PID/task/TID): Glibc's gettid is
+    /// not visible to Swift without _GNU_SOURCE, and this is read once per thread.
+    static func currentThreadID() -> Int32 {
+        guard let link = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self"),
+            let last = link.split(separator: "/").last, let tid = Int32(last)
+        else { return 0 }
+        return tid
+    }
+
+    /// One thread of this process's CPU time from its schedstat (nil: no such thread, or no schedstat).
+    static func threadCPUNanoseconds(_ tid: Int32) -> UInt64? {
+        guard tid > 0, let text = try? String(contentsOfFile: "/proc/self/task/\(tid)/schedstat", encoding: .utf8),
+            let first = text.split(separator: " ").first
+        else { return nil }
+        return UInt64(first)
     }
 
     /// This process's user + system CPU time: a load generator near one CPU-second per second is
@@ -550,6 +580,7 @@ package final class LoadTester: @unchecked Sendable {
     }
 
     fileprivate func watcherOpened(_ handle: WatcherHandle) {
+        handle.shard.noteServiceThread()
         let keep: Bool = lock.withLock {
             guard states[handle.index] == .pending, !publishingStarted else { return false }
             states[handle.index] = .open
@@ -702,6 +733,16 @@ final class WatcherPool {
 final class WatcherShard: @unchecked Sendable {
     let context: WebSocketClientContext
     var stats: WatcherStats
+    /// The service thread's kernel id, learnt on its first callback, for its CPU time.
+    private let threadID = Atomic<Int32>(0)
+
+    /// On the service thread.
+    func noteServiceThread() {
+        if threadID.load(ordering: .relaxed) == 0 { threadID.store(LoadTester.currentThreadID(), ordering: .releasing) }
+    }
+
+    /// The service thread's CPU time so far (nil before its first watcher opened).
+    func cpuNanoseconds() -> UInt64? { LoadTester.threadCPUNanoseconds(threadID.load(ordering: .acquiring)) }
 
     init(context: WebSocketClientContext, stats: WatcherStats) {
         self.context = context

@@ -43,6 +43,10 @@ package struct LoadResult: Sendable {
     package var measuredSeconds = 0.0
     /// This load process's own CPU time over that window.
     package var loadCPUSeconds = 0.0
+    /// Each watcher thread's CPU time over that window (from its schedstat), in shard order.
+    package var watcherThreadCPUSeconds: [Double]?
+    /// The publisher thread's CPU time (it runs only while publishing).
+    package var publisherThreadCPUSeconds: Double?
     package var histogram = LatencyHistogram()
     package var timeline = LatencyTimeline(origin: 0)
     /// Where publishing began on the timeline's clock, in seconds.
@@ -199,6 +203,7 @@ package struct LoadResult: Sendable {
                         + (mergedRuns.isEmpty ? ")" : ", all runs together)")
                         // Each watcher thread can use one core; near that, the tool set the figures.
                         + (mergedRuns.isEmpty && loadCPUSeconds / measuredSeconds > 0.9 * Double(o.threads) ? ": it was the bottleneck" : "")
+                        + threadShares
                 ))
         }
         if foreignMarkers > 0 { lines.append(("note", "\(group(foreignMarkers)) updates of other runs were ignored")) }
@@ -230,6 +235,14 @@ package struct LoadResult: Sendable {
                     + (o.messages.map { ", \(group($0)) updates" } ?? "") + (o.duration.map { ", \(LoadResult.trim($0)) s" } ?? ""))
             + ", detail \(max(o.payloadBytes, LoadMarker.detail(run: run, number: 0, length: 0).count)) bytes"
         return ([header] + lines.map { "  " + $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + $0.1 }).joined(separator: "\n")
+    }
+
+    /// "; watcher threads 48 %, 47 %; publisher 20 %": each thread's share of a core.
+    private var threadShares: String {
+        guard measuredSeconds > 0, let watchers = watcherThreadCPUSeconds else { return "" }
+        func share(_ seconds: Double) -> String { "\(Int((seconds / measuredSeconds * 100).rounded())) %" }
+        return "; watcher thread\(watchers.count == 1 ? "" : "s") " + watchers.map(share).joined(separator: ", ")
+            + (publisherThreadCPUSeconds.map { "; publisher \(share($0))" } ?? "")
     }
 
     // MARK: JSON
@@ -286,6 +299,8 @@ package struct LoadResult: Sendable {
             ("errorFrames", count(errorFrames)),
             ("measuredSeconds", number(measuredSeconds)),
             ("loadCpuSeconds", number(loadCPUSeconds)),
+            ("watcherThreadCpuSeconds", watcherThreadCPUSeconds.map { .array($0.map(number)) } ?? .null),
+            ("publisherThreadCpuSeconds", number(publisherThreadCPUSeconds)),
             ("interrupted", .bool(interrupted)),
         ]
         members.append(("publishBegan", publishBegan.map { .number(($0 * 1000).rounded() / 1000) } ?? .null))

@@ -283,6 +283,12 @@ final class LoadToolTests: XCTestCase {
         XCTAssertEqual(result.staleAtEnd, 0)
         XCTAssertEqual(result.timeline.slots.reduce(0) { $0 + Int($1.count) }, 1_200)
         XCTAssertTrue(result.table.contains("on 3 threads"), result.table)
+        // Each thread's own CPU time, from its schedstat: what says whether one of them was saturated.
+        let perThread = try XCTUnwrap(result.watcherThreadCPUSeconds)
+        XCTAssertEqual(perThread.count, 3)
+        XCTAssertTrue(perThread.allSatisfy { $0 > 0 }, "\(perThread)")
+        XCTAssertGreaterThan(result.publisherThreadCPUSeconds ?? 0, 0)
+        XCTAssertTrue(result.table.contains("watcher threads "), result.table)
 
         // More threads than watchers: the empty ones cost a thread and change no figure.
         options.clients = 2
