@@ -155,7 +155,14 @@ package struct LoadResult: Sendable {
                     + ", \(o.tasks) task\(o.tasks == 1 ? "" : "s")"
                     + (matchingPublished != published ? ", \(group(matchingPublished)) matching --watch" : "")
             ))
-        lines.append(("expected", "\(group(expected)) deliveries (\(group(matchingPublished)) × \(group(openAtStart)) watchers)"))
+        lines.append(
+            (
+                "expected",
+                "\(group(expected)) deliveries "
+                    + (mergedRuns.isEmpty
+                        ? "(\(group(matchingPublished)) × \(group(openAtStart)) watchers)"
+                        : "(each run's own updates × its own watchers, added)")
+            ))
         lines.append(("delivered", "\(group(delivered))" + (o.clients > 1 ? " (per watcher \(group(perWatcherMin))…\(group(perWatcherMax)))" : "")))
         lines.append(
             ("loss", "\(group(loss)) (\(fixed(lossPercent, 3)) %)" + (resyncs > 0 ? "; \(group(resyncs)) resync snapshots (conflated)" : "")))
