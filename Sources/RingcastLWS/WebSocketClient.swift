@@ -32,6 +32,8 @@ extension WebSocketDelegate {
 package final class WebSocketConnection: @unchecked Sendable {
     package let url: ServerURL
     let headers: [(String, String)]
+    /// The local address the socket is bound to before it connects (nil: the kernel's choice).
+    let sourceAddress: String?
     weak var context: WebSocketClientContext?
     /// Held from `connect` until the connection is finished (closed or failed), then let go: a
     /// delegate that keeps its connection (most do) would otherwise keep both alive for good.
@@ -49,9 +51,10 @@ package final class WebSocketConnection: @unchecked Sendable {
     /// The reason the server's close frame gave ("" when none).
     package private(set) var peerCloseReason = ""
 
-    init(url: ServerURL, headers: [(String, String)], delegate: WebSocketDelegate, context: WebSocketClientContext) {
+    init(url: ServerURL, headers: [(String, String)], sourceAddress: String? = nil, delegate: WebSocketDelegate, context: WebSocketClientContext) {
         self.url = url
         self.headers = headers
+        self.sourceAddress = sourceAddress
         self.delegate = delegate
         self.context = context
     }
@@ -125,10 +128,14 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
         try loop.start(settings, handler: self)
     }
 
-    /// Opens a WebSocket to `url`; the delegate hears of it on the service thread.
+    /// Opens a WebSocket to `url`; the delegate hears of it on the service thread. With
+    /// `sourceAddress` (an IP address of this machine), the socket is bound to it first: one address
+    /// has about 28 000 ephemeral ports towards one server port, so many connections need several.
     @discardableResult
-    package func connect(_ url: ServerURL, headers: [(String, String)] = [], delegate: WebSocketDelegate) -> WebSocketConnection {
-        let connection = WebSocketConnection(url: url, headers: headers, delegate: delegate, context: self)
+    package func connect(
+        _ url: ServerURL, headers: [(String, String)] = [], sourceAddress: String? = nil, delegate: WebSocketDelegate
+    ) -> WebSocketConnection {
+        let connection = WebSocketConnection(url: url, headers: headers, sourceAddress: sourceAddress, delegate: delegate, context: self)
         lock.withLock { pendingConnects.append(connection) }
         wake()
         return connection
@@ -194,6 +201,11 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
         info.ssl_connection = url.secure ? Int32(tlsFlags) : 0
         info.ietf_version_or_minus_one = -1
         info.local_protocol_name = UnsafePointer(strings[3])
+        // lws binds the client socket to `iface` (an interface name or, as here, an IP address)
+        // before connect(); it reads the string during this call only.
+        let source = connection.sourceAddress.map { strdup($0)! }
+        defer { free(source) }
+        info.iface = UnsafePointer(source)
         let retained = Unmanaged.passRetained(connection)
         info.userdata = retained.toOpaque()
         liveConnections.insert(retained.toOpaque())

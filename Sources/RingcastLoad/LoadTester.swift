@@ -56,6 +56,15 @@ package struct LoadTestOptions: Sendable {
     /// the same task: the latency that counts when a server merges a task's updates (a coalescing
     /// window, conflation), where an update replaced by a newer one is never delivered itself.
     package var latestValue = false
+    /// Bounds the run must stay within (`--fail-if`): the result names those that held.
+    package var failIf: LoadThresholds?
+    /// Watchers spread over this many client contexts, each on its own thread (the publisher has its own).
+    package var threads = 1
+    /// Local addresses the watchers are bound to, round-robin (empty: the kernel's choice).
+    package var sourceAddresses: [String] = []
+    /// Publishing begins at this Unix time (seconds), once the watchers are connected: runs on
+    /// several machines start together and their results can be merged.
+    package var startAt: Double?
 
     package init(url: ServerURL) { self.url = url }
 
@@ -87,11 +96,24 @@ package struct LoadTestOptions: Sendable {
         guard tasks >= 1, tasks <= 1_000_000 else { throw LoadError("--tasks must be from 1 to 1000000") }
         guard batchSize >= 1, batchSize <= 10_000 else { throw LoadError("--batch-size must be from 1 to 10000") }
         if publish == .http && batchSize != 1 { throw LoadError("--batch-size needs --publish batch or ws (http sends one update per request)") }
+        for address in sourceAddresses where !LoadTestOptions.isAddress(address) {
+            throw LoadError("--source-address takes IP addresses of this machine, like 127.0.0.2,127.0.0.3, not '\(address)'")
+        }
+        guard threads >= 1, threads <= 256 else { throw LoadError("--threads must be from 1 to 256, not \(threads)") }
         guard maxHandshakes >= 1 else { throw LoadError("--max-handshakes must be at least 1") }
         guard rampPerSecond >= 0 else { throw LoadError("--ramp-per-second must be 0 (no limit) or more") }
         guard connectTimeout > 0 else { throw LoadError("--connect-timeout must be a positive number of seconds") }
         guard drainTimeout >= 0 else { throw LoadError("--drain-timeout must be 0 or more seconds") }
         if case .failure(let error) = WatchSet.parse(watch) { throw LoadError("--watch: \(error.message)") }
+        if let startAt {
+            let now = Date().timeIntervalSince1970
+            guard startAt > now else {
+                throw LoadError(
+                    "--start-at is \(Int((now - startAt).rounded(.up))) s in the past; give a time ahead of every machine's start, e.g. \(Int(now) + 60)"
+                )
+            }
+            guard startAt - now < 86_400 else { throw LoadError("--start-at is more than a day ahead; give a Unix time or 2026-01-31T12:00:00Z") }
+        }
         if latestValue, clients * tasks > LoadTestOptions.latestValueLimit {
             throw LoadError(
                 "--latest-value keeps a number per watcher and task: --clients × --tasks can be at most \(LoadTestOptions.latestValueLimit)")
@@ -99,6 +121,13 @@ package struct LoadTestOptions: Sendable {
     }
 
     package static let latestValueLimit = 20_000_000
+
+    /// An IPv4 or IPv6 address literal (not a name: a bind needs the address itself).
+    static func isAddress(_ text: String) -> Bool {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        return inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, text, &v6) == 1
+    }
 }
 
 package struct LoadError: Error, CustomStringConvertible {
@@ -108,7 +137,7 @@ package struct LoadError: Error, CustomStringConvertible {
 
 /// A moment of a run, for the live progress line.
 package struct LoadProgress: Sendable {
-    package enum Phase: String, Sendable { case connecting, publishing, draining, holding, done }
+    package enum Phase: String, Sendable { case connecting, waiting, publishing, draining, holding, done }
     package var phase: Phase
     package var clients: Int
     package var connected: Int
@@ -120,13 +149,14 @@ package struct LoadProgress: Sendable {
     package var elapsed: Double
 }
 
-/// Runs one load test: opens the watchers from one client context (ramped, with a cap on handshakes
-/// in flight and a timeout), publishes updates that carry a marker with their number, and measures
-/// at every watcher the time from send to delivery on the process's one monotonic clock.
+/// Runs one load test: opens the watchers from `threads` client contexts (ramped, with a cap on
+/// handshakes in flight and a timeout), publishes updates that carry a marker with their number, and
+/// measures at every watcher the time from send to delivery on the process's one monotonic clock.
 ///
 /// Threads: the caller's thread ramps, reports progress and decides the phases; the publisher has
-/// its own thread; every watcher callback runs on the client context's service thread, which alone
-/// touches `WatcherStats`. Counters the others need are atomics or sit under `lock`.
+/// its own thread; a watcher's callbacks run on its shard's service thread, which alone touches
+/// that shard's `WatcherStats` (added into one after every context has shut down). Counters the
+/// others need are atomics or sit under `lock`.
 /// @unchecked Sendable: each mutable member belongs to one of those threads, or is atomic, or sits under `lock`.
 package final class LoadTester: @unchecked Sendable {
     package let options: LoadTestOptions
@@ -144,8 +174,8 @@ package final class LoadTester: @unchecked Sendable {
     private var publishingStarted = false
     private var finishing = false
 
-    // Service thread only.
-    private var stats: WatcherStats
+    /// Where every watcher thread's timeline starts.
+    private let origin: UInt64
 
     // Any thread.
     private let deliveredCount = Atomic<Int>(0)
@@ -156,6 +186,8 @@ package final class LoadTester: @unchecked Sendable {
     private let heardFrom = Atomic<Int>(0)
     private let stopRequested = Atomic<Bool>(false)
     private let publisherError = Locked<String?>(nil)
+    /// The publisher thread's CPU time, written as it ends (0 until then).
+    private let publisherCPUNanoseconds = Atomic<UInt64>(0)
 
     package init(options: LoadTestOptions) throws(LoadError) {
         try options.validate()
@@ -166,8 +198,7 @@ package final class LoadTester: @unchecked Sendable {
         sendTimes = SendTimes(capacity: capacity)
         if case .success(let parsed) = WatchSet.parse(options.watch) { watchSet = parsed } else { watchSet = WatchSet([Glob("*")]) }
         states = Array(repeating: .pending, count: options.clients)
-        stats = WatcherStats(
-            clients: options.clients, origin: MonotonicClock.nanoseconds(), latestValueTasks: options.latestValue ? options.tasks : 0)
+        origin = MonotonicClock.nanoseconds()
     }
 
     /// Asks a running test to stop publishing and finish (Ctrl-C). Any thread.
@@ -180,13 +211,12 @@ package final class LoadTester: @unchecked Sendable {
     package func execute(progress: @escaping (LoadProgress) -> Void = { _ in }) throws(LoadError) -> LoadResult {
         let began = MonotonicClock.nanoseconds()
         try checkServer()
+        try checkSourceAddresses()
         let before = try sampleServer()
 
-        let watchers: WebSocketClientContext
+        let watchers: WatcherPool
         do {
-            watchers = try WebSocketClientContext(
-                connectTimeoutSeconds: Int(options.connectTimeout.rounded(.up)), trustedCertificates: options.tls.effectiveCAFile,
-                insecure: options.tls.insecure)
+            watchers = try WatcherPool(options: options, origin: origin)
         } catch {
             throw LoadError("\(error)")
         }
@@ -195,6 +225,7 @@ package final class LoadTester: @unchecked Sendable {
         let handles = ramp(watchers, reporter: &reporter)
         awaitSnapshots(reporter: &reporter)
         let connectSeconds = seconds(MonotonicClock.nanoseconds() - connectStarted)
+        let startLate = awaitStartTime(reporter: &reporter)
         let openAtStart: Int = lock.withLock {
             publishingStarted = true
             return connected
@@ -207,7 +238,9 @@ package final class LoadTester: @unchecked Sendable {
 
         let afterConnect = try sampleServer()
         let ownCPUStart = LoadTester.ownCPUSeconds()
+        let watcherCPUStart = watchers.shards.map { $0.cpuNanoseconds() }
         let publishStart = MonotonicClock.nanoseconds()
+        let publishBegan = Date().timeIntervalSince1970
         var publisherThread: Thread?
         let publisherDone = DispatchSemaphore(value: 0)
         var publisherContext: WebSocketClientContext?
@@ -224,6 +257,9 @@ package final class LoadTester: @unchecked Sendable {
             activePublisher = publisher
             let thread = Thread { [self] in
                 publisher.run(self, start: publishStart)
+                // Read here: the thread's /proc entry goes when it ends.
+                let own = LoadTester.threadCPUNanoseconds(LoadTester.currentThreadID()) ?? 0
+                publisherCPUNanoseconds.store(own, ordering: .releasing)
                 publisherDone.signal()
             }
             thread.name = "ringcast-load-publisher"
@@ -271,6 +307,11 @@ package final class LoadTester: @unchecked Sendable {
         }
         let end = MonotonicClock.nanoseconds()
         let ownCPU = LoadTester.ownCPUSeconds() - ownCPUStart
+        let watcherCPU = zip(watchers.shards, watcherCPUStart).map { shard, start in
+            shard.cpuNanoseconds().map { Double($0 &- (start ?? 0)) / 1e9 }
+        }
+        let publisherNanoseconds = publisherCPUNanoseconds.load(ordering: .acquiring)
+        let publisherCPU = publisherNanoseconds > 0 ? Double(publisherNanoseconds) / 1e9 : nil
         if let message = publisherError.withLock({ $0 }) {
             // A WebSocket publisher hears of a refused update only after sending it.
             watchers.shutdown()
@@ -287,6 +328,7 @@ package final class LoadTester: @unchecked Sendable {
         withExtendedLifetime(handles) {}
 
         // The service threads have stopped: their state may be read here.
+        let stats = watchers.combinedStats()
         let lastDelivery = lastDeliveryAt.load(ordering: .relaxed)
         let lastMatching = lastMatchingNumber(published)
         let finalSeen = lastMatching.map { number in (0..<options.clients).filter { stats.maxSeen[$0] >= number }.count } ?? 0
@@ -302,6 +344,8 @@ package final class LoadTester: @unchecked Sendable {
             result.connectErrors = connectErrors
         }
         result.connectSeconds = connectSeconds
+        result.publishBegan = publishBegan
+        result.startLateSeconds = startLate
         result.openAtStart = openAtStart
         result.published = published
         result.matchingPublished = matchingPublished
@@ -312,6 +356,8 @@ package final class LoadTester: @unchecked Sendable {
         result.runSeconds = seconds(end - began)
         result.measuredSeconds = seconds(end - publishStart)
         result.loadCPUSeconds = ownCPU
+        if watcherCPU.allSatisfy({ $0 != nil }) { result.watcherThreadCPUSeconds = watcherCPU.compactMap { $0 } }
+        result.publisherThreadCPUSeconds = publisherCPU
         result.histogram = stats.histogram
         result.timeline = stats.timeline
         result.timelineOffset = seconds(publishStart - stats.timeline.origin)
@@ -351,6 +397,23 @@ package final class LoadTester: @unchecked Sendable {
         return result
     }
 
+    /// The calling thread's kernel id, from /proc/thread-self (PID/task/TID): Glibc's gettid is
+    /// not visible to Swift without _GNU_SOURCE, and this is read once per thread.
+    static func currentThreadID() -> Int32 {
+        guard let link = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self"),
+            let last = link.split(separator: "/").last, let tid = Int32(last)
+        else { return 0 }
+        return tid
+    }
+
+    /// One thread of this process's CPU time from its schedstat (nil: no such thread, or no schedstat).
+    static func threadCPUNanoseconds(_ tid: Int32) -> UInt64? {
+        guard tid > 0, let text = try? String(contentsOfFile: "/proc/self/task/\(tid)/schedstat", encoding: .utf8),
+            let first = text.split(separator: " ").first
+        else { return nil }
+        return UInt64(first)
+    }
+
     /// This process's user + system CPU time: a load generator near one CPU-second per second is
     /// the bottleneck, and then the figures describe it rather than the server.
     static func ownCPUSeconds() -> Double {
@@ -385,6 +448,42 @@ package final class LoadTester: @unchecked Sendable {
         }
     }
 
+    /// Each --source-address must be one this machine can bind: else every watcher on it would
+    /// fail, one connect error each, instead of one line that says why.
+    private func checkSourceAddresses() throws(LoadError) {
+        for address in options.sourceAddresses {
+            var storage = sockaddr_storage()
+            let length: socklen_t
+            let family: Int32
+            if address.contains(":") {
+                family = AF_INET6
+                length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+                withUnsafeMutableBytes(of: &storage) { raw in
+                    let v6 = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in6.self)
+                    v6.pointee.sin6_family = sa_family_t(AF_INET6)
+                    _ = inet_pton(AF_INET6, address, &v6.pointee.sin6_addr)
+                }
+            } else {
+                family = AF_INET
+                length = socklen_t(MemoryLayout<sockaddr_in>.size)
+                withUnsafeMutableBytes(of: &storage) { raw in
+                    let v4 = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in.self)
+                    v4.pointee.sin_family = sa_family_t(AF_INET)
+                    _ = inet_pton(AF_INET, address, &v4.pointee.sin_addr)
+                }
+            }
+            let socket = Glibc.socket(family, Int32(SOCK_STREAM.rawValue), 0)
+            guard socket >= 0 else { throw LoadError("--source-address \(address): cannot open a socket (\(String(cString: strerror(errno))))") }
+            defer { close(socket) }
+            let bound = withUnsafePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) } }
+            guard bound == 0 else {
+                throw LoadError(
+                    "--source-address \(address): this machine cannot bind it (\(String(cString: strerror(errno)))); give addresses it has, e.g. 127.0.0.2 to 127.255.255.254 on loopback"
+                )
+            }
+        }
+    }
+
     private func sampleServer() throws(LoadError) -> ProcessSample? {
         guard let pid = options.serverPID else { return nil }
         guard let sample = ProcessSample.read(pid: pid) else {
@@ -397,7 +496,7 @@ package final class LoadTester: @unchecked Sendable {
 
     /// Starts every watcher, at most `maxHandshakes` connecting at once and `rampPerSecond` a
     /// second, and returns when each is open or has failed (or timed out).
-    private func ramp(_ context: WebSocketClientContext, reporter: inout ProgressReporter) -> [WatcherHandle] {
+    private func ramp(_ watchers: WatcherPool, reporter: inout ProgressReporter) -> [WatcherHandle] {
         var url = wsURL
         url.path = "/ws?watch=" + options.watch
         var handles: [WatcherHandle] = []
@@ -420,10 +519,10 @@ package final class LoadTester: @unchecked Sendable {
             if allowed > 0 {
                 lock.withLock { inFlight += allowed }
                 for _ in 0..<allowed {
-                    let handle = WatcherHandle(index: handles.count, tester: self)
+                    let handle = watchers.handle(handles.count, tester: self)
                     handles.append(handle)
                     issuedAt.append(now)
-                    handle.connection = context.connect(url, delegate: handle)
+                    handle.connection = watchers.connect(handle, url)
                 }
             }
             if now - lastTimeoutCheck > 100_000_000 {
@@ -468,7 +567,21 @@ package final class LoadTester: @unchecked Sendable {
         }
     }
 
+    /// With `startAt`: waits (connected) until that wall-clock time and returns how late it is now
+    /// (0 when it waited; more when connecting ran past it), or nil without `startAt`.
+    private func awaitStartTime(reporter: inout ProgressReporter) -> Double? {
+        guard let startAt = options.startAt else { return nil }
+        while !stopping {
+            let left = startAt - Date().timeIntervalSince1970
+            if left <= 0 { break }
+            reporter.tick(.waiting, snapshot())
+            usleep(UInt32(min(left, 0.01) * 1e6))
+        }
+        return max(0, Date().timeIntervalSince1970 - startAt)
+    }
+
     fileprivate func watcherOpened(_ handle: WatcherHandle) {
+        handle.shard.noteServiceThread()
         let keep: Bool = lock.withLock {
             guard states[handle.index] == .pending, !publishingStarted else { return false }
             states[handle.index] = .open
@@ -505,7 +618,7 @@ package final class LoadTester: @unchecked Sendable {
             heardFrom.add(1, ordering: .relaxed)
         }
         let delivered = runBytes.withUnsafeBytes { run in
-            stats.receive(frame, watcher: handle.index, at: now, sendTimes: sendTimes, run: run, snapshotsBefore: &handle.snapshots)
+            handle.shard.stats.receive(frame, watcher: handle.local, at: now, sendTimes: sendTimes, run: run, snapshotsBefore: &handle.snapshots)
         }
         if snapshotsBefore == 0 && handle.snapshots == 1 { snapshotted.add(1, ordering: .releasing) }
         guard delivered > 0 else { return }
@@ -583,17 +696,83 @@ package final class LoadTester: @unchecked Sendable {
     fileprivate var shouldStopPublishing: Bool { stopping }
 }
 
-/// One watcher's delegate: knows its index. Callbacks arrive on the service thread.
+/// The watchers' client contexts: `threads` of them, each on its own service thread and loop.
+/// Watcher i goes to shard i % threads, where it is number i / threads of that shard's stats.
+final class WatcherPool {
+    let shards: [WatcherShard]
+    private let clients: Int
+    private let sourceAddresses: [String]
+
+    init(options: LoadTestOptions, origin: UInt64) throws {
+        clients = options.clients
+        sourceAddresses = options.sourceAddresses
+        let threads = options.threads
+        shards = try (0..<threads).map { shard in
+            let context = try WebSocketClientContext(
+                connectTimeoutSeconds: Int(options.connectTimeout.rounded(.up)), trustedCertificates: options.tls.effectiveCAFile,
+                insecure: options.tls.insecure)
+            let size = options.clients / threads + (shard < options.clients % threads ? 1 : 0)
+            return WatcherShard(
+                context: context,
+                stats: WatcherStats(clients: size, origin: origin, latestValueTasks: options.latestValue ? options.tasks : 0))
+        }
+    }
+
+    func handle(_ index: Int, tester: LoadTester) -> WatcherHandle {
+        WatcherHandle(index: index, shard: shards[index % shards.count], local: index / shards.count, tester: tester)
+    }
+
+    func connect(_ handle: WatcherHandle, _ url: ServerURL) -> WebSocketConnection {
+        let source = sourceAddresses.isEmpty ? nil : sourceAddresses[handle.index % sourceAddresses.count]
+        return handle.shard.context.connect(url, sourceAddress: source, delegate: handle)
+    }
+
+    /// Stops every watcher thread (each closes its connections).
+    func shutdown() { shards.forEach { $0.context.shutdown() } }
+
+    /// Every shard's figures as one, by global watcher index. After `shutdown` only.
+    func combinedStats() -> WatcherStats { WatcherStats(combining: shards.map(\.stats), clients: clients) }
+}
+
+/// One watcher thread's context and what its watchers saw.
+/// @unchecked Sendable: `stats` is touched only on `context`'s service thread while the run lasts,
+/// and read by the caller after the context has shut down.
+final class WatcherShard: @unchecked Sendable {
+    let context: WebSocketClientContext
+    var stats: WatcherStats
+    /// The service thread's kernel id, learnt on its first callback, for its CPU time.
+    private let threadID = Atomic<Int32>(0)
+
+    /// On the service thread.
+    func noteServiceThread() {
+        if threadID.load(ordering: .relaxed) == 0 { threadID.store(LoadTester.currentThreadID(), ordering: .releasing) }
+    }
+
+    /// The service thread's CPU time so far (nil before its first watcher opened).
+    func cpuNanoseconds() -> UInt64? { LoadTester.threadCPUNanoseconds(threadID.load(ordering: .acquiring)) }
+
+    init(context: WebSocketClientContext, stats: WatcherStats) {
+        self.context = context
+        self.stats = stats
+    }
+}
+
+/// One watcher's delegate: knows its index, in the run and in its shard. Callbacks arrive on its
+/// shard's service thread.
 final class WatcherHandle: WebSocketDelegate {
     let index: Int
+    let shard: WatcherShard
+    let local: Int
     unowned let tester: LoadTester
     var connection: WebSocketConnection?
     /// Service thread only.
     var snapshots = 0
     var heard = false
 
-    init(index: Int, tester: LoadTester) {
+    init(index: Int, shard: WatcherShard, local: Int, tester: LoadTester) {
         self.index = index
+        self.shard = shard
+        self.local = local
         self.tester = tester
     }
 
@@ -637,6 +816,30 @@ struct WatcherStats {
         delivered = Array(repeating: 0, count: clients)
         tasks = latestValueTasks
         highestByTask = Array(repeating: -1, count: clients * latestValueTasks)
+    }
+
+    /// The shards' figures as one run's: watcher i is number i / N of shard i % N.
+    init(combining shards: [WatcherStats], clients: Int) {
+        let count = shards.count
+        self.init(clients: clients, origin: shards[0].timeline.origin, latestValueTasks: shards[0].tasks)
+        for (number, shard) in shards.enumerated() {
+            histogram.add(shard.histogram)
+            timeline.add(shard.timeline)
+            latestValue.add(shard.latestValue)
+            totalDelivered += shard.totalDelivered
+            frames += shard.frames
+            dataFrames += shard.dataFrames
+            resyncs += shard.resyncs
+            foreign += shard.foreign
+            errorFrames += shard.errorFrames
+            if firstErrorFrame == nil { firstErrorFrame = shard.firstErrorFrame }
+            for local in shard.maxSeen.indices {
+                let watcher = local * count + number
+                maxSeen[watcher] = shard.maxSeen[local]
+                delivered[watcher] = shard.delivered[local]
+                for task in 0..<tasks { highestByTask[watcher * tasks + task] = shard.highestByTask[local * tasks + task] }
+            }
+        }
     }
 
     /// The highest update number of `task` that `watcher` holds, or -1.

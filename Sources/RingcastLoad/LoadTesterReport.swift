@@ -43,6 +43,10 @@ package struct LoadResult: Sendable {
     package var measuredSeconds = 0.0
     /// This load process's own CPU time over that window.
     package var loadCPUSeconds = 0.0
+    /// Each watcher thread's CPU time over that window (from its schedstat), in shard order.
+    package var watcherThreadCPUSeconds: [Double]?
+    /// The publisher thread's CPU time (it runs only while publishing).
+    package var publisherThreadCPUSeconds: Double?
     package var histogram = LatencyHistogram()
     package var timeline = LatencyTimeline(origin: 0)
     /// Where publishing began on the timeline's clock, in seconds.
@@ -68,6 +72,12 @@ package struct LoadResult: Sendable {
     package var latestValue: LatencyHistogram?
     /// With `--latest-value`: (watcher, task) pairs that never held their task's last update.
     package var staleAtEnd: Int?
+    /// When publishing began, in Unix seconds (wall clock): how runs on several machines line up.
+    package var publishBegan: Double?
+    /// With `--start-at`: how long after that time publishing began (connecting took longer).
+    package var startLateSeconds: Double?
+    /// The runs a merge added up (`ringcast load merge`); empty for one run.
+    package var mergedRuns: [String] = []
 
     package init(options: LoadTestOptions, run: String) {
         self.options = options
@@ -75,6 +85,8 @@ package struct LoadResult: Sendable {
     }
 
     package var loss: Int { max(0, expected - delivered) }
+    /// The `--fail-if` bounds that held, each named with the value that broke it; empty: passed.
+    package var breaches: [String] { options.failIf?.breached(by: self) ?? [] }
     package var lossPercent: Double { expected > 0 ? Double(loss) / Double(expected) * 100 : 0 }
     package var deliveriesPerSecond: Double? { deliverySeconds > 0 && delivered > 0 ? Double(delivered) / deliverySeconds : nil }
     package var publishRate: Double? { publishSeconds > 0 && published > 0 ? Double(published) / publishSeconds : nil }
@@ -143,7 +155,14 @@ package struct LoadResult: Sendable {
                     + ", \(o.tasks) task\(o.tasks == 1 ? "" : "s")"
                     + (matchingPublished != published ? ", \(group(matchingPublished)) matching --watch" : "")
             ))
-        lines.append(("expected", "\(group(expected)) deliveries (\(group(matchingPublished)) × \(group(openAtStart)) watchers)"))
+        lines.append(
+            (
+                "expected",
+                "\(group(expected)) deliveries "
+                    + (mergedRuns.isEmpty
+                        ? "(\(group(matchingPublished)) × \(group(openAtStart)) watchers)"
+                        : "(each run's own updates × its own watchers, added)")
+            ))
         lines.append(("delivered", "\(group(delivered))" + (o.clients > 1 ? " (per watcher \(group(perWatcherMin))…\(group(perWatcherMax)))" : "")))
         lines.append(
             ("loss", "\(group(loss)) (\(fixed(lossPercent, 3)) %)" + (resyncs > 0 ? "; \(group(resyncs)) resync snapshots (conflated)" : "")))
@@ -187,22 +206,50 @@ package struct LoadResult: Sendable {
             lines.append(
                 (
                     "load generator",
-                    "\(fixed(loadCPUSeconds, 2)) s CPU in \(fixed(measuredSeconds, 2)) s (\(Int((loadCPUSeconds / measuredSeconds * 100).rounded())) % of one core)"
-                        + (loadCPUSeconds / measuredSeconds > 0.9 ? ": it was the bottleneck" : "")
+                    "\(fixed(loadCPUSeconds, 2)) s CPU in \(fixed(measuredSeconds, 2)) s (\(Int((loadCPUSeconds / measuredSeconds * 100).rounded())) % of one core"
+                        + (mergedRuns.isEmpty ? ")" : ", all runs together)")
+                        // Each watcher thread can use one core; near that, the tool set the figures.
+                        + (mergedRuns.isEmpty && loadCPUSeconds / measuredSeconds > 0.9 * Double(o.threads) ? ": it was the bottleneck" : "")
+                        + threadShares
                 ))
         }
         if foreignMarkers > 0 { lines.append(("note", "\(group(foreignMarkers)) updates of other runs were ignored")) }
         if errorFrames > 0 { lines.append(("errors", "\(errorFrames) error events, first: \(firstErrorFrame ?? "")")) }
         if interrupted { lines.append(("note", "interrupted: figures cover the run until then")) }
+        if let late = startLateSeconds, late > 0.05 {
+            lines.append(("note", "publishing began \(fixed(late, 2)) s after --start-at: connecting took longer"))
+        }
+        if !mergedRuns.isEmpty {
+            lines.append(
+                (
+                    "merged",
+                    "\(mergedRuns.count) runs (\(mergedRuns.joined(separator: ", "))): counts added, percentiles from the added histograms, "
+                        + "durations the longest run's"
+                ))
+        }
+        if let failIf = o.failIf {
+            let breaches = self.breaches
+            lines.append(("verdict", breaches.isEmpty ? "passed --fail-if \(failIf)" : "FAILED --fail-if: " + breaches.joined(separator: "; ")))
+        }
         let width = lines.map(\.0.count).max() ?? 0
         let header =
-            "ringcast load \(o.url.hostHeader): \(group(o.clients)) watchers (watch \(o.watch)), "
+            "ringcast load \(o.url.hostHeader): \(group(o.clients)) watchers (watch \(o.watch)"
+            + (o.threads > 1 ? ", on \(o.threads) threads" : "")
+            + (o.sourceAddresses.isEmpty ? "" : ", from \(o.sourceAddresses.joined(separator: ","))") + "), "
             + (o.messages == 0
                 ? "idle for \(o.duration.map { fixed($0, 1) } ?? "0") s"
                 : "\(o.rate > 0 ? "\(LoadResult.trim(o.rate)) updates/s" : "as fast as possible")"
                     + (o.messages.map { ", \(group($0)) updates" } ?? "") + (o.duration.map { ", \(LoadResult.trim($0)) s" } ?? ""))
             + ", detail \(max(o.payloadBytes, LoadMarker.detail(run: run, number: 0, length: 0).count)) bytes"
         return ([header] + lines.map { "  " + $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + $0.1 }).joined(separator: "\n")
+    }
+
+    /// "; watcher threads 48 %, 47 %; publisher 20 %": each thread's share of a core.
+    private var threadShares: String {
+        guard measuredSeconds > 0, let watchers = watcherThreadCPUSeconds else { return "" }
+        func share(_ seconds: Double) -> String { "\(Int((seconds / measuredSeconds * 100).rounded())) %" }
+        return "; watcher thread\(watchers.count == 1 ? "" : "s") " + watchers.map(share).joined(separator: ", ")
+            + (publisherThreadCPUSeconds.map { "; publisher \(share($0))" } ?? "")
     }
 
     // MARK: JSON
@@ -215,6 +262,8 @@ package struct LoadResult: Sendable {
             ("url", .string("http://\(o.url.hostHeader)")),
             ("run", .string(run)),
             ("clients", count(o.clients)),
+            ("threads", count(o.threads)),
+            ("sourceAddresses", .array(o.sourceAddresses.map { .string($0) })),
             ("rate", .number(o.rate)),
             ("duration", number(o.duration)),
             ("messages", o.messages.map(count) ?? .null),
@@ -228,7 +277,9 @@ package struct LoadResult: Sendable {
             ("timedOut", count(timedOut)),
             ("dropped", count(dropped)),
             ("connectSeconds", number(connectSeconds)),
+            ("openAtStart", count(openAtStart)),
             ("published", count(published)),
+            ("matchingPublished", count(matchingPublished)),
             ("publishSeconds", number(publishSeconds)),
             ("publishRate", number(publishRate)),
             ("expected", count(expected)),
@@ -236,6 +287,8 @@ package struct LoadResult: Sendable {
             ("loss", count(loss)),
             ("lossPercent", number(lossPercent)),
             ("deliveriesPerSecond", number(deliveriesPerSecond)),
+            ("deliverySeconds", number(deliverySeconds)),
+            ("runSeconds", number(runSeconds)),
             (
                 "latencyMs",
                 .object(
@@ -253,8 +306,18 @@ package struct LoadResult: Sendable {
             ("errorFrames", count(errorFrames)),
             ("measuredSeconds", number(measuredSeconds)),
             ("loadCpuSeconds", number(loadCPUSeconds)),
+            ("watcherThreadCpuSeconds", watcherThreadCPUSeconds.map { .array($0.map(number)) } ?? .null),
+            ("publisherThreadCpuSeconds", number(publisherThreadCPUSeconds)),
             ("interrupted", .bool(interrupted)),
         ]
+        members.append(("publishBegan", publishBegan.map { .number(($0 * 1000).rounded() / 1000) } ?? .null))
+        if let startAt = o.startAt { members.append(("startAt", .number(startAt))) }
+        if !mergedRuns.isEmpty { members.append(("runs", .array(mergedRuns.map { .string($0) }))) }
+        members.append(("latencyHistogram", LoadResult.encode(histogram)))
+        if let failIf = o.failIf {
+            members.append(("failIf", .string(failIf.description)))
+            members.append(("breached", .array(breaches.map { .string($0) })))
+        }
         if let latest = latestValueMilliseconds, let latestValue {
             members.append(
                 (
@@ -290,6 +353,19 @@ package struct LoadResult: Sendable {
         return .object(members)
     }
 
+    /// The exact histogram, so that runs can be added (`ringcast load merge`): every non-empty
+    /// bucket as [its lowest value, count], in microseconds, with the exact sum, min and max.
+    static func encode(_ histogram: LatencyHistogram) -> JSONValue {
+        .object([
+            ("unit", .string("us")),
+            ("count", .number(Double(histogram.count))),
+            ("sum", .number(Double(histogram.sum))),
+            ("min", .number(Double(histogram.count > 0 ? histogram.min : 0))),
+            ("max", .number(Double(histogram.max))),
+            ("buckets", .array(histogram.nonEmptyBuckets.map { .array([.number(Double($0.lower)), .number(Double($0.count))]) })),
+        ])
+    }
+
     // MARK: The HTML report
 
     /// A self-contained page: the table, an SVG latency histogram and latency over time.
@@ -307,6 +383,8 @@ package struct LoadResult: Sendable {
             svg { background: #fff; border: 1px solid #d8dde3; }
             svg text { font: 11px system-ui, sans-serif; fill: #46505c; }
             .bar { fill: #3b82c4; } .p50 { stroke: #2a9d4b; } .p99 { stroke: #d9822b; } .max { stroke: #c0392b; }
+            .verdict { padding: .6em 1em; font-weight: 600; border-radius: 4px; }
+            .verdict.passed { background: #e3f4e8; color: #1b5e2f; } .verdict.failed { background: #fbe4e1; color: #8c1f12; }
             .axis { stroke: #8a949e; } .grid { stroke: #eceff2; }
             .legend span { display: inline-block; margin-right: 1.5em; }
             .legend i { display: inline-block; width: 1.5em; height: 3px; vertical-align: middle; margin-right: .4em; }
@@ -314,7 +392,7 @@ package struct LoadResult: Sendable {
             </head>
             <body>
             <h1>\(escape(title))</h1>
-            <pre>\(escape(table))</pre>
+            \(verdictHTML)<pre>\(escape(table))</pre>
             <h2>Latency histogram</h2>
             <p>Deliveries by latency from publish to delivery (logarithmic bins); the lines mark p50 and p99.</p>
             \(histogramSVG())
@@ -327,6 +405,16 @@ package struct LoadResult: Sendable {
             </html>
 
             """
+    }
+
+    /// A banner at the top of the page when `--fail-if` was given: which bounds held, or that none did.
+    private var verdictHTML: String {
+        guard let failIf = options.failIf else { return "" }
+        let breaches = self.breaches
+        if breaches.isEmpty {
+            return "<p class=\"verdict passed\">Passed: none of the bounds --fail-if \(escape(failIf.description)) held.</p>\n"
+        }
+        return "<p class=\"verdict failed\">Failed --fail-if: \(breaches.map(escape).joined(separator: "; "))</p>\n"
     }
 
     private func histogramSVG() -> String {
@@ -393,6 +481,7 @@ package struct LoadResult: Sendable {
     }
 
     private func timelineSVG() -> String {
+        if !mergedRuns.isEmpty { return LoadResult.noTimeline }
         let points = mergedSlots().filter { $0.slot.count > 0 }
         guard !points.isEmpty else { return "<p>No deliveries.</p>" }
         let width = 940.0
@@ -434,6 +523,7 @@ package struct LoadResult: Sendable {
     }
 
     private func throughputSVG() -> String {
+        if !mergedRuns.isEmpty { return LoadResult.noTimeline }
         let points = mergedSlots()
         guard !points.isEmpty, points.contains(where: { $0.slot.count > 0 }) else { return "<p>No deliveries.</p>" }
         let width = 940.0
@@ -465,6 +555,8 @@ package struct LoadResult: Sendable {
         svg += "<polyline class=\"p50\" fill=\"none\" stroke-width=\"1.5\" points=\"\(path)\"/>\n"
         return svg + "</svg>"
     }
+
+    static let noTimeline = "<p>A merge has no timeline: each run's --report shows its own.</p>"
 
     private func line(_ x1: Double, _ y1: Double, _ x2: Double, _ y2: Double, _ cls: String) -> String {
         "<line class=\"\(cls)\" x1=\"\(f(x1))\" y1=\"\(f(y1))\" x2=\"\(f(x2))\" y2=\"\(f(y2))\"/>\n"

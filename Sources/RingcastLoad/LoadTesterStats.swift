@@ -43,6 +43,24 @@ package struct LatencyHistogram: Sendable {
 
     package init() { counts = Array(repeating: 0, count: LatencyHistogram.bucketCount) }
 
+    /// A histogram as another process wrote it (`--json`): each non-empty bucket by its lowest
+    /// value, with the exact sum, min and max. Nil when a bucket is not one of ours or the counts
+    /// do not add up (a file edited by hand, or from a tool with other buckets).
+    package init?(buckets: [(lower: UInt64, count: UInt64)], sum: UInt64, min: UInt64, max: UInt64) {
+        self.init()
+        for bucket in buckets {
+            guard bucket.lower <= LatencyHistogram.maxValue else { return nil }
+            let index = LatencyHistogram.index(of: bucket.lower)
+            guard LatencyHistogram.range(of: index).lowerBound == bucket.lower else { return nil }
+            counts[index] += bucket.count
+            count += bucket.count
+        }
+        guard count == 0 || (min <= max && LatencyHistogram.index(of: min) <= LatencyHistogram.index(of: max)) else { return nil }
+        self.sum = sum
+        self.min = count > 0 ? min : .max
+        self.max = count > 0 ? max : 0
+    }
+
     @inline(__always)
     static func index(of value: UInt64) -> Int {
         if value < exactLimit { return Int(value) }
@@ -145,6 +163,17 @@ package struct LatencyTimeline: Sendable {
         let quarter = UInt64(index % 4)
         let lower = ((4 + quarter) << octave) >> 2
         return Swift.max(lower, (((5 + quarter) << octave) >> 2) - 1)
+    }
+
+    /// Adds another timeline of the same origin (another watcher thread's), slot by slot.
+    package mutating func add(_ other: LatencyTimeline) {
+        precondition(other.origin == origin, "timelines of one run share its origin")
+        while slots.count < other.slots.count { slots.append(Slot()) }
+        for (index, slot) in other.slots.enumerated() where slot.count > 0 {
+            slots[index].count &+= slot.count
+            slots[index].max = Swift.max(slots[index].max, slot.max)
+            for bucket in slot.buckets.indices { slots[index].buckets[bucket] &+= slot.buckets[bucket] }
+        }
     }
 
     @inline(__always)

@@ -9,14 +9,23 @@ import RingcastPlatform
 struct LoadCommand: Subcommand {
     static let name = "load"
     static let summary = "load-test a server: many watchers, latency measured at each: ringcast load --clients 1000"
-    static let usage = ["ringcast load [--server URL] [--clients N] [--rate R] [--duration S | --messages M] [OPTIONS]"]
+    static let usage = [
+        "ringcast load [--server URL] [--clients N] [--rate R] [--duration S | --messages M] [OPTIONS]",
+        "ringcast load merge RUN.json RUN.json … [--json] [--report FILE.html] [--fail-if BOUNDS]",
+    ]
     static let discussion = """
-        Opens N watcher WebSockets to a Ringcast server from one client context, publishes updates at a
-        rate (or as fast as the server takes them), and measures at every watcher the time from publish
-        to delivery on this process's monotonic clock. Each update's `detail` carries a marker with its
-        number (rcload:RUN:N:); watchers count updates, not frames. At the end it prints a table of
-        connections, deliveries, loss, throughput and latency percentiles (nearest-rank), and with
-        --server-pid the server's CPU time per 1000 deliveries and its memory.
+        Opens N watcher WebSockets to a Ringcast server from one client context (--threads: several,
+        each on its own thread), publishes updates at a rate (or as fast as the server takes them),
+        and measures at every watcher the time from publish to delivery on this process's monotonic
+        clock. Each update's `detail` carries a marker with its number (rcload:RUN:N:); watchers count
+        updates, not frames. At the end it prints a table of connections, deliveries, loss,
+        throughput and latency percentiles (nearest-rank), and with --server-pid the server's CPU time
+        per 1000 deliveries and its memory.
+
+        merge: adds up runs that `ringcast load --json` wrote (several processes or machines, started
+        together with --start-at): counts are summed and percentiles come from the added latency
+        histograms, as one run over all the deliveries would give them. docs/LOAD-TESTING.md has a
+        two-machine recipe.
         """
     /// Where the table's defaults come from: the load tester's own.
     private static let defaults = LoadTestOptions(url: ServerURL(ConnectionOptions.defaultServer)!)
@@ -25,6 +34,13 @@ struct LoadCommand: Subcommand {
             "options",
             [
                 .value("clients", "N", "watcher connections", default: "\(defaults.clients)"),
+                .value(
+                    "threads", "N", "spread the watchers over N client contexts, each on a thread of its own (the publisher has its own too)",
+                    default: "\(defaults.threads)"),
+                .value(
+                    "source-address", "A[,B…]",
+                    "bind the watchers round-robin to these local addresses (127.0.0.2,127.0.0.3): one address reaches about "
+                        + "28 000 connections to one server port"),
                 .value("rate", "R", "updates per second; 0 = as fast as possible", default: defaults.rate.plain),
                 .value("duration", "S", "publish for S seconds (default 10 when --messages is not given)"),
                 .value(
@@ -53,31 +69,64 @@ struct LoadCommand: Subcommand {
                     "latest-value",
                     "also measure, for every update, the time until each watcher held it or a newer value of "
                         + "its task (for a server that merges a task's updates: flushMilliseconds, conflation)"),
-                .flag("json", "print the figures as one JSON object instead of the table"),
-                .value("report", "FILE.html", "also write a page with a latency histogram and latency over time"),
+                .value(
+                    "fail-if", "BOUNDS",
+                    "fail the run (exit status 3) when one of these bounds holds at its end, e.g. \"p99>50ms,loss>0,failed>0\"; "
+                        + "metrics: p50 p90 p99 p99.9 max mean (ms, s or us), loss (count or N%), failed, dropped, errors, throughput (/s); "
+                        + "comparisons > >= < <="),
+                .value(
+                    "start-at", "TIME",
+                    "connect, then wait until TIME to publish: Unix seconds or ISO 8601 UTC (2026-01-31T12:00:00Z); "
+                        + "runs on several machines begin together"),
+                .flag("json", "print the figures as one JSON object (with the latency histogram, for merge) instead of the table"),
+                .value(
+                    "report", "FILE.html", "also write a page with a latency histogram and latency over time", aliases: ["html"]),
                 .flag("quiet", "no live progress line on stderr"),
             ]),
         // --url is how Benchmarks/run, Benchmarks/profile and older scripts name the server.
         ConnectionOptions.group.adding(alias: "url", to: "server"),
     ]
     static let epilogue = """
-        Exit status: 0 when the run completed (loss is a result, not an error), 1 when it could not
-        run (no server, no watcher connected, updates refused), 2 for a bad option. Ctrl-C stops
-        publishing, prints what was measured until then and exits with 130.
+        Exit status: 0 when the run completed (loss is a result, not an error, unless --fail-if says
+        so), 1 when it could not run (no server, no watcher connected, updates refused), 2 for a bad
+        option, 3 when a --fail-if bound held (each one named on stderr). Ctrl-C stops publishing,
+        prints what was measured until then and exits with 130.
         """
 
-    let tester: LoadTester
+    enum Action {
+        case run(LoadTester)
+        /// Runs read from their --json files, in the order given.
+        case merge([LoadResult])
+    }
+
+    let action: Action
+    let failIf: LoadThresholds?
     let json: Bool
     let quiet: Bool
     let report: String?
 
     init(validating options: ParsedOptions) throws(UsageError) {
+        do { failIf = try options.value("fail-if").map(LoadThresholds.parse) } catch { throw UsageError(error.description) }
+        report = options.value("report")
+        if let report, !FileManager.default.isWritableFile(atPath: URL(fileURLWithPath: report).deletingLastPathComponent().path) {
+            throw UsageError("--report \(report): cannot write there; give a file in a directory that exists")
+        }
+        json = options.flag("json")
+        quiet = options.flag("quiet")
+        if options.positional.first == "merge" {
+            action = .merge(try LoadCommand.readRuns(Array(options.positional.dropFirst()), options))
+            return
+        }
         try options.noPositional()
         let connection = try ConnectionOptions(options)
         var load = LoadTestOptions(url: connection.server)
         load.token = connection.token
         load.tls = connection.tls
         load.clients = try options.integer("clients")!
+        load.threads = try options.integer("threads")!
+        if let text = options.value("source-address") {
+            load.sourceAddresses = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        }
         load.rate = try options.decimal("rate")!
         load.duration = try options.decimal("duration")
         load.messages = try options.integer("messages")
@@ -106,32 +155,59 @@ struct LoadCommand: Subcommand {
         load.connectTimeout = try options.decimal("connect-timeout")!
         load.drainTimeout = try options.decimal("drain-timeout")!
         load.latestValue = options.flag("latest-value")
+        load.failIf = failIf
+        if let text = options.value("start-at") { load.startAt = try LoadCommand.unixTime(text) }
         do {
-            tester = try LoadTester(options: load)
+            action = .run(try LoadTester(options: load))
         } catch {
             throw UsageError(error.description)
         }
-        report = options.value("report")
-        if let report, !FileManager.default.isWritableFile(atPath: URL(fileURLWithPath: report).deletingLastPathComponent().path) {
-            throw UsageError("--report \(report): cannot write there; give a file in a directory that exists")
+    }
+
+    /// `--start-at`: Unix seconds, or ISO 8601 with its zone (2026-01-31T12:00:00Z).
+    static func unixTime(_ text: String) throws(UsageError) -> Double {
+        if let seconds = Double(text), seconds.isFinite { return seconds }
+        let formatter = ISO8601DateFormatter()
+        if let date = formatter.date(from: text) { return date.timeIntervalSince1970 }
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let date = formatter.date(from: text) { return date.timeIntervalSince1970 }
+        throw UsageError(
+            "--start-at takes Unix seconds (like \(Int(Date().timeIntervalSince1970) + 60)) or an ISO 8601 UTC time (like 2026-01-31T12:00:00Z), not '\(text)'"
+        )
+    }
+
+    /// The options a merge reads besides its files; the others describe a run.
+    private static let mergeOptions: Set<String> = ["json", "report", "fail-if", "quiet"]
+
+    /// The files `merge` was given, each read as a run's --json.
+    static func readRuns(_ files: [String], _ options: ParsedOptions) throws(UsageError) -> [LoadResult] {
+        guard !files.isEmpty else { throw UsageError("merge needs the runs' --json files: ringcast load merge a.json b.json") }
+        for option in allGroups.flatMap(\.options) where !mergeOptions.contains(option.name) && option.name != "help" {
+            if options.isGiven(option.name) {
+                throw UsageError("--\(option.name) describes a run, not a merge: merge takes only --json, --report and --fail-if")
+            }
         }
-        json = options.flag("json")
-        quiet = options.flag("quiet")
+        var runs: [LoadResult] = []
+        for file in files {
+            guard let data = FileManager.default.contents(atPath: file) else {
+                throw UsageError("merge: cannot read \(file): give the files `ringcast load --json > FILE` wrote")
+            }
+            do {
+                runs.append(try LoadResult(json: try JSONParser.parse(Array(data)), source: file))
+            } catch let error as LoadError {
+                throw UsageError("merge: \(error.description)")
+            } catch {
+                throw UsageError("merge: \(file) is not JSON (\(error)): give the files `ringcast load --json > FILE` wrote")
+            }
+        }
+        return runs
     }
 
     func run() throws(CommandFailure) -> Int32 {
-        LWS.raiseOpenFileLimit()
-        var line = quiet ? nil : ProgressLine(terminal: isatty(STDERR_FILENO) != 0)
         let result: LoadResult
-        do {
-            result = try tester.execute { [tester] progress in
-                if TerminationSignals.take() != nil { tester.stop() }
-                line?.show(progress)
-            }
-            line?.clear()
-        } catch {
-            line?.clear()
-            throw CommandFailure("\(error)")
+        switch action {
+        case .merge(let runs): result = LoadResult.merge(runs, failIf: failIf)
+        case .run(let tester): result = try execute(tester)
         }
         if json {
             print(String(decoding: JSONWriter.encode(result.json), as: UTF8.self))
@@ -146,7 +222,33 @@ struct LoadCommand: Subcommand {
                 throw CommandFailure("cannot write --report \(report): \(error.localizedDescription)")
             }
         }
-        return result.interrupted ? 130 : 0
+        if result.interrupted { return 130 }
+        return LoadCommand.verdict(result)
+    }
+
+    private func execute(_ tester: LoadTester) throws(CommandFailure) -> LoadResult {
+        LWS.raiseOpenFileLimit()
+        var line = quiet ? nil : ProgressLine(terminal: isatty(STDERR_FILENO) != 0)
+        let result: LoadResult
+        do {
+            result = try tester.execute { [tester] progress in
+                if TerminationSignals.take() != nil { tester.stop() }
+                line?.show(progress)
+            }
+            line?.clear()
+        } catch {
+            line?.clear()
+            throw CommandFailure("\(error)")
+        }
+        return result
+    }
+
+    /// 3 when a --fail-if bound held, each named on stderr; else 0.
+    static func verdict(_ result: LoadResult) -> Int32 {
+        let breaches = result.breaches
+        guard !breaches.isEmpty else { return 0 }
+        for breach in breaches { fail("load: failed --fail-if \(breach)") }
+        return 3
     }
 }
 

@@ -247,4 +247,103 @@ final class LoadToolTests: XCTestCase {
             XCTAssertEqual(result.loss, 0, "\(mode)")
         }
     }
+
+    /// The threads of this process with `name` (Linux keeps 15 bytes of it).
+    private func threads(named name: String) -> Int {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.filter { task in
+            (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?.trimmingCharacters(in: .newlines) == name
+        }.count
+    }
+
+    func testWatchersSpreadOverThreeThreadsCountAsOneRun() throws {
+        let server = try self.server()
+        let before = threads(named: "ringcast-client")
+        var options = options(server) {
+            $0.clients = 20  // 7, 7 and 6 a thread
+            $0.threads = 3
+            $0.messages = 60
+            $0.rate = 0
+            $0.tasks = 2
+            $0.latestValue = true
+        }
+        var seen = 0
+        let tester = try LoadTester(options: options)
+        let result = try tester.execute { _ in seen = max(seen, self.threads(named: "ringcast-client") - before) }
+        XCTAssertEqual(seen, 3, "one client context, and its service thread, per --threads")
+        XCTAssertEqual(result.connected, 20)
+        XCTAssertEqual(result.expected, 1_200)
+        XCTAssertEqual(result.delivered, 1_200)
+        XCTAssertEqual(result.loss, 0)
+        XCTAssertEqual(result.histogram.count, 1_200, "every thread's latencies in the one histogram")
+        XCTAssertEqual(result.perWatcherMin, 60, "every watcher, whichever thread it is on")
+        XCTAssertEqual(result.perWatcherMax, 60)
+        XCTAssertEqual(result.finalValueSeenBy, 20)
+        XCTAssertEqual(result.latestValue?.count, 1_200)
+        XCTAssertEqual(result.staleAtEnd, 0)
+        XCTAssertEqual(result.timeline.slots.reduce(0) { $0 + Int($1.count) }, 1_200)
+        XCTAssertTrue(result.table.contains("on 3 threads"), result.table)
+        // Each thread's own CPU time, from its schedstat: what says whether one of them was saturated.
+        let perThread = try XCTUnwrap(result.watcherThreadCPUSeconds)
+        XCTAssertEqual(perThread.count, 3)
+        XCTAssertTrue(perThread.allSatisfy { $0 > 0 }, "\(perThread)")
+        XCTAssertGreaterThan(result.publisherThreadCPUSeconds ?? 0, 0)
+        XCTAssertTrue(result.table.contains("watcher threads "), result.table)
+
+        // More threads than watchers: the empty ones cost a thread and change no figure.
+        options.clients = 2
+        options.threads = 4
+        let few = try run(options)
+        XCTAssertEqual(few.delivered, 120)
+        XCTAssertEqual(few.perWatcherMin, 60)
+    }
+
+    /// Local addresses of the established connections to `port`, counted, as `ss` (iproute2) sees
+    /// them: the kernel's own view of where each socket is bound.
+    private func sourcesConnected(toPort port: Int) throws -> [String: Int] {
+        let ss = "/usr/bin/ss"
+        guard FileManager.default.isExecutableFile(atPath: ss) else { throw MissingTool("\(ss) (Debian's iproute2)") }
+        let (status, output) = try runToEnd(ss, ["-H", "-4", "-tn", "state", "established", "( dport = :\(port) )"])
+        XCTAssertEqual(status, 0, output)
+        var counts: [String: Int] = [:]
+        for line in output.split(separator: "\n") {
+            // Recv-Q Send-Q Local:Port Peer:Port
+            let fields = line.split(separator: " ")
+            guard fields.count >= 4, let colon = fields[2].lastIndex(of: ":") else { continue }
+            counts[String(fields[2][..<colon]), default: 0] += 1
+        }
+        return counts
+    }
+
+    func testWatchersAreBoundRoundRobinToTheSourceAddressesGiven() throws {
+        let server = try self.server()
+        var sources: [String: Int] = [:]
+        var lookError: Error?
+        let tester = try LoadTester(
+            options: options(server) {
+                $0.clients = 10
+                $0.threads = 2
+                $0.sourceAddresses = ["127.0.0.2", "127.0.0.3"]
+                $0.messages = 20
+                $0.rate = 20
+            })
+        let result = try tester.execute { progress in
+            guard progress.phase == .publishing, sources.isEmpty, lookError == nil else { return }
+            do { sources = try self.sourcesConnected(toPort: server.port) } catch { lookError = error }
+        }
+        if let lookError { throw lookError }
+        // The kernel's view: five watchers from each address; the publisher's one kept-alive
+        // connection is not a watcher and keeps the kernel's choice.
+        XCTAssertEqual(sources, ["127.0.0.2": 5, "127.0.0.3": 5, "127.0.0.1": 1])
+        XCTAssertEqual(result.connected, 10)
+        XCTAssertEqual(result.delivered, 200)
+        XCTAssertEqual(result.loss, 0)
+
+        var options = options(server) { $0.sourceAddresses = ["127.0.0.2", "192.0.2.1"] }
+        XCTAssertThrowsError(try LoadTester(options: options).execute(), "an address this machine does not have") { error in
+            XCTAssertTrue("\(error)".contains("--source-address 192.0.2.1: this machine cannot bind it"), "\(error)")
+        }
+        options.sourceAddresses = ["localhost"]
+        XCTAssertThrowsError(try LoadTester(options: options), "a name, not an address")
+    }
 }
