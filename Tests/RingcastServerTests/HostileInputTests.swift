@@ -333,9 +333,14 @@ final class LimitTests: XCTestCase {
     /// address below the total.
     func testConnectionLimitsAreDerivedFromTheOpenFileLimit() {
         var config = ServerConfig()
-        XCTAssertEqual(ConnectionLimits.derived(from: config, openFileLimit: 256, inUse: 40), ConnectionLimits(total: 152, perAddress: 76))
+        XCTAssertEqual(ConnectionLimits.derived(from: config, openFileLimit: 256, inUse: 40), ConnectionLimits(total: 148, perAddress: 74))
         XCTAssertEqual(
-            ConnectionLimits.derived(from: config, openFileLimit: 20_000, inUse: 100), ConnectionLimits(total: 17_400, perAddress: 1024))
+            ConnectionLimits.derived(from: config, openFileLimit: 20_000, inUse: 100), ConnectionLimits(total: 19_524, perAddress: 1024),
+            "19 000 watchers fit at this machine's limit")
+        // Each webhook attempt that may be in flight holds a descriptor of its own.
+        var hooked = config
+        hooked.webhooks = [WebhookRule(url: "http://127.0.0.1:9/h", secret: "s", concurrency: 16)]
+        XCTAssertEqual(ConnectionLimits.derived(from: hooked, openFileLimit: 20_000, inUse: 100).total, 19_508)
         XCTAssertEqual(ConnectionLimits.derived(from: config, openFileLimit: nil, inUse: 100), ConnectionLimits(total: .max, perAddress: 1024))
         config.maxConnections = 50
         config.maxConnectionsPerAddress = 0
