@@ -9,10 +9,12 @@ import json
 import socket
 import ssl
 import threading
+import time
 import urllib.parse
 from typing import Any
 
 from ._errors import RingcastError
+from ._proxy import FROM_ENVIRONMENT, choose, tunnel
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 # The most of an HTTP answer the client reads: a task and its log tail are kilobytes.
@@ -21,9 +23,11 @@ MAX_ANSWER = 16 * 1024 * 1024
 
 class Endpoint:
     """A server given as `http://HOST:PORT` (or `https://`, `ws://`, `wss://`); a path is kept as
-    a prefix in front of `/api` and `/ws`, for a server behind a proxy under a path."""
+    a prefix in front of `/api` and `/ws`, for a server behind a proxy under a path. `proxy` is
+    the HTTP proxy both the requests and the WebSocket tunnel through (see _proxy), chosen once
+    from `proxy_option` or the environment."""
 
-    def __init__(self, url: str, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(self, url: str, ssl_context: ssl.SSLContext | None = None, proxy_option: Any = FROM_ENVIRONMENT) -> None:
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("http", "https", "ws", "wss") or not parsed.hostname:
             raise RingcastError("invalid_url", f"'{url}' is not a server URL: use http://HOST:PORT", "url")
@@ -38,6 +42,7 @@ class Endpoint:
         # `ws://HOST:PORT/ws` names the socket itself: its prefix is what comes before.
         self.base_path = path[: -len("/ws")] if path.endswith("/ws") else path
         self.ssl_context = ssl_context
+        self.proxy = choose(proxy_option, self.secure, self.host, self.port)
 
     def path(self, rest: str) -> str:
         return self.base_path + rest
@@ -77,7 +82,16 @@ class Endpoint:
         watchdog.start()
         where = f"{method} {self.path(rest)}"
         try:
-            connection.connect()
+            if self.proxy is None:
+                connection.connect()
+            else:
+                # http.client sends on a socket it finds set, without connecting one of its own.
+                sock = tunnel(self.proxy, self.host, self.port, time.monotonic() + timeout, timeout)
+                opened.append(sock)
+                if self.secure:
+                    context = self.ssl_context or ssl.create_default_context()
+                    sock = context.wrap_socket(sock, server_hostname=self.host)
+                connection.sock = sock
             opened.append(connection.sock)
             if expired.is_set():
                 raise TimeoutError
@@ -90,6 +104,8 @@ class Endpoint:
                 raise RingcastError(
                     "timeout", f"{self.url} did not answer {where} within {timeout:g} s; is it a Ringcast server, and is it up?"
                 ) from None
+            if self.proxy is not None:
+                raise RingcastError("unreachable", f"could not reach {self.url} through the proxy {self.proxy.url}: {error}") from None
             raise RingcastError("unreachable", f"could not reach {self.url}: {error}; is `ringcast serve` running there?") from None
         finally:
             watchdog.cancel()

@@ -357,7 +357,7 @@ class Publisher:
                 ws = WebSocket.connect(
                     self.endpoint.host, self.endpoint.port, self.endpoint.path("/ws?mode=publish"),
                     secure=self.endpoint.secure, headers=self._headers, timeout=self.connect_timeout,
-                    ssl_context=self.endpoint.ssl_context)
+                    ssl_context=self.endpoint.ssl_context, proxy=self.endpoint.proxy)
             except HandshakeRefused as refused:
                 try:
                     error = RingcastError.from_answer(json.loads(refused.body), refused.status)

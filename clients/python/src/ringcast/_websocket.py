@@ -22,6 +22,8 @@ import ssl
 import struct
 import time
 
+from ._proxy import Proxy, tunnel
+
 _ACCEPT_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 MAX_MESSAGE = 16 * 1024 * 1024
 MAX_FRAGMENTS = 4096
@@ -105,13 +107,17 @@ class WebSocket:
         headers: list[tuple[str, str]],
         timeout: float,
         ssl_context: ssl.SSLContext | None = None,
+        proxy: Proxy | None = None,
     ) -> WebSocket:
         """Opens the TCP (and TLS) connection and upgrades it; raises OSError (HandshakeRefused for
         an HTTP answer other than 101). `timeout` bounds the whole handshake (a server that
-        drips its answer a byte at a time does not hold it longer), and each read and write
-        from then on."""
+        drips its answer a byte at a time does not hold it longer; through `proxy`, its CONNECT
+        too), and each read and write from then on."""
         deadline = time.monotonic() + timeout
-        sock = socket.create_connection((host, port), timeout=timeout)
+        if proxy is not None:
+            sock = tunnel(proxy, host, port, deadline, timeout)
+        else:
+            sock = socket.create_connection((host, port), timeout=timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if secure:

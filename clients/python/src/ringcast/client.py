@@ -13,6 +13,7 @@ from typing import Any, Callable
 from ._endpoint import DEFAULT_URL, Endpoint
 from ._errors import RingcastError
 from ._fields import UNSET, check_id, controls_list, log_lines, show_fields, timer_fields, update_fields
+from ._proxy import FROM_ENVIRONMENT
 from ._publisher import Publisher, Statistics
 
 log = logging.getLogger("ringcast")
@@ -36,7 +37,10 @@ class Ringcast:
 
     `url` and `token` default to `RINGCAST_URL` and `RINGCAST_TOKEN`, as the `ringcast` command
     line reads them (`http://127.0.0.1:8080` and no token when unset: loopback may publish
-    without one by default). Arguments left out of a call leave the task's field as it is; None
+    without one by default). The WebSocket and the HTTP reads go through the proxy the environment
+    names for the server (`HTTPS_PROXY` for https/wss, `HTTP_PROXY` for http/ws, unless `NO_PROXY`
+    names its host; lower-case forms too), by HTTP CONNECT; `proxy="http://HOST:PORT"` overrides
+    the environment, and `proxy=None` goes direct. Arguments left out of a call leave the task's field as it is; None
     sends null, which clears it (`progress=None`: indeterminate, a spinner).
 
     What the server refuses later (a `hide` of a task that does not exist, a token without the
@@ -57,12 +61,13 @@ class Ringcast:
         on_error: Callable[[RingcastError], None] | None = None,
         on_control: Callable[[str, str], None] | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        proxy: Any = FROM_ENVIRONMENT,
     ) -> None:
         self.url = url or os.environ.get("RINGCAST_URL") or DEFAULT_URL
         token = token if token is not None else (os.environ.get("RINGCAST_TOKEN") or None)
         if token is not None and not all(0x20 < ord(c) < 0x7F for c in token):
             raise RingcastError("invalid_token", "a token is printable ASCII without spaces", "token")
-        self._endpoint = Endpoint(self.url, ssl_context)
+        self._endpoint = Endpoint(self.url, ssl_context, proxy)
         self._token = token
         self._settings = {
             "send_interval": send_interval,
