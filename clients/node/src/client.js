@@ -15,6 +15,7 @@
 
 import { checkId, controlsList, logLines, RingcastError, showFields, timerFields, updateFields } from './fields.js';
 import { mirrorBar } from './mirror.js';
+import { chooseProxy, fetchThrough } from './proxy.js';
 import { runTask } from './task.js';
 import { HandshakeRefused, MAX_MESSAGE, connect } from './websocket.js';
 
@@ -127,6 +128,7 @@ export class Ringcast {
     onError = null,
     onControl = null,
     tlsOptions = {},
+    proxy = undefined,
   } = {}) {
     if (token !== null && !/^[\x21-\x7e]+$/.test(token)) {
       throw new RingcastError('invalid_token', 'a token is printable ASCII without spaces', { field: 'token' });
@@ -141,6 +143,8 @@ export class Ringcast {
     this.onError = onError;
     this.onControl = onControl;
     this.tlsOptions = tlsOptions;
+    /** The HTTP proxy the WebSocket and the reads tunnel through (null: direct); see docs/NODE-CLIENT.md. */
+    this.proxy = chooseProxy(proxy, this.endpoint);
     /** Counts of what the client did. */
     this.stats = { accepted: 0, coalesced: 0, sent: 0, frames: 0, markers: 0, connections: 0 };
     /** The newest 256 refusals, oldest first. */
@@ -397,12 +401,16 @@ export class Ringcast {
     const failed = (error) => {
       if (error instanceof RingcastError) return error;
       if (signal.aborted) return new RingcastError('timeout', `${this.url} did not answer ${where} within ${this.timeout} ms; is it a Ringcast server, and is it up?`);
+      if (this.proxy) return new RingcastError('unreachable', `could not reach ${this.url} through the proxy ${this.proxy.url}: ${error.cause?.message ?? error.message}`);
       return new RingcastError('unreachable', `could not reach ${this.url}: ${error.cause?.message ?? error.message}; is \`ringcast serve\` running there?`);
     };
     let answer;
     let text;
     try {
-      answer = await fetch(this.endpoint.http + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal });
+      const init = { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal };
+      answer = this.proxy
+        ? await fetchThrough(this.proxy, this.endpoint, this.endpoint.basePath + path, { ...init, timeout: this.timeout, tlsOptions: this.tlsOptions })
+        : await fetch(this.endpoint.http + path, init);
       text = await readAnswer(answer, () => new RingcastError('answer_too_large', `${this.url} answered ${where} with more than ${MAX_ANSWER / 1048576} MiB (the client\u2019s limit); is it a Ringcast server?`, { status: answer.status }));
     } catch (error) {
       throw failed(error);
@@ -428,7 +436,7 @@ export class Ringcast {
     this.state = 'connecting';
     const headers = this.token ? [['Authorization', `Bearer ${this.token}`]] : [];
     const { host, port, secure, basePath } = this.endpoint;
-    connect({ host, port, path: `${basePath}/ws?mode=publish`, secure, headers, timeout: this.timeout, tlsOptions: this.tlsOptions }).then(
+    connect({ host, port, path: `${basePath}/ws?mode=publish`, secure, headers, timeout: this.timeout, tlsOptions: this.tlsOptions, proxy: this.proxy }).then(
       (ws) => this.opened(ws),
       (error) => {
         let refusal = null;

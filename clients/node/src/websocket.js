@@ -12,6 +12,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import net from 'node:net';
 import tls from 'node:tls';
+import { tunnel } from './proxy.js';
 
 const ACCEPT_GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
 export const MAX_MESSAGE = 16 * 1024 * 1024;
@@ -206,12 +207,25 @@ export class WebSocketConnection extends EventEmitter {
 }
 
 /**
- * Opens the TCP (and TLS) connection and upgrades it. Rejects with an Error (HandshakeRefused for
- * an HTTP answer other than 101) within `timeout` milliseconds.
+ * Opens the TCP (and TLS) connection, through `proxy`'s CONNECT tunnel when one is given (see
+ * proxy.js), and upgrades it. Rejects with an Error (HandshakeRefused for an HTTP answer other
+ * than 101) within `timeout` milliseconds, the tunnel's CONNECT included.
  */
-export function connect({ host, port, path, secure, headers = [], timeout = 10000, tlsOptions = {} }) {
-  return new Promise((resolve, reject) => {
+export function connect({ host, port, path, secure, headers = [], timeout = 10000, tlsOptions = {}, proxy = null }) {
+  if (!proxy) {
     const socket = secure ? tls.connect({ host, port, servername: host, ...tlsOptions }) : net.connect({ host, port });
+    return upgrade(socket, false, { host, port, path, secure, headers, timeout });
+  }
+  const started = Date.now();
+  return tunnel(proxy, host, port, timeout).then((raw) => {
+    const socket = secure ? tls.connect({ socket: raw, servername: host, ...tlsOptions }) : raw;
+    return upgrade(socket, !secure, { host, port, path, secure, headers, timeout: Math.max(1, timeout - (Date.now() - started)) });
+  });
+}
+
+/** The upgrade on `socket`, once it connects (at once when `ready`: a tunnel already did). */
+function upgrade(socket, ready, { host, port, path, secure, headers, timeout }) {
+  return new Promise((resolve, reject) => {
     socket.setNoDelay(true);
     const key = randomBytes(16).toString('base64');
     let head = Buffer.alloc(0);
@@ -222,7 +236,7 @@ export function connect({ host, port, path, secure, headers = [], timeout = 1000
       reject(error);
     }
     socket.once('error', fail);
-    socket.once(secure ? 'secureConnect' : 'connect', () => {
+    const send = () => {
       const hostHeader = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
       const lines = [
         `GET ${path} HTTP/1.1`,
@@ -234,7 +248,9 @@ export function connect({ host, port, path, secure, headers = [], timeout = 1000
         ...headers.map(([name, value]) => `${name}: ${value}`),
       ];
       socket.write(`${lines.join('\r\n')}\r\n\r\n`);
-    });
+    };
+    if (ready) send();
+    else socket.once(secure ? 'secureConnect' : 'connect', send);
     function onData(chunk) {
       head = Buffer.concat([head, chunk]);
       const end = head.indexOf('\r\n\r\n');
