@@ -95,10 +95,10 @@ def test_upper_case_https_proxy_is_not_taken_for_a_plain_http_server(live, proxy
     assert proxy.tunnels(live.server.port) == 2, "HTTPS_PROXY alone is for https and wss servers"
 
 
-@pytest.mark.parametrize("no_proxy", ["127.0.0.1", "localhost,127.0.0.1", "*"], ids=["host", "list", "star"])
+@pytest.mark.parametrize("no_proxy", ["127.0.0.1", "localhost, 127.0.0.1", "*", "127.0.0.1:PORT"], ids=["host", "list", "star", "port"])
 def test_no_proxy_naming_the_server_sends_it_direct(live, proxy, task_id, monkeypatch, no_proxy):
     monkeypatch.setenv("HTTP_PROXY", proxy.url)
-    monkeypatch.setenv("NO_PROXY", no_proxy)
+    monkeypatch.setenv("NO_PROXY", no_proxy.replace("PORT", str(live.server.port)))
     assert publish_and_read(live.url, task_id)["progress"] == 0.4
     time.sleep(0.3)
     assert proxy.tunnels(live.server.port) == 0, proxy.log.read_text(errors="replace") if proxy.log.exists() else ""
