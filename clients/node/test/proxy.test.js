@@ -4,7 +4,7 @@
 // naming it and its status. NO_PROXY's own reading is checked against a table.
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -181,4 +181,29 @@ test('NO_PROXY is a comma list of hosts or domain suffixes, each with an optiona
   assert.equal(chooseProxy(undefined, server, { HTTP_PROXY: 'http://b:2' }), null, 'http_proxy is not for https');
   assert.equal(chooseProxy(undefined, server, { HTTPS_PROXY: 'http://b:2', no_proxy: 'example.com' }), null);
   assert.equal(chooseProxy('http://c:3', server, { no_proxy: '*' }).port, 3, 'the option wins');
+});
+
+test('an https server is reached by tls inside the tunnel, verified as without a proxy', async () => {
+  const proxy = await startProxy();
+  const folder = proxy.folder;
+  const [cert, key] = [path.join(folder, 'cert.pem'), path.join(folder, 'key.pem')];
+  const made = spawnSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '2', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1'], { encoding: 'utf8' });
+  assert.equal(made.status, 0, `openssl could not make a certificate (scripts/deps.sh test installs it): ${made.stderr}`);
+  const secure = new Server({ settings: { tls: { cert, key } } });
+  await secure.start();
+  try {
+    const task = await publishAndRead('node.proxy-tls', { HTTPS_PROXY: proxy.url }, { url: secure.url, tlsOptions: { ca: readFileSync(cert) } });
+    assert.equal(task.progress, 0.4);
+    await waitFor(() => proxy.tunnels(secure.port) >= 2, 5000, 'the wss and https CONNECTs');
+    // Unknown to the default store, the certificate fails the read, now checked through the tunnel.
+    const rc = new Ringcast({ url: secure.url, proxy: proxy.url, timeout: 5000 });
+    try {
+      await assert.rejects(rc.get('node.proxy-tls'), /through the proxy .*certificate/);
+    } finally {
+      await rc.close({ timeout: 1000 }).catch(() => {});
+    }
+    assert.ok(proxy.tunnels(secure.port) >= 3);
+  } finally {
+    await secure.stop();
+  }
 });

@@ -20,7 +20,7 @@ export class Server {
   }
 
   get url() {
-    return `http://127.0.0.1:${this.port}`;
+    return `${this.settings.tls ? 'https' : 'http'}://127.0.0.1:${this.port}`;
   }
 
   /** Starts the server (on `port`, for a restart), resolving once it answers. */
@@ -43,7 +43,7 @@ export class Server {
       });
       this.process.once('exit', (code) => reject(new Error(`ringcast exited with ${code}`)));
     });
-    const match = /^listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(line);
+    const match = /^listening on https?:\/\/127\.0\.0\.1:(\d+)/.exec(line);
     if (!match) throw new Error(`unexpected first line from ringcast: ${line}`);
     this.port = Number(match[1]);
     this.process.stdout.resume();

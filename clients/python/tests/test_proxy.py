@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import shutil
 import socket
+import ssl
 import subprocess
 import time
 
 import pytest
 from conftest import wait_for
+from harness import Server
 
 from ringcast import Ringcast, RingcastError
 
@@ -135,3 +137,27 @@ def test_a_proxy_url_that_is_not_http_is_refused_at_once(live):
     with pytest.raises(RingcastError) as raised:
         Ringcast(live.url, proxy="socks5://127.0.0.1:1080")
     assert raised.value.field == "proxy"
+
+
+def test_an_https_server_is_reached_by_tls_inside_the_tunnel_verified_as_without_a_proxy(proxy, task_id, monkeypatch):
+    server = Server(heartbeat=2, tls=True)
+    server.start()
+    try:
+        port = server.port
+        monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+        trusted = ssl.create_default_context(cafile=str(server.cert))
+        task = publish_and_read(server.base, task_id, ssl_context=trusted)
+        assert task["progress"] == 0.4
+        assert wait_for(lambda: proxy.tunnels(port) >= 2, 5, "the wss and https CONNECTs")
+        # The server's certificate is still checked, now through the tunnel: unknown to the
+        # default store, the read fails on it.
+        client = Ringcast(server.base, timeout=5)
+        try:
+            with pytest.raises(RingcastError) as raised:
+                client.get(task_id)
+        finally:
+            client.close(timeout=1)
+        assert "CERTIFICATE_VERIFY_FAILED" in str(raised.value), str(raised.value)
+        assert proxy.tunnels(port) >= 3
+    finally:
+        server.stop()
