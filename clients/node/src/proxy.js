@@ -11,6 +11,7 @@
 // the WebSocket alike. TLS to the server runs inside the tunnel, verified against its own name.
 
 import http from 'node:http';
+import net from 'node:net';
 import { Readable } from 'node:stream';
 import tls from 'node:tls';
 import { RingcastError } from './fields.js';
@@ -32,6 +33,14 @@ export function parseProxy(text) {
     ? `Basic ${Buffer.from(`${decodeURIComponent(parsed.username)}:${decodeURIComponent(parsed.password)}`).toString('base64')}`
     : null;
   return { url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`, host, port, authorization };
+}
+
+/**
+ * tls.connect's options naming the server: its name for SNI, and `host`, which the certificate is
+ * checked against; an IP address is sent no SNI (RFC 6066 forbids it) but is still checked.
+ */
+export function serverIdentity(host) {
+  return net.isIP(host) ? { host } : { host, servername: host };
 }
 
 function variable(name, env) {
@@ -131,7 +140,7 @@ export async function fetchThrough(proxy, { secure, host, port }, target, { meth
     raw.destroy();
     throw signal.reason;
   }
-  const socket = secure ? tls.connect({ socket: raw, servername: host, ...tlsOptions }) : raw;
+  const socket = secure ? tls.connect({ socket: raw, ...serverIdentity(host), ...tlsOptions }) : raw;
   return new Promise((resolve, reject) => {
     const hostHeader = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
     const request = http.request({

@@ -12,7 +12,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import net from 'node:net';
 import tls from 'node:tls';
-import { tunnel } from './proxy.js';
+import { serverIdentity, tunnel } from './proxy.js';
 
 const ACCEPT_GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
 export const MAX_MESSAGE = 16 * 1024 * 1024;
@@ -213,12 +213,12 @@ export class WebSocketConnection extends EventEmitter {
  */
 export function connect({ host, port, path, secure, headers = [], timeout = 10000, tlsOptions = {}, proxy = null }) {
   if (!proxy) {
-    const socket = secure ? tls.connect({ host, port, servername: host, ...tlsOptions }) : net.connect({ host, port });
+    const socket = secure ? tls.connect({ port, ...serverIdentity(host), ...tlsOptions }) : net.connect({ host, port });
     return upgrade(socket, false, { host, port, path, secure, headers, timeout });
   }
   const started = Date.now();
   return tunnel(proxy, host, port, timeout).then((raw) => {
-    const socket = secure ? tls.connect({ socket: raw, servername: host, ...tlsOptions }) : raw;
+    const socket = secure ? tls.connect({ socket: raw, ...serverIdentity(host), ...tlsOptions }) : raw;
     return upgrade(socket, !secure, { host, port, path, secure, headers, timeout: Math.max(1, timeout - (Date.now() - started)) });
   });
 }
