@@ -10,11 +10,13 @@ import threading
 import weakref
 from typing import Any, Callable
 
+from . import _default as _default_registry
 from ._endpoint import DEFAULT_URL, Endpoint
 from ._errors import RingcastError
 from ._fields import UNSET, check_id, controls_list, log_lines, show_fields, timer_fields, update_fields
 from ._proxy import FROM_ENVIRONMENT
 from ._publisher import Publisher, Statistics
+from .task import Task
 
 log = logging.getLogger("ringcast")
 
@@ -220,8 +222,6 @@ class Ringcast:
     ) -> Any:
         """A task that ends the way its `with` block ends: `done`, `failed` with the exception's
         text, or `cancelled` on KeyboardInterrupt or a cancel from the dashboard. See Task."""
-        from .task import Task
-
         return Task(self, id, title=title, total=total, parent=parent, stale_after=stale_after,
                     cancellable=cancellable, on_cancel=on_cancel)
 
@@ -308,6 +308,9 @@ def default_client() -> Ringcast:
             if _default is None:
                 _default = client
     return _default  # type: ignore[return-value]
+
+
+_default_registry.register(default_client)
 
 
 def _after_fork_in_child() -> None:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
-from .client import Ringcast, default_client
+from ._default import default_client
+
+if TYPE_CHECKING:
+    from .client import Ringcast
 
 
 class LogHandler(logging.Handler):

@@ -14,6 +14,7 @@ from ._control import OFFERED, ControlState
 from ._errors import Cancelled, RingcastError
 from ._fields import UNSET, check_id, clip_detail, update_fields
 from ._publisher import Publisher
+from .handler import LogHandler
 
 Event = tuple[str, str, dict[str, Any]]
 
@@ -257,8 +258,6 @@ class Task(TaskView):
 
     def log_handler(self, level: int = 0) -> Any:
         """A logging.Handler that ships records to this task's log tail."""
-        from .handler import LogHandler
-
         return LogHandler(self.id, client=self._client, level=level)
 
     def _publish_state(self, state: str) -> None:
