@@ -11,6 +11,20 @@ struct ConnectionBook {
     var limits = ConnectionLimits(total: .max, perAddress: 0)
 }
 
+/// Where a server's state is kept: storage this node owns (memory, an SQLite file), or a Redis
+/// cluster's log that every node applies, whose engine the store also hands the webhook
+/// deliveries it owes.
+public struct ServerStorage {
+    let persistence: TaskPersistence
+    /// The cluster's engine, when state is shared through its log rather than owned here.
+    let cluster: RedisCluster?
+
+    /// Storage this node owns alone.
+    public static func local(_ persistence: TaskPersistence) -> ServerStorage { ServerStorage(persistence: persistence, cluster: nil) }
+
+    static func cluster(_ engine: RedisCluster) -> ServerStorage { ServerStorage(persistence: engine, cluster: engine) }
+}
+
 public struct ServerError: Error, CustomStringConvertible {
     public let description: String
     init(_ description: String) { self.description = description }
@@ -48,10 +62,16 @@ public final class Server: @unchecked Sendable {
     let refusalCounts = Locked(LabeledCounts())
     let operations: OperationsState
 
+    /// A server on storage it owns alone (memory unless told otherwise).
+    public convenience init(config: ServerConfig, baseDirectory: String, logger: Logger, persistence: TaskPersistence = MemoryOnlyPersistence()) {
+        self.init(config: config, baseDirectory: baseDirectory, logger: logger, storage: .local(persistence))
+    }
+
     /// - Parameter baseDirectory: where a relative `publicDir` is found (the config file's folder).
-    public init(config: ServerConfig, baseDirectory: String, logger: Logger, persistence: TaskPersistence = MemoryOnlyPersistence()) {
+    public init(config: ServerConfig, baseDirectory: String, logger: Logger, storage: ServerStorage) {
         self.config = config
         self.logger = logger
+        let persistence = storage.persistence
         self.persistence = persistence
         let store = TaskStore(persistence: persistence, retentionSeconds: config.retentionSeconds, maxTasks: config.maxTasks)
         // "Who cancelled this?": requests and removals at info, states a publisher sets at debug.
@@ -63,7 +83,7 @@ public final class Server: @unchecked Sendable {
         // Read once: `/tasks/{id}` answers it from the API, which has no files of its own.
         let pageFolder = URL(fileURLWithPath: config.publicDir.hasPrefix("/") ? config.publicDir : baseDirectory + "/" + config.publicDir)
         api.taskPage = FileManager.default.contents(atPath: pageFolder.appendingPathComponent("task.html").path).map { Array($0) }
-        state = SharedState(store: store, api: api, persistence: persistence)
+        state = SharedState(store: store, api: api, storage: storage)
         operations = OperationsState(probes: Server.readinessProbes(for: persistence), logger: logger)
         func resolved(_ path: String) -> String {
             URL(fileURLWithPath: path.hasPrefix("/") ? path : baseDirectory + "/" + path).standardizedFileURL.path
@@ -74,20 +94,20 @@ public final class Server: @unchecked Sendable {
 
     /// The storage `config.storage` names: memory, a Redis cluster (`redis://…`), or an SQLite file
     /// relative to `baseDirectory`.
-    public static func persistence(for config: ServerConfig, baseDirectory: String, logger: Logger) throws -> TaskPersistence {
+    public static func storage(for config: ServerConfig, baseDirectory: String, logger: Logger) throws -> ServerStorage {
         guard RedisTarget.names(config.storage) || config.redisReplicas == 0 else {
             throw ServerError(
                 "redisReplicas is \(config.redisReplicas) but storage is \(config.storage), not Redis: set \"storage\" to redis://… or redis-sentinel://…, or remove \"redisReplicas\""
             )
         }
-        guard config.storage != "memory" else { return MemoryOnlyPersistence() }
+        guard config.storage != "memory" else { return .local(MemoryOnlyPersistence()) }
         if RedisTarget.names(config.storage) {
             let target: RedisTarget
             do { target = try RedisTarget(config.storage) } catch { throw ServerError("storage \(error)") }
-            return try RedisCluster(url: target, replicas: config.redisReplicas, logger: logger)
+            return .cluster(try RedisCluster(url: target, replicas: config.redisReplicas, logger: logger))
         }
         let path = config.storage.hasPrefix("/") ? config.storage : baseDirectory + "/" + config.storage
-        return try SQLitePersistence(path: path, logger: logger, exclusive: true)
+        return .local(try SQLitePersistence(path: path, logger: logger, exclusive: true))
     }
 
     /// A request's head: 16 KiB in all, a header or a piece of the request line (the path, one
