@@ -49,7 +49,22 @@ public final class Server: @unchecked Sendable {
     private let publicDirectory: String
     /// The certificate and key, resolved against the config's folder, when `tls` is set.
     private let certificate: (cert: String, key: String, ciphers: String)?
-    private let lifecycle = Locked<(started: Bool, port: Int)>((false, 0))
+    /// Where the server is in its life: it starts once, and keeps its port once stopped.
+    enum Lifecycle: Sendable, Equatable {
+        case initial
+        case starting
+        case running(port: Int)
+        case stopped(port: Int)
+
+        var port: Int {
+            switch self {
+            case .initial, .starting: 0
+            case .running(let port), .stopped(let port): port
+            }
+        }
+    }
+
+    private let lifecycle = Locked(Lifecycle.initial)
     private var workers: [ServiceWorker] = []
     /// The listening address, this process's alone while the server runs.
     private var addressClaim: AddressClaim?
@@ -142,8 +157,8 @@ public final class Server: @unchecked Sendable {
     @discardableResult
     public func start() throws -> Int {
         try lifecycle.withLock { current throws(ServerError) in
-            guard !current.started else { throw ServerError("a Server starts once") }
-            current.started = true
+            guard current == .initial else { throw ServerError("a Server starts once") }
+            current = .starting
         }
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: publicDirectory, isDirectory: &isDirectory), isDirectory.boolValue else {
@@ -173,15 +188,15 @@ public final class Server: @unchecked Sendable {
             var listeners = [first]
             for _ in 1..<Server.threadCount(for: config) { listeners.append(try ListeningSocket(host: config.host, port: first.port)) }
             for listener in listeners { listener.sendBufferBytes = config.sendBufferBytes }
-            workers = listeners.enumerated().map { ServiceWorker(index: $0.offset, server: self, listener: $0.element) }
+            workers = listeners.indices.map { ServiceWorker(index: $0, server: self) }
             state.attach(workers)
             state.webhooks = try state.startWebhooks(logger: logger)
             // Weak: storage outlives the server's state only while its last report is on its way.
             persistence.startWriting { [weak state] ticket, kept in state?.storageKept(ticket, kept: kept) }
-            for worker in workers {
-                try worker.loop.start(settings, handler: worker) { [worker] loop in try worker.prepare(loop) }
+            for (worker, listener) in zip(workers, listeners) {
+                try worker.loop.start(settings, handler: worker) { [worker] loop in try worker.prepare(loop, listener: listener) }
             }
-            lifecycle.withLock { $0.port = first.port }
+            lifecycle.withLock { $0 = .running(port: first.port) }
             // Again, now that every loop holds its descriptors.
             settleConnectionLimits(final: true)
             logger.debug("serving on port \(first.port) with \(workers.count) service threads")
@@ -225,6 +240,9 @@ public final class Server: @unchecked Sendable {
 
     /// Stops every loop (last first), closes every connection and returns when every context is gone. Any thread.
     public func stop() {
+        lifecycle.withLock { current in
+            if current != .initial { current = .stopped(port: current.port) }
+        }
         state.webhooks?.stop()
         for worker in workers.reversed() { worker.loop.stop() }
         addressClaim = nil
