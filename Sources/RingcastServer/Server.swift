@@ -68,13 +68,9 @@ public final class Server: @unchecked Sendable {
     private var workers: [ServiceWorker] = []
     /// The listening address, this process's alone while the server runs.
     private var addressClaim: AddressClaim?
-    /// Open sockets in all and per address, across every loop, and the limits they are held to.
-    let connections = Locked(ConnectionBook())
-    /// WebSockets open per publisher or reader entry with a `maxConnections`, across every thread.
-    let connectionsByEntry = Locked<[String: Int]>([:])
-    private let refusals = Locked(RefusalLog())
-    /// Refusals by reason, for /metrics; and readiness and start time, for operators (Operations.swift).
-    let refusalCounts = Locked(LabeledCounts())
+    /// The open sockets, their limits and the refusals, counted across every service thread.
+    let ledger: ServerLedger
+    /// Readiness and start time, for operators (Operations.swift).
     let operations: OperationsState
 
     /// A server on storage it owns alone (memory unless told otherwise).
@@ -86,6 +82,7 @@ public final class Server: @unchecked Sendable {
     public init(config: ServerConfig, baseDirectory: String, logger: Logger, storage: ServerStorage) {
         self.config = config
         self.logger = logger
+        ledger = ServerLedger(logger: logger)
         let persistence = storage.persistence
         self.persistence = persistence
         let store = TaskStore(persistence: persistence, retentionSeconds: config.retentionSeconds, maxTasks: config.maxTasks)
@@ -189,12 +186,15 @@ public final class Server: @unchecked Sendable {
             for _ in 1..<Server.threadCount(for: config) { listeners.append(try ListeningSocket(host: config.host, port: first.port)) }
             for listener in listeners { listener.sendBufferBytes = config.sendBufferBytes }
             workers = listeners.indices.map { ServiceWorker(index: $0, server: self) }
-            state.attach(workers)
+            state.attach(workers) { [unowned self] in transportStatus }
             state.webhooks = try state.startWebhooks(logger: logger)
             // Weak: storage outlives the server's state only while its last report is on its way.
             persistence.startWriting { [weak state] ticket, kept in state?.storageKept(ticket, kept: kept) }
             for (worker, listener) in zip(workers, listeners) {
-                try worker.loop.start(settings, handler: worker) { [worker] loop in try worker.prepare(loop, listener: listener) }
+                try worker.loop.start(settings, handler: worker) { [worker, operations] loop in
+                    try worker.prepare(loop, listener: listener)
+                    if worker.index == 0 { try operations.startAsking(on: loop) }
+                }
             }
             lifecycle.withLock { $0 = .running(port: first.port) }
             // Again, now that every loop holds its descriptors.
@@ -211,7 +211,7 @@ public final class Server: @unchecked Sendable {
     }
 
     /// The sockets the server admits now, in all and per address (`ConnectionLimits`).
-    package var connectionLimits: ConnectionLimits { connections.withLock { $0.limits } }
+    package var connectionLimits: ConnectionLimits { ledger.connections.withLock { $0.limits } }
 
     /// Sets the connection limits from the config and the open-file limit, less the descriptors
     /// open now; `final`: the server holds all it needs to run, so a setting above what the limit
@@ -220,7 +220,7 @@ public final class Server: @unchecked Sendable {
         let openFileLimit = LWS.openFileLimit
         let inUse = Server.openDescriptors()
         let limits = ConnectionLimits.derived(from: config, openFileLimit: openFileLimit, inUse: inUse)
-        connections.withLock { $0.limits = limits }
+        ledger.connections.withLock { $0.limits = limits }
         guard final else { return }
         let fit = ConnectionLimits.derived(from: ServerConfig(), openFileLimit: openFileLimit, inUse: inUse).total
         if let openFileLimit, limits.total > fit {
@@ -298,27 +298,4 @@ public final class Server: @unchecked Sendable {
 
     /// Watchers open on each service thread now, thread 0 first.
     package var watchersByThread: [Int] { workers.map { $0.counters.watchers.load(ordering: .relaxed) } }
-
-    /// Accepting paused for want of descriptors: one line, then at most one a minute however
-    /// often it pauses again (each pause is counted in /metrics, `ringcast_accept_paused_total`).
-    func logAcceptPause(_ reason: String) {
-        let verdict = refusals.withLock { $0.admit(reason: "descriptors", offender: "accept", now: Clock.now()) }
-        guard verdict.log else { return }
-        let held = connections.withLock { $0.total }
-        let suppressed = verdict.suppressed > 0 ? " (paused \(verdict.suppressed) more times since the last report)" : ""
-        logger.warning(
-            "accepting paused: out of file descriptors (\(reason)) with \(held) connections open at an open-file limit of \(LWS.openFileLimit.map(String.init) ?? "none"); new connections wait until some close. Lower maxConnections or raise the limit (ulimit -n, LimitNOFILE=)\(suppressed)",
-            fields: [("reason", .string("descriptors")), ("suppressed", .number(Double(verdict.suppressed)))])
-    }
-
-    /// A refused client, logged once per offender and reason (then at most once a minute, with a count).
-    func logRefusal(_ reason: String, offender: String, _ message: @autoclosure () -> String) {
-        refusalCounts.withLock { $0[reason] += 1 }
-        let verdict = refusals.withLock { $0.admit(reason: reason, offender: offender, now: Clock.now()) }
-        guard verdict.log else { return }
-        let suppressed = verdict.suppressed > 0 ? " (and \(verdict.suppressed) more like it since the last report)" : ""
-        logger.warning(
-            "\(message())\(suppressed)",
-            fields: [("reason", .string(reason)), ("peer", .string(offender)), ("suppressed", .number(Double(verdict.suppressed)))])
-    }
 }

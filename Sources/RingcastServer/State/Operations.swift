@@ -114,7 +114,7 @@ extension Server {
         var status = status
         status.metrics = workerMetrics.reduce(TransportMetrics(), +)
         status.openSockets = status.metrics.connectionsAccepted - status.metrics.connectionsClosed
-        status.refusals = refusalCounts.withLock { $0 }
+        status.refusals = ledger.refusalCounts.withLock { $0 }
         status.startTime = operations.startTime
         status.readiness = operations.readiness(now: Clock.now())
         status.storage = (persistence as? StorageMetricsSource)?.storageMetrics

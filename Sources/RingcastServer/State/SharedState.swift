@@ -94,6 +94,8 @@ final class SharedState: @unchecked Sendable {
     private var deadlineChanged = false
     private var writeBehindArmed = false
     private var writeBehindRequested = false
+    /// The transport's figures for /healthz and /metrics: set once, before any worker starts.
+    private var transportStatus: () -> TransportStatus = { TransportStatus() }
     /// The webhook senders, once started; deliveries a change made wait here for its ticket.
     var webhooks: WebhookSenders?
     private let heldWebhooks = Locked<[(ticket: UInt64, deliveries: [WebhookDelivery])]>([])
@@ -121,9 +123,11 @@ final class SharedState: @unchecked Sendable {
     var epoch: String { store.epoch }
     var isClustered: Bool { cluster != nil }
 
-    /// The workers whose inboxes events go to; once, before any of them starts.
-    func attach(_ workers: [ServiceWorker]) {
+    /// The workers whose inboxes events go to, and what /healthz and /metrics read of them; once,
+    /// before any of them starts.
+    func attach(_ workers: [ServiceWorker], status: @escaping () -> TransportStatus) {
         self.workers.withLock { $0 = workers }
+        transportStatus = status
         lock.withLock {
             mail = Array(repeating: Mail(), count: workers.count)
             lastAppended = Array(repeating: 0, count: workers.count)
@@ -136,6 +140,7 @@ final class SharedState: @unchecked Sendable {
     /// Once every worker has stopped: lets go of them.
     func detachWorkers() {
         workers.withLock { $0 = [] }
+        transportStatus = { TransportStatus() }
         lock.withLock {
             mail = []
             windows = []
@@ -199,7 +204,8 @@ final class SharedState: @unchecked Sendable {
     /// the lock (`planLocked`), then applied at once, or handed to the cluster's log, which applies
     /// it on every node (`applyLog`) and brings the outcome back to `worker`'s mail under `token`.
     /// Both apply through `executeLocked`.
-    func perform(_ asked: Asked, from worker: Int, token: UInt64, now: Double, status: () -> TransportStatus) -> Performed {
+    func perform(_ asked: Asked, from worker: Int, token: UInt64, now: Double) -> Performed {
+        let status = transportStatus
         guard let cluster else {
             let (performed, ticket) = change(from: worker) { _, _, durable in
                 var performed = Performed()

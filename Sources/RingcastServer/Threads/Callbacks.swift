@@ -62,7 +62,7 @@ extension ServiceWorker: ServiceHandler {
 
     func loopPausedAccepting(_ loop: ServiceLoop, reason: String) {
         count { $0.acceptPauses += 1 }
-        server.logAcceptPause(reason)
+        ledger.logAcceptPause(reason)
     }
 
     func loopResumedAccepting(_ loop: ServiceLoop) {
@@ -79,7 +79,7 @@ extension ServiceWorker: ServiceHandler {
         let loopback = address.isLoopback
         let text = address.text
         let perAddress = (!loopback || config.limitLoopback) && !config.trustedProxies.contains(text)
-        let refusal: (held: Int, limit: Int, setting: String)? = server.connections.withLock { book in
+        let refusal: (held: Int, limit: Int, setting: String)? = ledger.connections.withLock { book in
             guard book.total < book.limits.total else { return (book.total, book.limits.total, "maxConnections") }
             if perAddress && book.limits.perAddress > 0 {
                 let open = book.byAddress[text, default: 0]
@@ -92,7 +92,7 @@ extension ServiceWorker: ServiceHandler {
         if let refusal {
             state.record { $0.connectionsRefused += 1 }
             let holder = refusal.setting == "maxConnections" ? "the server holds" : "it holds"
-            server.logRefusal(
+            ledger.logRefusal(
                 "connections", offender: text,
                 "refused a connection from \(text): \(holder) \(refusal.held) already (\(refusal.setting) is \(refusal.limit))")
             return false
@@ -120,7 +120,7 @@ extension ServiceWorker: ServiceHandler {
 
     private func forget(_ peer: Peer) {
         if peer === peers.accepted { peers.accepted = nil }
-        server.connections.withLock { book in
+        ledger.connections.withLock { book in
             book.total -= 1
             guard let address = peer.countedAs, let open = book.byAddress[address] else { return }
             if open <= 1 { book.byAddress.removeValue(forKey: address) } else { book.byAddress[address] = open - 1 }

@@ -99,7 +99,7 @@ extension ServiceWorker {
             metrics.httpRequests += 1
             metrics.httpErrors += 1
         }
-        server.logRefusal(
+        ledger.logRefusal(
             error.code == .misdirected ? "host" : "request", offender: link.peerAddress,
             "refused \(link.requestLine()?.path ?? "a request") from \(link.peerAddress): \(error.message)")
         _ = link.writeHTTP(
@@ -221,7 +221,7 @@ extension ServiceWorker {
         let peer = peers[link.identifier]
         let publishes = request.method != "GET" && request.method != "HEAD"
         if request.bodyTooLarge {
-            server.logRefusal(
+            ledger.logRefusal(
                 "oversize", offender: link.peerAddress,
                 "refused \(request.method) \(request.path) from \(link.peerAddress): the body is larger than maxMessageBytes (\(config.maxMessageBytes))"
             )
@@ -232,7 +232,7 @@ extension ServiceWorker {
                 metrics.httpErrors += 1
                 metrics.rateLimited += 1
             }
-            server.logRefusal(
+            ledger.logRefusal(
                 "rate", offender: peer.address.text,
                 "refused requests from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")
             exchange.response = APIResponse(
@@ -275,7 +275,7 @@ extension ServiceWorker {
                     metrics.httpErrors += 1
                 }
                 let peer = entry.link.peerAddress
-                server.logRefusal(
+                ledger.logRefusal(
                     "request", offender: peer,
                     "closed \(request.method) \(request.path) from \(peer): its body did not arrive whole within \(config.handshakeTimeoutSeconds) s (handshakeTimeoutSeconds)"
                 )

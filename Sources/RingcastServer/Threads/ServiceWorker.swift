@@ -17,8 +17,9 @@ import Synchronization
 final class ServiceWorker: @unchecked Sendable {
     let index: Int
     let loop: ServiceLoop
-    unowned let server: Server
     let state: SharedState
+    /// The server's books: open sockets, their limits, refusals.
+    let ledger: ServerLedger
     let config: ServerConfig
     /// The sockets this thread holds, from `accepted` to `destroyed`.
     @exclusivity(unchecked) var peers = PeerTable()
@@ -30,8 +31,8 @@ final class ServiceWorker: @unchecked Sendable {
 
     init(index: Int, server: Server) {
         self.index = index
-        self.server = server
         state = server.state
+        ledger = server.ledger
         config = server.config
         http = HTTPRole(config: server.config)
         sockets = SocketRole(config: server.config)
@@ -40,7 +41,7 @@ final class ServiceWorker: @unchecked Sendable {
         loop = ServiceLoop(name: "ringcast-\(index)", logger: server.logger)
     }
 
-    var logger: Logger { server.logger }
+    var logger: Logger { ledger.logger }
     var fanOut: FanOut { delivery.fanOut }
     var window: CoalescingWindowOwner? { delivery.window }
     var counters: WorkerCounters { figures.counters }
@@ -60,7 +61,6 @@ final class ServiceWorker: @unchecked Sendable {
             deadlineFired: index == 0 ? { [unowned self] in deadlineFired() } : nil,
             writeBehindFired: { [unowned self] in state.writeBehind() })
         try window?.prepare(loop) { [unowned self] in windowFired() }
-        if index == 0 { try server.operations.startAsking(on: loop) }
         settle()
     }
 
@@ -104,8 +104,7 @@ final class ServiceWorker: @unchecked Sendable {
     func perform(_ asked: SharedState.Asked, now: Double, answer: @escaping (SharedState.Outcome) -> Void) -> SharedState.Performed {
         assertOnThread(of: loop)
         let token = delivery.nextToken()
-        let server = self.server
-        let performed = state.perform(asked, from: index, token: token, now: now) { server.transportStatus }
+        let performed = state.perform(asked, from: index, token: token, now: now)
         if let outcome = performed.outcome {
             settle(ticket: performed.ticket) { kept in answer(kept ? outcome : .refused(APIError.storageFailed)) }
         } else {
@@ -141,7 +140,7 @@ final class ServiceWorker: @unchecked Sendable {
         settle()
         if window?.isOpen == true { windowFired() }
         if fanOut.subscriberCount > 0 {
-            server.refusalCounts.withLock { $0[RefusalReason.shutdown.rawValue] += fanOut.subscriberCount }
+            ledger.refusalCounts.withLock { $0[RefusalReason.shutdown.rawValue] += fanOut.subscriberCount }
             fanOut.forEachSubscription { subscription in
                 guard let socket = subscription.writer as? SocketPeer else { return }
                 if socket.closeReason == nil { socket.closeReason = (.goingAway, "server stopping") }

@@ -122,7 +122,7 @@ extension ServiceWorker {
             try http.gate.checkHost(link.header(.host))
             try http.gate.checkOrigin(RequestHeaders(host: link.header(.host), origin: link.header(.origin)))
         } catch {
-            server.logRefusal(
+            ledger.logRefusal(
                 error.code == .misdirected ? "host" : error.code == .forbidden ? "origin" : "request", offender: link.peerAddress,
                 "refused a WebSocket from \(link.peerAddress): \(error.message)")
             return false
@@ -202,7 +202,7 @@ extension ServiceWorker {
     /// it gets when the entry already holds them all.
     private func admitConnection(_ socket: SocketPeer, of session: SocketSession) -> SocketClose? {
         guard let grant = session.credential.grant, let limit = grant.maxConnections else { return nil }
-        let admitted: Bool = server.connectionsByEntry.withLock { counts in
+        let admitted: Bool = ledger.connectionsByEntry.withLock { counts in
             guard counts[grant.name, default: 0] < limit else { return false }
             counts[grant.name, default: 0] += 1
             return true
@@ -218,7 +218,7 @@ extension ServiceWorker {
     private func releaseConnectionCount(_ socket: SocketPeer) {
         guard let name = socket.countedEntry else { return }
         socket.countedEntry = nil
-        server.connectionsByEntry.withLock { counts in
+        ledger.connectionsByEntry.withLock { counts in
             if counts[name, default: 0] <= 1 { counts.removeValue(forKey: name) } else { counts[name]! -= 1 }
         }
     }
@@ -227,7 +227,7 @@ extension ServiceWorker {
     func closeSocket(_ socket: SocketPeer, _ close: SocketClose, peer: String) {
         guard socket.closeReason == nil else { return }
         socket.closeReason = (CloseStatus(code: close.code), close.reason)
-        server.logRefusal(
+        ledger.logRefusal(
             close.code == SocketClose.tooManyConnections ? RefusalReason.quota.rawValue : RefusalReason.token.rawValue, offender: peer,
             "closed a WebSocket from \(peer) (\(close.code)): \(close.reason)")
         socket.subscription?.requestWrite()
@@ -350,13 +350,13 @@ extension ServiceWorker {
         let now = Clock.now()
         let peer = peers[link.identifier]
         if tooLarge {
-            server.logRefusal(
+            ledger.logRefusal(
                 "oversize", offender: link.peerAddress,
                 "dropped a WebSocket message from \(link.peerAddress): larger than maxMessageBytes (\(config.maxMessageBytes))")
         }
         if let peer, !peer.allowance.allows(now: now) {
             state.record { $0.rateLimited += 1 }
-            server.logRefusal(
+            ledger.logRefusal(
                 "rate", offender: peer.address.text,
                 "closed a WebSocket from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")
             link.setCloseReason(.policyViolation, "publish rate over maxPublishRate")

@@ -57,7 +57,7 @@ extension ServiceWorker {
         let peer = socket.link.peerAddress
         let reason = "took nothing written to it for \(config.writeTimeoutSeconds) s (writeTimeoutSeconds)"
         count { $0.writeTimeouts += 1 }
-        server.logRefusal(
+        ledger.logRefusal(
             RefusalReason.stalled.rawValue, offender: peer, "closed a WebSocket from \(peer) (\(SocketClose.writeTimeout)): it \(reason)")
         socket.closeReason = (CloseStatus(code: SocketClose.writeTimeout), reason)
         // No close frame could pass what the peer has not taken: the connection just ends, and
