@@ -11,6 +11,20 @@ struct ConnectionBook {
     var limits = ConnectionLimits(total: .max, perAddress: 0)
 }
 
+/// Where a server's state is kept: storage this node owns (memory, an SQLite file), or a Redis
+/// cluster's log that every node applies, whose engine the store also hands the webhook
+/// deliveries it owes.
+public struct ServerStorage {
+    let persistence: TaskPersistence
+    /// The cluster's engine, when state is shared through its log rather than owned here.
+    let cluster: RedisCluster?
+
+    /// Storage this node owns alone.
+    public static func local(_ persistence: TaskPersistence) -> ServerStorage { ServerStorage(persistence: persistence, cluster: nil) }
+
+    static func cluster(_ engine: RedisCluster) -> ServerStorage { ServerStorage(persistence: engine, cluster: engine) }
+}
+
 public struct ServerError: Error, CustomStringConvertible {
     public let description: String
     init(_ description: String) { self.description = description }
@@ -35,21 +49,37 @@ public final class Server: @unchecked Sendable {
     private let publicDirectory: String
     /// The certificate and key, resolved against the config's folder, when `tls` is set.
     private let certificate: (cert: String, key: String, ciphers: String)?
-    private let lifecycle = Locked<(started: Bool, port: Int)>((false, 0))
+    /// Where the server is in its life: it starts once, and keeps its port once stopped.
+    enum Lifecycle: Sendable, Equatable {
+        case initial
+        case starting
+        case running(port: Int)
+        case stopped(port: Int)
+
+        var port: Int {
+            switch self {
+            case .initial, .starting: 0
+            case .running(let port), .stopped(let port): port
+            }
+        }
+    }
+
+    private let lifecycle = Locked(Lifecycle.initial)
     private var workers: [ServiceWorker] = []
     /// The listening address, this process's alone while the server runs.
     private var addressClaim: AddressClaim?
-    /// Open sockets in all and per address, across every loop, and the limits they are held to.
-    let connections = Locked(ConnectionBook())
-    /// WebSockets open per publisher or reader entry with a `maxConnections`, across every thread.
-    let connectionsByEntry = Locked<[String: Int]>([:])
-    private let refusals = Locked(RefusalLog())
-    /// Refusals by reason, for /metrics; and readiness and start time, for operators (Operations.swift).
-    let refusalCounts = Locked(LabeledCounts())
+    /// The open sockets, their limits and the refusals, counted across every service thread.
+    let ledger: ServerLedger
+    /// Readiness and start time, for operators (Operations.swift).
     let operations: OperationsState
 
+    /// A server on storage it owns alone (memory unless told otherwise).
+    public convenience init(config: ServerConfig, baseDirectory: String, logger: Logger, persistence: TaskPersistence = MemoryOnlyPersistence()) {
+        self.init(config: config, baseDirectory: baseDirectory, logger: logger, storage: .local(persistence))
+    }
+
     /// - Parameter baseDirectory: where a relative `publicDir` is found (the config file's folder).
-    public init(config: ServerConfig, baseDirectory: String, logger: Logger, persistence: TaskPersistence = MemoryOnlyPersistence()) {
+    public init(config: ServerConfig, baseDirectory: String, logger: Logger, storage: ServerStorage) {
         // A hook's certificate files, like the server's own, are found from the config file's folder.
         var config = config
         func inBase(_ path: String?) -> String? { path.map { $0.hasPrefix("/") ? $0 : baseDirectory + "/" + $0 } }
@@ -60,6 +90,8 @@ public final class Server: @unchecked Sendable {
         }
         self.config = config
         self.logger = logger
+        ledger = ServerLedger(logger: logger)
+        let persistence = storage.persistence
         self.persistence = persistence
         let store = TaskStore(persistence: persistence, retentionSeconds: config.retentionSeconds, maxTasks: config.maxTasks)
         // "Who cancelled this?": requests and removals at info, states a publisher sets at debug.
@@ -71,7 +103,7 @@ public final class Server: @unchecked Sendable {
         // Read once: `/tasks/{id}` answers it from the API, which has no files of its own.
         let pageFolder = URL(fileURLWithPath: config.publicDir.hasPrefix("/") ? config.publicDir : baseDirectory + "/" + config.publicDir)
         api.taskPage = FileManager.default.contents(atPath: pageFolder.appendingPathComponent("task.html").path).map { Array($0) }
-        state = SharedState(store: store, api: api, persistence: persistence)
+        state = SharedState(store: store, api: api, storage: storage)
         operations = OperationsState(probes: Server.readinessProbes(for: persistence), logger: logger)
         func resolved(_ path: String) -> String {
             URL(fileURLWithPath: path.hasPrefix("/") ? path : baseDirectory + "/" + path).standardizedFileURL.path
@@ -82,20 +114,20 @@ public final class Server: @unchecked Sendable {
 
     /// The storage `config.storage` names: memory, a Redis cluster (`redis://…`), or an SQLite file
     /// relative to `baseDirectory`.
-    public static func persistence(for config: ServerConfig, baseDirectory: String, logger: Logger) throws -> TaskPersistence {
+    public static func storage(for config: ServerConfig, baseDirectory: String, logger: Logger) throws -> ServerStorage {
         guard RedisTarget.names(config.storage) || config.redisReplicas == 0 else {
             throw ServerError(
                 "redisReplicas is \(config.redisReplicas) but storage is \(config.storage), not Redis: set \"storage\" to redis://… or redis-sentinel://…, or remove \"redisReplicas\""
             )
         }
-        guard config.storage != "memory" else { return MemoryOnlyPersistence() }
+        guard config.storage != "memory" else { return .local(MemoryOnlyPersistence()) }
         if RedisTarget.names(config.storage) {
             let target: RedisTarget
             do { target = try RedisTarget(config.storage) } catch { throw ServerError("storage \(error)") }
-            return try RedisCluster(url: target, replicas: config.redisReplicas, logger: logger)
+            return .cluster(try RedisCluster(url: target, replicas: config.redisReplicas, logger: logger))
         }
         let path = config.storage.hasPrefix("/") ? config.storage : baseDirectory + "/" + config.storage
-        return try SQLitePersistence(path: path, logger: logger, exclusive: true)
+        return .local(try SQLitePersistence(path: path, logger: logger, exclusive: true))
     }
 
     /// A request's head: 16 KiB in all, a header or a piece of the request line (the path, one
@@ -130,8 +162,8 @@ public final class Server: @unchecked Sendable {
     @discardableResult
     public func start() throws -> Int {
         try lifecycle.withLock { current throws(ServerError) in
-            guard !current.started else { throw ServerError("a Server starts once") }
-            current.started = true
+            guard current == .initial else { throw ServerError("a Server starts once") }
+            current = .starting
         }
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: publicDirectory, isDirectory: &isDirectory), isDirectory.boolValue else {
@@ -161,15 +193,18 @@ public final class Server: @unchecked Sendable {
             var listeners = [first]
             for _ in 1..<Server.threadCount(for: config) { listeners.append(try ListeningSocket(host: config.host, port: first.port)) }
             for listener in listeners { listener.sendBufferBytes = config.sendBufferBytes }
-            workers = listeners.enumerated().map { ServiceWorker(index: $0.offset, server: self, listener: $0.element) }
-            state.attach(workers)
+            workers = listeners.indices.map { ServiceWorker(index: $0, server: self) }
+            state.attach(workers) { [unowned self] in transportStatus }
             state.webhooks = try state.startWebhooks(logger: logger)
             // Weak: storage outlives the server's state only while its last report is on its way.
             persistence.startWriting { [weak state] ticket, kept in state?.storageKept(ticket, kept: kept) }
-            for worker in workers {
-                try worker.loop.start(settings, handler: worker) { [worker] loop in try worker.prepare(loop) }
+            for (worker, listener) in zip(workers, listeners) {
+                try worker.loop.start(settings, handler: worker) { [worker, operations] loop in
+                    try worker.prepare(loop, listener: listener)
+                    if worker.index == 0 { try operations.startAsking(on: loop) }
+                }
             }
-            lifecycle.withLock { $0.port = first.port }
+            lifecycle.withLock { $0 = .running(port: first.port) }
             // Again, now that every loop holds its descriptors.
             settleConnectionLimits(final: true)
             logger.debug("serving on port \(first.port) with \(workers.count) service threads")
@@ -184,7 +219,7 @@ public final class Server: @unchecked Sendable {
     }
 
     /// The sockets the server admits now, in all and per address (`ConnectionLimits`).
-    package var connectionLimits: ConnectionLimits { connections.withLock { $0.limits } }
+    package var connectionLimits: ConnectionLimits { ledger.connections.withLock { $0.limits } }
 
     /// Sets the connection limits from the config and the open-file limit, less the descriptors
     /// open now; `final`: the server holds all it needs to run, so a setting above what the limit
@@ -193,7 +228,7 @@ public final class Server: @unchecked Sendable {
         let openFileLimit = LWS.openFileLimit
         let inUse = Server.openDescriptors()
         let limits = ConnectionLimits.derived(from: config, openFileLimit: openFileLimit, inUse: inUse)
-        connections.withLock { $0.limits = limits }
+        ledger.connections.withLock { $0.limits = limits }
         guard final else { return }
         let fit = ConnectionLimits.derived(from: ServerConfig(), openFileLimit: openFileLimit, inUse: inUse).total
         if let openFileLimit, limits.total > fit {
@@ -213,6 +248,9 @@ public final class Server: @unchecked Sendable {
 
     /// Stops every loop (last first), closes every connection and returns when every context is gone. Any thread.
     public func stop() {
+        lifecycle.withLock { current in
+            if current != .initial { current = .stopped(port: current.port) }
+        }
         state.webhooks?.stop()
         for worker in workers.reversed() { worker.loop.stop() }
         addressClaim = nil
@@ -268,27 +306,4 @@ public final class Server: @unchecked Sendable {
 
     /// Watchers open on each service thread now, thread 0 first.
     package var watchersByThread: [Int] { workers.map { $0.counters.watchers.load(ordering: .relaxed) } }
-
-    /// Accepting paused for want of descriptors: one line, then at most one a minute however
-    /// often it pauses again (each pause is counted in /metrics, `ringcast_accept_paused_total`).
-    func logAcceptPause(_ reason: String) {
-        let verdict = refusals.withLock { $0.admit(reason: "descriptors", offender: "accept", now: Clock.now()) }
-        guard verdict.log else { return }
-        let held = connections.withLock { $0.total }
-        let suppressed = verdict.suppressed > 0 ? " (paused \(verdict.suppressed) more times since the last report)" : ""
-        logger.warning(
-            "accepting paused: out of file descriptors (\(reason)) with \(held) connections open at an open-file limit of \(LWS.openFileLimit.map(String.init) ?? "none"); new connections wait until some close. Lower maxConnections or raise the limit (ulimit -n, LimitNOFILE=)\(suppressed)",
-            fields: [("reason", .string("descriptors")), ("suppressed", .number(Double(verdict.suppressed)))])
-    }
-
-    /// A refused client, logged once per offender and reason (then at most once a minute, with a count).
-    func logRefusal(_ reason: String, offender: String, _ message: @autoclosure () -> String) {
-        refusalCounts.withLock { $0[reason] += 1 }
-        let verdict = refusals.withLock { $0.admit(reason: reason, offender: offender, now: Clock.now()) }
-        guard verdict.log else { return }
-        let suppressed = verdict.suppressed > 0 ? " (and \(verdict.suppressed) more like it since the last report)" : ""
-        logger.warning(
-            "\(message())\(suppressed)",
-            fields: [("reason", .string(reason)), ("peer", .string(offender)), ("suppressed", .number(Double(verdict.suppressed)))])
-    }
 }

@@ -68,8 +68,8 @@ struct ServeCommand: Subcommand {
         LWS.raiseOpenFileLimit()
         let server: Server
         do {
-            let persistence = try Server.persistence(for: config, baseDirectory: baseDirectory, logger: logger)
-            server = Server(config: config, baseDirectory: baseDirectory, logger: logger, persistence: persistence)
+            let storage = try Server.storage(for: config, baseDirectory: baseDirectory, logger: logger)
+            server = Server(config: config, baseDirectory: baseDirectory, logger: logger, storage: storage)
             try server.start()
         } catch let error as StorageFileError {
             // Like a wrong setting, a file the server will not touch needs the operator, not a restart.

@@ -32,7 +32,7 @@ extension ServeCommand {
             ])
     }
 
-    /// `memory`, or `sqlite PATH` with the path resolved as `Server.persistence(for:)` resolves it.
+    /// `memory`, or `sqlite PATH` with the path resolved as `Server.storage(for:)` resolves it.
     private var storageDescription: String {
         guard config.storage != "memory" else { return "memory" }
         // A Redis URL carries no password (RedisURL refuses one), so the start line may show it whole.

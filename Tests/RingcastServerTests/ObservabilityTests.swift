@@ -47,7 +47,7 @@ final class ObservabilityTests: XCTestCase {
         try stranger.send("GET /healthz HTTP/1.1\r\nHost: rebound.example\r\n\r\n")
         XCTAssertTrue(String(decoding: stranger.receive(until: Array("\r\n\r\n".utf8)), as: UTF8.self).hasPrefix("HTTP/1.1 421"))
 
-        // A thread adds its frame figures every ServiceWorker.frameReportSeconds (not on the delivery path).
+        // A thread adds its frame figures every WorkerFigures.reportSeconds (not on the delivery path).
         XCTAssertTrue(
             try eventually {
                 try scrape(server).value("ringcast_publish_to_write_seconds_count") ?? 0 > before.value("ringcast_publish_to_write_seconds_count")

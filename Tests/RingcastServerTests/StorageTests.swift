@@ -20,7 +20,7 @@ final class StorageTests: XCTestCase {
     func testAStorageThatIsNotARedisURLSaysWhatIsWrongWithIt() {
         var config = ServerConfig()
         config.storage = "redis://127.0.0.1:6379/16"
-        XCTAssertThrowsError(try Server.persistence(for: config, baseDirectory: folder.url.path, logger: .silent)) { error in
+        XCTAssertThrowsError(try Server.storage(for: config, baseDirectory: folder.url.path, logger: .silent)) { error in
             XCTAssertEqual(
                 "\(error)",
                 "storage 'redis://127.0.0.1:6379/16' is not a Redis URL: the database '16' is not a number from 0 to 15; "
@@ -32,7 +32,7 @@ final class StorageTests: XCTestCase {
         var config = ServerConfig()
         config.redisReplicas = 1
         config.storage = "memory"
-        XCTAssertThrowsError(try Server.persistence(for: config, baseDirectory: folder.url.path, logger: .silent)) { error in
+        XCTAssertThrowsError(try Server.storage(for: config, baseDirectory: folder.url.path, logger: .silent)) { error in
             XCTAssertTrue("\(error)".contains("redisReplicas is 1 but storage is memory, not Redis"), "\(error)")
         }
     }

@@ -95,31 +95,6 @@ final class OperationsState: @unchecked Sendable {
     }
 }
 
-/// When each of the last `capacity` sequence numbers' change was applied, by a monotonic clock.
-/// The owner's thread only.
-struct PublishTimes {
-    private var seqs: [UInt64]
-    private var times: [Double]
-
-    init(capacity: Int = 8192) {
-        seqs = Array(repeating: 0, count: capacity)
-        times = Array(repeating: 0, count: capacity)
-    }
-
-    mutating func record(_ seq: UInt64, at time: Double) {
-        guard seq > 0 else { return }
-        let slot = Int(seq % UInt64(seqs.count))
-        seqs[slot] = seq
-        times[slot] = time
-    }
-
-    /// nil once `seq` is too old to be remembered.
-    func time(of seq: UInt64) -> Double? {
-        let slot = Int(seq % UInt64(seqs.count))
-        return seqs[slot] == seq ? times[slot] : nil
-    }
-}
-
 /// Redis answers while the cluster's connections do: they notice a lost server themselves.
 extension RedisCluster: ReadinessProbe {
     var readinessName: String { "redis" }
@@ -139,43 +114,10 @@ extension Server {
         var status = status
         status.metrics = workerMetrics.reduce(TransportMetrics(), +)
         status.openSockets = status.metrics.connectionsAccepted - status.metrics.connectionsClosed
-        status.refusals = refusalCounts.withLock { $0 }
+        status.refusals = ledger.refusalCounts.withLock { $0 }
         status.startTime = operations.startTime
         status.readiness = operations.readiness(now: Clock.now())
         status.storage = (persistence as? StorageMetricsSource)?.storageMetrics
         return status
-    }
-}
-
-extension ServiceWorker {
-    /// Counts something of this thread's in its `TransportMetrics`. Service thread only.
-    func count(_ body: (inout TransportMetrics) -> Void) { counters.metrics.withLock { body(&$0) } }
-
-    /// Deliveries reaching this thread's fan-out: when their change was applied, by seq.
-    func notePublished(_ delivery: SharedState.Delivery) {
-        for event in delivery.events { publishTimes.record(event.seq, at: delivery.appliedAt) }
-    }
-
-    /// A frame just written to a watcher: its size, its events, and how long the newest event in it
-    /// took since its change was applied (`newestSeq` is nil when the frame carried no new event:
-    /// hello, an error, a heartbeat). On the delivery path, so no lock: the figures gather in this
-    /// thread's own `unreportedFrames` and reach `/metrics` within `frameReportSeconds`.
-    func noteFrameWritten(bytes: Int, events: Int, newestSeq: UInt64?) {
-        let latency = newestSeq.flatMap { publishTimes.time(of: $0) }.map { max(0, Clock.monotonicSeconds() - $0) }
-        unreportedFrames.webSocketBytes += bytes
-        unreportedFrames.eventsPerFrame.observe(Double(events))
-        if let latency { unreportedFrames.publishToWrite.observe(latency) }
-        if !isFrameReportDue {
-            isFrameReportDue = true
-            frameReportTimer?.schedule(seconds: ServiceWorker.frameReportSeconds)
-        }
-    }
-
-    /// Adds the frames written since the last report to what `/metrics` reads.
-    func reportFrames() {
-        isFrameReportDue = false
-        let figures = unreportedFrames
-        unreportedFrames = TransportMetrics()
-        count { $0 = $0 + figures }
     }
 }

@@ -10,7 +10,7 @@ import Synchronization
 /// ticket it must wait for; each worker then delivers them on its own thread, so nothing on the
 /// per-delivery path takes this lock.
 ///
-/// With a cluster engine (`RedisCluster`), changes are not applied where they are asked for: the
+/// With a cluster engine (`RedisCluster`, passed in `ServerStorage`), changes are not applied where they are asked for: the
 /// worker submits them to the cluster's log, and the engine's reader thread applies every entry
 /// here, in log order (`applyLog`), and hands the asking worker its answer.
 ///
@@ -94,6 +94,8 @@ final class SharedState: @unchecked Sendable {
     private var deadlineChanged = false
     private var writeBehindArmed = false
     private var writeBehindRequested = false
+    /// The transport's figures for /healthz and /metrics: set once, before any worker starts.
+    private var transportStatus: () -> TransportStatus = { TransportStatus() }
     /// The webhook senders, once started; deliveries a change made wait here for its ticket.
     var webhooks: WebhookSenders?
     private let heldWebhooks = Locked<[(ticket: UInt64, deliveries: [WebhookDelivery])]>([])
@@ -109,11 +111,11 @@ final class SharedState: @unchecked Sendable {
     /// time and this one, on every node alike, so time never runs back across nodes' clocks.
     private var appliedNow: Double = 0
 
-    init(store: TaskStore, api: API, persistence: TaskPersistence) {
+    init(store: TaskStore, api: API, storage: ServerStorage) {
         self.store = store
         self.api = api
-        self.persistence = persistence
-        cluster = persistence as? RedisCluster
+        persistence = storage.persistence
+        cluster = storage.cluster
         if cluster != nil { store.marksWaitingRequests = false }
         appliedNow = cluster?.startingNow ?? 0
         cluster?.attach(self)
@@ -122,9 +124,11 @@ final class SharedState: @unchecked Sendable {
     var epoch: String { store.epoch }
     var isClustered: Bool { cluster != nil }
 
-    /// The workers whose inboxes events go to; once, before any of them starts.
-    func attach(_ workers: [ServiceWorker]) {
+    /// The workers whose inboxes events go to, and what /healthz and /metrics read of them; once,
+    /// before any of them starts.
+    func attach(_ workers: [ServiceWorker], status: @escaping () -> TransportStatus) {
         self.workers.withLock { $0 = workers }
+        transportStatus = status
         lock.withLock {
             mail = Array(repeating: Mail(), count: workers.count)
             lastAppended = Array(repeating: 0, count: workers.count)
@@ -137,6 +141,7 @@ final class SharedState: @unchecked Sendable {
     /// Once every worker has stopped: lets go of them.
     func detachWorkers() {
         workers.withLock { $0 = [] }
+        transportStatus = { TransportStatus() }
         lock.withLock {
             mail = []
             windows = []
@@ -179,36 +184,47 @@ final class SharedState: @unchecked Sendable {
         return ticket
     }
 
+    /// What was asked, as planned under the lock: an entry to apply, here or from the cluster's
+    /// log; or, when there is none, the answer already made (a read, a refusal, a message with
+    /// nothing to apply).
+    private struct Planned {
+        var entry: LogEntry.Kind?
+        var answered = Applied()
+    }
+
+    /// What applying an entry made: the events for the fan-out, the asker's outcome, and whether
+    /// it asked for everything before it to be kept (a `flush`).
+    private struct Applied {
+        var events: [OutboundEvent] = []
+        var outcome: Outcome?
+        var durable = false
+    }
+
     /// The one door from a transport to the state, for an HTTP request and a WebSocket message
-    /// alike, and the one place that decides between one node and a cluster: planned and applied
-    /// here under the lock, or planned here and handed to the cluster's log, which applies it on
-    /// every node (`applyLog`) and brings the outcome back to `worker`'s mail under `token`.
-    func perform(_ asked: Asked, from worker: Int, token: UInt64, now: Double, status: () -> TransportStatus) -> Performed {
-        guard let cluster else { return performHere(asked, from: worker, now: now, status: status) }
+    /// alike, and the one place that decides between one node and a cluster: planned here under
+    /// the lock (`planLocked`), then applied at once, or handed to the cluster's log, which applies
+    /// it on every node (`applyLog`) and brings the outcome back to `worker`'s mail under `token`.
+    /// Both apply through `executeLocked`.
+    func perform(_ asked: Asked, from worker: Int, token: UInt64, now: Double) -> Performed {
+        let status = transportStatus
+        guard let cluster else {
+            let (performed, ticket) = change(from: worker) { _, _, durable in
+                var performed = Performed()
+                let planned = planLocked(asked, now: now, status: status, into: &performed)
+                let applied = planned.entry.map { executeLocked($0, now: now, fromLog: false, asked: true) } ?? planned.answered
+                performed.outcome = applied.outcome
+                durable = applied.durable
+                return (performed, applied.events)
+            }
+            var done = performed
+            done.ticket = ticket
+            return done
+        }
         var performed = Performed()
         let entryKind: LogEntry.Kind? = lock.withLock {
-            switch asked {
-            case .request(let request):
-                switch api.plan(request, now: now, status: status) {
-                case .answer(let response):
-                    performed.outcome = .request(response)
-                    return nil
-                case .apply(let commands, let shape, let principal):
-                    performed.commands = commands.count
-                    return .request(commands, shape, principal)
-                }
-            case .message(let message, var session):
-                var plan = api.planMessage(message, on: &session, now: now)
-                performed.session = session
-                performed.early = plan.frames.map(\.bytes)
-                plan.frames = []
-                performed.commands = plan.commands.count
-                guard !plan.commands.isEmpty || plan.flush != nil else {
-                    performed.outcome = .message(SocketReply())
-                    return nil
-                }
-                return .message(plan)
-            }
+            let planned = planLocked(asked, now: now, status: status, into: &performed)
+            if planned.entry == nil { performed.outcome = planned.answered.outcome }
+            return planned.entry
         }
         guard let entryKind else { return performed }
         guard cluster.isAvailable else {
@@ -220,37 +236,56 @@ final class SharedState: @unchecked Sendable {
         return performed
     }
 
-    private func performHere(_ asked: Asked, from worker: Int, now: Double, status: () -> TransportStatus) -> Performed {
-        var performed = Performed()
-        var notify: Set<Int> = []
-        lock.withLock {
-            let events: [OutboundEvent]
-            var durable = false
-            switch asked {
-            case .request(let request):
-                let response: APIResponse
-                switch api.plan(request, now: now, status: status) {
-                case .answer(let answer):
-                    response = answer
-                case .apply(let commands, let shape, let principal):
-                    performed.commands = commands.count
-                    response = api.execute(commands, answer: shape, by: principal, now: now)
-                }
-                performed.outcome = .request(response)
-                events = response.events
-            case .message(let message, var session):
-                let plan = api.planMessage(message, on: &session, now: now)
-                performed.session = session
-                performed.commands = plan.commands.count
-                let reply = api.execute(plan, now: now)
-                performed.outcome = .message(reply)
-                (events, durable) = (reply.events, reply.wantsDurable)
+    /// Under the lock: what `asked` comes to, decided before anything changes. In a cluster, the
+    /// frames a message earned at once (refusals, `auth`) stay with this node and leave now
+    /// (`early`); one node applies the plan with them, so they leave in the message's order
+    /// among its replies, once what it changed is kept.
+    private func planLocked(_ asked: Asked, now: Double, status: () -> TransportStatus, into performed: inout Performed) -> Planned {
+        switch asked {
+        case .request(let request):
+            switch api.plan(request, now: now, status: status) {
+            case .answer(let response):
+                return Planned(answered: Applied(events: response.events, outcome: .request(response)))
+            case .apply(let commands, let shape, let principal):
+                performed.commands = commands.count
+                return Planned(entry: .request(commands, shape, principal))
             }
-            performed.ticket = changedLocked(events, durable: durable, from: worker, notify: &notify)
+        case .message(let message, var session):
+            var plan = api.planMessage(message, on: &session, now: now)
+            performed.session = session
+            performed.commands = plan.commands.count
+            if cluster != nil {
+                performed.early = plan.frames.map(\.bytes)
+                plan.frames = []
+                if plan.commands.isEmpty, plan.flush == nil { return Planned(answered: Applied(outcome: .message(SocketReply()))) }
+            }
+            return Planned(entry: .message(plan))
         }
-        wake(notify)
-        releaseWebhooks()
-        return performed
+    }
+
+    /// Under the lock: one planned entry applied to the store, the one executor for a change
+    /// applied where it was asked and for one read back from the cluster's log (`fromLog`, on
+    /// every node; `asked`: this node asked for it).
+    private func executeLocked(_ entry: LogEntry.Kind, now: Double, fromLog: Bool, asked: Bool) -> Applied {
+        switch entry {
+        case .request(let commands, let answer, let principal):
+            var response = api.execute(commands, answer: answer, by: principal, now: now)
+            if fromLog {
+                // Every node's own publishers hear a control request as their node applies it:
+                // the asking node's answer carries none left to send.
+                for control in response.controls { control.send() }
+                response.controls = []
+            }
+            return Applied(events: response.events, outcome: .request(response))
+        case .message(var plan):
+            // The socket that sent it is on the asking node only: only there is it noted as its
+            // tasks' publisher (and told of requests already waiting).
+            if !asked { plan.socketKey = 0 }
+            let reply = api.execute(plan, now: now)
+            return Applied(events: reply.events, outcome: .message(reply), durable: reply.wantsDurable)
+        case .due:
+            return Applied(events: store.runDue(now: now))
+        }
     }
 
     /// Under the lock: the deliveries the change made, held until storage keeps the change (their
@@ -376,7 +411,7 @@ final class SharedState: @unchecked Sendable {
             cluster.claim(deadline: deadline, entry: LogEntry(node: cluster.node, token: 0, worker: worker, now: deadline, kind: .due))
             return 0
         }
-        return change(from: worker) { _, store, _ in ((), store.runDue(now: now)) }.ticket
+        return change(from: worker) { _, _, _ in ((), executeLocked(.due, now: now, fromLog: false, asked: true).events) }.ticket
     }
 
     /// At shutdown: everything pending is written and counts as kept.
@@ -401,35 +436,16 @@ final class SharedState: @unchecked Sendable {
         lock.withLock {
             for (index, entry) in entries {
                 appliedNow = max(appliedNow, entry.now)
-                let now = appliedNow
                 let asked = entry.node == node
-                let events: [OutboundEvent]
-                var outcome: Outcome?
-                switch entry.kind {
-                case .request(let commands, let answer, let principal):
-                    var response = api.execute(commands, answer: answer, by: principal, now: now)
-                    // Every node's own publishers hear a control request as their node applies it:
-                    // the asking node's answer carries none left to send.
-                    for control in response.controls { control.send() }
-                    response.controls = []
-                    (events, outcome) = (response.events, .request(response))
-                case .message(var plan):
-                    // The socket that sent it is on the asking node only: only there is it noted
-                    // as its tasks' publisher (and told of requests already waiting).
-                    if !asked { plan.socketKey = 0 }
-                    let reply = api.execute(plan, now: now)
-                    (events, outcome) = (reply.events, .message(reply))
-                case .due:
-                    events = store.runDue(now: now)
-                }
-                deliverLocked(events, ticket: 0, from: -1, notify: &notify)
+                let applied = executeLocked(entry.kind, now: appliedNow, fromLog: true, asked: asked)
+                deliverLocked(applied.events, ticket: 0, from: -1, notify: &notify)
                 // Every node made the same deliveries; the node that asked sends them, once.
                 if asked {
                     cluster?.sends(takeWebhooksLocked(ticket: 0))
                 } else {
                     _ = store.webhooks?.takePending()
                 }
-                if let outcome, asked, entry.worker < mail.count {
+                if let outcome = applied.outcome, asked, entry.worker < mail.count {
                     if waitsForReplicas, index > replicatedThrough {
                         awaitingReplicas.append((index, entry.worker, entry.token, outcome))
                     } else {

@@ -3,7 +3,7 @@ import RingcastLWS
 import RingcastPlatform
 
 /// Where each libwebsockets callback goes: the one dispatch from a service loop to its worker's
-/// roles (HTTPExchange.swift, SocketSessions.swift). Service thread only.
+/// roles (admission here, HTTPRole.swift, SocketRole.swift). Service thread only.
 extension ServiceWorker: ServiceHandler {
     func handle(_ event: ServiceEvent, on link: LWSConnection) -> Bool {
         assertOnThread(of: loop)
@@ -12,9 +12,9 @@ extension ServiceWorker: ServiceHandler {
             return admitsConnection(from: address)
         case .created:
             // lws makes the accepted socket's connection right after `accepted`, on this thread.
-            if let peer = acceptedPeer {
+            if let peer = peers.accepted {
                 peers[link.identifier] = peer
-                acceptedPeer = nil
+                peers.accepted = nil
                 count { $0.connectionsAccepted += 1 }
             }
             return true
@@ -62,7 +62,7 @@ extension ServiceWorker: ServiceHandler {
 
     func loopPausedAccepting(_ loop: ServiceLoop, reason: String) {
         count { $0.acceptPauses += 1 }
-        server.logAcceptPause(reason)
+        ledger.logAcceptPause(reason)
     }
 
     func loopResumedAccepting(_ loop: ServiceLoop) {
@@ -75,11 +75,11 @@ extension ServiceWorker: ServiceHandler {
     /// address never counts), across every service thread (`Server.connections`).
     private func admitsConnection(from address: PeerAddress) -> Bool {
         // A socket accepted before whose connection lws never made: its count goes back.
-        if let stale = acceptedPeer { forget(stale) }
+        if let stale = peers.accepted { forget(stale) }
         let loopback = address.isLoopback
         let text = address.text
         let perAddress = (!loopback || config.limitLoopback) && !config.trustedProxies.contains(text)
-        let refusal: (held: Int, limit: Int, setting: String)? = server.connections.withLock { book in
+        let refusal: (held: Int, limit: Int, setting: String)? = ledger.connections.withLock { book in
             guard book.total < book.limits.total else { return (book.total, book.limits.total, "maxConnections") }
             if perAddress && book.limits.perAddress > 0 {
                 let open = book.byAddress[text, default: 0]
@@ -92,12 +92,12 @@ extension ServiceWorker: ServiceHandler {
         if let refusal {
             state.record { $0.connectionsRefused += 1 }
             let holder = refusal.setting == "maxConnections" ? "the server holds" : "it holds"
-            server.logRefusal(
+            ledger.logRefusal(
                 "connections", offender: text,
                 "refused a connection from \(text): \(holder) \(refusal.held) already (\(refusal.setting) is \(refusal.limit))")
             return false
         }
-        acceptedPeer = Peer(
+        peers.accepted = Peer(
             address: address, isLoopback: loopback, countedAs: perAddress ? text : nil,
             allowance: TokenBucket(rate: config.maxPublishRate, now: Clock.now()))
         return true
@@ -109,18 +109,18 @@ extension ServiceWorker: ServiceHandler {
     func isFromLoopback(_ link: LWSConnection) -> Bool {
         let peer = peers[link.identifier]
         let peerIsLoopback = peer?.isLoopback ?? link.isLoopbackPeer
-        guard !gate.trustedProxies.isEmpty else { return peerIsLoopback }
+        guard !http.gate.trustedProxies.isEmpty else { return peerIsLoopback }
         let value =
-            switch gate.forwardedHeader {
+            switch http.gate.forwardedHeader {
             case .xForwardedFor: link.header(.xForwardedFor)
             case .forwarded: link.customHeader("forwarded:")
             }
-        return gate.clientIsLoopback(peer: peer?.address.text ?? link.peerAddress, peerIsLoopback: peerIsLoopback, forwardedValue: value)
+        return http.gate.clientIsLoopback(peer: peer?.address.text ?? link.peerAddress, peerIsLoopback: peerIsLoopback, forwardedValue: value)
     }
 
     private func forget(_ peer: Peer) {
-        if peer === acceptedPeer { acceptedPeer = nil }
-        server.connections.withLock { book in
+        if peer === peers.accepted { peers.accepted = nil }
+        ledger.connections.withLock { book in
             book.total -= 1
             guard let address = peer.countedAs, let open = book.byAddress[address] else { return }
             if open <= 1 { book.byAddress.removeValue(forKey: address) } else { book.byAddress[address] = open - 1 }

@@ -51,6 +51,21 @@ final class Peer {
     }
 }
 
+/// The sockets a service thread holds, by their connection's identity (`LWSConnection.identifier`),
+/// from `created` to `destroyed`: what admission counted them as. Service thread only.
+struct PeerTable {
+    private var byLink: [Int: Peer] = [:]
+    /// The socket just accepted, for the `created` that follows.
+    var accepted: Peer?
+
+    subscript(identifier: Int) -> Peer? {
+        get { byLink[identifier] }
+        set { byLink[identifier] = newValue }
+    }
+
+    mutating func removeValue(forKey identifier: Int) -> Peer? { byLink.removeValue(forKey: identifier) }
+}
+
 /// One HTTP request: collected (headers, then the body up to `maxMessageBytes`, as its length says
 /// or decoded from chunks), answered by the API, written in one send. Service thread only.
 final class HTTPExchange {
@@ -102,7 +117,7 @@ final class SocketPeer: FanOutWriter {
     /// A message larger than `ServiceWorker.fragmentBytes` being written a fragment per writeable
     /// callback: its bytes (shared with every watcher sent the same) and how far it has gone.
     @exclusivity(unchecked) var unfinished: (bytes: [UInt8], offset: Int)?
-    /// In `ServiceWorker.queuedForRoundEnd`, to be written to when this round of the loop ends.
+    /// Queued in its worker's `SocketRole`, to be written to when this round of the loop ends.
     @exclusivity(unchecked) var isQueuedToWrite = false
     /// The entry whose `maxConnections` this socket counts against (`Server.connectionsByEntry`).
     @exclusivity(unchecked) var countedEntry: String?
@@ -119,7 +134,7 @@ final class SocketPeer: FanOutWriter {
 
     func queueWriteAtRoundEnd() -> Bool {
         assertOnThread(of: worker.loop)
-        return worker.queueWriteAtRoundEnd(self)
+        return worker.sockets.queueWriteAtRoundEnd(self)
     }
 }
 

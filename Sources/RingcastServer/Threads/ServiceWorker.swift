@@ -4,96 +4,63 @@ import RingcastLWS
 import RingcastPlatform
 import Synchronization
 
-/// One service thread of the server: its libwebsockets contexts (serving, each its descriptor range, the
-/// sockets its own SO_REUSEPORT listener accepts), its connections, its watchers' fan-out and heartbeat. What is
-/// published on any thread reaches it through its inbox in `SharedState`; it delivers on its own
-/// thread. Worker 0 also keeps the state's deadline and write-behind timers.
+/// One service thread of the server: the handler its `ServiceLoop` calls (Callbacks.swift), which
+/// hands each callback to the role it concerns and owns nothing else: admission (`peers`), the
+/// HTTP role (`http`, HTTPRole.swift), the WebSocket role (`sockets`, SocketRole.swift), delivery
+/// and ticket order (`delivery`, DeliveryOrder.swift), the state's timers (`timers`) and its
+/// figures (`figures`). What is published on any thread reaches it through its inbox in
+/// `SharedState`; it delivers on its own thread. Worker 0 also keeps the state's deadline and
+/// write-behind timers.
 ///
-/// `@unchecked Sendable`: everything but `counters` (atomics) and the immutable lets belongs to
-/// the loop's service thread; other threads only call `loop.notify()` and read `counters`.
+/// `@unchecked Sendable`: everything but `figures.counters` (atomics) and the immutable lets belongs
+/// to the loop's service thread; other threads only call `loop.notify()` and read the counters.
 final class ServiceWorker: @unchecked Sendable {
     let index: Int
     let loop: ServiceLoop
-    unowned let server: Server
     let state: SharedState
+    /// The server's books: open sockets, their limits, refusals.
+    let ledger: ServerLedger
     let config: ServerConfig
-    let logger: Logger
-    let gate: RequestGate
-    let fanOut: FanOut
-    let counters = WorkerCounters()
-    private let listener: ListeningSocket
+    /// The sockets this thread holds, from `accepted` to `destroyed`.
+    @exclusivity(unchecked) var peers = PeerTable()
+    let http: HTTPRole
+    let sockets: SocketRole
+    let delivery: DeliveryOrder
+    let timers: WorkerTimers
+    let figures = WorkerFigures()
 
-    // Service thread only.
-    /// Deliveries waiting for their storage ticket, in seq order.
-    @exclusivity(unchecked) private var waiting: [SharedState.Delivery] = []
-    @exclusivity(unchecked) private var waitingHead = 0
-    /// Answers waiting for their ticket, in the order they were made.
-    @exclusivity(unchecked) private var held: [(ticket: UInt64, release: (Bool) -> Void)] = []
-    @exclusivity(unchecked) private var heldHead = 0
-    /// What is known of each open socket, by its connection's identity, from `created` to `destroyed`.
-    @exclusivity(unchecked) var peers: [Int: Peer] = [:]
-    /// The socket just accepted, for the `created` that follows.
-    @exclusivity(unchecked) var acceptedPeer: Peer?
-    /// In a cluster: what this thread's clients asked that went to the log, by token, waiting for its outcome.
-    @exclusivity(unchecked) var submitted: [UInt64: (SharedState.Outcome) -> Void] = [:]
-    private var lastToken: UInt64 = 0
-    private var heartbeatTimer: LoopTimer?
-    private var deadlineTimer: LoopTimer?
-    private var writeBehindTimer: LoopTimer?
-    /// Closes watchers whose signed token expired, or that never sent the `auth` they were waiting for.
-    var sessionTimer: LoopTimer?
-    /// The sockets with such a deadline, and when it falls (Unix ms).
-    @exclusivity(unchecked) var sessionDeadlines: [ObjectIdentifier: (socket: SocketPeer, at: Double)] = [:]
-    /// Closes HTTP requests whose body did not arrive whole within `handshakeTimeoutSeconds`.
-    var bodyTimer: LoopTimer?
-    /// The requests whose body is still arriving, and when it must be whole (Unix ms).
-    @exclusivity(unchecked) var bodyDeadlines: [ObjectIdentifier: (exchange: HTTPExchange, link: LWSConnection, at: Double)] = [:]
-    /// The coalescing window (`flushMilliseconds`); nil when it is 0 and events are published as
-    /// they come. Its timer is armed by the first event of a window, so an idle server is never woken.
-    let window: CoalescingWindowOwner?
-    /// Watchers to write to when this round of the loop ends (`queueWriteAtRoundEnd`).
-    @exclusivity(unchecked) var queuedForRoundEnd: [SocketPeer] = []
-    /// When each recent seq's change was applied, to time its frames (Operations.swift).
-    @exclusivity(unchecked) var publishTimes = PublishTimes()
-    /// Frame figures not yet added to `counters.metrics` (`noteFrameWritten`).
-    @exclusivity(unchecked) var unreportedFrames = TransportMetrics()
-    @exclusivity(unchecked) var isFrameReportDue = false
-    var frameReportTimer: LoopTimer?
-    /// WebSockets with output waiting: since when the peer took none of it (Unix ms), and what it
-    /// had acknowledged then (WriteDeadline.swift).
-    @exclusivity(unchecked) var writeWatch: [ObjectIdentifier: (socket: SocketPeer, since: Double, acked: Int64?)] = [:]
-    var writeWatchTimer: LoopTimer?
-    /// How late `/metrics` may show a thread's frame figures.
-    static let frameReportSeconds = 0.25
-
-    init(index: Int, server: Server, listener: ListeningSocket) {
+    init(index: Int, server: Server) {
         self.index = index
-        self.server = server
         state = server.state
+        ledger = server.ledger
         config = server.config
-        logger = server.logger
-        gate = RequestGate(config: server.config)
-        self.listener = listener
-        fanOut = FanOut(logCapacity: config.fanOutLogEvents, maxEventsPerFrame: config.maxEventsPerFrame)
-        window = config.flushMilliseconds > 0 ? CoalescingWindowOwner(fanOut: fanOut, milliseconds: config.flushMilliseconds) : nil
-        loop = ServiceLoop(name: "ringcast-\(index)", logger: logger)
+        http = HTTPRole(config: server.config)
+        sockets = SocketRole(config: server.config)
+        delivery = DeliveryOrder(config: server.config)
+        timers = WorkerTimers(heartbeatSeconds: server.config.heartbeatSeconds)
+        loop = ServiceLoop(name: "ringcast-\(index)", logger: server.logger)
     }
 
+    var logger: Logger { ledger.logger }
+    var fanOut: FanOut { delivery.fanOut }
+    var window: CoalescingWindowOwner? { delivery.window }
+    var counters: WorkerCounters { figures.counters }
+
+    /// Counts something of this thread's in its `TransportMetrics`. Service thread only.
+    func count(_ body: (inout TransportMetrics) -> Void) { figures.count(body) }
+
     /// The loop's first moments, on its thread: its listener and timers.
-    func prepare(_ loop: ServiceLoop) throws {
+    func prepare(_ loop: ServiceLoop, listener: ListeningSocket) throws {
         try loop.adoptListener(listener)
-        heartbeatTimer = try loop.makeTimer { [unowned self] in heartbeatFired() }
-        frameReportTimer = try loop.makeTimer { [unowned self] in reportFrames() }
-        sessionTimer = try loop.makeTimer { [unowned self] in sessionDeadlineFell() }
-        writeWatchTimer = try loop.makeTimer { [unowned self] in writeWatchFired() }
-        bodyTimer = try loop.makeTimer { [unowned self] in bodyDeadlineFell() }
-        heartbeatTimer?.schedule(seconds: config.heartbeatSeconds)
+        try figures.prepare(loop)
+        try sockets.prepare(
+            loop, sessionDeadlineFell: { [unowned self] in sessionDeadlineFell() }, writeWatchFired: { [unowned self] in writeWatchFired() })
+        try http.prepare(loop) { [unowned self] in bodyDeadlineFell() }
+        try timers.prepare(
+            loop, heartbeatFired: { [unowned self] in heartbeatFired() },
+            deadlineFired: index == 0 ? { [unowned self] in deadlineFired() } : nil,
+            writeBehindFired: { [unowned self] in state.writeBehind() })
         try window?.prepare(loop) { [unowned self] in windowFired() }
-        if index == 0 {
-            deadlineTimer = try loop.makeTimer { [unowned self] in deadlineFired() }
-            writeBehindTimer = try loop.makeTimer { [unowned self] in state.writeBehind() }
-            try server.operations.startAsking(on: loop)
-        }
         settle()
     }
 
@@ -106,7 +73,7 @@ final class ServiceWorker: @unchecked Sendable {
     func settle(closingWindow: Bool = false) {
         assertOnThread(of: loop)
         let mail = state.takeMail(index)
-        let published = deliverKept(mail.deliveries)
+        let published = delivery.deliverKept(mail.deliveries, committed: state.committedTicket) { figures.notePublished($0) }
         // Every callback that publishes settles once, so asking for writes right away costs one
         // pass over the watchers per callback, however many events.
         if closingWindow {
@@ -114,59 +81,18 @@ final class ServiceWorker: @unchecked Sendable {
         } else if published {
             fanOut.flush()
         }
-        releaseKeptAnswers()
-        for (token, outcome) in mail.completions { submitted.removeValue(forKey: token)?(outcome) }
-        if let (through, error) = mail.lostThrough {
-            for token in submitted.keys.filter({ $0 <= through }).sorted() { submitted.removeValue(forKey: token)?(.refused(error)) }
-        }
+        delivery.releaseKeptAnswers(committed: state.committedTicket, wasKept: state.wasKept)
+        delivery.complete(mail.completions, lostThrough: mail.lostThrough)
         if mail.resyncEveryone { fanOut.resyncEveryone() }
-        if let deadline = mail.deadline { arm(deadline) }
-        if mail.armWriteBehind { writeBehindTimer?.schedule(seconds: SQLitePersistence.writeBehindSeconds) }
+        if let deadline = mail.deadline { timers.arm(deadline) }
+        if mail.armWriteBehind { timers.armWriteBehind() }
         counters.update(from: fanOut)
-    }
-
-    /// Adds `deliveries` to those waiting for storage, and hands the fan-out (or the window) every
-    /// one whose ticket is kept, in seq order. True when any reached the fan-out's logs, to be
-    /// written now; false when there were none or the window holds them.
-    private func deliverKept(_ deliveries: [SharedState.Delivery]) -> Bool {
-        waiting += deliveries
-        let committed = state.committedTicket
-        var published = false
-        while waitingHead < waiting.count, waiting[waitingHead].ticket <= committed {
-            notePublished(waiting[waitingHead])
-            if let window {
-                if !window.hold(waiting[waitingHead].events) { published = true }
-            } else {
-                fanOut.publish(waiting[waitingHead].events)
-                published = true
-            }
-            waitingHead += 1
-        }
-        if waitingHead == waiting.count {
-            waiting.removeAll(keepingCapacity: true)
-            waitingHead = 0
-        }
-        return published
-    }
-
-    /// Runs, in order, every held answer whose ticket storage has kept (or lost).
-    private func releaseKeptAnswers() {
-        let committed = state.committedTicket
-        while heldHead < held.count, held[heldHead].ticket <= committed {
-            let (ticket, release) = held[heldHead]
-            heldHead += 1
-            release(ticket == 0 || state.wasKept(ticket))
-        }
-        if heldHead == held.count {
-            held.removeAll(keepingCapacity: true)
-            heldHead = 0
-        }
     }
 
     /// After a change made on this thread: deliver what may leave, and `answer` once `ticket` is
     /// kept (at once when it is 0 or already kept and nothing before it waits).
     func settle(ticket: UInt64, answer: ((_ kept: Bool) -> Void)?) {
-        if let answer { held.append((ticket, answer)) }
+        if let answer { delivery.hold(ticket: ticket, answer: answer) }
         settle()
     }
 
@@ -177,13 +103,12 @@ final class ServiceWorker: @unchecked Sendable {
     /// message left it, and how many commands the publisher's allowance pays for.
     func perform(_ asked: SharedState.Asked, now: Double, answer: @escaping (SharedState.Outcome) -> Void) -> SharedState.Performed {
         assertOnThread(of: loop)
-        lastToken += 1
-        let server = self.server
-        let performed = state.perform(asked, from: index, token: lastToken, now: now) { server.transportStatus }
+        let token = delivery.nextToken()
+        let performed = state.perform(asked, from: index, token: token, now: now)
         if let outcome = performed.outcome {
             settle(ticket: performed.ticket) { kept in answer(kept ? outcome : .refused(APIError.storageFailed)) }
         } else {
-            submitted[lastToken] = answer
+            delivery.awaitOutcome(of: token, answer)
         }
         return performed
     }
@@ -195,14 +120,6 @@ final class ServiceWorker: @unchecked Sendable {
         settle(closingWindow: true)
     }
 
-    private func arm(_ deadline: Double?) {
-        guard let deadline else {
-            deadlineTimer?.cancel()
-            return
-        }
-        deadlineTimer?.schedule(microseconds: UnixTime.microseconds(until: deadline, now: Clock.now()))
-    }
-
     private func deadlineFired() {
         settle(ticket: state.deadlineFell(from: index, now: Clock.now()), answer: nil)
     }
@@ -212,7 +129,7 @@ final class ServiceWorker: @unchecked Sendable {
         if window?.isOpen == true { windowFired() }
         fanOut.broadcast(OutboundEvent.heartbeat(now: Clock.now()))
         fanOut.flush()
-        heartbeatTimer?.schedule(seconds: config.heartbeatSeconds)
+        timers.scheduleHeartbeat()
     }
 
     /// Storage is flushed first, so whatever waits for it leaves; then lws destroys the context
@@ -223,7 +140,7 @@ final class ServiceWorker: @unchecked Sendable {
         settle()
         if window?.isOpen == true { windowFired() }
         if fanOut.subscriberCount > 0 {
-            server.refusalCounts.withLock { $0[RefusalReason.shutdown.rawValue] += fanOut.subscriberCount }
+            ledger.refusalCounts.withLock { $0[RefusalReason.shutdown.rawValue] += fanOut.subscriberCount }
             fanOut.forEachSubscription { subscription in
                 guard let socket = subscription.writer as? SocketPeer else { return }
                 if socket.closeReason == nil { socket.closeReason = (.goingAway, "server stopping") }
@@ -231,32 +148,6 @@ final class ServiceWorker: @unchecked Sendable {
             }
             loop.service(forAtMost: 300) { fanOut.subscriberCount == 0 }
         }
-        reportFrames()
-    }
-}
-
-/// A worker's figures that /healthz and /metrics read from other threads: written by its thread only.
-final class WorkerCounters: Sendable {
-    let watchers = Atomic<Int>(0)
-    let resyncs = Atomic<Int>(0)
-    let patternSets = Atomic<Int>(0)
-    let framesSent = Atomic<Int>(0)
-    let eventsSent = Atomic<Int>(0)
-    let socketsOpened = Atomic<Int>(0)
-    let coalesced = Atomic<Int>(0)
-    /// The rest of what /metrics shows of this thread: written by it, read by a scrape on any thread.
-    let metrics = Locked(TransportMetrics())
-
-    func update(from fanOut: FanOut) {
-        watchers.store(fanOut.subscriberCount, ordering: .relaxed)
-        coalesced.store(fanOut.coalescedCount, ordering: .relaxed)
-        resyncs.store(fanOut.resyncCount, ordering: .relaxed)
-        patternSets.store(fanOut.groupCount, ordering: .relaxed)
-    }
-
-    /// Counts one written frame of `events` events (from the writer thread alone, so load-add-store is safe).
-    func wrote(events: Int) {
-        framesSent.store(framesSent.load(ordering: .relaxed) + 1, ordering: .relaxed)
-        eventsSent.store(eventsSent.load(ordering: .relaxed) + events, ordering: .relaxed)
+        figures.reportFrames()
     }
 }

@@ -8,10 +8,10 @@ import RingcastPlatform
 /// lws the rest of one frame, and the fan-out conflates a slow watcher's events into a resync.
 /// Progress is the peer's acknowledged bytes (TCP), so a slow reader of a big snapshot is never
 /// taken for a stalled one. Service thread only.
-extension ServiceWorker {
+extension SocketRole {
     /// After a write to `socket`: when output is left waiting, its clock starts (unless it runs).
     func watchOutput(of socket: SocketPeer) {
-        guard config.writeTimeoutSeconds > 0 else { return }
+        guard writeTimeoutSeconds > 0 else { return }
         guard owesOutput(socket) else { return }
         let key = ObjectIdentifier(socket)
         guard writeWatch[key] == nil else { return }
@@ -20,7 +20,7 @@ extension ServiceWorker {
     }
 
     /// How often waiting sockets are looked at: a deadline falls at most this late.
-    var writeWatchSeconds: Double { max(0.25, Double(config.writeTimeoutSeconds) / 4) }
+    var writeWatchSeconds: Double { max(0.25, Double(writeTimeoutSeconds) / 4) }
 
     private func owesOutput(_ socket: SocketPeer) -> Bool {
         guard let subscription = socket.subscription else { return false }
@@ -28,10 +28,10 @@ extension ServiceWorker {
     }
 
     /// The watch timer: sockets that took something start their clock again, those done are
-    /// let go, and those past the deadline are closed.
-    func writeWatchFired() {
+    /// let go, and those past the deadline are closed (`closeStalled`).
+    func writeWatchFired(closeStalled: (SocketPeer) -> Void) {
         let now = Clock.now()
-        let limit = Double(config.writeTimeoutSeconds) * 1000
+        let limit = Double(writeTimeoutSeconds) * 1000
         for (key, entry) in writeWatch {
             let socket = entry.socket
             guard socket.closeReason == nil, owesOutput(socket) else {
@@ -48,12 +48,16 @@ extension ServiceWorker {
         }
         if !writeWatch.isEmpty { writeWatchTimer?.schedule(seconds: writeWatchSeconds) }
     }
+}
+
+extension ServiceWorker {
+    func writeWatchFired() { sockets.writeWatchFired { closeStalled($0) } }
 
     private func closeStalled(_ socket: SocketPeer) {
         let peer = socket.link.peerAddress
         let reason = "took nothing written to it for \(config.writeTimeoutSeconds) s (writeTimeoutSeconds)"
         count { $0.writeTimeouts += 1 }
-        server.logRefusal(
+        ledger.logRefusal(
             RefusalReason.stalled.rawValue, offender: peer, "closed a WebSocket from \(peer) (\(SocketClose.writeTimeout)): it \(reason)")
         socket.closeReason = (CloseStatus(code: SocketClose.writeTimeout), reason)
         // No close frame could pass what the peer has not taken: the connection just ends, and

@@ -2,8 +2,61 @@ import RingcastCore
 import RingcastLWS
 import RingcastPlatform
 
-/// The HTTP role of a service thread: read a request, let the API answer it under the state's
-/// lock, write the answer in one send once storage has kept what it changed. Service thread only.
+/// The HTTP role of a service thread: the gate every request passes (hosts, origins, trusted
+/// proxies) and the deadlines of the bodies still arriving. A body must be whole within
+/// `handshakeTimeoutSeconds` of its request's head: lws's own timeout starts again with every
+/// read, so a client sending a byte now and then would hold the connection (and its buffers) for
+/// as long as it liked. Service thread only.
+final class HTTPRole {
+    let gate: RequestGate
+    private let bodySeconds: Double
+    private var bodyTimer: LoopTimer?
+    /// The requests whose body is still arriving, and when it must be whole (Unix ms).
+    @exclusivity(unchecked) private var bodyDeadlines: [ObjectIdentifier: (exchange: HTTPExchange, link: LWSConnection, at: Double)] = [:]
+
+    init(config: ServerConfig) {
+        gate = RequestGate(config: config)
+        bodySeconds = Double(config.handshakeTimeoutSeconds)
+    }
+
+    func prepare(_ loop: ServiceLoop, bodyDeadlineFell: @escaping () -> Void) throws { bodyTimer = try loop.makeTimer(bodyDeadlineFell) }
+
+    /// The exchange's body starts its clock.
+    func watchBody(of exchange: HTTPExchange, on link: LWSConnection) {
+        bodyDeadlines[ObjectIdentifier(exchange)] = (exchange, link, Clock.now() + bodySeconds * 1000)
+        armBodyTimer()
+    }
+
+    /// The exchange is answered: its body's clock stops.
+    func bodyAnswered(_ exchange: HTTPExchange) {
+        if bodyDeadlines.removeValue(forKey: ObjectIdentifier(exchange)) != nil { armBodyTimer() }
+    }
+
+    /// The exchange's connection is gone.
+    func forget(_ exchange: HTTPExchange) { bodyDeadlines.removeValue(forKey: ObjectIdentifier(exchange)) }
+
+    /// The exchanges whose body is past its deadline, let go of; the timer is armed for the next.
+    func takeExpiredBodies(now: Double) -> [(exchange: HTTPExchange, link: LWSConnection)] {
+        var expired: [(exchange: HTTPExchange, link: LWSConnection)] = []
+        for (key, entry) in bodyDeadlines where entry.at <= now {
+            bodyDeadlines.removeValue(forKey: key)
+            expired.append((entry.exchange, entry.link))
+        }
+        return expired
+    }
+
+    func armBodyTimer() {
+        guard let next = bodyDeadlines.values.lazy.map(\.at).min() else {
+            bodyTimer?.cancel()
+            return
+        }
+        // Deadlines are at most handshakeTimeoutSeconds (3600) ahead: no overflow.
+        bodyTimer?.schedule(microseconds: max(1000, Int64(((next - Clock.now()) * 1000).rounded(.up))))
+    }
+}
+
+/// The worker's HTTP callbacks: read a request, let the API answer it under the state's lock,
+/// write the answer in one send once storage has kept what it changed.
 extension ServiceWorker {
     /// Every request, static files included, must name one of our hosts (DNS rebinding gets 421).
     func admitsHTTP(_ link: LWSConnection) -> Bool {
@@ -17,7 +70,7 @@ extension ServiceWorker {
         do throws(APIError) {
             try checkHeaderLimit(link)
             guard link.hasWholeRequestLine else { throw APIError.cutRequestLine }
-            try gate.checkHost(link.header(.host))
+            try http.gate.checkHost(link.header(.host))
             return true
         } catch {
             refuseHTTP(error, on: link)
@@ -46,7 +99,7 @@ extension ServiceWorker {
             metrics.httpRequests += 1
             metrics.httpErrors += 1
         }
-        server.logRefusal(
+        ledger.logRefusal(
             error.code == .misdirected ? "host" : "request", offender: link.peerAddress,
             "refused \(link.requestLine()?.path ?? "a request") from \(link.peerAddress): \(error.message)")
         _ = link.writeHTTP(
@@ -87,19 +140,19 @@ extension ServiceWorker {
                 exchange.closesConnection = true
                 exchange.drainsBody = true
                 answer(exchange, on: link)
-                watchBodyDeadline(of: exchange, on: link)
+                http.watchBody(of: exchange, on: link)
                 return true
             }
             // Whatever the method: a GET's body left unread wedges lws's parser on the next request of
             // the connection (it spun for good in lws_service_do_ripe_rxflow). The API ignores it.
             if length > 0 {
-                watchBodyDeadline(of: exchange, on: link)
+                http.watchBody(of: exchange, on: link)
                 return true  // the body follows
             }
         case .chunked:
             exchange.chunks = ChunkedBodyDecoder(maxBodyBytes: config.maxMessageBytes)
             exchange.closesConnection = true
-            watchBodyDeadline(of: exchange, on: link)
+            http.watchBody(of: exchange, on: link)
             return true  // the chunks follow, as lws's body pieces
         case .absent:
             exchange.closesConnection = request.bodyIsAbsent
@@ -162,13 +215,13 @@ extension ServiceWorker {
         // which beginHTTP has already answered.
         guard var request = exchange.request else { return }
         exchange.request = nil
-        if bodyDeadlines.removeValue(forKey: ObjectIdentifier(exchange)) != nil { armBodyTimer() }
+        http.bodyAnswered(exchange)
         if exchange.chunks == nil { (request.body, request.bodyTooLarge) = exchange.body.take() }
         let now = Clock.now()
         let peer = peers[link.identifier]
         let publishes = request.method != "GET" && request.method != "HEAD"
         if request.bodyTooLarge {
-            server.logRefusal(
+            ledger.logRefusal(
                 "oversize", offender: link.peerAddress,
                 "refused \(request.method) \(request.path) from \(link.peerAddress): the body is larger than maxMessageBytes (\(config.maxMessageBytes))"
             )
@@ -179,7 +232,7 @@ extension ServiceWorker {
                 metrics.httpErrors += 1
                 metrics.rateLimited += 1
             }
-            server.logRefusal(
+            ledger.logRefusal(
                 "rate", offender: peer.address.text,
                 "refused requests from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")
             exchange.response = APIResponse(
@@ -191,7 +244,7 @@ extension ServiceWorker {
             return
         }
         // The answer leaves once storage has kept what it changed; the connection may be gone by then.
-        let cors = gate.corsHeaders(request.headers)
+        let cors = http.gate.corsHeaders(request.headers)
         let performed = perform(.request(request), now: now) { outcome in
             var response: APIResponse
             switch outcome {
@@ -209,29 +262,10 @@ extension ServiceWorker {
         if publishes { peer?.allowance.spend(max(1, performed.commands), now: now) }
     }
 
-    /// A body must be whole within `handshakeTimeoutSeconds` of its request's head. lws's own
-    /// timeout starts again with every read, so a client sending a byte now and then would hold the
-    /// connection (and its buffers) for as long as it liked.
-    private func watchBodyDeadline(of exchange: HTTPExchange, on link: LWSConnection) {
-        bodyDeadlines[ObjectIdentifier(exchange)] = (exchange, link, Clock.now() + Double(config.handshakeTimeoutSeconds) * 1000)
-        armBodyTimer()
-    }
-
-    private func armBodyTimer() {
-        guard let next = bodyDeadlines.values.lazy.map(\.at).min() else {
-            bodyTimer?.cancel()
-            return
-        }
-        // Deadlines are at most handshakeTimeoutSeconds (3600) ahead: no overflow.
-        bodyTimer?.schedule(microseconds: max(1000, Int64(((next - Clock.now()) * 1000).rounded(.up))))
-    }
-
     /// Closes each request whose body is still arriving at its deadline, unanswered: the answer
     /// would wait behind the body the client is still sending.
     func bodyDeadlineFell() {
-        let now = Clock.now()
-        for (key, entry) in bodyDeadlines where entry.at <= now {
-            bodyDeadlines.removeValue(forKey: key)
+        for entry in http.takeExpiredBodies(now: Clock.now()) {
             guard entry.exchange.isOpen else { continue }
             // One already answered (drainsBody) has been counted and logged.
             if let request = entry.exchange.request {
@@ -241,7 +275,7 @@ extension ServiceWorker {
                     metrics.httpErrors += 1
                 }
                 let peer = entry.link.peerAddress
-                server.logRefusal(
+                ledger.logRefusal(
                     "request", offender: peer,
                     "closed \(request.method) \(request.path) from \(peer): its body did not arrive whole within \(config.handshakeTimeoutSeconds) s (handshakeTimeoutSeconds)"
                 )
@@ -249,7 +283,7 @@ extension ServiceWorker {
             entry.exchange.isPastDeadline = true
             entry.link.closeSoon()
         }
-        armBodyTimer()
+        http.armBodyTimer()
     }
 
     /// Writes the answer, lets go of the exchange, then completes the transaction: lws may free the

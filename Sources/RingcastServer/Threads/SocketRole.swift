@@ -2,8 +2,114 @@ import RingcastCore
 import RingcastLWS
 import RingcastPlatform
 
-/// The WebSocket roles of a service thread: watchers and publishers on `/ws`. The protocol itself
-/// (the query, hello and snapshot, messages, auth) is the core's; this is the transport. Service thread only.
+/// The WebSocket role of a service thread: watchers and publishers on `/ws`, with the deadlines
+/// each may have (the end of its wait for an `auth` message, its signed token's `exp`, and the
+/// write deadline, WriteDeadline.swift), and the watchers to write to when the loop's round ends.
+/// The protocol itself (the query, hello and snapshot, messages, auth) is the core's; this is the
+/// transport. Service thread only.
+final class SocketRole {
+    let handshakeSeconds: Double
+    /// `writeTimeoutSeconds`, in seconds (0: no write deadline).
+    let writeTimeoutSeconds: Int
+    /// Closes watchers whose signed token expired, or that never sent the `auth` they were waiting for.
+    private var sessionTimer: LoopTimer?
+    /// The sockets with such a deadline, and when it falls (Unix ms).
+    @exclusivity(unchecked) private var sessionDeadlines: [ObjectIdentifier: (socket: SocketPeer, at: Double)] = [:]
+    /// WebSockets with output waiting: since when the peer took none of it (Unix ms), and what it
+    /// had acknowledged then (WriteDeadline.swift).
+    @exclusivity(unchecked) var writeWatch: [ObjectIdentifier: (socket: SocketPeer, since: Double, acked: Int64?)] = [:]
+    var writeWatchTimer: LoopTimer?
+    /// Watchers to write to when this round of the loop ends (`queueWriteAtRoundEnd`).
+    @exclusivity(unchecked) private var queuedForRoundEnd: [SocketPeer] = []
+
+    init(config: ServerConfig) {
+        handshakeSeconds = Double(config.handshakeTimeoutSeconds)
+        writeTimeoutSeconds = config.writeTimeoutSeconds
+    }
+
+    func prepare(_ loop: ServiceLoop, sessionDeadlineFell: @escaping () -> Void, writeWatchFired: @escaping () -> Void) throws {
+        sessionTimer = try loop.makeTimer(sessionDeadlineFell)
+        writeWatchTimer = try loop.makeTimer(writeWatchFired)
+    }
+
+    /// Arms the session timer for the socket's deadline: the end of the wait for its `auth`
+    /// message, or its signed token's `exp`.
+    func watchSessionDeadline(of socket: SocketPeer) {
+        let key = ObjectIdentifier(socket)
+        guard let session = socket.session else { return }
+        var deadline = session.expiresAt ?? .infinity
+        if session.awaitingAuth { deadline = min(deadline, socket.openedAt + handshakeSeconds * 1000) }
+        guard deadline.isFinite else {
+            sessionDeadlines.removeValue(forKey: key)
+            return
+        }
+        sessionDeadlines[key] = (socket, deadline)
+        armSessionTimer()
+    }
+
+    func armSessionTimer() {
+        guard let next = sessionDeadlines.values.map(\.at).min() else {
+            sessionTimer?.cancel()
+            return
+        }
+        sessionTimer?.schedule(microseconds: max(1000, UnixTime.microseconds(until: next, now: Clock.now())))
+    }
+
+    /// The sockets whose session deadline has fallen, let go of.
+    func takeFallenSessions(now: Double) -> [SocketPeer] {
+        var fallen: [SocketPeer] = []
+        for (key, entry) in sessionDeadlines where entry.at <= now {
+            sessionDeadlines.removeValue(forKey: key)
+            fallen.append(entry.socket)
+        }
+        return fallen
+    }
+
+    /// The socket's connection is gone: no deadline of its own is watched any more.
+    func forget(_ socket: SocketPeer) {
+        sessionDeadlines.removeValue(forKey: ObjectIdentifier(socket))
+        writeWatch.removeValue(forKey: ObjectIdentifier(socket))
+    }
+
+    /// The delivery path's short cut: a watcher with new events and no write on order is written
+    /// to when this round of the loop ends, not in a writeable callback of its own, when lws allows
+    /// it then (`mayWriteOutsideCallback`). Waiting for the round's end keeps what batching a
+    /// writeable callback gave: whatever a round brings (a publisher's whole read, a window)
+    /// leaves in one frame per watcher, and the busier the server the more a round brings. A
+    /// frame that is to close the socket always waits for the callback, since only a callback's
+    /// answer closes it. False leaves the watcher to a writeable callback.
+    func queueWriteAtRoundEnd(_ socket: SocketPeer) -> Bool {
+        guard socket.closeReason == nil, !socket.peerIsClosing, !socket.isCompressed else { return false }
+        if !socket.isQueuedToWrite {
+            socket.isQueuedToWrite = true
+            queuedForRoundEnd.append(socket)
+        }
+        return true
+    }
+
+    /// The round is over: the watchers `queueWriteAtRoundEnd` took are written to (`write`), or,
+    /// where lws holds their output now, get a writeable callback ordered.
+    func writeQueuedSockets(_ write: (SocketPeer, LWSConnection) -> Bool) {
+        guard !queuedForRoundEnd.isEmpty else { return }
+        var index = 0
+        while index < queuedForRoundEnd.count {
+            let socket = queuedForRoundEnd[index]
+            index += 1
+            socket.isQueuedToWrite = false
+            // A socket released in the round has no subscription, and its connection is gone.
+            guard let subscription = socket.subscription else { continue }
+            let link = socket.link
+            if socket.closeReason == nil, !socket.peerIsClosing, link.mayWriteOutsideCallback {
+                if !write(socket, link) { link.closeSoon() }
+            } else if subscription.hasPending || socket.closeReason != nil {
+                subscription.requestWrite()
+            }
+        }
+        queuedForRoundEnd.removeAll(keepingCapacity: true)
+    }
+}
+
+/// The worker's WebSocket callbacks.
 extension ServiceWorker {
     func acceptsUpgrade(_ link: LWSConnection) -> Bool {
         guard link.requestLine()?.path == "/ws" else {
@@ -13,10 +119,10 @@ extension ServiceWorker {
         do throws(APIError) {
             try checkHeaderLimit(link)
             guard link.hasWholeRequestLine else { throw APIError.cutRequestLine }
-            try gate.checkHost(link.header(.host))
-            try gate.checkOrigin(RequestHeaders(host: link.header(.host), origin: link.header(.origin)))
+            try http.gate.checkHost(link.header(.host))
+            try http.gate.checkOrigin(RequestHeaders(host: link.header(.host), origin: link.header(.origin)))
         } catch {
-            server.logRefusal(
+            ledger.logRefusal(
                 error.code == .misdirected ? "host" : error.code == .forbidden ? "origin" : "request", offender: link.peerAddress,
                 "refused a WebSocket from \(link.peerAddress): \(error.message)")
             return false
@@ -61,7 +167,7 @@ extension ServiceWorker {
             if let close = opening.close ?? refusal {
                 closeSocket(socket, close, peer: link.peerAddress)
             } else {
-                watchSessionDeadline(of: socket)
+                sockets.watchSessionDeadline(of: socket)
             }
             logger.debug("\(request.mode.rawValue) socket from \(link.peerAddress) watching \(opening.session.watch.key)")
         }
@@ -96,7 +202,7 @@ extension ServiceWorker {
     /// it gets when the entry already holds them all.
     private func admitConnection(_ socket: SocketPeer, of session: SocketSession) -> SocketClose? {
         guard let grant = session.credential.grant, let limit = grant.maxConnections else { return nil }
-        let admitted: Bool = server.connectionsByEntry.withLock { counts in
+        let admitted: Bool = ledger.connectionsByEntry.withLock { counts in
             guard counts[grant.name, default: 0] < limit else { return false }
             counts[grant.name, default: 0] += 1
             return true
@@ -112,7 +218,7 @@ extension ServiceWorker {
     private func releaseConnectionCount(_ socket: SocketPeer) {
         guard let name = socket.countedEntry else { return }
         socket.countedEntry = nil
-        server.connectionsByEntry.withLock { counts in
+        ledger.connectionsByEntry.withLock { counts in
             if counts[name, default: 0] <= 1 { counts.removeValue(forKey: name) } else { counts[name]! -= 1 }
         }
     }
@@ -121,55 +227,30 @@ extension ServiceWorker {
     func closeSocket(_ socket: SocketPeer, _ close: SocketClose, peer: String) {
         guard socket.closeReason == nil else { return }
         socket.closeReason = (CloseStatus(code: close.code), close.reason)
-        server.logRefusal(
+        ledger.logRefusal(
             close.code == SocketClose.tooManyConnections ? RefusalReason.quota.rawValue : RefusalReason.token.rawValue, offender: peer,
             "closed a WebSocket from \(peer) (\(close.code)): \(close.reason)")
         socket.subscription?.requestWrite()
     }
 
-    /// Arms the session timer for the socket's deadline: the end of the wait for its `auth`
-    /// message, or its signed token's `exp`.
-    private func watchSessionDeadline(of socket: SocketPeer) {
-        let key = ObjectIdentifier(socket)
-        guard let session = socket.session else { return }
-        var deadline = session.expiresAt ?? .infinity
-        if session.awaitingAuth { deadline = min(deadline, socket.openedAt + Double(config.handshakeTimeoutSeconds) * 1000) }
-        guard deadline.isFinite else {
-            sessionDeadlines.removeValue(forKey: key)
-            return
-        }
-        sessionDeadlines[key] = (socket, deadline)
-        armSessionTimer()
-    }
-
-    func armSessionTimer() {
-        guard let next = sessionDeadlines.values.map(\.at).min() else {
-            sessionTimer?.cancel()
-            return
-        }
-        sessionTimer?.schedule(microseconds: max(1000, UnixTime.microseconds(until: next, now: Clock.now())))
-    }
-
     /// The session timer: watchers that never signed in, and those whose token expired, are closed.
     func sessionDeadlineFell() {
         let now = Clock.now()
-        for (key, entry) in sessionDeadlines where entry.at <= now {
-            sessionDeadlines.removeValue(forKey: key)
-            guard let session = entry.socket.session else { continue }
+        for socket in sockets.takeFallenSessions(now: now) {
+            guard let session = socket.session else { continue }
             if let expiresAt = session.expiresAt, expiresAt <= now {
                 closeSocket(
-                    entry.socket, SocketClose(code: SocketClose.tokenExpired, reason: "the token expired: sign in again"),
-                    peer: entry.socket.link.peerAddress)
+                    socket, SocketClose(code: SocketClose.tokenExpired, reason: "the token expired: sign in again"), peer: socket.link.peerAddress)
             } else if session.awaitingAuth {
                 closeSocket(
-                    entry.socket,
+                    socket,
                     SocketClose(
                         code: SocketClose.unauthorized,
                         reason: "reading needs a token: none came within \(config.handshakeTimeoutSeconds) s (send {\"type\":\"auth\",…})"),
-                    peer: entry.socket.link.peerAddress)
+                    peer: socket.link.peerAddress)
             }
         }
-        armSessionTimer()
+        sockets.armSessionTimer()
     }
 
     /// The delivery path: every watcher's writeable callback. Borrows its objects rather than
@@ -181,42 +262,8 @@ extension ServiceWorker {
         } ?? true
     }
 
-    /// The delivery path's short cut: a watcher with new events and no write on order is written
-    /// to when this round of the loop ends, not in a writeable callback of its own, when lws allows
-    /// it then (`mayWriteOutsideCallback`). Waiting for the round's end keeps what batching a
-    /// writeable callback gave: whatever a round brings (a publisher's whole read, a window)
-    /// leaves in one frame per watcher, and the busier the server the more a round brings. A
-    /// frame that is to close the socket always waits for the callback, since only a callback's
-    /// answer closes it. False leaves the watcher to a writeable callback.
-    func queueWriteAtRoundEnd(_ socket: SocketPeer) -> Bool {
-        guard socket.closeReason == nil, !socket.peerIsClosing, !socket.isCompressed else { return false }
-        if !socket.isQueuedToWrite {
-            socket.isQueuedToWrite = true
-            queuedForRoundEnd.append(socket)
-        }
-        return true
-    }
-
-    /// The round is over: the watchers `queueWriteAtRoundEnd` took are written to, or, where lws holds
-    /// their output now, get a writeable callback ordered.
-    func writeQueuedSockets() {
-        guard !queuedForRoundEnd.isEmpty else { return }
-        var index = 0
-        while index < queuedForRoundEnd.count {
-            let socket = queuedForRoundEnd[index]
-            index += 1
-            socket.isQueuedToWrite = false
-            // A socket released in the round has no subscription, and its connection is gone.
-            guard let subscription = socket.subscription else { continue }
-            let link = socket.link
-            if socket.closeReason == nil, !socket.peerIsClosing, link.mayWriteOutsideCallback {
-                if !write(socket, on: link) { link.closeSoon() }
-            } else if subscription.hasPending || socket.closeReason != nil {
-                subscription.requestWrite()
-            }
-        }
-        queuedForRoundEnd.removeAll(keepingCapacity: true)
-    }
+    /// The round is over: the watchers queued to write at its end are written to.
+    func writeQueuedSockets() { sockets.writeQueuedSockets { write($0, on: $1) } }
 
     /// Frames one writeable callback may send while the socket takes them (the reference server's
     /// batch): a new watcher's hello and snapshot leave in one pass of the service loop, not two.
@@ -235,7 +282,7 @@ extension ServiceWorker {
             guard writeNextFragment(of: socket, on: link) else { return false }
             if socket.unfinished != nil || link.isChoked {
                 subscription.requestWrite()
-                watchOutput(of: socket)
+                sockets.watchOutput(of: socket)
                 return true
             }
         }
@@ -266,14 +313,14 @@ extension ServiceWorker {
                 sent = (snapshot.count, 1)
             }
             guard written else { return false }
-            noteFrameWritten(
+            figures.noteFrameWritten(
                 bytes: sent.bytes, events: sent.events, newestSeq: subscription.newestSeqSent > seenBefore ? subscription.newestSeqSent : nil)
             frames += 1
             // lws takes a second write in one callback only while nothing of the first is buffered.
         } while frames < (socket.isCompressed ? 1 : Self.framesPerWriteable) && subscription.hasPending && !link.isChoked
             && socket.unfinished == nil
         if subscription.hasPending || socket.closeReason != nil || socket.unfinished != nil { subscription.requestWrite() }
-        watchOutput(of: socket)
+        sockets.watchOutput(of: socket)
         return true
     }
 
@@ -303,13 +350,13 @@ extension ServiceWorker {
         let now = Clock.now()
         let peer = peers[link.identifier]
         if tooLarge {
-            server.logRefusal(
+            ledger.logRefusal(
                 "oversize", offender: link.peerAddress,
                 "dropped a WebSocket message from \(link.peerAddress): larger than maxMessageBytes (\(config.maxMessageBytes))")
         }
         if let peer, !peer.allowance.allows(now: now) {
             state.record { $0.rateLimited += 1 }
-            server.logRefusal(
+            ledger.logRefusal(
                 "rate", offender: peer.address.text,
                 "closed a WebSocket from \(peer.address): past maxPublishRate (\(config.maxPublishRate.plain) events a second)")
             link.setCloseReason(.policyViolation, "publish rate over maxPublishRate")
@@ -345,7 +392,7 @@ extension ServiceWorker {
             return
         }
         if session.request.mode == .watch, before?.watch != session.watch || before?.awaitingAuth == true { resubscribe(socket) }
-        watchSessionDeadline(of: socket)
+        sockets.watchSessionDeadline(of: socket)
     }
 
     /// Lets go of what a finished connection held: its place in the fan-out, or its exchange.
@@ -354,11 +401,10 @@ extension ServiceWorker {
         switch connection.role {
         case .http(let exchange):
             exchange.isOpen = false
-            bodyDeadlines.removeValue(forKey: ObjectIdentifier(exchange))
+            http.forget(exchange)
         case .watcher(let socket), .publisher(let socket):
             releaseConnectionCount(socket)
-            sessionDeadlines.removeValue(forKey: ObjectIdentifier(socket))
-            writeWatch.removeValue(forKey: ObjectIdentifier(socket))
+            sockets.forget(socket)
             if let session = socket.session { count { $0.webSocketsClosed[session.request.mode == .publish ? "publisher" : "watcher"] += 1 } }
             if let subscription = socket.subscription { fanOut.unsubscribe(subscription) }
             socket.subscription = nil
