@@ -670,8 +670,10 @@ public enum OpenAPI {
                 ], required: ["id", "entries"]),
             "Removed": object(["seq": ["type": "integer", "minimum": 1], "removed": ref("TaskID")], required: ["seq", "removed"]),
             "SignIn": object(
-                ["token": ["type": "string", "minLength": 1, "maxLength": .number(Double(SignedToken.maxBytes))]], required: [],
-                description: "The token to sign in with; or send it as Authorization: Bearer and no body."),
+                ["token": ["type": "string", "minLength": 1, "maxLength": .number(Double(API.maxSignInTokenBytes))]], required: [],
+                description:
+                    "The token to sign in with (a cookie holds at most \(API.maxSignInTokenBytes) bytes of it; a longer one that holds is 400); or send it as Authorization: Bearer and no body."
+            ),
             "Session": object(
                 [
                     "signedIn": ["type": "boolean", "description": "false: no token, what anonymousRead and anonymousLocalPublish allow."],

@@ -24,14 +24,15 @@ extension API {
                 throw APIError(
                     .missingField, "sign in with {\"token\": \"…\"}: the token a publisher, reader or backend gave you", field: "token")
             }
+            // Refused with the reason (unknown, expired, wrongly signed) before any cookie is set;
+            // a token that holds but will not fit a cookie is told so.
+            let grant = try AccessPolicy.granted(policy.identify(token: token, now: now))
             guard token.utf8.count <= API.maxSignInTokenBytes else {
                 throw APIError(
                     .invalidRequest,
                     "the token is \(token.utf8.count) bytes; a sign-in cookie holds at most \(API.maxSignInTokenBytes) (browsers keep about 4 KB a cookie): send it as \"Authorization: Bearer …\" instead, or mint a shorter one",
                     field: "token")
             }
-            // Refused with the reason (unknown, expired, wrongly signed) before any cookie is set.
-            let grant = try AccessPolicy.granted(policy.identify(token: token, now: now))
             var response = APIResponse(body: sessionBody(grant, signedIn: true))
             response.headers = [("set-cookie:", cookie(token, expiresAt: grant.expiresAt, now: now))]
             return response
