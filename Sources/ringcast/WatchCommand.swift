@@ -79,7 +79,7 @@ struct WatchView {
             found = list.map(TaskView.init(json:)).first { $0.id == id }
         }
         task = found
-        if let found {
+        if found != nil {
             let width = terminal ? LiveList.terminalSize().columns : TextTable.defaultWidth
             table = try session.text("/api/tasks/\(id)?format=text&width=\(width)").split(separator: "\n").map { TerminalText.clean(String($0)) }
         }
