@@ -39,7 +39,12 @@ public func fuzzConfig(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     expect(config.retentionSeconds >= 1 && config.retentionSeconds <= 31_536_000, "retentionSeconds \(config.retentionSeconds)")
     expect((1...10_000_000).contains(config.maxTasks), "maxTasks \(config.maxTasks)")
     expect(config.maxPublishRate >= 0 && config.maxPublishRate <= 100_000_000, "maxPublishRate \(config.maxPublishRate)")
-    expect((0...10_000_000).contains(config.maxConnectionsPerAddress), "maxConnectionsPerAddress \(config.maxConnectionsPerAddress)")
+    if let perAddress = config.maxConnectionsPerAddress {
+        expect((0...10_000_000).contains(perAddress), "maxConnectionsPerAddress \(perAddress)")
+    }
+    if let total = config.maxConnections { expect((1...10_000_000).contains(total), "maxConnections \(total)") }
+    expect((0...67_108_864).contains(config.sendBufferBytes), "sendBufferBytes \(config.sendBufferBytes)")
+    expect((0...86_400).contains(config.writeTimeoutSeconds), "writeTimeoutSeconds \(config.writeTimeoutSeconds)")
     expect((1...3600).contains(config.handshakeTimeoutSeconds), "handshakeTimeoutSeconds \(config.handshakeTimeoutSeconds)")
     expect((0...256).contains(config.threads), "threads \(config.threads)")
     expect(config.abandonAfterSeconds >= 0 && config.abandonAfterSeconds <= 31_536_000, "abandonAfterSeconds \(config.abandonAfterSeconds)")
