@@ -91,7 +91,11 @@ final class HostilePeerTests: XCTestCase {
                 eventually(timeout: 30) { receiver.attempts > attemptsBefore }, "\(name): the owed delivery was tried again after the restart")
             XCTAssertEqual(try second.http().request("GET", "/healthz").status, 200, "\(name): up after the restart")
             // An endless body is read no further than the cap: memory does not follow the receiver.
-            XCTAssertLessThan(residentBytes() - before, 64 << 20, "\(name): resident memory")
+            // Under a sanitizer (Tests/sanitizers/run sets TSAN_OPTIONS for both) its shadow of every
+            // byte the two servers and libcurl touch counts in resident memory too: 86 MiB seen under
+            // the thread sanitizer where the plain run stays under 64.
+            let sanitized = ProcessInfo.processInfo.environment["TSAN_OPTIONS"] != nil
+            XCTAssertLessThan(residentBytes() - before, (sanitized ? 160 : 64) << 20, "\(name): resident memory")
             receiver.stop()
         }
     }
