@@ -80,8 +80,8 @@ test-browser: build
 
 # The Swift tests again under AddressSanitizer (with LeakSanitizer) and ThreadSanitizer, each built
 # in a directory of its own (.build/asan, .build/tsan), the `ringcast` servers they start included.
-# What they skip and suppress, and why: Tests/sanitizers/. About 3 + 4 minutes from clean on 2 cores
-# (builds of 40 to 85 s each, tests of 1.5 to 2 and 2.5 to 3 minutes).
+# What they skip and suppress, and why: Tests/sanitizers/. About 9 + 11 minutes from clean on 2 cores
+# (builds of about a minute each, tests of 7 to 10 and 9 to 12 minutes).
 test-sanitize:
 	scripts/deps.sh test
 	status=0; \
