@@ -2,110 +2,26 @@
 // (`/ws?mode=publish`). Why a WebSocket and not fetch: the server pushes a dashboard's cancel and
 // pause requests only to the sockets that publish a task, stalls a leased task at once when its
 // socket closes, and acknowledges with `flushed` what it has kept; over HTTP all three would need
-// polling. Reading back (`get`, `readLog`) uses fetch.
+// polling. Reading back (`get`, `readLog`) uses fetch (reading.js).
 //
-// The queue merges: an update to a task that already has an update waiting is folded into it (the
-// newest value of each field wins); states, shows, hides, timers, removals and controls are never
-// merged away, and log lines join a waiting log event of the same task. Frames leave at most every
-// `sendInterval` ms unless something urgent waits. What was written is held until the server's
+// What waits and how it merges is the outbox's (outbox.js). Frames leave at most every
+// `sendInterval` ms unless something urgent waits; what was written is held until the server's
 // `flushed` covers it, and written again on the next connection if the socket died first.
 //
 // The socket and the client's timers do not keep the process alive; while a flush waits they do,
 // and when the event loop runs dry ('beforeExit') the client flushes what it still holds first.
 
+import { DEFAULT_URL, endpoint } from './endpoint.js';
+import { holdUntilExit, releaseAtExit } from './exit.js';
 import { checkId, controlsList, logLines, RingcastError, showFields, timerFields, updateFields } from './fields.js';
 import { mirrorBar } from './mirror.js';
-import { chooseProxy, fetchThrough } from './proxy.js';
+import { Outbox } from './outbox.js';
+import { chooseProxy } from './proxy.js';
+import { MAX_DEPTH, nestedDeeper, request } from './reading.js';
 import { runTask } from './task.js';
-import { HandshakeRefused, MAX_MESSAGE, connect } from './websocket.js';
+import { connect, HandshakeRefused } from './websocket.js';
 
-const SIGNIFICANT = ['state', 'visible', 'modal', 'hideAfter'];
-const MERGE_UPDATE = 1;
-const MERGE_LOG = 2;
-const DEFAULT_URL = 'http://127.0.0.1:8080';
-/** The deepest nesting of JSON the client parses from its server. */
-export const MAX_DEPTH = 100;
-/** The most of an HTTP answer the client reads (a task and its log tail are kilobytes). */
-export const MAX_ANSWER = MAX_MESSAGE;
-
-/** Whether `text` nests arrays and objects deeper than `limit` (brackets inside strings do not count). */
-export function nestedDeeper(text, limit) {
-  let depth = 0;
-  let inString = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === 0x5c) i++;
-      else if (c === 0x22) inString = false;
-    } else if (c === 0x22) {
-      inString = true;
-    } else if (c === 0x5b || c === 0x7b) {
-      if (++depth > limit) return true;
-    } else if (c === 0x5d || c === 0x7d) {
-      depth--;
-    }
-  }
-  return false;
-}
-
-/** The body of `answer` as text, at most MAX_ANSWER bytes (RingcastError `answer_too_large` past it). */
-async function readAnswer(answer, tooLarge) {
-  const length = Number(answer.headers.get('content-length'));
-  if (length > MAX_ANSWER) {
-    await answer.body?.cancel().catch(() => {});
-    throw tooLarge();
-  }
-  if (!answer.body) return '';
-  const parts = [];
-  let size = 0;
-  const reader = answer.body.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.length;
-    if (size > MAX_ANSWER) {
-      await reader.cancel().catch(() => {});
-      throw tooLarge();
-    }
-    parts.push(value);
-  }
-  return Buffer.concat(parts).toString('utf8');
-}
-
-const live = new Set();
-let exitHookInstalled = false;
-
-function installExitHook() {
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  process.on('beforeExit', () => {
-    for (const client of live) client.flushBeforeExit();
-  });
-}
-
-/** Where the server is: `http://HOST:PORT` (or https, ws, wss); a path is kept as a prefix. */
-function endpoint(url) {
-  let parsed;
-  try {
-    parsed = new URL(url);
-  } catch {
-    parsed = null;
-  }
-  if (!parsed || !['http:', 'https:', 'ws:', 'wss:'].includes(parsed.protocol) || !parsed.hostname) {
-    throw new RingcastError('invalid_url', `'${url}' is not a server URL: use http://HOST:PORT`, { field: 'url' });
-  }
-  const secure = parsed.protocol === 'https:' || parsed.protocol === 'wss:';
-  let path = parsed.pathname.replace(/\/+$/, '');
-  if (path.endsWith('/ws')) path = path.slice(0, -3);
-  return {
-    url,
-    secure,
-    host: parsed.hostname.replace(/^\[|\]$/g, ''),
-    port: Number(parsed.port) || (secure ? 443 : 80),
-    basePath: path,
-    http: `${secure ? 'https' : 'http'}://${parsed.host}${path}`,
-  };
-}
+export { MAX_ANSWER, MAX_DEPTH } from './reading.js';
 
 /**
  * A connection to a Ringcast server that publishes tasks in the background.
@@ -150,14 +66,7 @@ export class Ringcast {
     /** The newest 256 refusals, oldest first. */
     this.errors = [];
 
-    this.queue = [];
-    this.open = new Map();
-    this.unacked = [];
-    this.nextSeq = 0;
-    this.lastSeq = -1;
-    this.ackedThrough = -1;
-    this.lastWritten = -1;
-    this.urgent = false;
+    this.outbox = new Outbox(queueLimit, this.stats);
     this.unraised = [];
     this.flushWaiters = new Set();
     this.leases = new Map();
@@ -176,8 +85,7 @@ export class Ringcast {
     this.exitHold = null;
     this.exitTried = false;
     this.attempt = 0;
-    live.add(this);
-    installExitHook();
+    holdUntilExit(this);
     this.connect();
   }
 
@@ -233,54 +141,13 @@ export class Ringcast {
     this.send('remove', id, {});
   }
 
-  /**
-   * Queues one event as the wire spells it (checked already). Past `queueLimit` distinct waiting
-   * events it throws `queue_full` rather than wait, since nothing in one thread could make room.
-   */
+  /** Queues one event as the wire spells it (checked already); see Outbox.add. */
   send(type, id, fields, { force = false } = {}) {
     if (this.state === 'closing' || this.state === 'closed') {
       throw new RingcastError('closed', 'the client is closed: make a new Ringcast to publish again', { id });
     }
-    const significant = type === 'update' && SIGNIFICANT.some((name) => name in fields);
-    const controlsOnly = type === 'update' && 'controls' in fields;
-    const merge = type === 'log' ? MERGE_LOG : type === 'update' && !controlsOnly ? MERGE_UPDATE : 0;
-    const urgent = significant || (type !== 'update' && type !== 'log');
-    const waiting = this.open.get(id);
-    if (waiting && merge && waiting.merge === merge && this.fold(waiting, fields, significant)) {
-      this.stats.accepted += 1;
-      this.stats.coalesced += 1;
-      if (significant) {
-        waiting.urgent = true;
-        this.open.delete(id);
-        this.urgent = true;
-      }
-      this.schedule();
-      return;
-    }
-    if (!force && this.queue.length >= this.queueLimit) {
-      throw new RingcastError('queue_full', `${this.queueLimit} events wait for ${this.url} (${this.problem ?? 'not acknowledged yet'}); await flush() before sending more`, { id });
-    }
-    const slot = { type, id, fields: { ...fields }, seq: this.nextSeq++, merge: significant ? 0 : merge, urgent };
-    this.queue.push(slot);
-    this.lastSeq = slot.seq;
-    this.stats.accepted += 1;
-    if (slot.merge) this.open.set(id, slot);
-    else this.open.delete(id);
-    if (urgent) this.urgent = true;
+    this.outbox.add(type, id, fields, { force, why: `for ${this.url} (${this.problem ?? 'not acknowledged yet'})` });
     this.schedule();
-  }
-
-  fold(waiting, fields, significant) {
-    if (waiting.merge === MERGE_LOG) {
-      if (waiting.fields.lines.length + fields.lines.length > 10000) return false;
-      waiting.fields.lines.push(...fields.lines);
-      return true;
-    }
-    // Counts without a fraction make the server derive the fraction: an older fraction must not win.
-    if (('completed' in fields || 'total' in fields) && !('progress' in fields)) delete waiting.fields.progress;
-    Object.assign(waiting.fields, fields);
-    if (significant) waiting.merge = 0;
-    return true;
   }
 
   /**
@@ -289,13 +156,13 @@ export class Ringcast {
    * came in time (what is queued stays queued, and goes when the server is back).
    */
   flush({ timeout = this.timeout, unlessUnreached = false } = {}) {
-    const target = this.lastSeq;
+    const target = this.outbox.lastSeq;
     const settle = () => {
       const refused = this.unraised;
       this.unraised = [];
       if (refused.length) throw refused[0];
     };
-    if (target <= this.ackedThrough) return Promise.resolve().then(settle);
+    if (target <= this.outbox.ackedThrough) return Promise.resolve().then(settle);
     if (this.state === 'closed') return Promise.reject(new RingcastError('closed', 'the client is closed: what was queued and not acknowledged is lost'));
     return new Promise((resolve, reject) => {
       const waiter = { target, resolve, reject, unlessUnreached, timer: null };
@@ -308,7 +175,7 @@ export class Ringcast {
       }
       this.flushWaiters.add(waiter);
       this.updateRef();
-      this.urgent = true;
+      this.outbox.urgent = true;
       this.schedule();
       this.checkUnreached();
     }).then(settle);
@@ -327,7 +194,7 @@ export class Ringcast {
 
   stop() {
     this.state = 'closed';
-    live.delete(this);
+    releaseAtExit(this);
     clearTimeout(this.writeTimer);
     clearTimeout(this.retryTimer);
     clearTimeout(this.silenceTimer);
@@ -387,42 +254,9 @@ export class Ringcast {
     return this.request('GET', `/api/tasks/${id}/log`);
   }
 
-  /**
-   * One HTTP request, over within `timeout` ms of the call (the answer's head and body together);
-   * rejects with RingcastError: the server's error body, `timeout`, `answer_too_large` past
-   * MAX_ANSWER (16 MiB), or `unreachable`.
-   */
-  async request(method, path, body) {
-    const headers = { accept: 'application/json' };
-    if (this.token) headers.authorization = `Bearer ${this.token}`;
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    const signal = AbortSignal.timeout(this.timeout);
-    const where = `${method} ${this.endpoint.basePath}${path}`;
-    const failed = (error) => {
-      if (error instanceof RingcastError) return error;
-      if (signal.aborted) return new RingcastError('timeout', `${this.url} did not answer ${where} within ${this.timeout} ms; is it a Ringcast server, and is it up?`);
-      if (this.proxy) return new RingcastError('unreachable', `could not reach ${this.url} through the proxy ${this.proxy.url}: ${error.cause?.message ?? error.message}`);
-      return new RingcastError('unreachable', `could not reach ${this.url}: ${error.cause?.message ?? error.message}; is \`ringcast serve\` running there?`);
-    };
-    let answer;
-    let text;
-    try {
-      const init = { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal };
-      answer = this.proxy
-        ? await fetchThrough(this.proxy, this.endpoint, this.endpoint.basePath + path, { ...init, timeout: this.timeout, tlsOptions: this.tlsOptions })
-        : await fetch(this.endpoint.http + path, init);
-      text = await readAnswer(answer, () => new RingcastError('answer_too_large', `${this.url} answered ${where} with more than ${MAX_ANSWER / 1048576} MiB (the client\u2019s limit); is it a Ringcast server?`, { status: answer.status }));
-    } catch (error) {
-      throw failed(error);
-    }
-    let decoded = null;
-    try {
-      decoded = text ? JSON.parse(text) : null;
-    } catch {
-      decoded = text;
-    }
-    if (answer.status >= 400) throw RingcastError.fromAnswer(decoded, answer.status);
-    return decoded;
+  /** One HTTP request to the server; see reading.js for its bounds and errors. */
+  request(method, path, body) {
+    return request(this, method, path, body);
   }
 
   get connected() {
@@ -498,8 +332,7 @@ export class Ringcast {
     this.writeTimer = null;
     this.failedAttempts += 1;
     this.problem = problem;
-    this.queue.unshift(...this.unacked);
-    this.unacked = [];
+    this.outbox.requeue();
     if (refusal) this.report(refusal);
     if (this.state === 'closing' || this.state === 'closed') return;
     this.state = 'waiting';
@@ -540,7 +373,7 @@ export class Ringcast {
         if (this.stats.connections > 1) {
           for (const [id, { actions }] of this.controls) this.send('update', id, { controls: actions }, { force: true });
         }
-        this.urgent = true;
+        this.outbox.urgent = true;
         this.schedule();
       } else if (event.type === 'flushed') {
         this.acknowledged(event.ref);
@@ -555,12 +388,10 @@ export class Ringcast {
 
   acknowledged(ref) {
     if (typeof ref !== 'string' || !/^-?\d+$/.test(ref)) return;
-    const covered = Number(ref);
     this.markers = Math.max(0, this.markers - 1);
-    if (covered > this.ackedThrough) this.ackedThrough = covered;
-    while (this.unacked.length && this.unacked[0].seq <= covered) this.unacked.shift();
+    this.outbox.acknowledge(Number(ref));
     for (const waiter of this.flushWaiters) {
-      if (waiter.target <= this.ackedThrough) {
+      if (waiter.target <= this.outbox.ackedThrough) {
         clearTimeout(waiter.timer);
         this.flushWaiters.delete(waiter);
         waiter.resolve();
@@ -616,7 +447,7 @@ export class Ringcast {
 
   flushBeforeExit() {
     if (this.exitTried || this.state !== 'open' && this.state !== 'connecting' && this.state !== 'waiting') return;
-    if (this.lastSeq <= this.ackedThrough) return;
+    if (this.outbox.settled) return;
     this.exitTried = true;
     this.flush({ timeout: this.exitTimeout, unlessUnreached: true }).catch((error) => {
       process.emitWarning(error.error === 'unreachable' ? `ringcast: nothing was published: ${error.message}` : `ringcast: at exit: ${error}`);
@@ -625,11 +456,15 @@ export class Ringcast {
 
   // MARK: writing
 
+  /** Whether a flush marker should follow what was written: none is out, or someone waits. */
+  needsMarker() {
+    return this.acknowledges && this.outbox.lastWritten > this.markerRef && (this.markers === 0 || this.flushWaiters.size > 0);
+  }
+
   schedule() {
     if (this.state !== 'open' || !this.ws) return;
-    const needMarker = this.acknowledges && this.lastWritten > this.markerRef && (this.markers === 0 || this.flushWaiters.size > 0);
-    if (this.queue.length === 0 && !needMarker) return;
-    const due = this.urgent || this.flushWaiters.size > 0 ? 0 : Math.max(0, this.lastWrite + this.sendInterval - Date.now());
+    if (this.outbox.waiting === 0 && !this.needsMarker()) return;
+    const due = this.outbox.urgent || this.flushWaiters.size > 0 ? 0 : Math.max(0, this.lastWrite + this.sendInterval - Date.now());
     if (this.writeTimer !== null) {
       if (due > 0 || this.writeTimer.immediate) return;
       clearTimeout(this.writeTimer);
@@ -647,28 +482,20 @@ export class Ringcast {
     const ws = this.ws;
     if (this.state !== 'open' || !ws) return;
     const now = Date.now();
-    if (this.queue.length && (this.urgent || this.flushWaiters.size > 0 || now >= this.lastWrite + this.sendInterval)) {
-      while (this.queue.length) {
-        const taken = this.queue.splice(0, 1000);
-        for (const slot of taken) if (this.open.get(slot.id) === slot) this.open.delete(slot.id);
-        this.lastWritten = taken[taken.length - 1].seq;
-        if (this.acknowledges) this.unacked.push(...taken);
-        else this.ackedThrough = this.lastWritten; // a protocol 1 server has no acknowledgement
-        this.stats.sent += taken.length;
-        this.stats.frames += 1;
-        const events = taken.map(({ type, id, fields }) => ({ type, id, ...fields }));
+    if (this.outbox.waiting && (this.outbox.urgent || this.flushWaiters.size > 0 || now >= this.lastWrite + this.sendInterval)) {
+      // A protocol 1 server has no acknowledgement: what is written counts as kept.
+      for (const events of this.outbox.takeFrames(this.acknowledges)) {
         ws.send(JSON.stringify(events.length === 1 ? events[0] : events));
       }
-      this.urgent = false;
       this.lastWrite = now;
     }
-    if (this.acknowledges && this.lastWritten > this.markerRef && (this.markers === 0 || this.flushWaiters.size > 0)) {
-      ws.send(`{"type":"flush","ref":"${this.lastWritten}"}`);
-      this.markerRef = this.lastWritten;
+    if (this.needsMarker()) {
+      ws.send(`{"type":"flush","ref":"${this.outbox.lastWritten}"}`);
+      this.markerRef = this.outbox.lastWritten;
       this.markers += 1;
       this.stats.markers += 1;
     }
-    if (!this.acknowledges) this.acknowledged(String(this.lastWritten));
+    if (!this.acknowledges) this.acknowledged(String(this.outbox.lastWritten));
     this.schedule();
   }
 }

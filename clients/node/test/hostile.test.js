@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import { test } from 'node:test';
 
-import { MAX_DEPTH, nestedDeeper } from '../src/client.js';
+import { MAX_DEPTH, nestedDeeper } from '../src/reading.js';
 import { MAX_FRAGMENTS, MAX_MESSAGE, WebSocketConnection } from '../src/websocket.js';
 import { HostileServer, frame, runClient } from './hostile.js';
 
