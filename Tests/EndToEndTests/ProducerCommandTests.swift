@@ -331,8 +331,9 @@ final class ProducerCommandTests: XCTestCase {
         let server = try producerServer()
         let watcher = TestWatcher(server.wsURL)
         watcher.waitForSnapshot()
-        // A one-second lease over a command of 2.5 s: without renewals it would stall at 1 s.
-        let result = try RingcastProcess.run(["run", "long", "--stale-after", "1", "--", "sleep", "2.5"], server: server)
+        // A two-second lease over a command of 4.5 s: without renewals it would stall at 2 s. (A
+        // one-second lease stalled once on a host busy enough to hold the renewal back a second.)
+        let result = try RingcastProcess.run(["run", "long", "--stale-after", "2", "--", "sleep", "4.5"], server: server)
         XCTAssertEqual(result.status, 0)
         let events = watcher.wait { $0.contains { $0.id == "long" && $0.string("state") == "done" } }.filter { $0.id == "long" }
         XCTAssertFalse(events.contains { $0.string("state") == "stalled" }, "the lease ran out while the command ran")
