@@ -29,7 +29,49 @@ extension ServeCommand {
                 ("event", .string("start")), ("version", .string(RingcastVersion.version)), ("address", .string(server.url)),
                 ("storage", .string(storage)), ("threads", .number(Double(threads))), ("config", .string(file)),
                 ("settings", loaded.originsJSON),
-            ])
+            ] + (server.configGeneration?.fields ?? []))
+    }
+
+    /// SIGHUP: the file read again, checked whole, and applied to `server` (Server.reload); a
+    /// file that cannot be read, parsed or applied is refused, logged, and what runs keeps running.
+    func reload(_ server: Server, logger: Logger) {
+        let refused: String
+        do {
+            guard let data = FileManager.default.contents(atPath: configPath) else {
+                throw UsageError("cannot read the config file '\(configPath)'", pointsAtHelp: false)
+            }
+            let bytes = Array(data)
+            let file = try ServeCommand.withOptions(
+                ServerConfig.load(bytes, source: configPath, environment: options.environment), options)
+            let overridden = Set(
+                ServerConfig.keys.filter {
+                    switch file.origin(of: $0) {
+                    case .environment, .option: true
+                    case .file, .defaultValue: false
+                    }
+                })
+            let outcome = try server.reload(file.config, bytes: bytes, source: configPath, overridden: overridden)
+            let live = server.configGeneration
+            logger.info(
+                "reloaded \(configPath) (generation \(live?.generation ?? 0), hash \(live?.hash ?? "?")): "
+                    + (outcome.applied.isEmpty ? "no live setting changed" : "applied " + outcome.applied.joined(separator: ", "))
+                    + (server.config.tls != nil ? "; TLS certificate and key read again" : ""),
+                fields: [("event", .string("reload")), ("applied", .array(outcome.applied.map(JSONValue.string)))] + (live?.fields ?? []))
+            if !outcome.kept.isEmpty {
+                logger.warning(
+                    "reload: \(outcome.kept.joined(separator: ", ")) changed in \(configPath) but cannot change while the server runs: kept as they are until a restart",
+                    fields: [("event", .string("reload-kept")), ("kept", .array(outcome.kept.map(JSONValue.string)))])
+            }
+            return
+        } catch let error as UsageError {
+            refused = error.description
+        } catch {
+            refused = "\(error)"
+        }
+        let live = server.configGeneration
+        logger.error(
+            "reload refused, nothing changed: \(refused); still serving generation \(live?.generation ?? 0) (hash \(live?.hash ?? "?"))",
+            fields: [("event", .string("reload-refused")), ("reason", .string(refused))] + (live?.fields ?? []))
     }
 
     /// `memory`, or `sqlite PATH` with the path resolved as `Server.storage(for:)` resolves it.
