@@ -60,6 +60,7 @@ final class PackagingTests: XCTestCase {
                 return (String(parts[0]), parts.count > 1 ? String(parts[1]) : "")
             }, uniquingKeysWith: { first, _ in first })
         XCTAssertEqual(settings["ExecStart"], "/usr/local/bin/ringcast serve --config /etc/ringcast/config.json")
+        XCTAssertEqual(settings["ExecReload"], "/bin/kill -HUP $MAINPID", "systemctl reload sends SIGHUP, which serve takes as a reload")
         XCTAssertEqual(config.storage, "/var/lib/\(settings["StateDirectory"] ?? "?")/ringcast.db", "storage lives in the StateDirectory")
         for (key, value) in [
             ("NoNewPrivileges", "yes"), ("ProtectSystem", "strict"), ("Restart", "on-failure"), ("KillSignal", "SIGTERM"),
