@@ -19,7 +19,7 @@ extension ServerConfig {
     /// Every setting SIGHUP applies to a running server; any key not here needs a restart.
     /// docs/CONFIG.md says the same of each setting (ConfigReferenceTests holds it to this list).
     public static let liveSettings: [LiveSetting] = [
-        LiveSetting("publishers") { $0.access.entries = $0.access.readers + $1.access.publishers },
+        LiveSetting("publishers") { $0.access.entries = $1.access.publishers + $0.access.readers },
         LiveSetting("readers") { $0.access.entries = $0.access.publishers + $1.access.readers },
         LiveSetting("anonymousRead") { $0.access.anonymousRead = $1.access.anonymousRead },
         LiveSetting("anonymousLocalPublish") { $0.access.anonymousLocalPublish = $1.access.anonymousLocalPublish },
@@ -43,7 +43,9 @@ extension ServerConfig {
     /// Throws when the result breaks a rule across settings (a publisher's `maxTasks` over a
     /// `maxTasks` that did not change): nothing is then applied.
     public func reloaded(from file: ServerConfig, source: String) throws(ConfigError) -> ConfigReload {
+        // Publishers first, then readers, in both: the order the file wrote the two keys in is no change.
         var next = self
+        next.access.entries = access.publishers + access.readers
         var applied: [String] = []
         for setting in ServerConfig.liveSettings {
             let before = next
