@@ -44,7 +44,10 @@ package struct TestCertificates {
     package static func serial(presentedOn port: Int) throws -> String {
         let printed = try runToEnd(
             "/bin/sh",
-            ["-c", "/usr/bin/openssl s_client -connect 127.0.0.1:\(port) -servername localhost </dev/null 2>/dev/null | /usr/bin/openssl x509 -noout -serial"])
+            [
+                "-c",
+                "/usr/bin/openssl s_client -connect 127.0.0.1:\(port) -servername localhost </dev/null 2>/dev/null | /usr/bin/openssl x509 -noout -serial",
+            ])
         guard printed.status == 0 else { throw TestCertificateError("openssl s_client to port \(port) failed: \(printed.output)") }
         return printed.output.trimmingCharacters(in: .whitespacesAndNewlines)
     }
