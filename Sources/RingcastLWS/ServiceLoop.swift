@@ -816,8 +816,12 @@ package final class ServiceLoop: @unchecked Sendable {
         defer { SSL_CTX_free(tls) }
         let steps: [(String, () -> Bool)] = [
             ("tls.cert: '\(certificate.cert)' is not a PEM certificate", { SSL_CTX_use_certificate_chain_file(tls, certificate.cert) == 1 }),
-            ("tls.key: '\(certificate.key)' is not a PEM private key", { SSL_CTX_use_PrivateKey_file(tls, certificate.key, SSL_FILETYPE_PEM) == 1 }),
-            ("tls.key: '\(certificate.key)' is not the key of '\(certificate.cert)'", { SSL_CTX_check_private_key(tls) == 1 }),
+            // OpenSSL checks the key against the certificate as it loads it; the reason says which failed.
+            (
+                "tls.key: '\(certificate.key)' is not the PEM private key of '\(certificate.cert)'",
+                { SSL_CTX_use_PrivateKey_file(tls, certificate.key, SSL_FILETYPE_PEM) == 1 }
+            ),
+            ("tls.key: '\(certificate.key)' is not the PEM private key of '\(certificate.cert)'", { SSL_CTX_check_private_key(tls) == 1 }),
             ("tls.ciphers: OpenSSL takes none of '\(certificate.ciphers)'", { SSL_CTX_set_cipher_list(tls, certificate.ciphers) == 1 }),
         ]
         for (failure, step) in steps where !step() {
