@@ -56,7 +56,7 @@ final class ReloadTests: XCTestCase {
         }
         try write(readers: [("team", oldToken), ("gone", revokedToken)], webhooks: "[]")
         let log = folder.file("serve.log")
-        let server = try ServeProcess(["--config", config.path], errorLog: log)
+        let server = try ServeProcess(["--config", config.path], errorLog: log, openFileLimit: 20_000)
         let port = server.port
         XCTAssertEqual(server.firstLine, "listening on https://127.0.0.1:\(port)")
         let tls = TLSSettings(caFile: certificates.caFile)
