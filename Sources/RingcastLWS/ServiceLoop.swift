@@ -178,7 +178,7 @@ package final class ServiceLoop: @unchecked Sendable {
     /// (`LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS`): lws 4.1.6 has no accessor for it,
     /// and `replaceCertificate` loads a renewed certificate into it (service thread). lws's own
     /// `lws_tls_cert_updated` does the same for vhosts made with the very same paths, but returns
-    /// 0 whatever happened (lib/tls/tls.c, still so in 4.3), so a key that does not load would
+    /// 0 whatever happened (lib/tls/tls.c, in later releases too), so a key that does not load would
     /// leave new handshakes failing unseen; here each step's result is checked.
     private var serverTLSContexts: [OpaquePointer] = []
     /// lws connections each context holds now (`WSI_CREATE` to `WSI_DESTROY`; adopted listeners too),
