@@ -232,12 +232,13 @@ extension SharedState {
     /// the HTTP client cannot serve. Any thread but a sender's.
     func reloadWebhooks(_ rules: [WebhookRule], logger: Logger) throws {
         try WebhookSenders.check(rules)
-        let owed = webhooks?.stopAndTakeOwed() ?? []
-        let generation: Int = lock.withLock {
-            webhookGeneration += 1
-            return webhookGeneration
-        }
+        // All under the state's lock, so that a report of an attempt the old senders still have
+        // in flight is taken either before (its retry is then among what they owe) or after the
+        // swap (it is then stale, and its retry goes to the new senders): never between.
         let started: (WebhookSenders?, [WebhookDelivery]) = try read { api, store in
+            webhookGeneration += 1
+            let generation = webhookGeneration
+            let owed = webhooks?.stopAndTakeOwed() ?? []
             let planner = rules.isEmpty ? nil : WebhookPlanner(rules: rules)
             store.webhooks = planner
             api.followUpMetrics.webhookHooks = rules.map { WebhookHookStatus(url: $0.url) }
@@ -250,13 +251,16 @@ extension SharedState {
             if !orphaned.isEmpty {
                 logger.warning("webhooks: \(orphaned.count) deliveries still owed were dropped: no hook has their URL after the reload")
             }
-            guard let planner else { return (nil, []) }
+            guard let planner else {
+                webhooks = nil
+                return (nil, [])
+            }
             let senders = try WebhookSenders(rules: planner.rules, logger: logger) { [weak self] report in
                 self?.webhookReported(report, generation: generation, logger: logger)
             }
+            webhooks = senders
             return (senders, kept)
         }
-        webhooks = started.0
         started.0?.send(started.1)
     }
 
