@@ -38,7 +38,8 @@ public struct ServerError: Error, CustomStringConvertible {
 /// `start` opens the listeners and starts every loop; `stop` flushes storage, closes every
 /// connection (watchers hear 1001) and returns once every context is gone.
 ///
-/// `@unchecked Sendable`: `start`, `stop`, `port`, `url` and `epoch` may be called from any thread;
+/// `@unchecked Sendable`: `start`, `stop`, `port`, `url` and `epoch` may be called from any thread,
+/// `reload` from any but a service thread (it writes `config` and `certificate` under `reloading`);
 /// the shared parts (`state`, the per-address counts, the refusal log) synchronise themselves, and
 /// each worker's state belongs to its thread.
 public final class Server: @unchecked Sendable {
@@ -53,6 +54,9 @@ public final class Server: @unchecked Sendable {
     /// The certificate and key, resolved against the config's folder, when `tls` is set (a reload
     /// may name other files).
     var certificate: (cert: String, key: String, ciphers: String)?
+    /// What `url` says, fixed at start (a reload changes neither), so it reads nothing a reload writes.
+    private let listenHost: String
+    private let isSecure: Bool
     /// The file the configuration was loaded from, as last applied (`noteConfigFile`, `reload`).
     var configFile: (bytes: [UInt8], generation: ConfigGeneration)?
     /// One reload at a time.
@@ -109,6 +113,8 @@ public final class Server: @unchecked Sendable {
         operations = OperationsState(probes: Server.readinessProbes(for: persistence), logger: logger)
         publicDirectory = Server.resolved(config.publicDir, in: baseDirectory)
         certificate = Server.certificate(of: config, in: baseDirectory)
+        listenHost = config.host
+        isSecure = config.tls != nil
     }
 
     /// A hook's certificate files, like the server's own, are found from the config file's folder.
@@ -174,8 +180,8 @@ public final class Server: @unchecked Sendable {
     public var threads: Int { workers.count }
     /// Where the server answers, `http://` or (with `tls`) `https://`, for the first line `serve` prints.
     public var url: String {
-        let host = config.host.contains(":") ? "[\(config.host)]" : config.host
-        return "\(certificate == nil ? "http" : "https")://\(host):\(port)"
+        let host = listenHost.contains(":") ? "[\(listenHost)]" : listenHost
+        return "\(isSecure ? "https" : "http")://\(host):\(port)"
     }
 
     /// Opens the listeners and starts every service loop; returns the port once all of them serve.
