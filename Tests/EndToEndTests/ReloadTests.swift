@@ -42,11 +42,11 @@ final class ReloadTests: XCTestCase {
         XCTAssertNotEqual(firstSerial, renewedSerial)
 
         let config = folder.file("config.json")
-        func write(readers: [(name: String, token: String)], webhooks: String) throws {
+        func write(readers: [(name: String, token: String)], webhooks: String, threads: Int = 2) throws {
             let entries = readers.map { #"{"name": "\#($0.name)", "token": "\#($0.token)", "patterns": ["*"]}"# }.joined(separator: ", ")
             try Data(
                 #"""
-                {"port": 0, "publicDir": "\#(repositoryRoot)/Public", "threads": 2, "anonymousRead": false,
+                {"port": 0, "publicDir": "\#(repositoryRoot)/Public", "threads": \#(threads), "anonymousRead": false,
                  "maxConnectionsPerAddress": 0, "handshakeTimeoutSeconds": 60,
                  "tls": {"cert": "cert.pem", "key": "key.pem"},
                  "readers": [\#(entries)],
@@ -87,7 +87,8 @@ final class ReloadTests: XCTestCase {
         // The reload: a new reader, a new webhook, the renewed certificate; "gone" leaves.
         try install(renewed)
         let hook = #"[{"url": "\#(receiver.url)", "patterns": ["build.*"], "states": ["done"], "secret": "\#(hookSecret)"}]"#
-        try write(readers: [("team", oldToken), ("team-b", newToken)], webhooks: hook)
+        // `threads` cannot change while the server runs: named in a warning and kept.
+        try write(readers: [("team", oldToken), ("team-b", newToken)], webhooks: hook, threads: 3)
         let reloadStart = Date()
         kill(server.process.processIdentifier, SIGHUP)
         XCTAssertTrue(eventually(timeout: 20) { !lines(of: log, containing: "reloaded ").isEmpty }, "the log says the reload was applied")
@@ -96,6 +97,11 @@ final class ReloadTests: XCTestCase {
         XCTAssertTrue(reloaded.contains("applied readers, webhooks"), String(reloaded))
         XCTAssertTrue(reloaded.contains("generation 2"), String(reloaded))
         XCTAssertEqual(try generation(), .number(2))
+        let kept = lines(of: log, containing: "cannot change while the server runs")
+        XCTAssertEqual(kept.count, 1)
+        XCTAssertTrue(kept.first?.contains("reload: threads changed") == true, "\(kept)")
+        // /metrics answers loopback without a token, whatever anonymousRead says.
+        XCTAssertTrue(try get("/metrics").text.contains("ringcast_service_threads 2\n"), "the running threads are kept")
 
         XCTAssertEqual(try get("/api/tasks", token: newToken).status, 200, "the new token holds at once")
         XCTAssertEqual(try TestCertificates.serial(presentedOn: port), renewedSerial, "a new handshake presents the renewed certificate")
