@@ -23,6 +23,9 @@ struct ServeCommand: Subcommand {
         RINGCAST_HOST, RINGCAST_PORT, RINGCAST_STORAGE and RINGCAST_LOG_LEVEL override the config file;
         --host and --port override them. The start-up log line says where each setting came from.
         `ringcast config check FILE` checks a file without starting; docs/CONFIG.md lists every setting.
+        SIGINT or SIGTERM stop the server; SIGHUP (systemctl reload) reads the file again and applies
+        who may read and publish, origins, webhooks, the log level and the TLS files, dropping no
+        connection; a file that does not check is refused and what runs keeps running.
         """
 
     let config: ServerConfig
