@@ -43,7 +43,7 @@ public struct ServerError: Error, CustomStringConvertible {
 /// the shared parts (`state`, the per-address counts, the refusal log) synchronise themselves, and
 /// each worker's state belongs to its thread.
 public final class Server: @unchecked Sendable {
-    /// What runs: as it started, with what reloads applied since (`reload`, main thread only).
+    /// What runs: as it started, with what reloads applied since (written by `reload`, under `reloading`).
     public internal(set) var config: ServerConfig
     let logger: Logger
     let state: SharedState

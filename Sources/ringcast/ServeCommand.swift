@@ -37,13 +37,17 @@ struct ServeCommand: Subcommand {
     let configPath: String
     /// The command line's overrides, applied again to each reload.
     let options: ParsedOptions
+    /// The file as it was read for `loaded`: the first generation's hash (`/readyz`).
+    let configBytes: [UInt8]
 
     init(validating options: ParsedOptions) throws(UsageError) {
         try options.noPositional()
         let configPath = options.value("config")!
         self.configPath = configPath
         self.options = options
-        let loaded = try ServeCommand.withOptions(ServeCommand.load(configPath, environment: options.environment), options)
+        let bytes = try ServeCommand.read(configPath)
+        configBytes = bytes
+        let loaded = try ServeCommand.withOptions(ServeCommand.load(configPath, bytes: bytes, environment: options.environment), options)
         self.loaded = loaded
         let config = loaded.config
         self.config = config
@@ -95,7 +99,7 @@ struct ServeCommand: Subcommand {
             throw CommandFailure("\(error)")
         }
         print("listening on \(server.url)")
-        server.noteConfigFile(FileManager.default.contents(atPath: configPath).map { Array($0) } ?? [], source: configPath)
+        server.noteConfigFile(configBytes, source: configPath)
         logStart(server, to: logger)
         var signal = TerminationSignals.waitWithHangUp()
         while signal == SIGHUP {

@@ -7,11 +7,21 @@ import RingcastServer
 extension ServeCommand {
     /// The file's settings with the environment's overrides, or the one-line error `serve` stops with.
     static func load(_ path: String, environment: [String: String]) throws(UsageError) -> LoadedConfig {
+        try load(path, bytes: read(path), environment: environment)
+    }
+
+    /// The config file's bytes, or the error that says it cannot be read.
+    static func read(_ path: String) throws(UsageError) -> [UInt8] {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw UsageError("cannot read the config file '\(path)': give one with --config FILE", pointsAtHelp: false)
         }
+        return Array(data)
+    }
+
+    /// `bytes`, the file at `path` as read, parsed and checked.
+    static func load(_ path: String, bytes: [UInt8], environment: [String: String]) throws(UsageError) -> LoadedConfig {
         do {
-            return try ServerConfig.load(Array(data), source: path, environment: environment)
+            return try ServerConfig.load(bytes, source: path, environment: environment)
         } catch {
             throw UsageError("\(error)", pointsAtHelp: false)
         }
@@ -37,12 +47,8 @@ extension ServeCommand {
     func reload(_ server: Server, logger: Logger) {
         let refused: String
         do {
-            guard let data = FileManager.default.contents(atPath: configPath) else {
-                throw UsageError("cannot read the config file '\(configPath)'", pointsAtHelp: false)
-            }
-            let bytes = Array(data)
-            let file = try ServeCommand.withOptions(
-                ServerConfig.load(bytes, source: configPath, environment: options.environment), options)
+            let bytes = try ServeCommand.read(configPath)
+            let file = try ServeCommand.withOptions(ServeCommand.load(configPath, bytes: bytes, environment: options.environment), options)
             let overridden = Set(
                 ServerConfig.keys.filter {
                     switch file.origin(of: $0) {
