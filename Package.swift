@@ -42,11 +42,13 @@ let package = Package(
         // The one Swift layer over hiredis: blocking connections for the Redis engine's own threads.
         .target(name: "RingcastRedis", dependencies: ["CHiredis", "RingcastPlatform"]),
         // The one Swift layer over libwebsockets that the server and the client share.
-        // libssl too: a client's failed handshake is named from OpenSSL's verification result.
+        // libssl too: a client's failed handshake is named from OpenSSL's verification result,
+        // and a reload loads a renewed certificate into the server's TLS contexts (libcrypto's
+        // error queue says why one does not load).
         .target(
             name: "RingcastLWS",
             dependencies: ["CLibWebSockets", "CRingcastShims", "RingcastCore", "RingcastPlatform"],
-            linkerSettings: [.linkedLibrary("ssl")]
+            linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]
         ),
         .target(
             name: "RingcastServer",

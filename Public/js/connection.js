@@ -7,6 +7,8 @@
 const FATAL_CLOSE = new Set([1002, 1003, 1007, 1008, 4429]);
 // Close codes that ask for a token (none, one that does not hold, one that may not read what is
 // watched, one that expired): only signing in helps, so the page is told and nothing is retried.
+// 4441 (a reload of the server's configuration took the socket's rights away) is retried like any
+// other close: the new rules then let the page in, or refuse it with one of these.
 export const SIGN_IN_CLOSE = new Set([4401, 4403, 4440]);
 const OPEN_TIMEOUT_MS = 10000;
 

@@ -174,6 +174,13 @@ package final class ServiceLoop: @unchecked Sendable {
     /// Every context on the loop, the first first, and each one's server vhost (service thread).
     private var contexts: [OpaquePointer] = []
     private var vhosts: [OpaquePointer] = []
+    /// Each server vhost's OpenSSL context, as lws hands it over while it makes the vhost
+    /// (`LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS`): lws 4.1.6 has no accessor for it,
+    /// and `replaceCertificate` loads a renewed certificate into it (service thread). lws's own
+    /// `lws_tls_cert_updated` does the same for vhosts made with the very same paths, but returns
+    /// 0 whatever happened (lib/tls/tls.c, in later releases too), so a key that does not load would
+    /// leave new handshakes failing unseen; here each step's result is checked.
+    private var serverTLSContexts: [OpaquePointer] = []
     /// lws connections each context holds now (`WSI_CREATE` to `WSI_DESTROY`; adopted listeners too),
     /// by the index of its context (service thread).
     @exclusivity(unchecked) private var heldByContext: [Int] = []
@@ -563,6 +570,7 @@ package final class ServiceLoop: @unchecked Sendable {
         for created in contexts.reversed() { lws_context_destroy(created) }
         contexts = []
         vhosts = []
+        serverTLSContexts = []
         heldByContext = []
     }
 
@@ -769,9 +777,67 @@ package final class ServiceLoop: @unchecked Sendable {
             guard let start = cursor.pointee else { return -1 }
             let headers = HandshakeHeaders(wsi: wsi, cursor: cursor, end: start + length)
             return handler.handle(.appendHandshakeHeaders(headers), on: connection) ? 0 : -1
+        case LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS:
+            // `user` is the vhost's SSL_CTX, alive as long as its context.
+            if let user { serverTLSContexts.append(OpaquePointer(user)) }
+            return 0
         default:
             return lws_callback_http_dummy(wsi, reason, user, input, length)
         }
+    }
+
+    /// Serves new TLS handshakes on every context of the loop with this certificate and key (PEM
+    /// files) and cipher list, as lws loaded the first ones; connections already open keep theirs
+    /// (each holds its own reference to what it was handshaken with). Check the files first
+    /// (`checkCertificate`): a pair that does not load leaves a context without a usable key.
+    /// Service thread only.
+    package func replaceCertificate(_ certificate: (cert: String, key: String, ciphers: String)) throws(CCallError) {
+        assertOnLoopThread()
+        for tls in serverTLSContexts {
+            // The certificate first: OpenSSL drops a held key that does not match it, and the
+            // new key then goes in beside it.
+            guard SSL_CTX_use_certificate_chain_file(tls, certificate.cert) == 1,
+                SSL_CTX_use_PrivateKey_file(tls, certificate.key, SSL_FILETYPE_PEM) == 1,
+                SSL_CTX_check_private_key(tls) == 1,
+                SSL_CTX_set_cipher_list(tls, certificate.ciphers) == 1
+            else {
+                let reason = ServiceLoop.openSSLReason()
+                throw CCallError(
+                    "SSL_CTX_use_certificate_chain_file", "\(name): could not load \(certificate.cert) and \(certificate.key): \(reason)")
+            }
+        }
+    }
+
+    /// How many server TLS contexts the loop holds (one per context, with a certificate). Service thread only.
+    package var serverTLSContextCount: Int { serverTLSContexts.count }
+
+    /// Whether PEM files hold a certificate (with its chain) and its private key, and the cipher
+    /// list is one OpenSSL takes: loaded into a throwaway OpenSSL context, so nothing that serves
+    /// is touched. Any thread.
+    package static func checkCertificate(_ certificate: (cert: String, key: String, ciphers: String)) throws(CCallError) {
+        guard let tls = SSL_CTX_new(TLS_server_method()) else { throw CCallError("SSL_CTX_new", "OpenSSL could not make a context") }
+        defer { SSL_CTX_free(tls) }
+        let steps: [(String, () -> Bool)] = [
+            ("tls.cert: '\(certificate.cert)' is not a PEM certificate", { SSL_CTX_use_certificate_chain_file(tls, certificate.cert) == 1 }),
+            // OpenSSL checks the key against the certificate as it loads it; the reason says which failed.
+            (
+                "tls.key: '\(certificate.key)' is not the PEM private key of '\(certificate.cert)'",
+                { SSL_CTX_use_PrivateKey_file(tls, certificate.key, SSL_FILETYPE_PEM) == 1 }
+            ),
+            ("tls.key: '\(certificate.key)' is not the PEM private key of '\(certificate.cert)'", { SSL_CTX_check_private_key(tls) == 1 }),
+            ("tls.ciphers: OpenSSL takes none of '\(certificate.ciphers)'", { SSL_CTX_set_cipher_list(tls, certificate.ciphers) == 1 }),
+        ]
+        for (failure, step) in steps where !step() {
+            throw CCallError("SSL_CTX_use_certificate_chain_file", "\(failure) (\(openSSLReason()))")
+        }
+    }
+
+    /// The newest OpenSSL error of this thread, in words, and the thread's error queue emptied.
+    private static func openSSLReason() -> String {
+        let code = ERR_peek_last_error()
+        defer { ERR_clear_error() }
+        guard code != 0, let text = ERR_reason_error_string(code) else { return "no reason given" }
+        return String(cString: text)
     }
 }
 

@@ -38,17 +38,29 @@ public struct ServerError: Error, CustomStringConvertible {
 /// `start` opens the listeners and starts every loop; `stop` flushes storage, closes every
 /// connection (watchers hear 1001) and returns once every context is gone.
 ///
-/// `@unchecked Sendable`: `start`, `stop`, `port`, `url` and `epoch` may be called from any thread;
+/// `@unchecked Sendable`: `start`, `stop`, `port`, `url` and `epoch` may be called from any thread,
+/// `reload` from any but a service thread (it writes `config` and `certificate` under `reloading`);
 /// the shared parts (`state`, the per-address counts, the refusal log) synchronise themselves, and
 /// each worker's state belongs to its thread.
 public final class Server: @unchecked Sendable {
-    public let config: ServerConfig
+    /// What runs: as it started, with what reloads applied since (written by `reload`, under `reloading`).
+    public internal(set) var config: ServerConfig
     let logger: Logger
     let state: SharedState
     let persistence: TaskPersistence
     private let publicDirectory: String
-    /// The certificate and key, resolved against the config's folder, when `tls` is set.
-    private let certificate: (cert: String, key: String, ciphers: String)?
+    /// Where relative paths in the config are found (the config file's folder).
+    let baseDirectory: String
+    /// The certificate and key, resolved against the config's folder, when `tls` is set (a reload
+    /// may name other files).
+    var certificate: (cert: String, key: String, ciphers: String)?
+    /// What `url` says, fixed at start (a reload changes neither), so it reads nothing a reload writes.
+    private let listenHost: String
+    private let isSecure: Bool
+    /// The file the configuration was loaded from, as last applied (`noteConfigFile`, `reload`).
+    var configFile: (bytes: [UInt8], generation: ConfigGeneration)?
+    /// One reload at a time.
+    let reloading = NSLock()
     /// Where the server is in its life: it starts once, and keeps its port once stopped.
     enum Lifecycle: Sendable, Equatable {
         case initial
@@ -65,7 +77,7 @@ public final class Server: @unchecked Sendable {
     }
 
     private let lifecycle = Locked(Lifecycle.initial)
-    private var workers: [ServiceWorker] = []
+    var workers: [ServiceWorker] = []
     /// The listening address, this process's alone while the server runs.
     private var addressClaim: AddressClaim?
     /// The open sockets, their limits and the refusals, counted across every service thread.
@@ -80,15 +92,9 @@ public final class Server: @unchecked Sendable {
 
     /// - Parameter baseDirectory: where a relative `publicDir` is found (the config file's folder).
     public init(config: ServerConfig, baseDirectory: String, logger: Logger, storage: ServerStorage) {
-        // A hook's certificate files, like the server's own, are found from the config file's folder.
-        var config = config
-        func inBase(_ path: String?) -> String? { path.map { $0.hasPrefix("/") ? $0 : baseDirectory + "/" + $0 } }
-        for index in config.webhooks.indices {
-            config.webhooks[index].caFile = inBase(config.webhooks[index].caFile)
-            config.webhooks[index].clientCert = inBase(config.webhooks[index].clientCert)
-            config.webhooks[index].clientKey = inBase(config.webhooks[index].clientKey)
-        }
+        let config = Server.resolvingHookFiles(config, in: baseDirectory)
         self.config = config
+        self.baseDirectory = baseDirectory
         self.logger = logger
         ledger = ServerLedger(logger: logger)
         let persistence = storage.persistence
@@ -105,11 +111,31 @@ public final class Server: @unchecked Sendable {
         api.taskPage = FileManager.default.contents(atPath: pageFolder.appendingPathComponent("task.html").path).map { Array($0) }
         state = SharedState(store: store, api: api, storage: storage)
         operations = OperationsState(probes: Server.readinessProbes(for: persistence), logger: logger)
-        func resolved(_ path: String) -> String {
-            URL(fileURLWithPath: path.hasPrefix("/") ? path : baseDirectory + "/" + path).standardizedFileURL.path
+        publicDirectory = Server.resolved(config.publicDir, in: baseDirectory)
+        certificate = Server.certificate(of: config, in: baseDirectory)
+        listenHost = config.host
+        isSecure = config.tls != nil
+    }
+
+    /// A hook's certificate files, like the server's own, are found from the config file's folder.
+    static func resolvingHookFiles(_ config: ServerConfig, in baseDirectory: String) -> ServerConfig {
+        var config = config
+        func inBase(_ path: String?) -> String? { path.map { $0.hasPrefix("/") ? $0 : baseDirectory + "/" + $0 } }
+        for index in config.webhooks.indices {
+            config.webhooks[index].caFile = inBase(config.webhooks[index].caFile)
+            config.webhooks[index].clientCert = inBase(config.webhooks[index].clientCert)
+            config.webhooks[index].clientKey = inBase(config.webhooks[index].clientKey)
         }
-        publicDirectory = resolved(config.publicDir)
-        certificate = config.tls.map { (resolved($0.cert), resolved($0.key), $0.ciphers) }
+        return config
+    }
+
+    static func resolved(_ path: String, in baseDirectory: String) -> String {
+        URL(fileURLWithPath: path.hasPrefix("/") ? path : baseDirectory + "/" + path).standardizedFileURL.path
+    }
+
+    /// `tls`'s files resolved against the config's folder.
+    static func certificate(of config: ServerConfig, in baseDirectory: String) -> (cert: String, key: String, ciphers: String)? {
+        config.tls.map { (resolved($0.cert, in: baseDirectory), resolved($0.key, in: baseDirectory), $0.ciphers) }
     }
 
     /// The storage `config.storage` names: memory, a Redis cluster (`redis://…`), or an SQLite file
@@ -154,8 +180,8 @@ public final class Server: @unchecked Sendable {
     public var threads: Int { workers.count }
     /// Where the server answers, `http://` or (with `tls`) `https://`, for the first line `serve` prints.
     public var url: String {
-        let host = config.host.contains(":") ? "[\(config.host)]" : config.host
-        return "\(certificate == nil ? "http" : "https")://\(host):\(port)"
+        let host = listenHost.contains(":") ? "[\(listenHost)]" : listenHost
+        return "\(isSecure ? "https" : "http")://\(host):\(port)"
     }
 
     /// Opens the listeners and starts every service loop; returns the port once all of them serve.

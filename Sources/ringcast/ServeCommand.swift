@@ -23,6 +23,9 @@ struct ServeCommand: Subcommand {
         RINGCAST_HOST, RINGCAST_PORT, RINGCAST_STORAGE and RINGCAST_LOG_LEVEL override the config file;
         --host and --port override them. The start-up log line says where each setting came from.
         `ringcast config check FILE` checks a file without starting; docs/CONFIG.md lists every setting.
+        SIGINT or SIGTERM stop the server; SIGHUP (systemctl reload) reads the file again and applies
+        who may read and publish, origins, webhooks, the log level and the TLS files, dropping no
+        connection; a file that does not check is refused and what runs keeps running.
         """
 
     let config: ServerConfig
@@ -30,11 +33,30 @@ struct ServeCommand: Subcommand {
     let loaded: LoadedConfig
     /// Where relative paths in the config (publicDir, storage) start.
     let baseDirectory: String
+    /// The file, as given, read again on SIGHUP.
+    let configPath: String
+    /// The command line's overrides, applied again to each reload.
+    let options: ParsedOptions
+    /// The file as it was read for `loaded`: the first generation's hash (`/readyz`).
+    let configBytes: [UInt8]
 
     init(validating options: ParsedOptions) throws(UsageError) {
         try options.noPositional()
         let configPath = options.value("config")!
-        var loaded = try ServeCommand.load(configPath, environment: options.environment)
+        self.configPath = configPath
+        self.options = options
+        let bytes = try ServeCommand.read(configPath)
+        configBytes = bytes
+        let loaded = try ServeCommand.withOptions(ServeCommand.load(configPath, bytes: bytes, environment: options.environment), options)
+        self.loaded = loaded
+        let config = loaded.config
+        self.config = config
+        baseDirectory = URL(fileURLWithPath: configPath).deletingLastPathComponent().path
+    }
+
+    /// The file's settings with `--host`, `--port` and `--log-format` laid over them.
+    static func withOptions(_ loaded: LoadedConfig, _ options: ParsedOptions) throws(UsageError) -> LoadedConfig {
+        var loaded = loaded
         if let host = options.value("host") {
             loaded.config.host = host
             loaded.note("host", from: .option("--host"))
@@ -53,10 +75,7 @@ struct ServeCommand: Subcommand {
             loaded.config.logFormat = format
             loaded.note("logFormat", from: .option("--log-format"))
         }
-        self.loaded = loaded
-        let config = loaded.config
-        self.config = config
-        baseDirectory = URL(fileURLWithPath: configPath).deletingLastPathComponent().path
+        return loaded
     }
 
     func run() throws(CommandFailure) -> Int32 {
@@ -65,6 +84,7 @@ struct ServeCommand: Subcommand {
             destination: .lines(config.logFormat, now: { Date().timeIntervalSince1970 * 1000 }) { line in
                 FileHandle.standardError.write(Data((line + "\n").utf8))
             })
+        TerminationSignals.takeOverHangUp()
         LWS.raiseOpenFileLimit()
         let server: Server
         do {
@@ -79,8 +99,13 @@ struct ServeCommand: Subcommand {
             throw CommandFailure("\(error)")
         }
         print("listening on \(server.url)")
+        server.noteConfigFile(configBytes, source: configPath)
         logStart(server, to: logger)
-        let signal = TerminationSignals.wait()
+        var signal = TerminationSignals.waitWithHangUp()
+        while signal == SIGHUP {
+            reload(server, logger: logger)
+            signal = TerminationSignals.waitWithHangUp()
+        }
         logger.info(
             "stopping (\(signal == SIGTERM ? "SIGTERM" : "SIGINT")): closing connections, flushing storage", fields: [("event", .string("stop"))])
         server.stop()

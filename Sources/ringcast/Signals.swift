@@ -30,6 +30,25 @@ enum TerminationSignals {
         return received
     }
 
+    /// For `serve`, before its threads start (they inherit the mask): SIGHUP waits to be taken
+    /// too, by `waitWithHangUp`, and means "read the configuration again" instead of ending the
+    /// process. Other commands leave SIGHUP as a fresh process has it.
+    static func takeOverHangUp() {
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGHUP)
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+    }
+
+    /// Blocks until SIGINT, SIGTERM or SIGHUP arrives; returns which (after `takeOverHangUp`).
+    static func waitWithHangUp() -> Int32 {
+        var signals = set
+        sigaddset(&signals, SIGHUP)
+        var received: Int32 = 0
+        while sigwait(&signals, &received) != 0 {}
+        return received
+    }
+
     /// One that arrived, taken; waits at most `timeout` seconds (0: only a pending one).
     /// `sentByKill` is true when a process sent it with kill(2) rather than a terminal's Ctrl-C.
     static func take(timeout: Double = 0) -> (signal: Int32, sentByKill: Bool)? {

@@ -60,6 +60,7 @@ final class PackagingTests: XCTestCase {
                 return (String(parts[0]), parts.count > 1 ? String(parts[1]) : "")
             }, uniquingKeysWith: { first, _ in first })
         XCTAssertEqual(settings["ExecStart"], "/usr/local/bin/ringcast serve --config /etc/ringcast/config.json")
+        XCTAssertEqual(settings["ExecReload"], "/bin/kill -HUP $MAINPID", "systemctl reload sends SIGHUP, which serve takes as a reload")
         XCTAssertEqual(config.storage, "/var/lib/\(settings["StateDirectory"] ?? "?")/ringcast.db", "storage lives in the StateDirectory")
         for (key, value) in [
             ("NoNewPrivileges", "yes"), ("ProtectSystem", "strict"), ("Restart", "on-failure"), ("KillSignal", "SIGTERM"),
@@ -91,6 +92,11 @@ final class PackagingTests: XCTestCase {
         for unit in try FileManager.default.contentsOfDirectory(atPath: systemUnits) where unit != "ringcast.service" {
             let target = root + "/usr/lib/systemd/system/" + unit
             if !FileManager.default.fileExists(atPath: target) { try FileManager.default.copyItem(atPath: systemUnits + "/" + unit, toPath: target) }
+        }
+        // ExecReload's kill(1), as the distribution installs it: verify looks for it under the root.
+        if !FileManager.default.fileExists(atPath: root + "/bin/kill") {
+            try FileManager.default.createDirectory(atPath: root + "/bin", withIntermediateDirectories: true)
+            try FileManager.default.copyItem(atPath: "/bin/kill", toPath: root + "/bin/kill")
         }
         let unit = "/usr/lib/systemd/system/ringcast.service"
         let verified = try runToEnd(analyze, ["verify", "--root=\(root)", unit])

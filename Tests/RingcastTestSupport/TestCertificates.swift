@@ -26,6 +26,32 @@ package struct TestCertificates {
 
     package func remove() { folder.remove() }
 
+    /// Another certificate for 127.0.0.1 and localhost from the same CA, with a key of its own:
+    /// what a renewal brings.
+    package func issue(_ name: String) throws -> TLSFiles {
+        try sign(name, by: "ca", names: "DNS:localhost,IP:127.0.0.1", days: "2")
+        return files(name)
+    }
+
+    /// A certificate file's serial number, as openssl prints it (hex).
+    package static func serial(ofFile path: String) throws -> String {
+        let printed = try runToEnd("/usr/bin/openssl", ["x509", "-noout", "-serial", "-in", path])
+        guard printed.status == 0 else { throw TestCertificateError("openssl x509 -serial failed: \(printed.output)") }
+        return printed.output.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// The serial of the certificate a server presents in a new TLS handshake (openssl s_client).
+    package static func serial(presentedOn port: Int) throws -> String {
+        let printed = try runToEnd(
+            "/bin/sh",
+            [
+                "-c",
+                "/usr/bin/openssl s_client -connect 127.0.0.1:\(port) -servername localhost </dev/null 2>/dev/null | /usr/bin/openssl x509 -noout -serial",
+            ])
+        guard printed.status == 0 else { throw TestCertificateError("openssl s_client to port \(port) failed: \(printed.output)") }
+        return printed.output.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     private func files(_ name: String) -> TLSFiles { TLSFiles(cert: folder.file("\(name).pem").path, key: folder.file("\(name).key").path) }
 
     private func openssl(_ arguments: [String]) throws {

@@ -308,7 +308,7 @@ public struct ServerConfig: Equatable, Sendable {
 
     /// What no single setting can check: names and tokens unique across publishers and readers,
     /// and quotas within the server's own.
-    private func checkAccess(source: String) throws(ConfigError) {
+    func checkAccess(source: String) throws(ConfigError) {
         var names: Set<String> = []
         for (index, entry) in access.entries.enumerated() {
             let place = "\(source): \(entry.role.rawValue)s entry '\(entry.name)'"

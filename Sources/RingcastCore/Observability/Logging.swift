@@ -1,3 +1,5 @@
+import Synchronization
+
 /// How log records become lines: text for people (`[info] message`), or one JSON object per line
 /// for collectors (`logFormat` in config.json, `ringcast serve --log-format json`).
 
@@ -116,7 +118,9 @@ public enum LogLevel: String, CaseIterable, Comparable, Sendable {
 /// A record's fields reach only destinations that keep them (JSON lines, Logging.swift); the
 /// message says everything in words.
 public struct Logger: Sendable {
-    public let level: LogLevel
+    /// The level now: every copy of a logger shares it, so a reload's `logLevel` reaches them all.
+    public var level: LogLevel { threshold.level }
+    private let threshold: LogThreshold
     private let destination: LogDestination
 
     /// Text lines: `[level] message`.
@@ -125,9 +129,12 @@ public struct Logger: Sendable {
     }
 
     public init(level: LogLevel, destination: LogDestination) {
-        self.level = level
+        threshold = LogThreshold(level)
         self.destination = destination
     }
+
+    /// Sets the level of this logger and of every copy of it (SIGHUP's `logLevel`). Any thread.
+    public func setLevel(_ level: LogLevel) { threshold.set(level) }
 
     public static let silent = Logger(level: .error) { _ in }
 
@@ -142,4 +149,17 @@ public struct Logger: Sendable {
         log(.warning, message(), fields: fields())
     }
     public func error(_ message: @autoclosure () -> String, fields: @autoclosure () -> [LogField] = []) { log(.error, message(), fields: fields()) }
+}
+
+/// The level a logger and its copies share: read on every record, set by a reload.
+private final class LogThreshold: Sendable {
+    private let rank: Atomic<Int>
+
+    init(_ level: LogLevel) { rank = Atomic(LogThreshold.rank(of: level)) }
+
+    var level: LogLevel { LogLevel.allCases[rank.load(ordering: .relaxed)] }
+
+    func set(_ level: LogLevel) { rank.store(LogThreshold.rank(of: level), ordering: .relaxed) }
+
+    private static func rank(of level: LogLevel) -> Int { LogLevel.allCases.firstIndex(of: level)! }
 }

@@ -110,7 +110,7 @@ public enum RefusalReason: String, CaseIterable, Sendable {
     /// Closed because the server stops (1001).
     case shutdown
     /// A WebSocket closed for its token: none where reading needs one, one that does not hold,
-    /// one that may not read what it watches, or one that expired (4401, 4403, 4440).
+    /// one that may not read what it watches, one that expired, or one a reload shut out (4401, 4403, 4440, 4441).
     case token
     /// A WebSocket past its entry's `maxConnections` (4429).
     case quota

@@ -218,9 +218,12 @@ public struct TransportStatus: Sendable {
 /// Not thread-safe: the service thread owns it, as it owns the store.
 public final class API {
     public let store: TaskStore
-    public let config: ServerConfig
+    /// Replaced by a reload (`reconfigure`); the settings that cannot change live stay as they started.
+    public private(set) var config: ServerConfig
     /// The checks that need no state: they also run outside the state's lock, on any service thread.
-    public let gate: RequestGate
+    public private(set) var gate: RequestGate
+    /// Which configuration runs, for `/readyz` (set by the server at start and by each reload).
+    public var configGeneration: ConfigGeneration?
     public var policy: AccessPolicy {
         var policy = config.effectiveAccess
         if config.tls != nil { policy.signInCookie = AccessPolicy.securedCookieName }
@@ -244,6 +247,14 @@ public final class API {
         self.config = config
         gate = RequestGate(config: config)
         configureFollowUp()
+    }
+
+    /// A reload's configuration (`ServerConfig.reloaded`): who may read and publish, origins and
+    /// the rest of what the API reads of it apply to the next request. Webhooks are the server's
+    /// to swap (`reloadWebhooks`).
+    public func reconfigure(_ config: ServerConfig) {
+        self.config = config
+        gate = RequestGate(config: config)
     }
 
     /// Answers one request. Each read and each change is checked against the request's credential.

@@ -28,6 +28,17 @@ extension API {
             writer.endObject()
         }
         writer.endObject()
+        if let configGeneration {
+            writer.key("config")
+            writer.beginObject()
+            writer.key("generation")
+            writer.number(configGeneration.generation)
+            writer.key("hash")
+            writer.string(configGeneration.hash)
+            writer.key("loadedAt")
+            writer.number(configGeneration.loadedAt.rounded())
+            writer.endObject()
+        }
         // A receiver that fails is its hook's trouble, not the server's: shown, never "not ready".
         if !followUpMetrics.webhookHooks.isEmpty {
             writer.key("webhooks")

@@ -725,6 +725,7 @@ public enum OpenAPI {
                     "server": ["type": "string", "minLength": 1],
                     "checks": ref("ReadinessChecks"),
                     "webhooks": ref("WebhookHooks"),
+                    "config": ref("ConfigGeneration"),
                 ], required: ["ready", "server", "checks"]),
             "NotReady": object(
                 [
@@ -733,6 +734,7 @@ public enum OpenAPI {
                     "server": ["type": "string", "minLength": 1],
                     "checks": ref("ReadinessChecks"),
                     "webhooks": ref("WebhookHooks"),
+                    "config": ref("ConfigGeneration"),
                 ], required: ["ready", "reason", "server", "checks"]),
             "WebhookHooks": [
                 "type": "array",
@@ -752,6 +754,12 @@ public enum OpenAPI {
                         ],
                     ], required: ["hook", "url", "circuit", "failuresInARow", "owed", "inFlight"]),
             ],
+            "ConfigGeneration": object(
+                [
+                    "generation": ["type": "integer", "minimum": 1, "description": "1 at start, one more at each reload (SIGHUP) applied."],
+                    "hash": ["type": "string", "pattern": "^[0-9a-f]{16}$", "description": "FNV-1a (64 bits) of the file's bytes as loaded."],
+                    "loadedAt": ["type": "integer", "minimum": 0, "description": "Unix ms: when it was loaded."],
+                ], required: ["generation", "hash", "loadedAt"], description: "Which configuration runs."),
             "ReadinessChecks": object(
                 [
                     "storage": ref("ReadinessCheck"),

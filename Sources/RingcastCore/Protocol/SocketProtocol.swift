@@ -44,6 +44,9 @@ public struct SocketSession: Sendable {
     public let request: SocketRequest
     /// Set from the upgrade's Authorization header or sign-in cookie, or later by an `auth` message.
     public internal(set) var credential: Credential
+    /// The token that credential came from (nil: none was sent), so a reload can ask the policy
+    /// again what it grants (`API.review`).
+    var token: String?
     let fromLoopback: Bool
     /// This socket among the API's `publisherSockets`.
     public internal(set) var key: UInt64 = 0
@@ -71,6 +74,9 @@ public struct SocketClose: Equatable, Sendable {
     public static let tooManyConnections: UInt16 = 4429
     /// The signed token expired while the socket was open: sign in again.
     public static let tokenExpired: UInt16 = 4440
+    /// A reload of the server's configuration took away what the socket was let in for (its
+    /// token, or its right to read what it watches): connect again to be let in by the new rules.
+    public static let accessChanged: UInt16 = 4441
 
     public let code: UInt16
     /// At most 123 bytes, as a close frame allows.
@@ -90,6 +96,13 @@ public struct SocketClose: Equatable, Sendable {
 }
 
 /// What a new socket starts with: its session, its first frames, and, when it may not stay, how it closes.
+/// What a reload means for one open socket (`API.review`).
+public enum SocketReview: Sendable {
+    case unchanged
+    case changed(SocketSession)
+    case close(SocketClose)
+}
+
 public struct SocketOpening {
     public var session: SocketSession
     public var frames: [[UInt8]]
@@ -143,6 +156,7 @@ extension API {
     public func openSocket(_ request: SocketRequest, headers: RequestHeaders, fromLoopback: Bool, now: Double) -> SocketOpening {
         let credential = policy.identify(authorization: headers.authorization, cookie: headers.cookie, fromLoopback: fromLoopback, now: now)
         var session = SocketSession(request: request, credential: credential, fromLoopback: fromLoopback, watch: SocketRequest.nothing)
+        session.token = try? AccessPolicy.presentedToken(authorization: headers.authorization, cookie: headers.cookie, named: policy.signInCookie)
         session.key = publisherSockets.newKey()
         var opening = SocketOpening(session: session, frames: [store.encodeHello(now: now, heartbeatSeconds: config.heartbeatSeconds)])
         do throws(APIError) {
@@ -160,6 +174,26 @@ extension API {
             }
         }
         return opening
+    }
+
+    /// What an open socket may do under the rules in force now, after a reload: its token (or
+    /// its address, without one) is identified again and a watcher's patterns held to what that
+    /// may read. `nil`: nothing changed; a session: its new grant and patterns (a watcher whose
+    /// patterns changed needs a full snapshot of them); a close: it may no longer do what it was
+    /// let in for. A watcher still waiting for its `auth` message is left to wait.
+    public func review(_ session: SocketSession, now: Double) -> SocketReview {
+        guard !session.awaitingAuth else { return .unchanged }
+        let credential =
+            session.token.map { policy.identify(token: $0, now: now) } ?? .anonymous(policy.anonymousGrant(fromLoopback: session.fromLoopback))
+        var next = session
+        next.credential = credential
+        do throws(APIError) {
+            if case .refused(let error) = credential { throw error }
+            if session.request.mode == .watch { next.watch = try readableWatch(session.request.watch, for: credential) }
+        } catch {
+            return .close(SocketClose(code: SocketClose.accessChanged, reason: "the server's configuration changed: \(error.message)"))
+        }
+        return next.credential == session.credential && next.watch == session.watch ? .unchanged : .changed(next)
     }
 
     /// The patterns a watcher asked for, held to what `credential` may read; 401 or 403 (field
@@ -285,6 +319,7 @@ extension API {
         let grant = try AccessPolicy.granted(credential)
         if session.request.mode == .watch { session.watch = try readableWatch(session.request.watch, for: credential) }
         session.credential = credential
+        session.token = token
         session.awaitingAuth = false
         var writer = JSONWriter()
         writer.beginObject()

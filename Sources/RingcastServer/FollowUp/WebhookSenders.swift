@@ -21,7 +21,17 @@ final class WebhookSenders: @unchecked Sendable {
 
     /// Throws when a hook's URL is not one the HTTP client can reach (checked at start).
     init(rules: [WebhookRule], logger: Logger, report: @escaping @Sendable (WebhookReport) -> Void) throws {
-        senders = try rules.enumerated().map { index, rule in
+        let urls = try WebhookSenders.check(rules)
+        senders = rules.enumerated().map { index, rule in
+            HookSender(rule: rule, index: index, url: urls[index], logger: logger, report: report)
+        }
+    }
+
+    /// Each hook's URL, or the error that names the first hook the HTTP client cannot serve: at
+    /// start, and before a reload changes anything.
+    @discardableResult
+    static func check(_ rules: [WebhookRule]) throws -> [ServerURL] {
+        try rules.enumerated().map { index, rule in
             guard let url = ServerURL(rule.url) else {
                 throw ServerError("webhooks[\(index)].url '\(rule.url)' is not a URL this server can POST to: write https://HOST:PORT/PATH")
             }
@@ -30,18 +40,33 @@ final class WebhookSenders: @unchecked Sendable {
                     throw ServerError("webhooks[\(index)].\(key) '\(file)' is not a readable file")
                 }
             }
-            return HookSender(rule: rule, index: index, url: url, logger: logger, report: report)
+            return url
         }
     }
 
-    /// Any thread.
+    /// Any thread. A delivery goes to its hook, found by URL when the list changed under it (a
+    /// reload between the change and its commit); one no hook has any more is left in storage.
     func send(_ deliveries: [WebhookDelivery]) {
-        for delivery in deliveries where senders.indices.contains(delivery.hook) { senders[delivery.hook].enqueue(delivery) }
+        for delivery in deliveries {
+            if senders.indices.contains(delivery.hook), senders[delivery.hook].rule.url == delivery.url {
+                senders[delivery.hook].enqueue(delivery)
+            } else if let sender = senders.first(where: { $0.rule.url == delivery.url }) {
+                sender.enqueue(
+                    WebhookDelivery(
+                        id: delivery.id, hook: sender.index, url: delivery.url, body: delivery.body, attempts: delivery.attempts,
+                        due: delivery.due))
+            }
+        }
     }
 
     /// Stops every sender's threads once their current attempts (if any) end; what they still hold
     /// stays in the outbox for the next start. Returns at once.
     func stop() { for sender in senders { sender.stop() } }
+
+    /// Stops every sender (as `stop`) and returns what they owed and had not begun to attempt,
+    /// for the senders a reload starts instead. What is in flight reports to the state when it
+    /// ends, which hands a retry to the new senders.
+    func stopAndTakeOwed() -> [WebhookDelivery] { senders.flatMap { $0.stopAndTakeOwed() } }
 }
 
 /// One hook: its outbox (`WebhookOutbox`, the core's decisions: the bound, the slots, the circuit)
@@ -87,6 +112,14 @@ final class HookSender: @unchecked Sendable {
         condition.withLock {
             stopped = true
             condition.broadcast()
+        }
+    }
+
+    func stopAndTakeOwed() -> [WebhookDelivery] {
+        condition.withLock {
+            stopped = true
+            condition.broadcast()
+            return outbox.owed.filter { !outbox.inFlight.contains($0.id) }
         }
     }
 
@@ -175,8 +208,9 @@ extension SharedState {
                 }
                 return nil
             }
+            let generation = webhookGeneration
             let senders = try WebhookSenders(rules: planner.rules, logger: logger) { [weak self] report in
-                self?.webhookReported(report, logger: logger)
+                self?.webhookReported(report, generation: generation, logger: logger)
             }
             let restored = planner.takePending()
             if restored.count < store.restoredDeliveries.count {
@@ -192,26 +226,68 @@ extension SharedState {
         return senders
     }
 
+    /// SIGHUP's `webhooks`: the senders stop, and new ones start for the new list with what the
+    /// old ones owed and had not begun (each found its hook by URL, as at a restart; a delivery no
+    /// hook has any more is dropped and counted so). Throws, changing nothing, when a hook is one
+    /// the HTTP client cannot serve. Any thread but a sender's.
+    func reloadWebhooks(_ rules: [WebhookRule], logger: Logger) throws {
+        try WebhookSenders.check(rules)
+        // All under the state's lock, so that a report of an attempt the old senders still have
+        // in flight is taken either before (its retry is then among what they owe) or after the
+        // swap (it is then stale, and its retry goes to the new senders): never between.
+        let started: (WebhookSenders?, [WebhookDelivery]) = try read { api, store in
+            webhookGeneration += 1
+            let generation = webhookGeneration
+            let owed = webhooks?.stopAndTakeOwed() ?? []
+            let planner = rules.isEmpty ? nil : WebhookPlanner(rules: rules)
+            store.webhooks = planner
+            api.followUpMetrics.webhookHooks = rules.map { WebhookHookStatus(url: $0.url) }
+            let (kept, orphaned, overflow) = (planner ?? WebhookPlanner(rules: [])).restore(owed)
+            _ = planner?.takePending()
+            for delivery in orphaned + overflow {
+                persistence.removeDelivery(id: delivery.id)
+                api.webhookDropped(hook: delivery.hook)
+            }
+            if !orphaned.isEmpty {
+                logger.warning("webhooks: \(orphaned.count) deliveries still owed were dropped: no hook has their URL after the reload")
+            }
+            guard let planner else {
+                webhooks = nil
+                return (nil, [])
+            }
+            let senders = try WebhookSenders(rules: planner.rules, logger: logger) { [weak self] report in
+                self?.webhookReported(report, generation: generation, logger: logger)
+            }
+            webhooks = senders
+            return (senders, kept)
+        }
+        started.0?.send(started.1)
+    }
+
     /// A sender's report (a sender's thread): the stored outbox and the counters follow, written
-    /// behind like progress.
-    private func webhookReported(_ report: WebhookReport, logger: Logger) {
-        _ = change(from: 0) { (api: API, store: TaskStore, _: inout Bool) -> ((), [OutboundEvent]) in
+    /// behind like progress. A report of senders a reload replaced (`generation` behind) says
+    /// nothing of the hooks now listed; a retry it schedules goes to the new senders.
+    private func webhookReported(_ report: WebhookReport, generation: Int, logger: Logger) {
+        let retry: WebhookDelivery? = change(from: 0) { (api: API, store: TaskStore, _: inout Bool) -> (WebhookDelivery?, [OutboundEvent]) in
+            let current = generation == webhookGeneration
             switch report {
             case .attempted(let delivery, let outcome, let status):
                 webhookEnded(delivery, outcome, api: api, store: store, logger: logger)
-                reportCircuit(delivery.hook, status, api: api, logger: logger)
+                if current { reportCircuit(delivery.hook, status, api: api, logger: logger) }
+                if !current, case .retrying(let again, _) = outcome { return (again, []) }
             case .dropped(let delivery, let status):
                 api.webhookDropped(hook: delivery.hook)
                 persistence.removeDelivery(id: delivery.id)
                 logger.debug(
                     "webhook \(delivery.id) to \(delivery.url) dropped: the hook owes maxOutbox (\(status.owed)) deliveries, the oldest not in flight goes"
                 )
-                reportCircuit(delivery.hook, status, api: api, logger: logger)
+                if current { reportCircuit(delivery.hook, status, api: api, logger: logger) }
             case .changed(let hook, let status):
-                reportCircuit(hook, status, api: api, logger: logger)
+                if current { reportCircuit(hook, status, api: api, logger: logger) }
             }
-            return ((), [])
-        }
+            return (nil, [])
+        }.0
+        if let retry { webhooks?.send([retry]) }
     }
 
     /// Under the lock: the hook's status for /metrics and /readyz; its circuit's changes logged once each.

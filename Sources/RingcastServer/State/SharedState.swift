@@ -71,7 +71,7 @@ final class SharedState: @unchecked Sendable {
         var lostThrough: (token: UInt64, error: APIError)?
     }
 
-    private let lock = NSLock()
+    let lock = NSLock()
     private let store: TaskStore
     private let api: API
     /// Touched only under `lock`, like the store.
@@ -96,8 +96,15 @@ final class SharedState: @unchecked Sendable {
     private var writeBehindRequested = false
     /// The transport's figures for /healthz and /metrics: set once, before any worker starts.
     private var transportStatus: () -> TransportStatus = { TransportStatus() }
-    /// The webhook senders, once started; deliveries a change made wait here for its ticket.
-    var webhooks: WebhookSenders?
+    /// The webhook senders, once started (a reload replaces them); deliveries a change made wait
+    /// in `heldWebhooks` for its ticket.
+    var webhooks: WebhookSenders? {
+        get { senders.withLock { $0 } }
+        set { senders.withLock { $0 = newValue } }
+    }
+    private let senders = Locked<WebhookSenders?>(nil)
+    /// Which senders report: one more at each reload of the webhooks (under `lock`).
+    var webhookGeneration = 0
     private let heldWebhooks = Locked<[(ticket: UInt64, deliveries: [WebhookDelivery])]>([])
     /// In a cluster, per worker: the token of the last change it handed to the log.
     private var lastAppended: [UInt64] = []

@@ -8,7 +8,8 @@ import RingcastPlatform
 /// read, so a client sending a byte now and then would hold the connection (and its buffers) for
 /// as long as it liked. Service thread only.
 final class HTTPRole {
-    let gate: RequestGate
+    /// Replaced by a reload (allowed origins), on the service thread.
+    var gate: RequestGate
     private let bodySeconds: Double
     private var bodyTimer: LoopTimer?
     /// The requests whose body is still arriving, and when it must be whole (Unix ms).

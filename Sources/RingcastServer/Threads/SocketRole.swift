@@ -384,7 +384,7 @@ extension ServiceWorker {
 
     /// An `auth` message gave the socket another grant: it is counted against the new entry, its
     /// deadline follows the new token, and a watcher whose patterns changed starts over.
-    private func grantChanged(_ socket: SocketPeer, from before: SocketSession?) {
+    func grantChanged(_ socket: SocketPeer, from before: SocketSession?) {
         guard let session = socket.session else { return }
         releaseConnectionCount(socket)
         if let close = admitConnection(socket, of: session) {
