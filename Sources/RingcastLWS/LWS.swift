@@ -139,7 +139,8 @@ package final class WriteBuffer {
         let end = start + headerRoom
         var cursor: UnsafeMutablePointer<UInt8>? = start
         if lws_add_http_common_headers(
-            wsi, UInt32(status), contentType, !knownLength ? lws_filepos_t.max : lws_filepos_t(body.count), &cursor, end) != 0 {
+            wsi, UInt32(status), contentType, !knownLength ? lws_filepos_t.max : lws_filepos_t(body.count), &cursor, end) != 0
+        {
             return false
         }
         for (name, value) in extraHeaders {

@@ -406,7 +406,9 @@ extension ServiceWorker {
         case .watcher(let socket), .publisher(let socket), .stream(let socket):
             releaseConnectionCount(socket)
             sockets.forget(socket)
-            if let session = socket.session, socket.stream == nil { count { $0.webSocketsClosed[session.request.mode == .publish ? "publisher" : "watcher"] += 1 } }
+            if let session = socket.session, socket.stream == nil {
+                count { $0.webSocketsClosed[session.request.mode == .publish ? "publisher" : "watcher"] += 1 }
+            }
             if let subscription = socket.subscription { fanOut.unsubscribe(subscription) }
             socket.subscription = nil
             counters.update(from: fanOut)
