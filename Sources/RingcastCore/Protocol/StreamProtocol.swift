@@ -26,7 +26,7 @@ public struct StreamRequest: Equatable, Sendable {
     public static func parse(_ query: [String: String], accept: String?, lastEventID: String?) -> Result<StreamRequest, APIError> {
         let framing: StreamFraming
         switch query["format"] {
-        case nil, "":
+        case nil:
             framing = accept?.contains("application/x-ndjson") == true ? .jsonLines : .eventStream
         case let name?:
             guard let named = StreamFraming(rawValue: name) else {
@@ -36,7 +36,7 @@ public struct StreamRequest: Equatable, Sendable {
         }
         let heartbeatEvents: Bool
         switch query["heartbeat"] {
-        case nil, "", "comment": heartbeatEvents = false
+        case nil, "comment": heartbeatEvents = false
         case "event": heartbeatEvents = true
         case let other?: return .failure(APIError(.invalidField, "heartbeat '\(other)' is not one of comment, event", field: "heartbeat"))
         }
