@@ -164,6 +164,32 @@ package final class WriteBuffer {
         return lws_write(wsi, start, bodyStart - start, LWS_WRITE_HTTP_HEADERS) >= 0
     }
 
+    /// Writes `bytes[range]` as one HTTP/1.1 chunk of a streamed answer (its size line, the bytes,
+    /// CRLF) in one write; false when the connection should close.
+    func writeHTTPChunk(_ bytes: [UInt8], _ range: Range<Int>, to wsi: OpaquePointer) -> Bool {
+        reserve(range.count + 24)
+        let start = storage + LWS.pre
+        var cursor = start
+        var digits = 0
+        while range.count >> (4 * digits) > 0 { digits += 1 }
+        for shift in stride(from: digits - 1, through: 0, by: -1) {
+            let digit = UInt8((range.count >> (4 * shift)) & 15)
+            cursor.pointee = digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10
+            cursor += 1
+        }
+        cursor[0] = 13
+        cursor[1] = 10
+        cursor += 2
+        bytes.withUnsafeBufferPointer { source in
+            if let base = source.baseAddress { cursor.update(from: base + range.lowerBound, count: range.count) }
+        }
+        cursor += range.count
+        cursor[0] = 13
+        cursor[1] = 10
+        cursor += 2
+        return lws_write(wsi, start, cursor - start, LWS_WRITE_HTTP) >= 0
+    }
+
     /// Writes more of an answer's body after its headers; false when the connection should close.
     func writeHTTPBody(_ bytes: [UInt8], to wsi: OpaquePointer) -> Bool {
         let payload = load(bytes)

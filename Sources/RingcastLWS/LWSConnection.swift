@@ -276,6 +276,12 @@ package struct LWSConnection {
         return true
     }
 
+    /// Writes `bytes[range]` as one chunk of a streamed answer (not empty: an empty chunk ends it).
+    package func writeHTTPChunk(_ bytes: [UInt8], _ range: Range<Int>) -> Bool {
+        loop.assertOnLoopThread()
+        return writeBuffer.writeHTTPChunk(bytes, range, to: wsi)
+    }
+
     /// Writes more of a streamed answer's body; false when the connection should close.
     package func writeHTTPBody(_ bytes: [UInt8]) -> Bool {
         loop.assertOnLoopThread()

@@ -455,12 +455,11 @@ public final class API {
             let stream = try StreamRequest.parse(request.query, accept: request.headers.accept, lastEventID: nil).get()
             let watch = try readableWatch(stream.socket.watch, for: credential)
             var body = StreamEncoder.opening(stream.framing)
-            let id = "\(store.epoch):\(store.seq)"
             for frame in [
                 store.encodeHello(now: now, heartbeatSeconds: config.heartbeatSeconds),
                 store.encodeSnapshot(matching: watch, since: stream.socket.resumeSeq(in: store.epoch), now: now),
             ] {
-                StreamEncoder.append(frame, id: id, framing: stream.framing, heartbeatEvents: stream.heartbeatEvents, to: &body)
+                StreamEncoder.append(frame, epoch: Array(store.epoch.utf8), seq: store.seq, framing: stream.framing, heartbeatEvents: stream.heartbeatEvents, to: &body)
             }
             return .answer(APIResponse(body: body, contentType: stream.framing.contentType))
         case ("openapi.json", 2):

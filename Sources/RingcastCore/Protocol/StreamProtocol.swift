@@ -62,22 +62,28 @@ public enum StreamEncoder {
         framing == .eventStream ? Array("retry: \(retryMilliseconds)\n\n".utf8) : []
     }
 
-    /// Appends one message. `id` (EPOCH:SEQ, where a reconnection resumes) goes on every
-    /// Server-Sent Event but heartbeats, which are comments unless `heartbeatEvents`.
-    public static func append(_ message: [UInt8], id: String, framing: StreamFraming, heartbeatEvents: Bool, to out: inout [UInt8]) {
+    /// Appends one message. Its id, `epoch`:`seq` (where a reconnection resumes), goes on every
+    /// Server-Sent Event but heartbeats, which are comments unless `heartbeatEvents`. Runs once per
+    /// event per watcher: it appends bytes, and makes no string.
+    public static func append(
+        _ message: [UInt8], epoch: [UInt8], seq: UInt64, framing: StreamFraming, heartbeatEvents: Bool, to out: inout [UInt8]
+    ) {
         switch framing {
         case .jsonLines:
             out.append(contentsOf: message)
             out.append(UInt8(ascii: "\n"))
         case .eventStream:
             let type = messageType(message)
-            if type.elementsEqual("heartbeat".utf8), !heartbeatEvents {
+            let isHeartbeat = type.elementsEqual(heartbeatType)
+            if isHeartbeat, !heartbeatEvents {
                 out.append(contentsOf: ": heartbeat\n\n".utf8)
                 return
             }
-            if !type.elementsEqual("heartbeat".utf8) {
+            if !isHeartbeat {
                 out.append(contentsOf: "id: ".utf8)
-                out.append(contentsOf: id.utf8)
+                out.append(contentsOf: epoch)
+                out.append(UInt8(ascii: ":"))
+                appendDecimal(seq, to: &out)
                 out.append(UInt8(ascii: "\n"))
             }
             out.append(contentsOf: "event: ".utf8)
@@ -92,11 +98,22 @@ public enum StreamEncoder {
     /// The `type` of a message as the server encodes it (`{"type":"…"` first); `message` for one
     /// that does not start so.
     static func messageType(_ message: [UInt8]) -> ArraySlice<UInt8> {
-        let prefix = Array(#"{"type":""#.utf8)
         guard message.count > prefix.count, message[..<prefix.count].elementsEqual(prefix),
             let end = message[prefix.count...].firstIndex(of: UInt8(ascii: "\""))
         else { return ArraySlice("message".utf8) }
         return message[prefix.count..<end]
+    }
+
+    private static let prefix = Array(#"{"type":""#.utf8)
+    private static let heartbeatType = Array("heartbeat".utf8)
+
+    static func appendDecimal(_ value: UInt64, to out: inout [UInt8]) {
+        guard value >= 10 else {
+            out.append(UInt8(ascii: "0") + UInt8(value))
+            return
+        }
+        appendDecimal(value / 10, to: &out)
+        out.append(UInt8(ascii: "0") + UInt8(value % 10))
     }
 
     /// `payload` as one HTTP/1.1 chunk.

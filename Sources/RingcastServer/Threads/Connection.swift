@@ -127,7 +127,7 @@ final class SocketPeer: FanOutWriter {
     /// Set for a stream (`GET /api/stream`): how its frames are written, over HTTP, not WebSocket.
     @exclusivity(unchecked) var stream: StreamRequest?
     /// The epoch a stream's event ids name: the state's when the stream opened or last resynced.
-    @exclusivity(unchecked) var streamEpoch = ""
+    @exclusivity(unchecked) var streamEpoch: [UInt8] = []
     /// When it opened (Unix ms): a watcher waiting for its `auth` waits `handshakeTimeoutSeconds` from here.
     let openedAt = Clock.now()
 

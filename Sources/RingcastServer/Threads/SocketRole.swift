@@ -21,6 +21,9 @@ final class SocketRole {
     var writeWatchTimer: LoopTimer?
     /// Watchers to write to when this round of the loop ends (`queueWriteAtRoundEnd`).
     @exclusivity(unchecked) private var queuedForRoundEnd: [SocketPeer] = []
+    /// Where a stream's writeable callback frames what it sends (StreamRole.swift), kept between
+    /// callbacks so that a delivery allocates nothing.
+    @exclusivity(unchecked) var streamScratch: [UInt8] = []
 
     init(config: ServerConfig) {
         handshakeSeconds = Double(config.handshakeTimeoutSeconds)

@@ -31,7 +31,7 @@ extension ServiceWorker {
         }
         let socket = SocketPeer(link: link, worker: self, messageLimit: 0)
         socket.stream = stream
-        socket.streamEpoch = epoch
+        socket.streamEpoch = Array(epoch.utf8)
         socket.session = opening.session
         if let refusal = admitConnection(socket, of: opening.session) {
             refuseHTTP(APIError(.rateLimited, refusal.reason), on: link)
@@ -72,22 +72,26 @@ extension ServiceWorker {
                 return true
             }
         }
-        var out: [UInt8] = []
+        var out = sockets.streamScratch
+        sockets.streamScratch = []
+        out.removeAll(keepingCapacity: true)
+        defer { sockets.streamScratch = out }
         var events = 0
         let seenBefore = subscription.newestSeqSent
         while out.count < Self.fragmentBytes, events < fanOut.maxEventsPerFrame, let plan = fanOut.nextFrame(for: subscription) {
             switch plan {
             case .frame(let bytes, _):
                 StreamEncoder.append(
-                    bytes, id: "\(socket.streamEpoch):\(subscription.newestSeqSent)", framing: stream.framing,
+                    bytes, epoch: socket.streamEpoch, seq: subscription.newestSeqSent, framing: stream.framing,
                     heartbeatEvents: stream.heartbeatEvents, to: &out)
             case .resync(let since):
                 let (snapshot, seq, epoch) = state.read { _, store in
                     (store.encodeSnapshot(matching: subscription.watch, since: since, now: Clock.now()), store.seq, store.epoch)
                 }
                 fanOut.markResynced(subscription, seq: seq)
-                socket.streamEpoch = epoch
-                StreamEncoder.append(snapshot, id: "\(epoch):\(seq)", framing: stream.framing, heartbeatEvents: stream.heartbeatEvents, to: &out)
+                socket.streamEpoch = Array(epoch.utf8)
+                StreamEncoder.append(
+                    snapshot, epoch: socket.streamEpoch, seq: seq, framing: stream.framing, heartbeatEvents: stream.heartbeatEvents, to: &out)
             }
             events += 1
         }
@@ -97,7 +101,7 @@ extension ServiceWorker {
             if reason.status != .goingAway {
                 StreamEncoder.append(
                     APIError(reason.status.code == SocketClose.tooManyConnections ? .rateLimited : .unauthorized, reason.text).encodedEvent(),
-                    id: "\(socket.streamEpoch):\(subscription.newestSeqSent)", framing: stream.framing, heartbeatEvents: false, to: &last)
+                    epoch: socket.streamEpoch, seq: subscription.newestSeqSent, framing: stream.framing, heartbeatEvents: false, to: &last)
             }
             _ = link.writeHTTPBody((last.isEmpty ? [] : StreamEncoder.chunk(last[...])) + StreamEncoder.lastChunk)
             return false
@@ -105,8 +109,14 @@ extension ServiceWorker {
         counters.wrote(events: events)
         figures.noteFrameWritten(
             bytes: out.count, events: events, newestSeq: subscription.newestSeqSent > seenBefore ? subscription.newestSeqSent : nil)
-        socket.unfinished = (out, 0)
-        guard writeNextStreamPiece(of: socket, on: link) else { return false }
+        let written: Bool
+        if out.count <= Self.fragmentBytes {
+            written = link.writeHTTPChunk(out, 0..<out.count)
+        } else {
+            socket.unfinished = (out, 0)
+            written = writeNextStreamPiece(of: socket, on: link)
+        }
+        guard written else { return false }
         if subscription.hasPending || socket.closeReason != nil || socket.unfinished != nil { subscription.requestWrite() }
         sockets.watchOutput(of: socket)
         return true
@@ -118,6 +128,6 @@ extension ServiceWorker {
         guard let (bytes, offset) = socket.unfinished else { return true }
         let end = min(bytes.count, offset + Self.fragmentBytes)
         socket.unfinished = end == bytes.count ? nil : (bytes, end)
-        return link.writeHTTPBody(StreamEncoder.chunk(bytes[offset..<end]))
+        return link.writeHTTPChunk(bytes, offset..<end)
     }
 }
