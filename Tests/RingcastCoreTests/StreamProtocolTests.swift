@@ -24,15 +24,19 @@ final class StreamProtocolTests: XCTestCase {
 
     func testEventsAreFramedWithTheirTypeAndID() {
         var out: [UInt8] = []
-        StreamEncoder.append(Array(#"{"type":"progress","id":"a"}"#.utf8), epoch: Array("e1".utf8), seq: 4, framing: .eventStream, heartbeatEvents: false, to: &out)
-        StreamEncoder.append(Array(#"{"type":"heartbeat","now":1}"#.utf8), epoch: Array("e1".utf8), seq: 4, framing: .eventStream, heartbeatEvents: false, to: &out)
-        StreamEncoder.append(Array(#"{"type":"heartbeat","now":1}"#.utf8), epoch: Array("e1".utf8), seq: 4, framing: .eventStream, heartbeatEvents: true, to: &out)
+        StreamEncoder.append(
+            Array(#"{"type":"progress","id":"a"}"#.utf8), epoch: Array("e1".utf8), seq: 4, framing: .eventStream, heartbeatEvents: false, to: &out)
+        StreamEncoder.append(
+            Array(#"{"type":"heartbeat","now":1}"#.utf8), epoch: Array("e1".utf8), seq: 4, framing: .eventStream, heartbeatEvents: false, to: &out)
+        StreamEncoder.append(
+            Array(#"{"type":"heartbeat","now":1}"#.utf8), epoch: Array("e1".utf8), seq: 4, framing: .eventStream, heartbeatEvents: true, to: &out)
         XCTAssertEqual(
             String(decoding: out, as: UTF8.self),
             "id: e1:4\nevent: progress\ndata: {\"type\":\"progress\",\"id\":\"a\"}\n\n: heartbeat\n\nevent: heartbeat\ndata: {\"type\":\"heartbeat\",\"now\":1}\n\n"
         )
         var lines: [UInt8] = []
-        StreamEncoder.append(Array(#"{"type":"hello"}"#.utf8), epoch: Array("e1".utf8), seq: 0, framing: .jsonLines, heartbeatEvents: false, to: &lines)
+        StreamEncoder.append(
+            Array(#"{"type":"hello"}"#.utf8), epoch: Array("e1".utf8), seq: 0, framing: .jsonLines, heartbeatEvents: false, to: &lines)
         XCTAssertEqual(String(decoding: lines, as: UTF8.self), "{\"type\":\"hello\"}\n")
         XCTAssertEqual(String(decoding: StreamEncoder.chunk(Array("0123456789abcdefg".utf8)[...]), as: UTF8.self), "11\r\n0123456789abcdefg\r\n")
     }

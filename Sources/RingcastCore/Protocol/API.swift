@@ -459,7 +459,9 @@ public final class API {
                 store.encodeHello(now: now, heartbeatSeconds: config.heartbeatSeconds),
                 store.encodeSnapshot(matching: watch, since: stream.socket.resumeSeq(in: store.epoch), now: now),
             ] {
-                StreamEncoder.append(frame, epoch: Array(store.epoch.utf8), seq: store.seq, framing: stream.framing, heartbeatEvents: stream.heartbeatEvents, to: &body)
+                StreamEncoder.append(
+                    frame, epoch: Array(store.epoch.utf8), seq: store.seq, framing: stream.framing, heartbeatEvents: stream.heartbeatEvents, to: &body
+                )
             }
             return .answer(APIResponse(body: body, contentType: stream.framing.contentType))
         case ("openapi.json", 2):
