@@ -35,6 +35,8 @@ export class Connection {
     this.streamURL = typeof EventSource === 'function' ? streamURL || null : null;
     /** 'websocket' or 'eventsource': what the next connection uses, and the current one used. */
     this.transport = 'websocket';
+    /** A stream has given this page a snapshot: its own reconnections are worth waiting for. */
+    this.streamWorked = false;
     this.onRefused = onRefused || null;
     this.greeting = greeting || (() => null);
     this.since = since;
@@ -137,6 +139,7 @@ export class Connection {
       this.onEvent(ev);
       if (ev.type === 'snapshot') {
         ws.synced = true;
+        if (this.transport === 'eventsource') this.streamWorked = true;
         this.attempts = 0;
         this.setStatus('live', `Live · ${TRANSPORT_NAMES[this.transport]}`);
       }
@@ -162,12 +165,14 @@ export class Connection {
     es.onmessage = deliver;
     es.onerror = () => {
       if (es !== this.ws) return;
-      if (es.readyState === EventSource.CONNECTING && es.synced) {
-        // Reconnecting by itself, from the last event id it saw.
-        es.synced = false;
-        this.onLost();
-        this.setStatus('reconnecting', 'Reconnecting…');
-        this.arm(OPEN_TIMEOUT_MS);
+      if (es.readyState === EventSource.CONNECTING && (es.synced || this.streamWorked)) {
+        // Reconnecting by itself, from the last event id it saw (the watchdog still stands guard).
+        if (es.synced) {
+          es.synced = false;
+          this.onLost();
+          this.setStatus('reconnecting', 'Reconnecting…');
+          this.arm(OPEN_TIMEOUT_MS);
+        }
         return;
       }
       // Never got through (an HTTP error, a proxy's page): the next attempt is a WebSocket again.
