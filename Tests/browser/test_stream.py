@@ -140,3 +140,30 @@ def test_widget_falls_back_to_event_source(page, server):
         assert transport == "eventsource"
     finally:
         proxy.close()
+
+
+def test_dashboard_over_event_source_rides_out_a_restart(page, kept_server):
+    server = kept_server
+    page.server = server
+    proxy = NginxProxy(server.port)
+    try:
+        # While the server is down nginx answers the stream 502, which Chromium reports.
+        page.allowed_console.append(REFUSED)
+        page.allowed_console.append(r"EventSource|/api/stream")
+        server.post("/api/tasks/rr.keep", {"title": "Keep", "progress": 0.2})
+        page.driver.get(proxy.base(False) + "/?watch=rr.*")
+        page.wait_ready(15)
+        assert page.js("return document.getElementById('status').dataset.transport") == "eventsource"
+        page.wait(lambda: ring(page, "rr.keep") == "20", 5, "the card is not shown")
+        port = server.port
+        server.stop()
+        page.wait(lambda: page.status()["state"] != "live", 10, "the page did not notice the server going")
+        server.start(port=port)
+        server.post("/api/tasks/rr.keep", {"progress": 0.6})
+        server.post("/api/tasks/rr.new", {"title": "New", "progress": 0.3})
+        page.wait(lambda: page.status()["state"] == "live", 30, "the page did not come back")
+        assert page.js("return document.getElementById('status').dataset.transport") == "eventsource"
+        page.wait(lambda: ring(page, "rr.keep") == "60" and ring(page, "rr.new") == "30", 5, "the page does not show the new state")
+        page.shot()
+    finally:
+        proxy.close()
