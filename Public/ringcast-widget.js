@@ -20,7 +20,7 @@
 // failing or stalling shows a system notification while the page is not in front. That code
 // (js/notify.js, shared with the dashboard) is loaded from the server only then.
 
-import { Connection, socketURL } from './js/connection.js';
+import { Connection, socketURL, streamURL } from './js/connection.js';
 import { Store, isShown, stateOf } from './js/store.js';
 import { createFace, faceText, writeFace } from './js/face.js';
 import { setRing } from './js/ring.js';
@@ -227,8 +227,10 @@ class RingcastTask extends HTMLElement {
         if (ev.type === 'error' && ev.error === 'unauthorized' && token && !store.everSynced) return;
         store.handle(ev);
       },
-      onStatus: (state, text) => this.setConn(state, text),
+      onStatus: (state, text, transport) => this.setConn(state, text, transport),
       onLost: () => store.connectionLost(),
+      // A stream cannot send the `auth` a token goes in: a widget with a token stays on the WebSocket.
+      streamURL: token ? null : (since) => streamURL(server, id, since),
       onRefused: (_code, reason) => this.setConn('offline', `Not allowed to read ${id}${reason ? `: ${reason}` : ''}`),
       greeting: () => (token ? JSON.stringify({ type: 'auth', token }) : null),
     });
@@ -292,8 +294,9 @@ class RingcastTask extends HTMLElement {
     this.notifier.consider(this.getAttribute('server') || '', c.task, c.prev && stateOf(c.prev), this.store.everSynced);
   }
 
-  setConn(state, text) {
+  setConn(state, text, transport) {
     this.statusText = text;
+    if (transport) this.dot.dataset.transport = transport;
     this.dot.dataset.state = state;
     this.dot.setAttribute('aria-label', text);
     this.dot.title = text;

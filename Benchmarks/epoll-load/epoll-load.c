@@ -9,6 +9,7 @@
  *
  *   epoll-load --port P --pid PID [--watchers N] [--rate R] [--messages M] [--payload B] [--hold S]
  *              [--tasks T] [--churn K] [--churn-concurrency C] [--churn-until upgrade|snapshot] [--deflate]
+ *              [--sse PATH]
  *
  * --rate 0 publishes as fast as one request at a time allows. Prints one line of JSON.
  * --tasks T first creates T tasks (one POST each, about 200 bytes of snapshot apiece), so that
@@ -30,6 +31,10 @@
  * snapshot again. Prints the time until every watcher was live again, the p50/p99 of each one's
  * time from its loss to its snapshot, and the server's CPU over the storm (restart: the new
  * server's whole CPU time, start-up included). --ready-file: created once the N are connected.
+ * --sse PATH: the held watchers follow PATH as a stream over plain HTTP instead (Ringcast's
+ * /api/stream?watch=*, Nchan's eventsource subscriber): a GET asking for text/event-stream, and
+ * the updates counted in whatever whole events (up to a blank line) have come, the chunked
+ * framing between them ignored. Not with --churn, --storm or --deflate.
  * Loopback only: it connects to 127.0.0.1.
  */
 #define _GNU_SOURCE
@@ -152,6 +157,7 @@ static void count_updates(const char *data, size_t length, uint64_t now)
 }
 
 static int ask_deflate;
+static const char *sse_path;	/* --sse: the stream's path and query */
 
 /* Inflates one frame of a compressed message into w->message; at its last frame the updates in
  * the whole message are counted. */
@@ -215,9 +221,39 @@ static int frame_header(const unsigned char *h, size_t have, uint64_t *length, s
 }
 
 /* Takes whole frames off the front of the buffer; server frames are never masked. */
+/* --sse: the updates in every whole event received; what follows the last blank line waits. */
+static void consume_stream(struct watcher *w, uint64_t now)
+{
+	size_t at = 0;
+	if (!w->upgraded) {
+		char *end = memmem(w->buf, w->have, "\r\n\r\n", 4);
+		if (!end)
+			return;
+		if (strncmp(w->buf, "HTTP/1.1 200", 12)) {
+			fprintf(stderr, "epoll-load: the stream was refused: %.*s\n", (int)(end - w->buf), w->buf);
+			exit(1);
+		}
+		w->upgraded = 1;
+		at = (size_t)(end - w->buf) + 4;
+	}
+	char *last = NULL, *from = w->buf + at;
+	for (char *found = from; (found = memmem(found, w->have - (size_t)(found - w->buf), "\n\n", 2)); found += 2)
+		last = found;
+	if (!last)
+		return;
+	size_t whole = (size_t)(last + 2 - w->buf);
+	count_updates(from, whole - at, now);
+	memmove(w->buf, w->buf + whole, w->have - whole);
+	w->have -= whole;
+}
+
 static void consume(struct watcher *w, uint64_t now)
 {
 	size_t at = 0;
+	if (sse_path) {
+		consume_stream(w, now);
+		return;
+	}
 	if (!w->upgraded) {
 		char *end = memmem(w->buf, w->have, "\r\n\r\n", 4);
 		if (!end)
@@ -792,6 +828,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--churn-concurrency")) churn_concurrency = atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : 1;
 		else if (!strcmp(argv[i], "--churn-until")) churn_until_snapshot = strcmp(argv[i + 1], "upgrade") != 0;
 		else if (!strcmp(argv[i], "--deflate")) { ask_deflate = 1; i--; }
+		else if (!strcmp(argv[i], "--sse")) sse_path = argv[i + 1];
 		else if (!strcmp(argv[i], "--storm")) storm_mode = argv[i + 1];
 		else if (!strcmp(argv[i], "--pid-file")) pid_file = argv[i + 1];
 		else if (!strcmp(argv[i], "--ready-file")) ready_file = argv[i + 1];
@@ -810,6 +847,9 @@ int main(int argc, char **argv)
 			  "GET /ws HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
 			  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n%s\r\n", port,
 			  ask_deflate ? "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n" : "");
+	if (sse_path)
+		hl = snprintf(handshake, sizeof(handshake), "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAccept: text/event-stream\r\n\r\n",
+			      sse_path, port);
 
 	if (tasks_n > 0)
 		preload_tasks();

@@ -1,7 +1,7 @@
 // Entry point: wires the sign-in, the connection, the store, the dashboard, the search box, the
 // notification bell, the splash and the status indicator.
 
-import { Connection, pageServer, socketURL } from './connection.js';
+import { Connection, pageServer, socketURL, streamURL } from './connection.js';
 import { Store } from './store.js';
 import { Dashboard } from './render.js';
 import { Splash } from './splash.js';
@@ -94,8 +94,9 @@ store.subscribe((c) => {
   }
 });
 
-function showStatus(state, text) {
+function showStatus(state, text, transport) {
   statusEl.dataset.state = state;
+  if (transport) statusEl.dataset.transport = transport;
   statusText.textContent = text;
   document.body.dataset.conn = state;
   // Once something was shown, say plainly when it is no longer live.
@@ -121,6 +122,7 @@ const signIn = new SignIn({
 let connection = null;
 connection = new Connection({
   url: (since) => socketURL(server, watch, since),
+  streamURL: (since) => streamURL(server, watch, since),
   since: () => store.since(),
   onEvent(ev) {
     // A socket without a token where reading needs one hears so at once (and waits for an `auth`

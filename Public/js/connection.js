@@ -1,6 +1,10 @@
 // The WebSocket to the server: connects, parses frames (one event or an array of events), resumes
 // with `since`, reconnects with capped full-jitter exponential back-off, reconnects when the server
 // has been silent for two heartbeat intervals (watchdog), and resyncs when the tab is shown again.
+// When a WebSocket cannot open, or closes before its snapshot (a proxy that strips Upgrade answers
+// the upgrade with an error, or cuts it), the same watch follows over EventSource from
+// /api/stream, which the browser resumes by Last-Event-ID; a stream that cannot open either sends
+// the next attempt back to the WebSocket.
 
 // Close codes after which retrying the same request cannot help (4429: the token's entry holds all
 // the connections it may; docs/PROTOCOL.md).
@@ -11,6 +15,9 @@ const FATAL_CLOSE = new Set([1002, 1003, 1007, 1008, 4429]);
 // other close: the new rules then let the page in, or refuse it with one of these.
 export const SIGN_IN_CLOSE = new Set([4401, 4403, 4440]);
 const OPEN_TIMEOUT_MS = 10000;
+// The names the server gives its events on a stream (`event:`); a stream carries nothing else.
+const STREAM_EVENTS = ['hello', 'snapshot', 'progress', 'tick', 'show', 'hide', 'state', 'remove', 'heartbeat', 'log', 'error'];
+const TRANSPORT_NAMES = { websocket: 'WebSocket', eventsource: 'EventSource' };
 
 export class Connection {
   /**
@@ -22,9 +29,16 @@ export class Connection {
    * @param {() => void} o.onLost                    the socket is gone; what we show is no longer live
    * @param {(code: number, reason: string) => void} [o.onRefused]  closed for its token (SIGN_IN_CLOSE)
    * @param {() => string|null} [o.greeting]         a first message for each new socket (an `auth`)
+   * @param {(since: string|null) => string} [o.streamURL]  /api/stream URL for a resume point: the
+   *   fallback when a WebSocket does not get through
    */
-  constructor({ url, since, onEvent, onStatus, onLost, onRefused, greeting, baseDelay = 500, maxDelay = 15000, offlineAfter = 4 }) {
+  constructor({ url, since, onEvent, onStatus, onLost, onRefused, greeting, streamURL, baseDelay = 500, maxDelay = 15000, offlineAfter = 4 }) {
     this.url = url;
+    this.streamURL = typeof EventSource === 'function' ? streamURL || null : null;
+    /** 'websocket' or 'eventsource': what the next connection uses, and the current one used. */
+    this.transport = 'websocket';
+    /** A stream has given this page a snapshot: its own reconnections are worth waiting for. */
+    this.streamWorked = false;
     this.onRefused = onRefused || null;
     this.greeting = greeting || (() => null);
     this.since = since;
@@ -87,6 +101,10 @@ export class Connection {
     clearTimeout(this.retryTimer);
     this.retryTimer = 0;
     if (this.ws) this.drop(4001, 'replaced');
+    if (this.transport === 'eventsource') {
+      this.openStream();
+      return;
+    }
     let ws;
     try {
       ws = new WebSocket(this.url(this.since()));
@@ -97,6 +115,7 @@ export class Connection {
     }
     this.ws = ws;
     ws.onopen = () => {
+      ws.openedAt = Date.now();
       const first = this.greeting();
       if (first && ws === this.ws) ws.send(first);
     };
@@ -121,11 +140,50 @@ export class Connection {
       if (ev.type === 'hello' && ev.heartbeat > 0) this.heartbeatMs = ev.heartbeat * 1000;
       this.onEvent(ev);
       if (ev.type === 'snapshot') {
+        ws.synced = true;
+        if (this.transport === 'eventsource') this.streamWorked = true;
         this.attempts = 0;
-        this.setStatus('live', 'Live');
+        this.setStatus('live', `Live · ${TRANSPORT_NAMES[this.transport]}`);
       }
     }
     if (ws === this.ws) this.arm(2 * this.heartbeatMs);
+  }
+
+  /** The same watch over EventSource. `this.ws` holds it too, so stop, drop and the watchdog
+   *  treat both alike; the browser reconnects it by itself (Last-Event-ID), as `retry:` says. */
+  openStream() {
+    let es;
+    try {
+      es = new EventSource(this.streamURL(this.since()));
+    } catch (err) {
+      console.warn('ringcast: cannot open EventSource', err);
+      this.transport = 'websocket';
+      this.retry();
+      return;
+    }
+    this.ws = es;
+    const deliver = (m) => this.message(es, m);
+    for (const type of STREAM_EVENTS) es.addEventListener(type, deliver);
+    es.onmessage = deliver;
+    es.onerror = () => {
+      if (es !== this.ws) return;
+      if (es.readyState === EventSource.CONNECTING && (es.synced || this.streamWorked)) {
+        // Reconnecting by itself, from the last event id it saw (the watchdog still stands guard).
+        if (es.synced) {
+          es.synced = false;
+          this.onLost();
+          this.setStatus('reconnecting', 'Reconnecting…');
+          this.arm(OPEN_TIMEOUT_MS);
+        }
+        return;
+      }
+      // Never got through (an HTTP error, a proxy's page): the next attempt is a WebSocket again.
+      this.detach();
+      this.onLost();
+      this.transport = 'websocket';
+      this.retry();
+    };
+    this.arm(OPEN_TIMEOUT_MS);
   }
 
   /** (Re)starts the watchdog: silence for `ms` means the connection is dead even if TCP says not. */
@@ -144,6 +202,12 @@ export class Connection {
     this.detach();
     this.onLost();
     if (this.stopped) return;
+    // Refused before or right after its upgrade, for no reason the server gave: something on the
+    // way does not pass WebSockets. A close the server explains (4401…) is not that.
+    if (this.streamURL && !ws.synced && !SIGN_IN_CLOSE.has(e.code) && !FATAL_CLOSE.has(e.code) && e.code < 4000) {
+      this.transport = 'eventsource';
+      console.warn(`ringcast: the WebSocket ${ws.openedAt ? 'closed before its snapshot' : 'did not open'} (${e.code}); following /api/stream instead`);
+    }
     if (SIGN_IN_CLOSE.has(e.code) && this.onRefused) {
       this.setStatus('offline', e.code === 4440 ? 'Signed out: the token expired' : 'Sign in to see tasks');
       this.onRefused(e.code, e.reason);
@@ -163,7 +227,9 @@ export class Connection {
     const ws = this.ws;
     if (!ws) return;
     this.detach();
-    try { ws.close(code, reason); } catch { /* not open yet */ }
+    try {
+      if (typeof EventSource === 'function' && ws instanceof EventSource) ws.close(); else ws.close(code, reason);
+    } catch { /* not open yet */ }
     this.onLost();
   }
 
@@ -171,6 +237,7 @@ export class Connection {
     const ws = this.ws;
     if (!ws) return;
     ws.onopen = ws.onmessage = ws.onclose = ws.onerror = null;
+    if (typeof EventSource === 'function' && ws instanceof EventSource) ws.close();
     this.ws = null;
     clearTimeout(this.watchdog);
   }
@@ -191,7 +258,7 @@ export class Connection {
 
   reconnectNow() {
     if (this.stopped) return;
-    if (this.ws && this.ws.readyState === WebSocket.OPEN) return;
+    if (this.isOpen()) return;
     this.attempts = 0;
     this.connect();
   }
@@ -201,7 +268,7 @@ export class Connection {
       this.hiddenAt = Date.now();
       return;
     }
-    if (!this.ws || this.ws.readyState !== WebSocket.OPEN) {
+    if (!this.isOpen()) {
       this.reconnectNow();
     } else if (this.hiddenAt && Date.now() - this.hiddenAt > this.heartbeatMs) {
       // Background tabs are throttled: ask the server what changed rather than trust what we hold.
@@ -210,17 +277,30 @@ export class Connection {
     }
   }
 
+  /** Whether the socket or stream is open (both say 1). */
+  isOpen() { return !!this.ws && this.ws.readyState === 1; }
+
   setStatus(state, text) {
     if (this.state === state && this.text === text) return;
     this.state = state;
     this.text = text;
-    this.onStatus(state, text);
+    this.onStatus(state, text, this.transport);
   }
 }
 
 /** The ws(s) address of the server that served `location` (a page of the dashboard). */
 export function pageServer(location) {
   return `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}`;
+}
+
+/** The URL of `/api/stream` on `server` (ws(s):// or http(s)://, maybe with a path): the same
+ *  watch as `socketURL`'s, with heartbeats as events so the watchdog hears them. */
+export function streamURL(server, watch, since) {
+  const enc = (s) => encodeURIComponent(s).replace(/%2C/gi, ',').replace(/%3A/gi, ':');
+  const base = server.replace(/\/+$/, '').replace(/^ws(s?):/i, 'http$1:');
+  let url = `${base}/api/stream?watch=${enc(watch || '*')}&heartbeat=event`;
+  if (since) url += `&since=${enc(since)}`;
+  return url;
 }
 
 /** The URL of `/ws` on `server` (ws:// or wss://, maybe with a path), with the watch patterns and resume point. */

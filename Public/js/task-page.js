@@ -4,7 +4,7 @@
 // task and the ids under it (`{id},{id}.*`), with the dashboard's reconnect and resume
 // (connection.js, store.js).
 
-import { Connection, pageServer, socketURL } from './connection.js';
+import { Connection, pageServer, socketURL, streamURL } from './connection.js';
 import { Store, TERMINAL, stateOf } from './store.js';
 import { createFace, faceText, writeFace } from './face.js';
 import { createRing, ringView, setRing, stateLabel } from './ring.js';
@@ -249,9 +249,10 @@ store.subscribe((c) => {
   }
 });
 
-function showStatus(state, text) {
+function showStatus(state, text, transport) {
   const status = $('status');
   status.dataset.state = state;
+  if (transport) status.dataset.transport = transport;
   status.querySelector('.status-text').textContent = text;
   document.body.dataset.conn = state;
 }
@@ -263,6 +264,7 @@ async function start() {
   } catch { /* the page still shows what it may read */ }
   const connection = new Connection({
     url: (since) => socketURL(pageServer(location), `${id},${id}.*`, since),
+    streamURL: (since) => streamURL(pageServer(location), `${id},${id}.*`, since),
     since: () => store.since(),
     onEvent(ev) {
       if (ev.type === 'error' && (ev.error === 'unauthorized' || ev.error === 'forbidden' || ev.error === 'invalid_pattern')) {

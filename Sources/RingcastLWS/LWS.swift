@@ -127,7 +127,10 @@ package final class WriteBuffer {
     }
 
     /// Writes a whole small HTTP answer: status line and headers, then the body. False: close.
-    func writeHTTP(status: Int, contentType: String, body: [UInt8], extraHeaders: [(String, String)], to wsi: OpaquePointer) -> Bool {
+    /// `knownLength` false: an answer of unknown length (a stream), whose body follows in `writeHTTPBody`s.
+    func writeHTTP(
+        status: Int, contentType: String, body: [UInt8], knownLength: Bool = true, extraHeaders: [(String, String)], to wsi: OpaquePointer
+    ) -> Bool {
         // lws's own headers (its Content-Security-Policy and friends) take about 600 bytes; ours,
         // a sign-in cookie with its token among them, whatever they take.
         let headerRoom = 1024 + extraHeaders.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count + 4 }
@@ -135,7 +138,9 @@ package final class WriteBuffer {
         let start = storage + LWS.pre
         let end = start + headerRoom
         var cursor: UnsafeMutablePointer<UInt8>? = start
-        if lws_add_http_common_headers(wsi, UInt32(status), contentType, lws_filepos_t(body.count), &cursor, end) != 0 {
+        if lws_add_http_common_headers(
+            wsi, UInt32(status), contentType, !knownLength ? lws_filepos_t.max : lws_filepos_t(body.count), &cursor, end) != 0
+        {
             return false
         }
         for (name, value) in extraHeaders {
@@ -157,5 +162,37 @@ package final class WriteBuffer {
         }
         bodyStart += body.count
         return lws_write(wsi, start, bodyStart - start, LWS_WRITE_HTTP_HEADERS) >= 0
+    }
+
+    /// Writes `bytes[range]` as one HTTP/1.1 chunk of a streamed answer (its size line, the bytes,
+    /// CRLF) in one write; false when the connection should close.
+    func writeHTTPChunk(_ bytes: [UInt8], _ range: Range<Int>, to wsi: OpaquePointer) -> Bool {
+        reserve(range.count + 24)
+        let start = storage + LWS.pre
+        var cursor = start
+        var digits = 0
+        while range.count >> (4 * digits) > 0 { digits += 1 }
+        for shift in stride(from: digits - 1, through: 0, by: -1) {
+            let digit = UInt8((range.count >> (4 * shift)) & 15)
+            cursor.pointee = digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10
+            cursor += 1
+        }
+        cursor[0] = 13
+        cursor[1] = 10
+        cursor += 2
+        bytes.withUnsafeBufferPointer { source in
+            if let base = source.baseAddress { cursor.update(from: base + range.lowerBound, count: range.count) }
+        }
+        cursor += range.count
+        cursor[0] = 13
+        cursor[1] = 10
+        cursor += 2
+        return lws_write(wsi, start, cursor - start, LWS_WRITE_HTTP) >= 0
+    }
+
+    /// Writes more of an answer's body after its headers; false when the connection should close.
+    func writeHTTPBody(_ bytes: [UInt8], to wsi: OpaquePointer) -> Bool {
+        let payload = load(bytes)
+        return lws_write(wsi, payload, bytes.count, LWS_WRITE_HTTP) >= 0
     }
 }

@@ -264,6 +264,30 @@ package struct LWSConnection {
         return writeBuffer.writeHTTP(status: status, contentType: contentType, body: body, extraHeaders: headers, to: wsi)
     }
 
+    /// Writes the head of an answer whose body is a stream, and its first bytes; the rest follows
+    /// in `writeHTTPBody`. False when the connection should close.
+    package func writeStreamHead(status: Int, contentType: String, body: [UInt8], headers: [(String, String)]) -> Bool {
+        loop.assertOnLoopThread()
+        guard writeBuffer.writeHTTP(status: status, contentType: contentType, body: body, knownLength: false, extraHeaders: headers, to: wsi) else {
+            return false
+        }
+        // An open stream is idle between events by design: lws's HTTP timeouts do not apply to it.
+        lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0)
+        return true
+    }
+
+    /// Writes `bytes[range]` as one chunk of a streamed answer (not empty: an empty chunk ends it).
+    package func writeHTTPChunk(_ bytes: [UInt8], _ range: Range<Int>) -> Bool {
+        loop.assertOnLoopThread()
+        return writeBuffer.writeHTTPChunk(bytes, range, to: wsi)
+    }
+
+    /// Writes more of a streamed answer's body; false when the connection should close.
+    package func writeHTTPBody(_ bytes: [UInt8]) -> Bool {
+        loop.assertOnLoopThread()
+        return writeBuffer.writeHTTPBody(bytes, to: wsi)
+    }
+
     // MARK: Not reading while lws holds WebSocket output
     //
     // libwebsockets 4.1.6 spins inside one lws_service call, never polling again, when a peer

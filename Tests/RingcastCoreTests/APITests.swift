@@ -302,6 +302,6 @@ final class APITests: XCTestCase {
         call("POST", "/api/tasks/a")
         XCTAssertEqual(
             text(api.healthBody(watchers: 3)),
-            #"{"ok":true,"protocol":5,"server":"\#(RingcastVersion.version)","epoch":"apiepoch","seq":1,"tasks":1,"watchers":3}"#)
+            #"{"ok":true,"protocol":6,"server":"\#(RingcastVersion.version)","epoch":"apiepoch","seq":1,"tasks":1,"watchers":3}"#)
     }
 }

@@ -476,22 +476,22 @@ final class TaskStoreTests: XCTestCase {
         let hello = json(store.encodeHello(now: t0 + 0.4, heartbeatSeconds: 15))
         XCTAssertEqual(
             text(JSONWriter.encode(hello)),
-            #"{"type":"hello","protocol":5,"epoch":"testepoch","seq":4,"now":1700000000000,"heartbeat":15,"server":"\#(RingcastVersion.version)"}"#)
+            #"{"type":"hello","protocol":6,"epoch":"testepoch","seq":4,"now":1700000000000,"heartbeat":15,"server":"\#(RingcastVersion.version)"}"#)
     }
 
     func testTheHelloKeepsItsFixedPartsButFollowsSeqAndANewEpoch() throws {
         let version = RingcastVersion.version
         XCTAssertEqual(
             text(store.encodeHello(now: t0, heartbeatSeconds: 15)),
-            #"{"type":"hello","protocol":5,"epoch":"testepoch","seq":0,"now":1700000000000,"heartbeat":15,"server":"\#(version)"}"#)
+            #"{"type":"hello","protocol":6,"epoch":"testepoch","seq":0,"now":1700000000000,"heartbeat":15,"server":"\#(version)"}"#)
         try store.update("a", #"{"progress": 0.5}"#, now: t0)
         XCTAssertEqual(
             text(store.encodeHello(now: t0 + 1000, heartbeatSeconds: 2.5)),
-            #"{"type":"hello","protocol":5,"epoch":"testepoch","seq":1,"now":1700000001000,"heartbeat":2.5,"server":"\#(version)"}"#)
+            #"{"type":"hello","protocol":6,"epoch":"testepoch","seq":1,"now":1700000001000,"heartbeat":2.5,"server":"\#(version)"}"#)
         store.replace(with: PersistedState(epoch: "other", seq: 7, tasks: []))
         XCTAssertEqual(
             text(store.encodeHello(now: t0, heartbeatSeconds: 2.5)),
-            #"{"type":"hello","protocol":5,"epoch":"other","seq":7,"now":1700000000000,"heartbeat":2.5,"server":"\#(version)"}"#)
+            #"{"type":"hello","protocol":6,"epoch":"other","seq":7,"now":1700000000000,"heartbeat":2.5,"server":"\#(version)"}"#)
     }
 
     func testTimerFieldsInTheTaskObject() throws {

@@ -185,8 +185,10 @@ def test_modal_blocks_input_until_hide(page, server):
 
 
 def test_restart_reconnects_and_shows_only_new_state(page, server):
-    # Chromium logs each refused WebSocket connection while the server is down.
+    # Chromium logs each refused connection while the server is down: the WebSocket's, and the
+    # EventSource's the page falls back to when a WebSocket does not open.
     page.allowed_console.append(r"WebSocket connection to .* failed")
+    page.allowed_console.append(r"/api/stream\?.* net::ERR_CONNECTION_REFUSED")
     server.post("/api/tasks/rs.keep", {"title": "Keep", "progress": 0.2})
     server.post("/api/tasks/rs.gone", {"title": "Gone after restart", "progress": 0.7})
     page.open("rs.*")

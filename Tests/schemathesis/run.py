@@ -88,6 +88,8 @@ def main():
         # A NUL (%00) in a URL makes libwebsockets drop the connection unanswered (docs/FUZZING.md):
         # the one transport bug still stepped around.
         "--generation-allow-x00", "false",
+        # A stream's answer does not end: every request to it would run into the request timeout.
+        "--exclude-path", "/api/stream",
         "--report", "junit", "--report-dir", os.path.join(directory, "report"),
     ] + args.extra
     started = time.monotonic()

@@ -97,6 +97,8 @@ public final class Subscription {
     @exclusivity(unchecked) public internal(set) var writer: FanOutWriter?
     /// The state it knew was replaced: its next frame is a full snapshot.
     @exclusivity(unchecked) var needsFullResync = false
+    /// Each frame one event, never an array: a stream names each event's type and seq on its own.
+    @exclusivity(unchecked) public var singleEvents = false
 
     fileprivate init(watch: WatchSet, group: FanOutGroup, lastSeq: UInt64) {
         self.watch = watch
@@ -331,7 +333,7 @@ public final class FanOut {
         while subscription.cursor < log.head, log[subscription.cursor].isAlreadySent(to: subscription) { subscription.cursor += 1 }
         guard subscription.cursor < log.head else { return nil }
         let first = log[subscription.cursor]
-        if subscription.cursor + 1 == log.head || maxEventsPerFrame == 1 {
+        if subscription.cursor + 1 == log.head || maxEventsPerFrame == 1 || subscription.singleEvents {
             subscription.cursor += 1
             subscription.lastSeq = max(subscription.lastSeq, first.seq)
             return .frame(first.bytes, events: 1)

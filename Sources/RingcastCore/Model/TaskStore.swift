@@ -641,7 +641,7 @@ public final class TaskStore {
 }
 
 public enum ProtocolInfo {
-    public static let version = 5
+    public static let version = 6
 }
 
 /// A min-heap of (time, task id), ties broken by id so the order never depends on how entries

@@ -459,6 +459,22 @@ public final class API {
             return .answer(APIResponse(body: kindsAnswer(within: try policy.readScope(credential))))
         case ("session", 2):
             return .answer(try sessionAnswer(request, credential: credential, now: now))
+        case ("stream", 2):
+            // The transport serves a stream itself (it never ends); answered here, it is the stream's
+            // first messages, refused for the same reasons, so the route's rules live in one place.
+            try allow(request, "GET")
+            let stream = try StreamRequest.parse(request.query, accept: request.headers.accept, lastEventID: nil).get()
+            let watch = try readableWatch(stream.socket.watch, for: credential)
+            var body = StreamEncoder.opening(stream.framing)
+            for frame in [
+                store.encodeHello(now: now, heartbeatSeconds: config.heartbeatSeconds),
+                store.encodeSnapshot(matching: watch, since: stream.socket.resumeSeq(in: store.epoch), now: now),
+            ] {
+                StreamEncoder.append(
+                    frame, epoch: Array(store.epoch.utf8), seq: store.seq, framing: stream.framing, heartbeatEvents: stream.heartbeatEvents, to: &body
+                )
+            }
+            return .answer(APIResponse(body: body, contentType: stream.framing.contentType))
         case ("openapi.json", 2):
             try allow(request, "GET")
             return .answer(APIResponse(body: OpenAPI.encoded))

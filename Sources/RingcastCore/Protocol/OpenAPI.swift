@@ -315,6 +315,40 @@ public enum OpenAPI {
                 ok: .json("How many events applied, and why each of the others did not.", "BatchAnswer"),
                 errors: [.invalidJSON, .invalidEvent, .invalidID, .invalidField, .unknownField, .missingField, .lengthRequired]),
             Operation(
+                "GET", "/api/stream", "stream",
+                """
+                (v6) The watch of a /ws watcher as a stream that does not end, over one chunked answer: Server-Sent \
+                Events (id EPOCH:SEQ, event = the message's type, data = its JSON; resumed by Last-Event-ID as by \
+                since) or JSON lines (format=jsonl, or Accept: application/x-ndjson). Same snapshot, events, reader \
+                rules, caps and conflation as /ws.
+                """,
+                .scoped,
+                parameters: [
+                    watch,
+                    [
+                        "name": "since", "in": "query", "required": false,
+                        "description": "EPOCH:SEQ: the changes since that point rather than a full snapshot, within the epoch.",
+                        "schema": ["type": "string"],
+                    ],
+                    [
+                        "name": "format", "in": "query", "required": false,
+                        "description": "sse (the default, unless Accept names application/x-ndjson) or jsonl.",
+                        "schema": ["type": "string", "enum": ["sse", "jsonl"]],
+                    ],
+                    [
+                        "name": "heartbeat", "in": "query", "required": false,
+                        "description": "comment (the default): heartbeats as SSE comments; event: as heartbeat events.",
+                        "schema": ["type": "string", "enum": ["comment", "event"]],
+                    ],
+                    [
+                        "name": "Last-Event-ID", "in": "header", "required": false,
+                        "description": "EPOCH:SEQ, as an EventSource sends it when it reconnects: wins over since.",
+                        "schema": ["type": "string"],
+                    ],
+                ],
+                ok: Answer("The stream.", "text/event-stream", ["type": "string"]).or("application/x-ndjson", ["type": "string"]),
+                errors: [.invalidPattern, .invalidField, .rateLimited]),
+            Operation(
                 "GET", "/api/openapi.json", "openAPI", "This document.", .read,
                 ok: Answer("The OpenAPI 3.1 document of this API.", "application/json", ["type": "object", "required": ["openapi", "paths"]]),
                 errors: []),

@@ -107,6 +107,9 @@ public struct SocketOpening {
     public var session: SocketSession
     public var frames: [[UInt8]]
     public var close: SocketClose?
+    /// Why it may not read what it asked for, if it may not: a stream, which cannot send `auth`,
+    /// answers with it instead of opening.
+    public var refusal: APIError?
 }
 
 /// What a message asks for (`API.planMessage`): frames earned at once, by their place in the
@@ -166,6 +169,7 @@ extension API {
             opening.frames.append(store.encodeSnapshot(matching: opening.session.watch, since: request.resumeSeq(in: store.epoch), now: now))
         } catch {
             metrics.clientErrors += 1
+            opening.refusal = error
             opening.frames.append(error.encodedEvent())
             if case .anonymous = credential {
                 opening.session.awaitingAuth = true

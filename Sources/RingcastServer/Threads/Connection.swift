@@ -13,6 +13,9 @@ final class Connection {
         case watcher(SocketPeer)
         /// A WebSocket that publishes (`?mode=publish`): it hears only its own replies and heartbeats.
         case publisher(SocketPeer)
+        /// `GET /api/stream`: a watcher whose events go out as Server-Sent Events or JSON lines
+        /// over a chunked HTTP answer (StreamRole.swift).
+        case stream(SocketPeer)
     }
 
     let role: Role
@@ -26,7 +29,7 @@ final class Connection {
 
     var socket: SocketPeer? {
         switch role {
-        case .watcher(let socket), .publisher(let socket): return socket
+        case .watcher(let socket), .publisher(let socket), .stream(let socket): return socket
         case .http: return nil
         }
     }
@@ -121,6 +124,10 @@ final class SocketPeer: FanOutWriter {
     @exclusivity(unchecked) var isQueuedToWrite = false
     /// The entry whose `maxConnections` this socket counts against (`Server.connectionsByEntry`).
     @exclusivity(unchecked) var countedEntry: String?
+    /// Set for a stream (`GET /api/stream`): how its frames are written, over HTTP, not WebSocket.
+    @exclusivity(unchecked) var stream: StreamRequest?
+    /// The epoch a stream's event ids name: the state's when the stream opened or last resynced.
+    @exclusivity(unchecked) var streamEpoch: [UInt8] = []
     /// When it opened (Unix ms): a watcher waiting for its `auth` waits `handshakeTimeoutSeconds` from here.
     let openedAt = Clock.now()
 

@@ -64,7 +64,8 @@ extension ServiceWorker {
         // lws 4.1.6 parses a pipelined request while the one before is still unanswered and then
         // loses that answer (or, after a body, spins for good): a connection that pipelines is
         // closed, and the client sends again one request at a time, as HTTP/1.1 lets a server ask.
-        if link.attachment(as: Connection.self)?.exchange != nil {
+        // A stream's connection carries nothing after its request either.
+        if let connection = link.attachment(as: Connection.self), connection.exchange != nil || connection.socket != nil {
             logger.debug("closed a connection from \(link.peerAddress) that pipelined HTTP requests")
             return false
         }
@@ -95,7 +96,7 @@ extension ServiceWorker {
 
     /// Answers a request the transport refuses before the API sees it, then the connection closes
     /// (the caller returns false): what the client sends after it is not read as a request.
-    private func refuseHTTP(_ error: APIError, on link: LWSConnection) {
+    func refuseHTTP(_ error: APIError, on link: LWSConnection) {
         state.record { metrics in
             metrics.httpRequests += 1
             metrics.httpErrors += 1
@@ -129,6 +130,7 @@ extension ServiceWorker {
                 cookie: link.header(.cookie)),
             fromLoopback: isFromLoopback(link),
             bodyIsAbsent: framing == .absent && RequestFraming.methodsWithBodies.contains(method))
+        if framing == .absent, method == "GET", path == Self.streamPath { return openStream(link, request) }
         let exchange = HTTPExchange(request: request, bodyLimit: config.maxMessageBytes)
         // lws hands the same session memory to the next request of a kept-alive connection.
         release(link.attach(Connection(.http(exchange))))
@@ -290,7 +292,9 @@ extension ServiceWorker {
     /// Writes the answer, lets go of the exchange, then completes the transaction: lws may free the
     /// session memory inside it, so nothing may touch it afterwards.
     func writeHTTP(on link: LWSConnection) -> Bool {
-        guard let exchange = link.attachment(as: Connection.self)?.exchange, let response = exchange.response else { return true }
+        guard let connection = link.attachment(as: Connection.self) else { return true }
+        guard let exchange = connection.exchange else { return connection.socket == nil ? true : writeSocket(on: link) }
+        guard let response = exchange.response else { return true }
         exchange.response = nil
         count { $0.httpBytes += response.body.count }
         let closes = exchange.closesConnection

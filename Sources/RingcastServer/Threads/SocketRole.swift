@@ -21,6 +21,9 @@ final class SocketRole {
     var writeWatchTimer: LoopTimer?
     /// Watchers to write to when this round of the loop ends (`queueWriteAtRoundEnd`).
     @exclusivity(unchecked) private var queuedForRoundEnd: [SocketPeer] = []
+    /// Where a stream's writeable callback frames what it sends (StreamRole.swift), kept between
+    /// callbacks so that a delivery allocates nothing.
+    @exclusivity(unchecked) var streamScratch: [UInt8] = []
 
     init(config: ServerConfig) {
         handshakeSeconds = Double(config.handshakeTimeoutSeconds)
@@ -177,7 +180,7 @@ extension ServiceWorker {
 
     /// Puts the socket in the fan-out for `watch`, its control requests on its own thread, and
     /// `frames` (hello, a snapshot, an error) before anything else it receives.
-    private func subscribe(_ socket: SocketPeer, to watch: WatchSet, lastSeq: UInt64, frames: [[UInt8]]) {
+    func subscribe(_ socket: SocketPeer, to watch: WatchSet, lastSeq: UInt64, frames: [[UInt8]]) {
         let subscription = fanOut.subscribe(watch, lastSeq: lastSeq, writer: socket)
         socket.subscription = subscription
         if let session = socket.session {
@@ -200,7 +203,7 @@ extension ServiceWorker {
 
     /// Counts the socket against its entry's `maxConnections` (across every thread); the close
     /// it gets when the entry already holds them all.
-    private func admitConnection(_ socket: SocketPeer, of session: SocketSession) -> SocketClose? {
+    func admitConnection(_ socket: SocketPeer, of session: SocketSession) -> SocketClose? {
         guard let grant = session.credential.grant, let limit = grant.maxConnections else { return nil }
         let admitted: Bool = ledger.connectionsByEntry.withLock { counts in
             guard counts[grant.name, default: 0] < limit else { return false }
@@ -276,6 +279,7 @@ extension ServiceWorker {
     static let fragmentBytes = 64 * 1024
 
     private func write(_ socket: SocketPeer, on link: LWSConnection) -> Bool {
+        if let stream = socket.stream { return writeStream(socket, stream, on: link) }
         guard let subscription = socket.subscription else { return true }
         subscription.writeableCallbackBegan()
         if socket.unfinished != nil {
@@ -402,10 +406,12 @@ extension ServiceWorker {
         case .http(let exchange):
             exchange.isOpen = false
             http.forget(exchange)
-        case .watcher(let socket), .publisher(let socket):
+        case .watcher(let socket), .publisher(let socket), .stream(let socket):
             releaseConnectionCount(socket)
             sockets.forget(socket)
-            if let session = socket.session { count { $0.webSocketsClosed[session.request.mode == .publish ? "publisher" : "watcher"] += 1 } }
+            if let session = socket.session, socket.stream == nil {
+                count { $0.webSocketsClosed[session.request.mode == .publish ? "publisher" : "watcher"] += 1 }
+            }
             if let subscription = socket.subscription { fanOut.unsubscribe(subscription) }
             socket.subscription = nil
             counters.update(from: fanOut)

@@ -62,6 +62,7 @@ extension ServiceWorker {
         socket.closeReason = (CloseStatus(code: SocketClose.writeTimeout), reason)
         // No close frame could pass what the peer has not taken: the connection just ends, and
         // lws drops the output it held.
-        socket.link.closeSoon(CloseStatus(code: SocketClose.writeTimeout), reason)
+        // A stream has no close frame to give a reason in.
+        if socket.stream != nil { socket.link.closeSoon() } else { socket.link.closeSoon(CloseStatus(code: SocketClose.writeTimeout), reason) }
     }
 }
