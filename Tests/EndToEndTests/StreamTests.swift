@@ -150,13 +150,13 @@ struct StreamEvent {
 /// Debian's `curl -sN` following a URL: what it printed, as it came.
 final class CurlStream: @unchecked Sendable {
     private let process = Process()
+    private let output = Pipe()
     private let inbox = Inbox<String>()
 
     init(_ url: String, headers: [String] = []) throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/curl") else { throw MissingTool("/usr/bin/curl (Debian's curl)") }
         process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
         process.arguments = ["-sN", "--max-time", "60"] + headers.flatMap { ["-H", $0] } + [url]
-        let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         output.fileHandleForReading.readabilityHandler = { [inbox] handle in
@@ -173,7 +173,16 @@ final class CurlStream: @unchecked Sendable {
 
     var text: String { inbox.all.joined() }
 
-    func stop() { if process.isRunning { process.terminate() } }
+    /// Ends curl and closes the pipe it wrote to: a test process that runs many leaves no
+    /// descriptor behind for the tests after it.
+    func stop() {
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        output.fileHandleForReading.readabilityHandler = nil
+        try? output.fileHandleForReading.close()
+    }
+
+    deinit { stop() }
 
     @discardableResult
     func waitForText(file: StaticString = #filePath, line: UInt = #line, until predicate: (String) -> Bool) -> String {
