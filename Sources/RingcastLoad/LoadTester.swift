@@ -915,7 +915,7 @@ final class WatcherPool {
         shards = try (0..<threads).map { shard in
             let context = try WebSocketClientContext(
                 connectTimeoutSeconds: Int(options.connectTimeout.rounded(.up)), trustedCertificates: options.tls.effectiveCAFile,
-                insecure: options.tls.insecure)
+                insecure: options.tls.insecure, readsFramesItself: true)
             let size = options.clients / threads + (shard < options.clients % threads ? 1 : 0)
             return WatcherShard(
                 context: context,

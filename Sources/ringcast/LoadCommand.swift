@@ -22,6 +22,11 @@ struct LoadCommand: Subcommand {
         throughput and latency percentiles (nearest-rank), and with --server-pid the server's CPU time
         per 1000 deliveries and its memory.
 
+        --churn and --storm close watchers while updates flow and bring them back as the dashboard
+        does (its back-off, resuming with since): the table says how long each took to come back and
+        how many updates came in resume snapshots instead of one by one (not lost). --report-to
+        publishes the run's own progress as a task on a Ringcast server.
+
         merge: adds up runs that `ringcast load --json` wrote (several processes or machines, started
         together with --start-at): counts are summed and percentiles come from the added latency
         histograms, as one run over all the deliveries would give them. docs/LOAD-TESTING.md has a
