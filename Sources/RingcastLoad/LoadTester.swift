@@ -218,14 +218,14 @@ package final class LoadTester: @unchecked Sendable {
     private let origin: UInt64
 
     // Any thread.
-    private let deliveredCount = Atomic<Int>(0)
     private let publishedCount = Atomic<Int>(0)
-    private let lastDeliveryAt = Atomic<UInt64>(0)
     /// Watchers that received their first snapshot, and watchers that received any frame at all.
     private let snapshotted = Atomic<Int>(0)
     private let heardFrom = Atomic<Int>(0)
     /// Updates a returning watcher got inside its resume snapshot rather than one by one.
     private let resumedCount = Atomic<Int>(0)
+    /// With `--report-to`: watcher threads share a copy of their histogram now and then.
+    private let sharesHistograms: Bool
     private let stopRequested = Atomic<Bool>(false)
     private let publisherError = Locked<String?>(nil)
     /// The publisher thread's CPU time, written as it ends (0 until then).
@@ -234,6 +234,7 @@ package final class LoadTester: @unchecked Sendable {
     package init(options: LoadTestOptions) throws(LoadError) {
         try options.validate()
         self.options = options
+        sharesHistograms = options.reportTo != nil
         run = LoadMarker.newRunID()
         runBytes = Array(run.utf8)
         let capacity = options.messages.map { max(1, $0 + options.batchSize) } ?? SendTimes.defaultCapacity
@@ -392,9 +393,9 @@ package final class LoadTester: @unchecked Sendable {
         while !stopping, published > 0 || lock.withLock({ away }) > 0 {
             let now = MonotonicClock.nanoseconds()
             let returning = lock.withLock { away }
-            let delivered = deliveredCount.load(ordering: .relaxed) + resumedCount.load(ordering: .relaxed)
+            let delivered = deliveredSoFar + resumedCount.load(ordering: .relaxed)
             if now >= drainLimit || (delivered >= expected && returning == 0) { break }
-            let last = max(lastDeliveryAt.load(ordering: .relaxed), publishEnd)
+            let last = max(lastDeliverySoFar, publishEnd)
             if now > last + quiet && returning == 0 { break }
             serviceReconnects(watchers, handles, now: now)
             reporter.tick(.draining, snapshot())
@@ -424,7 +425,7 @@ package final class LoadTester: @unchecked Sendable {
 
         // The service threads have stopped: their state may be read here.
         let stats = watchers.combinedStats()
-        let lastDelivery = lastDeliveryAt.load(ordering: .relaxed)
+        let lastDelivery = lastDeliverySoFar
         let lastMatching = lastMatchingNumber(published)
         let finalSeen = lastMatching.map { number in (0..<options.clients).filter { stats.maxSeen[$0] >= number }.count } ?? 0
         let openCounts: [Int] = lock.withLock {
@@ -820,18 +821,23 @@ package final class LoadTester: @unchecked Sendable {
             }
         }
         guard delivered > 0 else { return }
-        if options.reportTo != nil, now - handle.shard.sharedAt > 500_000_000 {
+        if sharesHistograms, now - handle.shard.sharedAt > 500_000_000 {
             handle.shard.sharedAt = now
             let histogram = handle.shard.stats.histogram
             handle.shard.shared.withLock { $0 = histogram }
         }
-        deliveredCount.add(delivered, ordering: .relaxed)
-        lastDeliveryAt.store(now, ordering: .relaxed)
+        // Each thread its own counters: one shared by every watcher thread would bounce between cores.
+        handle.shard.delivered.add(delivered, ordering: .relaxed)
+        handle.shard.lastDeliveryAt.store(now, ordering: .relaxed)
     }
+
+    /// Deliveries so far, and the last one's time, over every watcher thread. The caller's thread.
+    private var deliveredSoFar: Int { livePool?.shards.reduce(0) { $0 + $1.delivered.load(ordering: .relaxed) } ?? 0 }
+    private var lastDeliverySoFar: UInt64 { livePool?.shards.map { $0.lastDeliveryAt.load(ordering: .relaxed) }.max() ?? 0 }
 
     private func snapshot() -> (connected: Int, failed: Int, published: Int, delivered: Int) {
         let (open, failed) = lock.withLock { (connected, self.failed) }
-        return (open, failed, publishedCount.load(ordering: .relaxed), deliveredCount.load(ordering: .relaxed))
+        return (open, failed, publishedCount.load(ordering: .relaxed), deliveredSoFar)
     }
 
     // MARK: Publishing
@@ -951,6 +957,9 @@ final class WatcherShard: @unchecked Sendable {
     /// A copy of `stats.histogram`, for the p99 so far of `--report-to`; `sharedAt` (service thread) is when it was taken.
     let shared = Locked(LatencyHistogram())
     var sharedAt: UInt64 = 0
+    /// This thread's deliveries so far and the last one's time, read by the caller's thread.
+    let delivered = Atomic<Int>(0)
+    let lastDeliveryAt = Atomic<UInt64>(0)
     /// The service thread's kernel id, learnt on its first callback, for its CPU time.
     private let threadID = Atomic<Int32>(0)
 
