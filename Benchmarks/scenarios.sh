@@ -12,10 +12,12 @@
 #
 #   Benchmarks/scenarios.sh              # 2 rounds (about 3 minutes)
 #   Benchmarks/scenarios.sh --quick      # 1 round, 1 000 / 2 000 watchers, 5 s runs
+#   Benchmarks/scenarios.sh --summary    # the tables again from the runs already in the results folder
 # Per-run JSON and logs are kept in Benchmarks/results/scenarios/.
 . "$(dirname "$0")/lib.sh"
-options="quick rounds=N"
+options="quick rounds=N summary"
 parse_options "$@"
+summary=${summary:-}
 [ ${#rest[@]} -eq 0 ] || usage_error "unexpected argument ${rest[0]}"
 rounds=${rounds:-$([ "$quick" = 1 ] && echo 1 || echo 2)}
 if [ "$quick" = 1 ]; then
@@ -24,13 +26,15 @@ else
   churn_clients=2000 storm_clients=5000 duration=10
 fi
 
+churn_arguments=(--clients "$churn_clients" --rate 100 --tasks 1000 --duration "$duration" --publish http --churn 200 --drain-timeout 30)
+storm_arguments=(--clients "$storm_clients" --rate 50 --tasks 100 --duration "$duration" --publish http --storm --drain-timeout 30)
+results=Benchmarks/results/scenarios
+if [ "$summary" != 1 ]; then
 build_release ringcast
 build_reference
 fresh_results scenarios
 ringcast_config "$work/ringcast.json" threads=1 heartbeatSeconds=3600
 
-churn_arguments=(--clients "$churn_clients" --rate 100 --tasks 1000 --duration "$duration" --publish http --churn 200 --drain-timeout 30)
-storm_arguments=(--clients "$storm_clients" --rate 50 --tasks 100 --duration "$duration" --publish http --storm --drain-timeout 30)
 for round in $(seq "$rounds"); do
   for server in ringcast reference; do
     for scenario in churn storm; do
@@ -43,7 +47,9 @@ for round in $(seq "$rounds"); do
     done
   done
 done
+fi
 
+rounds=$(find "$results" -name 'churn-ringcast-*.json' | wc -l)
 python3 - "$results" "$rounds" "$churn_clients" "$storm_clients" "$duration" "${churn_arguments[*]}" "${storm_arguments[*]}" <<'PY'
 import glob, json, statistics, sys
 results, rounds, churn_clients, storm_clients, duration = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
@@ -75,8 +81,9 @@ print(f"`Benchmarks/scenarios.sh`: `ringcast load --churn` and `--storm`, {round
       "through its `since` snapshot instead of one by one (the reference has no `since`, so for it they are lost). "
       "Server CPU from /proc over publishing and the drain, every thread.\n")
 for scenario, clients, arguments in (("churn", churn_clients, sys.argv[6]), ("storm", storm_clients, sys.argv[7])):
-    title = (f"Churn: {clients:,} watchers, 200 closed a second for {duration} s while 100 updates/s go out" if scenario == "churn"
-             else f"Storm: {clients:,} watchers closed at once halfway through {duration} s of 50 updates/s").replace(",", " ")
+    count = f"{clients:,}".replace(",", " ")
+    title = (f"Churn: {count} watchers, 200 closed a second for {duration} s while 100 updates/s go out" if scenario == "churn"
+             else f"Storm: {count} watchers closed at once halfway through {duration} s of 50 updates/s")
     print(f"### {title}\n")
     print(f"`ringcast load --url http://127.0.0.1:PORT --server-pid PID {arguments} --json`\n")
     header = ["server", "closed", "back", "p50 back (ms)", "p99 back (ms)"]
