@@ -211,9 +211,10 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
         info.ssl_connection = url.secure ? Int32(tlsFlags) : 0
         info.ietf_version_or_minus_one = -1
         info.local_protocol_name = UnsafePointer(strings[3])
-        let rawMethod = strdup("RAW")
+        // A raw socket: lws connects it (binding `iface` as for any other) and hands over its bytes.
+        let rawMethod = readsFramesItself && !url.secure ? strdup("RAW") : nil
         defer { free(rawMethod) }
-        if readsFramesItself && !url.secure {
+        if let rawMethod {
             connection.raw = RawFrames()
             info.method = UnsafePointer(rawMethod)
         }
