@@ -354,7 +354,8 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
 
 /// A raw client socket's WebSocket: the upgrade request, the server's 101, then its frames, read
 /// from whole reads with no copy unless a frame spans reads (RFC 6455 §5; a server's frames are not
-/// masked, a client's are). Service thread only.
+/// masked, a client's are). The 101's status line is checked, not its Sec-WebSocket-Accept: a load
+/// tester's own servers are the peers. Service thread only.
 final class RawFrames {
     var requestSent = false
     private var upgraded = false
