@@ -50,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -661,6 +662,15 @@ static uint64_t process_cpu_ns(long pid)
 	return total;
 }
 
+/* This process's CPU time (who: RUSAGE_SELF, or RUSAGE_THREAD for the calling thread), in seconds:
+ * the generator's own cost per delivery, beside ringcast load's. */
+static double own_cpu_s(int who)
+{
+	struct rusage usage;
+	getrusage(who, &usage);
+	return (double)(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + (double)(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+}
+
 static int by_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -932,6 +942,7 @@ int main(int argc, char **argv)
 
 	delivered = 0;
 	uint64_t cpu_start = server_cpu_ns(), started = now_ns();
+	double own_start = own_cpu_s(RUSAGE_SELF), epoll_start = own_cpu_s(RUSAGE_THREAD);
 	pthread_t publisher;
 	pthread_create(&publisher, NULL, publish, NULL);
 	uint64_t expected = (uint64_t)watchers_n * (uint64_t)messages, drain_until = 0;
@@ -945,16 +956,19 @@ int main(int argc, char **argv)
 			break;
 	}
 	uint64_t cpu_end = server_cpu_ns(), ended = now_ns();
+	double own = own_cpu_s(RUSAGE_SELF) - own_start, epoll_own = own_cpu_s(RUSAGE_THREAD) - epoll_start;
 	pthread_join(publisher, NULL);
 	uint64_t timed = delivered < latency_cap ? delivered : latency_cap;
 	qsort(latencies, timed, sizeof(uint32_t), by_value);
 	double p50 = timed ? latencies[(timed - 1) * 50 / 100] / 1000.0 : 0, p99 = timed ? latencies[(timed - 1) * 99 / 100] / 1000.0 : 0;
 	printf("{\"watchers\":%d,\"published\":%llu,\"expected\":%llu,\"delivered\":%llu,\"seconds\":%.3f,"
 	       "\"serverCpuSeconds\":%.4f,\"cpuUsPerDelivery\":%.3f,\"connectCpuUsPerConnection\":%.2f,"
-	       "\"latencyP50Ms\":%.2f,\"latencyP99Ms\":%.2f}\n",
+	       "\"latencyP50Ms\":%.2f,\"latencyP99Ms\":%.2f,\"loadCpuSeconds\":%.4f,\"epollThreadCpuSeconds\":%.4f,"
+	       "\"loadCpuUsPerDelivery\":%.3f}\n",
 	       watchers_n, (unsigned long long)published, (unsigned long long)expected, (unsigned long long)delivered,
 	       (double)(ended - started) / 1e9, (double)(cpu_end - cpu_start) / 1e9,
 	       delivered ? (double)(cpu_end - cpu_start) / 1000.0 / (double)delivered : 0,
-	       (double)(cpu_connected - cpu_before_connect) / 1000.0 / watchers_n, p50, p99);
+	       (double)(cpu_connected - cpu_before_connect) / 1000.0 / watchers_n, p50, p99, own, epoll_own,
+	       delivered ? own * 1e6 / (double)delivered : 0);
 	return delivered == expected ? 0 : 3;
 }

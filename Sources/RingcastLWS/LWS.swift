@@ -113,6 +113,12 @@ package final class WriteBuffer {
         return lws_write(wsi, payload, bytes.count, LWS_WRITE_TEXT) >= 0
     }
 
+    /// Writes bytes as they are, on a raw socket; false when the connection should close.
+    package func writeRaw(_ bytes: [UInt8], to wsi: OpaquePointer) -> Bool {
+        let payload = load(bytes)
+        return lws_write(wsi, payload, bytes.count, LWS_WRITE_HTTP) >= 0
+    }
+
     /// Writes `bytes[range]` as one fragment of a WebSocket text message (the first opens it, the
     /// last ends it); false when the connection should close.
     package func writeTextFragment(_ bytes: [UInt8], _ range: Range<Int>, first: Bool, last: Bool, to wsi: OpaquePointer) -> Bool {

@@ -250,6 +250,12 @@ package struct LWSConnection {
         return true
     }
 
+    /// Writes bytes as they are on a raw client socket; false when the connection should close.
+    package func writeRaw(_ bytes: [UInt8]) -> Bool {
+        loop.assertOnLoopThread()
+        return writeBuffer.writeRaw(bytes, to: wsi)
+    }
+
     /// Writes `bytes[range]` as one fragment of a text message; false when the connection should close.
     package func writeTextFragment(_ bytes: [UInt8], _ range: Range<Int>, first: Bool, last: Bool) -> Bool {
         loop.assertOnLoopThread()

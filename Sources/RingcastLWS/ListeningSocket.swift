@@ -137,6 +137,26 @@ package final class ListeningSocket: @unchecked Sendable {
     }
 }
 
+/// Checks that a client socket can be bound to `address` (an IPv4 or IPv6 literal) on this machine,
+/// as lws binds a connection's `iface` before connecting: binding port 0 there and closing at once.
+/// getaddrinfo builds the socket address, so IPv4 and IPv6 take one path.
+package func checkBindableLocalAddress(_ address: String) throws(CCallError) {
+    var hints = addrinfo()
+    hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV
+    var found: UnsafeMutablePointer<addrinfo>?
+    try checked(
+        getaddrinfo(address, "0", &hints, &found), "getaddrinfo", failsWhen: { $0 != 0 },
+        detail: { status, code in
+            "'\(address)' is not an IP address: \(status == EAI_SYSTEM ? CCallError.errnoText(code) : String(cString: gai_strerror(status)))"
+        })
+    defer { freeaddrinfo(found) }
+    guard let local = found else { throw CCallError("getaddrinfo", "'\(address)' gave no address") }
+    let fd = try checked(socket(local.pointee.ai_family, local.pointee.ai_socktype | Int32(SOCK_CLOEXEC.rawValue), 0), "socket")
+    defer { close(fd) }
+    try checked(bind(fd, local.pointee.ai_addr, local.pointee.ai_addrlen), "bind")
+}
+
 /// One process's claim on a listening address: the listeners of a server share their port
 /// through SO_REUSEPORT, which the kernel grants any process of the same user, so a second server
 /// started on the same address would silently take half of its connections. The claim is an

@@ -39,6 +39,9 @@ package enum ServiceEvent {
     case connectFailed(String)
     /// A client handshake is being written: add headers to it.
     case appendHandshakeHeaders(HandshakeHeaders)
+    /// Bytes read from a raw client socket (one that speaks its protocol itself), lent for the
+    /// duration of the call. Its connect, writeable and close arrive as `opened`, `writeable`, `closed`.
+    case rawReceived(UnsafeRawBufferPointer)
 }
 
 /// What a context's connections do. Called on the context's service thread only.
@@ -744,6 +747,15 @@ package final class ServiceLoop: @unchecked Sendable {
             }
             return handler.handle(.peerClosing(code: code, reason: reason), on: connection) ? 0 : -1
         case LWS_CALLBACK_CLOSED, LWS_CALLBACK_CLIENT_CLOSED:
+            _ = handler.handle(.closed, on: connection)
+            return 0
+        case LWS_CALLBACK_RAW_CONNECTED:
+            return handler.handle(.opened, on: connection) ? 0 : -1
+        case LWS_CALLBACK_RAW_RX:
+            return handler.handle(.rawReceived(bytes()), on: connection) ? 0 : -1
+        case LWS_CALLBACK_RAW_WRITEABLE:
+            return handler.handle(.writeable, on: connection) ? 0 : -1
+        case LWS_CALLBACK_RAW_CLOSE:
             _ = handler.handle(.closed, on: connection)
             return 0
         case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:

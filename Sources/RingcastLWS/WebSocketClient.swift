@@ -50,6 +50,9 @@ package final class WebSocketConnection: @unchecked Sendable {
     package private(set) var peerCloseCode: Int?
     /// The reason the server's close frame gave ("" when none).
     package private(set) var peerCloseReason = ""
+    /// On a context that reads frames itself, a ws:// connection's own handshake and frame reader.
+    /// Service thread only.
+    var raw: RawFrames?
 
     init(url: ServerURL, headers: [(String, String)], sourceAddress: String? = nil, delegate: WebSocketDelegate, context: WebSocketClientContext) {
         self.url = url
@@ -102,6 +105,7 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
     private var liveConnections = Set<UnsafeMutableRawPointer>()
     private static let protocolName = "ringcast-client"
     private let insecure: Bool
+    private let readsFramesItself: Bool
 
     /// - Parameters:
     ///   - connectTimeoutSeconds: how long a connection may take to connect and finish its handshake
@@ -110,11 +114,17 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
     ///     CA, or a self-signed server's own); nil trusts the system's.
     ///   - insecure: no check of a wss:// server's certificate (its CA, its name, its dates).
     ///   - offersCompression: offer permessage-deflate to the servers it connects to.
+    ///   - readsFramesItself: ws:// connections are raw sockets whose handshake and frames this
+    ///     context writes and reads itself, a whole read at a time: lws 4.1.6's client parser takes
+    ///     a frame's payload byte by byte, which costs a load generator's watchers more than the
+    ///     server's sending does. wss:// (and compression) stay with lws. They send no pong: a
+    ///     Ringcast server pings no watcher.
     package init(
         connectTimeoutSeconds: Int = 10, trustedCertificates: String? = nil, insecure: Bool = false, offersCompression: Bool = false,
-        logger: Logger = .silent
+        readsFramesItself: Bool = false, logger: Logger = .silent
     ) throws {
         self.insecure = insecure
+        self.readsFramesItself = readsFramesItself && !offersCompression
         loop = ServiceLoop(name: WebSocketClientContext.protocolName, logger: logger)
         var settings = ContextSettings(name: WebSocketClientContext.protocolName)
         settings.receiveBufferBytes = 64 * 1024
@@ -201,6 +211,13 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
         info.ssl_connection = url.secure ? Int32(tlsFlags) : 0
         info.ietf_version_or_minus_one = -1
         info.local_protocol_name = UnsafePointer(strings[3])
+        // A raw socket: lws connects it (binding `iface` as for any other) and hands over its bytes.
+        let rawMethod = readsFramesItself && !url.secure ? strdup("RAW") : nil
+        defer { free(rawMethod) }
+        if let rawMethod {
+            connection.raw = RawFrames()
+            info.method = UnsafePointer(rawMethod)
+        }
         // lws binds the client socket to `iface` (an interface name or, as here, an IP address)
         // before connect(); it reads the string during this call only.
         let source = connection.sourceAddress.map { strdup($0)! }
@@ -227,6 +244,17 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
         case .appendHandshakeHeaders(let handshake):
             for (name, value) in connection.headers where !handshake.add(name, value) { return false }
             return true
+        case .opened where connection.raw != nil:
+            // Connected: the upgrade request goes when the socket is writeable.
+            connection.link = link
+            link.requestWrite()
+            return true
+        case .rawReceived(let bytes):
+            guard let raw = connection.raw else { return false }
+            return raw.read(bytes, connection, link)
+        case .writeable where connection.raw?.requestSent == false:
+            connection.raw?.requestSent = true
+            return link.writeRaw(RawFrames.upgradeRequest(connection.url, connection.headers))
         case .opened:
             connection.link = link
             connection.opened()
@@ -255,7 +283,7 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
             finish(connection, user, error: WebSocketClientContext.namingVerification(message))
             return true
         case .closed:
-            finish(connection, user, error: nil)
+            finish(connection, user, error: connection.raw?.failure)
             return true
         case .httpFilter, .httpRequest, .httpBody, .httpBodyComplete, .httpWriteable, .httpClosed, .upgradeRequested,
             .accepted, .created, .destroyed:
@@ -281,7 +309,11 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
                 pulled = true
             }
             guard let message else { break }
-            guard link.writeText(message) else { return false }
+            if connection.raw != nil {
+                guard link.writeRaw(RawFrames.maskedText(message)) else { return false }
+            } else {
+                guard link.writeText(message) else { return false }
+            }
             if !(more || pulled) || link.isChoked { break }
         }
         if more || pulled {
@@ -289,7 +321,7 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
             return true
         }
         if closing {
-            link.setCloseReason(.normal, "")
+            if connection.raw == nil { link.setCloseReason(.normal, "") }
             return false
         }
         return true
@@ -317,5 +349,150 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
         default: return message
         }
         return "the server's TLS certificate \(name) (\(message.trimmingCharacters(in: .whitespacesAndNewlines)))"
+    }
+}
+
+/// A raw client socket's WebSocket: the upgrade request, the server's 101, then its frames, read
+/// from whole reads with no copy unless a frame spans reads (RFC 6455 §5; a server's frames are not
+/// masked, a client's are). The 101's status line is checked, not its Sec-WebSocket-Accept: a load
+/// tester's own servers are the peers. Service thread only.
+final class RawFrames {
+    var requestSent = false
+    private var upgraded = false
+    /// Bytes of a frame (or of the answer's headers) that the next read completes.
+    private var pending: [UInt8] = []
+    /// A fragmented message's pieces so far.
+    private var message: [UInt8] = []
+    private var inMessage = false
+    /// Why the connection ended, when it was not a close (a refused upgrade, a broken frame).
+    private(set) var failure: String?
+
+    static func upgradeRequest(_ url: ServerURL, _ headers: [(String, String)]) -> [UInt8] {
+        var key = [UInt8](repeating: 0, count: 16)
+        for index in key.indices { key[index] = UInt8.random(in: 0...255) }
+        var text = "GET \(url.path) HTTP/1.1\r\nHost: \(url.hostHeader)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        text += "Sec-WebSocket-Key: \(Data(key).base64EncodedString())\r\nSec-WebSocket-Version: 13\r\n"
+        for (name, value) in headers { text += "\(name): \(value)\r\n" }
+        return Array((text + "\r\n").utf8)
+    }
+
+    /// A client's text frame: masked, as RFC 6455 requires of every frame a client sends.
+    static func maskedText(_ payload: [UInt8]) -> [UInt8] {
+        var frame: [UInt8] = [0x81]
+        let count = payload.count
+        if count < 126 {
+            frame.append(0x80 | UInt8(count))
+        } else if count < 65536 {
+            frame += [0x80 | 126, UInt8(count >> 8), UInt8(count & 0xFF)]
+        } else {
+            frame.append(0x80 | 127)
+            for shift in stride(from: 56, through: 0, by: -8) { frame.append(UInt8((count >> shift) & 0xFF)) }
+        }
+        let mask = (0..<4).map { _ in UInt8.random(in: 0...255) }
+        frame += mask
+        frame.reserveCapacity(frame.count + count)
+        for (index, byte) in payload.enumerated() { frame.append(byte ^ mask[index & 3]) }
+        return frame
+    }
+
+    /// One read: false closes the connection (`failure` says why, unless the server closed).
+    func read(_ bytes: UnsafeRawBufferPointer, _ connection: WebSocketConnection, _ link: LWSConnection) -> Bool {
+        if pending.isEmpty { return consume(bytes, connection, link) }
+        pending.append(contentsOf: bytes)
+        let joined = pending
+        pending = []
+        return joined.withUnsafeBytes { consume($0, connection, link) }
+    }
+
+    private func consume(_ bytes: UnsafeRawBufferPointer, _ connection: WebSocketConnection, _ link: LWSConnection) -> Bool {
+        var at = 0
+        if !upgraded {
+            guard let end = RawFrames.headersEnd(bytes) else {
+                guard bytes.count < 16_384 else { return fail("the server's answer to the upgrade has no end") }
+                pending = Array(bytes)
+                return true
+            }
+            let status = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[0..<min(end, 200)]), as: UTF8.self)
+            guard status.hasPrefix("HTTP/1.1 101") else {
+                return fail("the server refused the WebSocket upgrade: \(status.prefix { $0 != "\r" })")
+            }
+            upgraded = true
+            at = end
+            connection.link = link
+            connection.opened()
+            connection.delegate?.webSocketDidOpen(connection)
+        }
+        while at < bytes.count {
+            let available = bytes.count - at
+            guard available >= 2 else { break }
+            let first = bytes[at]
+            let second = bytes[at + 1]
+            guard second & 0x80 == 0 else { return fail("the server sent a masked frame") }
+            var length = Int(second & 0x7F)
+            var header = 2
+            if length == 126 {
+                guard available >= 4 else { break }
+                length = Int(bytes[at + 2]) << 8 | Int(bytes[at + 3])
+                header = 4
+            } else if length == 127 {
+                guard available >= 10 else { break }
+                length = 0
+                for index in 2..<10 { length = length << 8 | Int(bytes[at + index]) }
+                header = 10
+                guard length >= 0, length < 1 << 32 else { return fail("the server sent a frame of \(length) bytes") }
+            }
+            guard available >= header + length else { break }
+            let payload = UnsafeRawBufferPointer(rebasing: bytes[(at + header)..<(at + header + length)])
+            at += header + length
+            let final = first & 0x80 != 0
+            switch first & 0x0F {
+            case 0x1, 0x2:
+                if final && !inMessage {
+                    connection.delegate?.webSocket(connection, didReceiveBytes: payload)
+                } else {
+                    message = Array(payload)
+                    inMessage = !final
+                    if final { deliverMessage(connection) }
+                }
+            case 0x0:
+                guard inMessage else { return fail("the server sent a continuation outside a message") }
+                message.append(contentsOf: payload)
+                if final {
+                    inMessage = false
+                    deliverMessage(connection)
+                }
+            case 0x8:
+                let code = payload.count >= 2 ? Int(payload[0]) << 8 | Int(payload[1]) : nil
+                let reason = payload.count > 2 ? String(decoding: UnsafeRawBufferPointer(rebasing: payload[2...]), as: UTF8.self) : ""
+                connection.peerClosed(code: code, reason: reason)
+                return false
+            default:
+                // Ping and pong: a Ringcast server sends neither to a watcher.
+                break
+            }
+        }
+        if at < bytes.count { pending = Array(UnsafeRawBufferPointer(rebasing: bytes[at...])) }
+        return true
+    }
+
+    private func deliverMessage(_ connection: WebSocketConnection) {
+        let whole = message
+        message = []
+        connection.delegate?.webSocket(connection, didReceive: whole)
+    }
+
+    private func fail(_ reason: String) -> Bool {
+        failure = reason
+        return false
+    }
+
+    /// Where an HTTP answer's headers end (after their blank line), or nil.
+    private static func headersEnd(_ bytes: UnsafeRawBufferPointer) -> Int? {
+        guard bytes.count >= 4 else { return nil }
+        for index in 3..<bytes.count
+        where bytes[index] == 10 && bytes[index - 1] == 13 && bytes[index - 2] == 10 && bytes[index - 3] == 13 {
+            return index + 1
+        }
+        return nil
     }
 }

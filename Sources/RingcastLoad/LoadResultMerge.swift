@@ -31,22 +31,31 @@ extension LoadResult {
         options.tasks = try count("tasks")
         options.publish = json["publish"]?.stringValue.flatMap(LoadTestOptions.PublishMode.init(rawValue:)) ?? .http
         options.batchSize = try count("batchSize")
+        options.churnPerSecond = json["reconnects"]?["churnPerSecond"]?.numberValue ?? 0
+        options.storm = json["reconnects"]?["storm"]?.boolValue ?? false
         self.init(options: options, run: run)
-        guard let histogram = json["latencyHistogram"], let buckets = histogram["buckets"]?.arrayValue,
-            let sum = histogram["sum"]?.numberValue, let min = histogram["min"]?.numberValue, let max = histogram["max"]?.numberValue
-        else {
+        guard let histogram = json["latencyHistogram"] else {
             throw LoadError("\(source): no \"latencyHistogram\"; it was written by an older `ringcast load`: run it again with this one")
         }
-        var pairs: [(lower: UInt64, count: UInt64)] = []
-        for bucket in buckets {
-            guard let pair = bucket.arrayValue, pair.count == 2, let lower = pair[0].numberValue, let n = pair[1].numberValue, lower >= 0, n >= 0
-            else { throw LoadError("\(source): a latency bucket is not [lowest µs, count]") }
-            pairs.append((UInt64(lower), UInt64(n)))
+        self.histogram = try LoadResult.histogram(histogram, source: source)
+        if let figures = json["reconnects"] {
+            func figure(_ key: String) throws(LoadError) -> Int {
+                guard let value = figures[key]?.numberValue else {
+                    throw LoadError("\(source): no \"reconnects.\(key)\" number; give files that `ringcast load --json` wrote")
+                }
+                return Int(value)
+            }
+            var r = ReconnectFigures()
+            r.closed = try figure("closed")
+            r.back = try figure("back")
+            r.stillAway = try figure("stillAway")
+            r.failedAttempts = try figure("failedAttempts")
+            r.resumedUpdates = try figure("resumedUpdates")
+            if let times = figures["backHistogram"] { r.backTimes = try LoadResult.histogram(times, source: source) }
+            r.stormWatchers = figures["stormWatchers"]?.numberValue.map { Int($0) }
+            r.stormSeconds = figures["allLiveSeconds"]?.numberValue
+            reconnects = r
         }
-        guard let parsed = LatencyHistogram(buckets: pairs, sum: UInt64(sum), min: UInt64(min), max: UInt64(max)) else {
-            throw LoadError("\(source): its latency buckets are not the ones `ringcast load` keeps")
-        }
-        self.histogram = parsed
         connected = try count("connected")
         failed = try count("failed")
         timedOut = try count("timedOut")
@@ -76,6 +85,23 @@ extension LoadResult {
         if case .object(let errors)? = json["connectErrors"] {
             for (reason, n) in errors { connectErrors[reason, default: 0] += Int(n.numberValue ?? 0) }
         }
+    }
+
+    /// A histogram as `encode` wrote it. Throws naming what is wrong.
+    static func histogram(_ json: JSONValue, source: String) throws(LoadError) -> LatencyHistogram {
+        guard let buckets = json["buckets"]?.arrayValue, let sum = json["sum"]?.numberValue, let min = json["min"]?.numberValue,
+            let max = json["max"]?.numberValue
+        else { throw LoadError("\(source): a histogram without buckets, sum, min and max; give files that `ringcast load --json` wrote") }
+        var pairs: [(lower: UInt64, count: UInt64)] = []
+        for bucket in buckets {
+            guard let pair = bucket.arrayValue, pair.count == 2, let lower = pair[0].numberValue, let n = pair[1].numberValue, lower >= 0, n >= 0
+            else { throw LoadError("\(source): a latency bucket is not [lowest µs, count]") }
+            pairs.append((UInt64(lower), UInt64(n)))
+        }
+        guard let parsed = LatencyHistogram(buckets: pairs, sum: UInt64(sum), min: UInt64(min), max: UInt64(max)) else {
+            throw LoadError("\(source): its latency buckets are not the ones `ringcast load` keeps")
+        }
+        return parsed
     }
 
     /// Several runs added up: counts summed, histograms added, durations the longest run's (they
@@ -111,6 +137,22 @@ extension LoadResult {
             merged.finalValueSeenBy += run.finalValueSeenBy
             merged.loadCPUSeconds += run.loadCPUSeconds
             merged.interrupted = merged.interrupted || run.interrupted
+            if let r = run.reconnects {
+                var sum = merged.reconnects ?? ReconnectFigures()
+                sum.closed += r.closed
+                sum.back += r.back
+                sum.stillAway += r.stillAway
+                sum.failedAttempts += r.failedAttempts
+                sum.resumedUpdates += r.resumedUpdates
+                sum.backTimes.add(r.backTimes)
+                if let watchers = r.stormWatchers { sum.stormWatchers = (sum.stormWatchers ?? 0) + watchers }
+                merged.reconnects = sum
+            }
+        }
+        // The storms of runs started together: all live once the slowest run's watchers were.
+        if merged.reconnects?.stormWatchers != nil {
+            let times = runs.map { $0.reconnects?.stormSeconds }
+            merged.reconnects?.stormSeconds = times.contains { $0 == nil } ? nil : times.compactMap { $0 }.max()
         }
         merged.connectSeconds = runs.map(\.connectSeconds).max() ?? 0
         merged.publishSeconds = runs.map(\.publishSeconds).max() ?? 0

@@ -65,8 +65,19 @@ package struct LoadTestOptions: Sendable {
     /// Publishing begins at this Unix time (seconds), once the watchers are connected: runs on
     /// several machines start together and their results can be merged.
     package var startAt: Double?
+    /// Watchers closed a second while the run publishes (or holds), each reopened after the
+    /// dashboard's back-off and resuming with `since` (`--churn`); 0: none.
+    package var churnPerSecond: Double = 0
+    /// Every watcher closed at once halfway through publishing (or holding), then back as the
+    /// dashboard comes back: its back-off, resuming with `since` (`--storm`).
+    package var storm = false
+    /// Where the run publishes its own progress as a task (`--report-to`): the server and the task id.
+    package var reportTo: (url: String, task: String)?
 
     package init(url: ServerURL) { self.url = url }
+
+    /// Closing and reopening watchers: their resume point (epoch and seq) is tracked.
+    package var reconnects: Bool { churnPerSecond > 0 || storm }
 
     package static let taskPrefix = "rcload.t"
 
@@ -113,6 +124,18 @@ package struct LoadTestOptions: Sendable {
                 )
             }
             guard startAt - now < 86_400 else { throw LoadError("--start-at is more than a day ahead; give a Unix time or 2026-01-31T12:00:00Z") }
+        }
+        guard churnPerSecond >= 0, churnPerSecond.isFinite, churnPerSecond <= 100_000 else {
+            throw LoadError("--churn must be watchers a second, from 0 to 100000, not \(churnPerSecond)")
+        }
+        if churnPerSecond > 0 && storm { throw LoadError("--churn and --storm are separate scenarios: give one of them per run") }
+        if let reportTo, ServerURL(reportTo.url) == nil {
+            throw LoadError(
+                "--report-to takes a server's address and a task id, like --report-to http://127.0.0.1:8080 load.nightly, not '\(reportTo.url)'")
+        }
+        if let reportTo, !TaskID.isValid(reportTo.task) {
+            throw LoadError(
+                "--report-to: '\(reportTo.task)' is not a task id: 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit")
         }
         if latestValue, clients * tasks > LoadTestOptions.latestValueLimit {
             throw LoadError(
@@ -167,9 +190,26 @@ package final class LoadTester: @unchecked Sendable {
 
     // Under `lock`: the connection state of each watcher and the counts that follow from it.
     private let lock = NSLock()
-    private enum WatcherState: UInt8 { case pending, open, failed, closed }
+    /// `leaving`: closed by the run (churn, storm); `away`: closed, its reconnect due later;
+    /// `returning`: reconnecting, open again once it holds its resume snapshot.
+    private enum WatcherState: UInt8 { case pending, open, failed, closed, leaving, away, returning }
     private var states: [WatcherState]
     private var connected = 0, failed = 0, timedOut = 0, dropped = 0, inFlight = 0
+    /// With churn or a storm: when each watcher was closed, its attempts since, the reconnects due
+    /// (each with its URL, which carries the watcher's own resume point), and how long each took.
+    private var lostAt: [UInt64] = []
+    private var attempts: [UInt8] = []
+    private var dueReconnects: [(due: UInt64, index: Int, url: ServerURL)] = []
+    private var away = 0, closedByRun = 0, cameBack = 0, failedAttempts = 0
+    private var backTimes = LatencyHistogram()
+    private var lastBackAt: UInt64 = 0
+    private var churned = 0
+    private var stormAt: UInt64?
+    private var stormWatchers = 0
+    private var random = SystemRandomNumberGenerator()
+    /// The caller's thread only: for `--report-to`.
+    private var livePool: WatcherPool?
+    private var publishStartedAt: UInt64?
     private var connectErrors: [String: Int] = [:]
     private var publishingStarted = false
     private var finishing = false
@@ -178,12 +218,14 @@ package final class LoadTester: @unchecked Sendable {
     private let origin: UInt64
 
     // Any thread.
-    private let deliveredCount = Atomic<Int>(0)
     private let publishedCount = Atomic<Int>(0)
-    private let lastDeliveryAt = Atomic<UInt64>(0)
     /// Watchers that received their first snapshot, and watchers that received any frame at all.
     private let snapshotted = Atomic<Int>(0)
     private let heardFrom = Atomic<Int>(0)
+    /// Updates a returning watcher got inside its resume snapshot rather than one by one.
+    private let resumedCount = Atomic<Int>(0)
+    /// With `--report-to`: watcher threads share a copy of their histogram now and then.
+    private let sharesHistograms: Bool
     private let stopRequested = Atomic<Bool>(false)
     private let publisherError = Locked<String?>(nil)
     /// The publisher thread's CPU time, written as it ends (0 until then).
@@ -192,12 +234,17 @@ package final class LoadTester: @unchecked Sendable {
     package init(options: LoadTestOptions) throws(LoadError) {
         try options.validate()
         self.options = options
+        sharesHistograms = options.reportTo != nil
         run = LoadMarker.newRunID()
         runBytes = Array(run.utf8)
         let capacity = options.messages.map { max(1, $0 + options.batchSize) } ?? SendTimes.defaultCapacity
         sendTimes = SendTimes(capacity: capacity)
         if case .success(let parsed) = WatchSet.parse(options.watch) { watchSet = parsed } else { watchSet = WatchSet([Glob("*")]) }
         states = Array(repeating: .pending, count: options.clients)
+        if options.reconnects {
+            lostAt = Array(repeating: 0, count: options.clients)
+            attempts = Array(repeating: 0, count: options.clients)
+        }
         origin = MonotonicClock.nanoseconds()
     }
 
@@ -209,6 +256,48 @@ package final class LoadTester: @unchecked Sendable {
     /// Runs the whole test and returns its figures; throws what a user can fix (no server, nothing
     /// connected, updates refused). `progress` is called about four times a second on this thread.
     package func execute(progress: @escaping (LoadProgress) -> Void = { _ in }) throws(LoadError) -> LoadResult {
+        guard let reportTo = options.reportTo else { return try measure(progress: progress) }
+        let reporter = try LoadRunReporter(url: reportTo.url, task: reportTo.task, token: options.token, tls: options.tls)
+        do {
+            let result = try measure { [self] moment in
+                progress(moment)
+                reporter.report(moment, p99Milliseconds: liveP99Milliseconds(), fraction: fraction(moment), force: moment.phase == .done)
+            }
+            let breaches = result.breaches
+            reporter.finish(
+                detail: "delivered \(result.delivered) of \(result.expected), loss \(result.loss), "
+                    + result.latencyMilliseconds.map { "\($0.label) \($0.value.map { String(format: "%.2f", $0) } ?? "–") ms" }.joined(
+                        separator: ", ")
+                    + (breaches.isEmpty ? "" : "; failed --fail-if: " + breaches.joined(separator: "; ")),
+                failed: !breaches.isEmpty)
+            return result
+        } catch {
+            reporter.finish(detail: error.description, failed: true)
+            throw error
+        }
+    }
+
+    /// The latency p99 of the deliveries so far (each watcher thread shares its histogram twice a second).
+    private func liveP99Milliseconds() -> Double? {
+        guard let watchers = livePool else { return nil }
+        var sum = LatencyHistogram()
+        for shard in watchers.shards { sum.add(shard.shared.withLock { $0 }) }
+        return sum.percentile(99).map { Double($0) / 1000 }
+    }
+
+    /// How far the run is: its publishing (or holding) time or updates so far, of those planned.
+    private func fraction(_ moment: LoadProgress) -> Double? {
+        switch moment.phase {
+        case .connecting, .waiting: return 0
+        case .draining, .done: return 1
+        case .publishing, .holding:
+            if let messages = options.messages, messages > 0 { return Double(moment.published) / Double(messages) }
+            guard let duration = options.duration, let start = publishStartedAt else { return nil }
+            return Double(MonotonicClock.nanoseconds() - start) / 1e9 / duration
+        }
+    }
+
+    private func measure(progress: @escaping (LoadProgress) -> Void) throws(LoadError) -> LoadResult {
         let began = MonotonicClock.nanoseconds()
         try checkServer()
         try checkSourceAddresses()
@@ -216,10 +305,11 @@ package final class LoadTester: @unchecked Sendable {
 
         let watchers: WatcherPool
         do {
-            watchers = try WatcherPool(options: options, origin: origin)
+            watchers = try WatcherPool(options: options, origin: origin, matches: taskMatches)
         } catch {
             throw LoadError("\(error)")
         }
+        livePool = watchers
         var reporter = ProgressReporter(began: began, clients: options.clients, report: progress)
         let connectStarted = MonotonicClock.nanoseconds()
         let handles = ramp(watchers, reporter: &reporter)
@@ -240,6 +330,7 @@ package final class LoadTester: @unchecked Sendable {
         let ownCPUStart = LoadTester.ownCPUSeconds()
         let watcherCPUStart = watchers.shards.map { $0.cpuNanoseconds() }
         let publishStart = MonotonicClock.nanoseconds()
+        publishStartedAt = publishStart
         let publishBegan = Date().timeIntervalSince1970
         var publisherThread: Thread?
         let publisherDone = DispatchSemaphore(value: 0)
@@ -275,10 +366,12 @@ package final class LoadTester: @unchecked Sendable {
                     publisherDone.wait()
                     break
                 }
+                scenarioTick(watchers, handles, publishStart: publishStart)
                 reporter.tick(.publishing, snapshot())
             }
         } else {
             while !stopping, let holdUntil, MonotonicClock.nanoseconds() < holdUntil {
+                scenarioTick(watchers, handles, publishStart: publishStart)
                 reporter.tick(.holding, snapshot())
                 usleep(20_000)
             }
@@ -296,12 +389,15 @@ package final class LoadTester: @unchecked Sendable {
         // Draining: until everything expected arrived, nothing arrived for a while, or time is up.
         let drainLimit = publishEnd + UInt64(options.drainTimeout * 1e9)
         let quiet = UInt64(options.quietSeconds * 1e9)
-        while !stopping, published > 0 {
+        // Watchers still on their way back are waited for too (within the drain's limit).
+        while !stopping, published > 0 || lock.withLock({ away }) > 0 {
             let now = MonotonicClock.nanoseconds()
-            let delivered = deliveredCount.load(ordering: .relaxed)
-            if delivered >= expected || now >= drainLimit { break }
-            let last = max(lastDeliveryAt.load(ordering: .relaxed), publishEnd)
-            if now > last + quiet { break }
+            let returning = lock.withLock { away }
+            let delivered = deliveredSoFar + resumedCount.load(ordering: .relaxed)
+            if now >= drainLimit || (delivered >= expected && returning == 0) { break }
+            let last = max(lastDeliverySoFar, publishEnd)
+            if now > last + quiet && returning == 0 { break }
+            serviceReconnects(watchers, handles, now: now)
             reporter.tick(.draining, snapshot())
             usleep(10_000)
         }
@@ -329,7 +425,7 @@ package final class LoadTester: @unchecked Sendable {
 
         // The service threads have stopped: their state may be read here.
         let stats = watchers.combinedStats()
-        let lastDelivery = lastDeliveryAt.load(ordering: .relaxed)
+        let lastDelivery = lastDeliverySoFar
         let lastMatching = lastMatchingNumber(published)
         let finalSeen = lastMatching.map { number in (0..<options.clients).filter { stats.maxSeen[$0] >= number }.count } ?? 0
         let openCounts: [Int] = lock.withLock {
@@ -342,6 +438,12 @@ package final class LoadTester: @unchecked Sendable {
             result.timedOut = timedOut
             result.dropped = dropped
             result.connectErrors = connectErrors
+            if options.reconnects {
+                result.reconnects = ReconnectFigures(
+                    closed: closedByRun, back: cameBack, stillAway: away, failedAttempts: failedAttempts, backTimes: backTimes,
+                    resumedUpdates: stats.resumed, stormWatchers: options.storm ? stormWatchers : nil,
+                    stormSeconds: stormAt.flatMap { at in away == 0 && lastBackAt > at ? seconds(lastBackAt - at) : nil })
+            }
         }
         result.connectSeconds = connectSeconds
         result.publishBegan = publishBegan
@@ -452,33 +554,11 @@ package final class LoadTester: @unchecked Sendable {
     /// fail, one connect error each, instead of one line that says why.
     private func checkSourceAddresses() throws(LoadError) {
         for address in options.sourceAddresses {
-            var storage = sockaddr_storage()
-            let length: socklen_t
-            let family: Int32
-            if address.contains(":") {
-                family = AF_INET6
-                length = socklen_t(MemoryLayout<sockaddr_in6>.size)
-                withUnsafeMutableBytes(of: &storage) { raw in
-                    let v6 = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in6.self)
-                    v6.pointee.sin6_family = sa_family_t(AF_INET6)
-                    _ = inet_pton(AF_INET6, address, &v6.pointee.sin6_addr)
-                }
-            } else {
-                family = AF_INET
-                length = socklen_t(MemoryLayout<sockaddr_in>.size)
-                withUnsafeMutableBytes(of: &storage) { raw in
-                    let v4 = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in.self)
-                    v4.pointee.sin_family = sa_family_t(AF_INET)
-                    _ = inet_pton(AF_INET, address, &v4.pointee.sin_addr)
-                }
-            }
-            let socket = Glibc.socket(family, Int32(SOCK_STREAM.rawValue), 0)
-            guard socket >= 0 else { throw LoadError("--source-address \(address): cannot open a socket (\(String(cString: strerror(errno))))") }
-            defer { close(socket) }
-            let bound = withUnsafePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) } }
-            guard bound == 0 else {
+            do throws(CCallError) {
+                try checkBindableLocalAddress(address)
+            } catch {
                 throw LoadError(
-                    "--source-address \(address): this machine cannot bind it (\(String(cString: strerror(errno)))); give addresses it has, e.g. 127.0.0.2 to 127.255.255.254 on loopback"
+                    "--source-address \(address): this machine cannot bind it (\(error.detail)); give addresses it has, e.g. 127.0.0.2 to 127.255.255.254 on loopback"
                 )
             }
         }
@@ -522,7 +602,8 @@ package final class LoadTester: @unchecked Sendable {
                     let handle = watchers.handle(handles.count, tester: self)
                     handles.append(handle)
                     issuedAt.append(now)
-                    handle.connection = watchers.connect(handle, url)
+                    let connection = watchers.connect(handle, url)
+                    lock.withLock { handle.connection = connection }
                 }
             }
             if now - lastTimeoutCheck > 100_000_000 {
@@ -540,7 +621,7 @@ package final class LoadTester: @unchecked Sendable {
                     }
                     return expired
                 }
-                for index in expired { handles[index].connection?.close() }
+                for index in expired { lock.withLock { handles[index].connection }?.close() }
             }
             reporter.tick(.connecting, snapshot())
             usleep(allowed > 0 ? 1000 : 2000)
@@ -580,16 +661,18 @@ package final class LoadTester: @unchecked Sendable {
         return max(0, Date().timeIntervalSince1970 - startAt)
     }
 
-    fileprivate func watcherOpened(_ handle: WatcherHandle) {
+    fileprivate func watcherOpened(_ handle: WatcherHandle, _ connection: WebSocketConnection) {
         handle.shard.noteServiceThread()
         let keep: Bool = lock.withLock {
+            // A returning watcher counts as open once its resume snapshot is in (`watcherBack`).
+            if states[handle.index] == .returning { return true }
             guard states[handle.index] == .pending, !publishingStarted else { return false }
             states[handle.index] = .open
             connected += 1
             inFlight -= 1
             return true
         }
-        if !keep { handle.connection?.close() }
+        if !keep { connection.close() }
     }
 
     fileprivate func watcherClosed(_ handle: WatcherHandle, error: String?) {
@@ -603,9 +686,112 @@ package final class LoadTester: @unchecked Sendable {
             case .open:
                 states[handle.index] = .closed
                 if !finishing { dropped += 1 }
-            case .failed, .closed:
+            case .leaving, .returning:
+                if states[handle.index] == .returning { failedAttempts += 1 }
+                guard !finishing else {
+                    states[handle.index] = .closed
+                    return
+                }
+                // As the dashboard does: a delay random in [0, min(15 s, 0.5 s·2^n)), n the
+                // attempts since its last snapshot, then back with `since`.
+                states[handle.index] = .away
+                let ceiling = min(15.0, 0.5 * Double(1 << min(Int(attempts[handle.index]), 10)))
+                attempts[handle.index] &+= 1
+                let delay = Double.random(in: 0..<ceiling, using: &random)
+                dueReconnects.append((MonotonicClock.nanoseconds() + UInt64(delay * 1e9), handle.index, resumeURL(handle)))
+            case .failed, .closed, .away:
                 break
             }
+        }
+        if handle.resumable {
+            // The next connection's first snapshot is a resume, not a resync.
+            handle.snapshots = 0
+            handle.resuming = true
+        }
+    }
+
+    /// The watcher's URL with its own resume point: the epoch of its hello and the last seq it had. Service thread.
+    private func resumeURL(_ handle: WatcherHandle) -> ServerURL {
+        var url = wsURL
+        url.path = "/ws?watch=" + options.watch + (handle.epoch.map { "&since=\($0):\(handle.lastSeq)" } ?? "")
+        return url
+    }
+
+    /// A returning watcher holds its resume snapshot: it is live again. Service thread.
+    private func watcherBack(_ handle: WatcherHandle, at now: UInt64) {
+        lock.withLock {
+            guard states[handle.index] == .returning else { return }
+            states[handle.index] = .open
+            attempts[handle.index] = 0
+            away -= 1
+            cameBack += 1
+            lastBackAt = now
+            backTimes.record(MonotonicClock.latencyMicroseconds(sentAt: lostAt[handle.index], receivedAt: now))
+        }
+    }
+
+    /// Churn and the storm, on the caller's thread: closes the watchers due to go and reopens those due back.
+    private func scenarioTick(_ watchers: WatcherPool, _ handles: [WatcherHandle], publishStart: UInt64) {
+        guard options.reconnects else { return }
+        let now = MonotonicClock.nanoseconds()
+        var leaving: [WebSocketConnection] = []
+        lock.withLock {
+            if options.churnPerSecond > 0 {
+                let due = Int(Double(now - publishStart) / 1e9 * options.churnPerSecond) - churned
+                var tries = 0
+                var closing = 0
+                // Random open watchers; a few misses are fine (the next tick makes them up).
+                while closing < due, tries < due * 4 + 16, !handles.isEmpty {
+                    tries += 1
+                    let index = Int.random(in: 0..<handles.count, using: &random)
+                    guard states[index] == .open, let connection = handles[index].connection else { continue }
+                    states[index] = .leaving
+                    lostAt[index] = now
+                    away += 1
+                    closedByRun += 1
+                    closing += 1
+                    leaving.append(connection)
+                }
+                churned += closing
+            }
+            if options.storm, stormAt == nil, now >= publishStart + stormDelay {
+                stormAt = now
+                for index in handles.indices where states[index] == .open {
+                    guard let connection = handles[index].connection else { continue }
+                    states[index] = .leaving
+                    lostAt[index] = now
+                    leaving.append(connection)
+                }
+                stormWatchers = leaving.count
+                away += leaving.count
+                closedByRun += leaving.count
+            }
+        }
+        for connection in leaving { connection.close() }
+        serviceReconnects(watchers, handles, now: now)
+    }
+
+    /// Halfway through publishing (or holding): the storm comes while updates flow on both sides of it.
+    private var stormDelay: UInt64 {
+        let planned = options.duration ?? (options.rate > 0 ? Double(options.messages ?? 0) / options.rate : 0)
+        return UInt64(planned / 2 * 1e9)
+    }
+
+    /// Opens the reconnects that are due. Caller's thread.
+    private func serviceReconnects(_ watchers: WatcherPool, _ handles: [WatcherHandle], now: UInt64) {
+        guard options.reconnects else { return }
+        let due: [(due: UInt64, index: Int, url: ServerURL)] = lock.withLock {
+            guard !dueReconnects.isEmpty, !finishing else { return [] }
+            let ready = dueReconnects.filter { $0.due <= now }
+            guard !ready.isEmpty else { return [] }
+            dueReconnects.removeAll { $0.due <= now }
+            for entry in ready { states[entry.index] = .returning }
+            return ready
+        }
+        for entry in due {
+            let handle = handles[entry.index]
+            let connection = watchers.connect(handle, entry.url)
+            lock.withLock { handle.connection = connection }
         }
     }
 
@@ -617,18 +803,41 @@ package final class LoadTester: @unchecked Sendable {
             handle.heard = true
             heardFrom.add(1, ordering: .relaxed)
         }
+        if handle.resumable { handle.noteResumePoint(frame) }
+        let resuming = handle.resuming
+        let resumedBefore = handle.shard.stats.resumed
         let delivered = runBytes.withUnsafeBytes { run in
-            handle.shard.stats.receive(frame, watcher: handle.local, at: now, sendTimes: sendTimes, run: run, snapshotsBefore: &handle.snapshots)
+            handle.shard.stats.receive(
+                frame, watcher: handle.local, at: now, sendTimes: sendTimes, run: run, snapshotsBefore: &handle.snapshots, resuming: resuming)
         }
-        if snapshotsBefore == 0 && handle.snapshots == 1 { snapshotted.add(1, ordering: .releasing) }
+        if snapshotsBefore == 0 && handle.snapshots == 1 {
+            if resuming {
+                handle.resuming = false
+                let resumed = handle.shard.stats.resumed - resumedBefore
+                if resumed > 0 { resumedCount.add(resumed, ordering: .relaxed) }
+                watcherBack(handle, at: now)
+            } else {
+                snapshotted.add(1, ordering: .releasing)
+            }
+        }
         guard delivered > 0 else { return }
-        deliveredCount.add(delivered, ordering: .relaxed)
-        lastDeliveryAt.store(now, ordering: .relaxed)
+        if sharesHistograms, now - handle.shard.sharedAt > 500_000_000 {
+            handle.shard.sharedAt = now
+            let histogram = handle.shard.stats.histogram
+            handle.shard.shared.withLock { $0 = histogram }
+        }
+        // Each thread its own counters: one shared by every watcher thread would bounce between cores.
+        handle.shard.delivered.add(delivered, ordering: .relaxed)
+        handle.shard.lastDeliveryAt.store(now, ordering: .relaxed)
     }
+
+    /// Deliveries so far, and the last one's time, over every watcher thread. The caller's thread.
+    private var deliveredSoFar: Int { livePool?.shards.reduce(0) { $0 + $1.delivered.load(ordering: .relaxed) } ?? 0 }
+    private var lastDeliverySoFar: UInt64 { livePool?.shards.map { $0.lastDeliveryAt.load(ordering: .relaxed) }.max() ?? 0 }
 
     private func snapshot() -> (connected: Int, failed: Int, published: Int, delivered: Int) {
         let (open, failed) = lock.withLock { (connected, self.failed) }
-        return (open, failed, publishedCount.load(ordering: .relaxed), deliveredCount.load(ordering: .relaxed))
+        return (open, failed, publishedCount.load(ordering: .relaxed), deliveredSoFar)
     }
 
     // MARK: Publishing
@@ -636,11 +845,13 @@ package final class LoadTester: @unchecked Sendable {
     /// Which task an update number goes to, and whether the watchers' patterns match it.
     private lazy var taskMatches: [Bool] = (0..<options.tasks).map { watchSet.matches(options.taskID($0)) }
 
-    private func countMatching(_ published: Int) -> Int {
-        let matches = taskMatches
+    private func countMatching(_ published: Int) -> Int { LoadTester.countMatching(published, taskMatches) }
+
+    /// How many of updates 0..<count go to a task the watchers' patterns match (`matches`, by task).
+    static func countMatching(_ count: Int, _ matches: [Bool]) -> Int {
+        guard count > 0, !matches.isEmpty else { return 0 }
         let perCycle = matches.filter { $0 }.count
-        let cycles = published / options.tasks
-        return cycles * perCycle + (0..<(published % options.tasks)).filter { matches[$0] }.count
+        return count / matches.count * perCycle + (0..<(count % matches.count)).filter { matches[$0] }.count
     }
 
     private func lastMatchingNumber(_ published: Int) -> Int? {
@@ -703,23 +914,26 @@ final class WatcherPool {
     private let clients: Int
     private let sourceAddresses: [String]
 
-    init(options: LoadTestOptions, origin: UInt64) throws {
+    init(options: LoadTestOptions, origin: UInt64, matches: [Bool]) throws {
         clients = options.clients
         sourceAddresses = options.sourceAddresses
         let threads = options.threads
         shards = try (0..<threads).map { shard in
             let context = try WebSocketClientContext(
                 connectTimeoutSeconds: Int(options.connectTimeout.rounded(.up)), trustedCertificates: options.tls.effectiveCAFile,
-                insecure: options.tls.insecure)
+                insecure: options.tls.insecure, readsFramesItself: true)
             let size = options.clients / threads + (shard < options.clients % threads ? 1 : 0)
             return WatcherShard(
                 context: context,
-                stats: WatcherStats(clients: size, origin: origin, latestValueTasks: options.latestValue ? options.tasks : 0))
+                stats: WatcherStats(
+                    clients: size, origin: origin, latestValueTasks: options.latestValue ? options.tasks : 0,
+                    matches: options.reconnects ? matches : []))
         }
     }
 
     func handle(_ index: Int, tester: LoadTester) -> WatcherHandle {
-        WatcherHandle(index: index, shard: shards[index % shards.count], local: index / shards.count, tester: tester)
+        WatcherHandle(
+            index: index, shard: shards[index % shards.count], local: index / shards.count, tester: tester, resumable: tester.options.reconnects)
     }
 
     func connect(_ handle: WatcherHandle, _ url: ServerURL) -> WebSocketConnection {
@@ -740,6 +954,12 @@ final class WatcherPool {
 final class WatcherShard: @unchecked Sendable {
     let context: WebSocketClientContext
     var stats: WatcherStats
+    /// A copy of `stats.histogram`, for the p99 so far of `--report-to`; `sharedAt` (service thread) is when it was taken.
+    let shared = Locked(LatencyHistogram())
+    var sharedAt: UInt64 = 0
+    /// This thread's deliveries so far and the last one's time, read by the caller's thread.
+    let delivered = Atomic<Int>(0)
+    let lastDeliveryAt = Atomic<UInt64>(0)
     /// The service thread's kernel id, learnt on its first callback, for its CPU time.
     private let threadID = Atomic<Int32>(0)
 
@@ -764,19 +984,41 @@ final class WatcherHandle: WebSocketDelegate {
     let shard: WatcherShard
     let local: Int
     unowned let tester: LoadTester
+    /// The current connection: under the tester's lock.
     var connection: WebSocketConnection?
+    /// Closed and reopened in this run (churn, storm): its resume point is kept.
+    let resumable: Bool
     /// Service thread only.
     var snapshots = 0
     var heard = false
+    /// The next snapshot answers a resume (`since`).
+    var resuming = false
+    /// The epoch of its last hello and the last seq it was sent: where it resumes from.
+    var epoch: String?
+    var lastSeq = 0
 
-    init(index: Int, shard: WatcherShard, local: Int, tester: LoadTester) {
+    init(index: Int, shard: WatcherShard, local: Int, tester: LoadTester, resumable: Bool) {
         self.index = index
         self.shard = shard
         self.local = local
         self.tester = tester
+        self.resumable = resumable
     }
 
-    func webSocketDidOpen(_ connection: WebSocketConnection) { tester.watcherOpened(self) }
+    /// Keeps the epoch from a hello and the newest seq of any frame (a frame's last `"seq":` is its newest).
+    func noteResumePoint(_ frame: UnsafeRawBufferPointer) {
+        switch LoadMarker.kind(of: frame) {
+        case .hello:
+            epoch = LoadMarker.stringField("epoch", in: frame) ?? epoch
+            if let seq = LoadMarker.lastNumberField("seq", in: frame) { lastSeq = seq }
+        case .snapshot, .events:
+            if let seq = LoadMarker.lastNumberField("seq", in: frame), seq > lastSeq { lastSeq = seq }
+        case .error, .heartbeat:
+            break
+        }
+    }
+
+    func webSocketDidOpen(_ connection: WebSocketConnection) { tester.watcherOpened(self, connection) }
 
     func webSocket(_ connection: WebSocketConnection, didReceiveBytes message: UnsafeRawBufferPointer) {
         tester.watcherReceived(self, message)
@@ -805,12 +1047,18 @@ struct WatcherStats {
     var firstErrorFrame: String?
     /// With `latestValue`: per update, the time until a watcher held it or a newer value of its task.
     var latestValue = LatencyHistogram()
+    /// Updates that returning watchers held by their resume snapshot instead of receiving them one
+    /// by one (churn, storm): not lost, but not deliveries either.
+    var resumed = 0
+    /// By task: whether the watchers' patterns match it (only kept when watchers resume).
+    private let matches: [Bool]
     /// With `latestValue`: the highest update number of each task each watcher holds (-1: none),
     /// watcher-major; empty without it.
     private var highestByTask: [Int32]
     private let tasks: Int
 
-    init(clients: Int, origin: UInt64, latestValueTasks: Int = 0) {
+    init(clients: Int, origin: UInt64, latestValueTasks: Int = 0, matches: [Bool] = []) {
+        self.matches = matches
         timeline = LatencyTimeline(origin: origin)
         maxSeen = Array(repeating: -1, count: clients)
         delivered = Array(repeating: 0, count: clients)
@@ -821,7 +1069,7 @@ struct WatcherStats {
     /// The shards' figures as one run's: watcher i is number i / N of shard i % N.
     init(combining shards: [WatcherStats], clients: Int) {
         let count = shards.count
-        self.init(clients: clients, origin: shards[0].timeline.origin, latestValueTasks: shards[0].tasks)
+        self.init(clients: clients, origin: shards[0].timeline.origin, latestValueTasks: shards[0].tasks, matches: shards[0].matches)
         for (number, shard) in shards.enumerated() {
             histogram.add(shard.histogram)
             timeline.add(shard.timeline)
@@ -830,6 +1078,7 @@ struct WatcherStats {
             frames += shard.frames
             dataFrames += shard.dataFrames
             resyncs += shard.resyncs
+            resumed += shard.resumed
             foreign += shard.foreign
             errorFrames += shard.errorFrames
             if firstErrorFrame == nil { firstErrorFrame = shard.firstErrorFrame }
@@ -871,7 +1120,7 @@ struct WatcherStats {
     /// count as seen but not as deliveries.
     mutating func receive(
         _ frame: UnsafeRawBufferPointer, watcher: Int, at now: UInt64, sendTimes: SendTimes,
-        run: UnsafeRawBufferPointer, snapshotsBefore snapshots: inout Int
+        run: UnsafeRawBufferPointer, snapshotsBefore snapshots: inout Int, resuming: Bool = false
     ) -> Int {
         frames += 1
         switch LoadMarker.kind(of: frame) {
@@ -900,9 +1149,10 @@ struct WatcherStats {
             return count
         case .snapshot:
             snapshots += 1
-            guard snapshots > 1 else { return 0 }
-            resyncs += 1
-            var highest = maxSeen[watcher]
+            guard snapshots > 1 || resuming else { return 0 }
+            if !resuming { resyncs += 1 }
+            let before = maxSeen[watcher]
+            var highest = before
             _ = LoadMarker.scan(frame, run: run) { number in
                 if sendTimes.get(number) != nil {
                     highest = max(highest, number)
@@ -910,6 +1160,10 @@ struct WatcherStats {
                 }
             }
             maxSeen[watcher] = highest
+            if resuming && highest > before {
+                // What the watcher missed while away, up to the newest value its snapshot holds.
+                resumed += LoadTester.countMatching(highest + 1, matches) - LoadTester.countMatching(before + 1, matches)
+            }
             return 0
         case .error:
             errorFrames += 1

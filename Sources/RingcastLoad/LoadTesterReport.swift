@@ -17,6 +17,28 @@ package struct ServerFigures: Sendable {
     package var residentBeforeKiB: Int
 }
 
+/// Watchers the run closed and reopened (`--churn`, `--storm`), and how they came back.
+package struct ReconnectFigures: Sendable {
+    /// Watchers the run closed.
+    package var closed = 0
+    /// Of those, how many were live again (their resume snapshot in) by the end.
+    package var back = 0
+    /// Closed and not back by the end of the drain.
+    package var stillAway = 0
+    /// Reconnects that failed (refused, or closed before their snapshot) and were tried again.
+    package var failedAttempts = 0
+    /// Each watcher's time from its close to its resume snapshot, in microseconds.
+    package var backTimes = LatencyHistogram()
+    /// Updates the returning watchers held by their resume snapshot instead of one by one.
+    package var resumedUpdates = 0
+    /// With `--storm`: the watchers it closed, and the time from then until every one was live
+    /// again (nil when some were not).
+    package var stormWatchers: Int?
+    package var stormSeconds: Double?
+
+    package func backMilliseconds(_ p: Double) -> Double? { backTimes.percentile(p).map { Double($0) / 1000 } }
+}
+
 /// The figures of one load run: what the table, `--json` and `--report` show.
 package struct LoadResult: Sendable {
     package let options: LoadTestOptions
@@ -76,6 +98,8 @@ package struct LoadResult: Sendable {
     package var publishBegan: Double?
     /// With `--start-at`: how long after that time publishing began (connecting took longer).
     package var startLateSeconds: Double?
+    /// With `--churn` or `--storm`.
+    package var reconnects: ReconnectFigures?
     /// The runs a merge added up (`ringcast load merge`); empty for one run.
     package var mergedRuns: [String] = []
 
@@ -84,7 +108,8 @@ package struct LoadResult: Sendable {
         self.run = run
     }
 
-    package var loss: Int { max(0, expected - delivered) }
+    /// Updates that neither arrived nor were held by a returning watcher's resume snapshot.
+    package var loss: Int { max(0, expected - delivered - (reconnects?.resumedUpdates ?? 0)) }
     /// The `--fail-if` bounds that held, each named with the value that broke it; empty: passed.
     package var breaches: [String] { options.failIf?.breached(by: self) ?? [] }
     package var lossPercent: Double { expected > 0 ? Double(loss) / Double(expected) * 100 : 0 }
@@ -213,6 +238,26 @@ package struct LoadResult: Sendable {
                         + threadShares
                 ))
         }
+        if let r = reconnects {
+            let scenario =
+                o.storm
+                ? "storm: \(group(r.stormWatchers ?? 0)) watchers closed at once, "
+                    + (r.stormSeconds.map { "all live again after \(fixed($0, 2)) s" } ?? "not all back by the end")
+                : "churn: \(LoadResult.trim(o.churnPerSecond)) a second, \(group(r.closed)) closed"
+            let times = ["p50", "p99", "max"].map { label -> String in
+                let value =
+                    label == "max" ? (r.backTimes.count > 0 ? Double(r.backTimes.max) / 1000 : nil) : r.backMilliseconds(label == "p50" ? 50 : 99)
+                return "\(label) \(value.map { milliseconds($0) } ?? "–")"
+            }.joined(separator: "  ")
+            lines.append(
+                (
+                    "reconnects",
+                    "\(scenario); \(group(r.back)) back (\(times) ms from close to resume snapshot, the dashboard's back-off included)"
+                        + (r.stillAway > 0 ? ", \(group(r.stillAway)) still away at the end" : "")
+                        + (r.failedAttempts > 0 ? ", \(group(r.failedAttempts)) attempts failed" : "")
+                        + "; \(group(r.resumedUpdates)) updates came in resume snapshots (not lost, not deliveries)"
+                ))
+        }
         if foreignMarkers > 0 { lines.append(("note", "\(group(foreignMarkers)) updates of other runs were ignored")) }
         if errorFrames > 0 { lines.append(("errors", "\(errorFrames) error events, first: \(firstErrorFrame ?? "")")) }
         if interrupted { lines.append(("note", "interrupted: figures cover the run until then")) }
@@ -314,6 +359,30 @@ package struct LoadResult: Sendable {
         if let startAt = o.startAt { members.append(("startAt", .number(startAt))) }
         if !mergedRuns.isEmpty { members.append(("runs", .array(mergedRuns.map { .string($0) }))) }
         members.append(("latencyHistogram", LoadResult.encode(histogram)))
+        if let r = reconnects {
+            var figures: [(String, JSONValue)] = [
+                ("churnPerSecond", .number(o.churnPerSecond)),
+                ("storm", .bool(o.storm)),
+                ("closed", count(r.closed)),
+                ("back", count(r.back)),
+                ("stillAway", count(r.stillAway)),
+                ("failedAttempts", count(r.failedAttempts)),
+                ("resumedUpdates", count(r.resumedUpdates)),
+                (
+                    "backMs",
+                    .object([
+                        ("p50", number(r.backMilliseconds(50))), ("p99", number(r.backMilliseconds(99))),
+                        ("max", number(r.backTimes.count > 0 ? Double(r.backTimes.max) / 1000 : nil)),
+                    ])
+                ),
+                ("backHistogram", LoadResult.encode(r.backTimes)),
+            ]
+            if let watchers = r.stormWatchers {
+                figures.append(("stormWatchers", count(watchers)))
+                figures.append(("allLiveSeconds", number(r.stormSeconds)))
+            }
+            members.append(("reconnects", .object(figures)))
+        }
         if let failIf = o.failIf {
             members.append(("failIf", .string(failIf.description)))
             members.append(("breached", .array(breaches.map { .string($0) })))

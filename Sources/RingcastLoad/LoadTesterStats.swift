@@ -267,6 +267,43 @@ package enum LoadMarker {
     }
 
     package static func kind(of frame: [UInt8]) -> FrameKind { frame.withUnsafeBytes { kind(of: $0) } }
+
+    /// Where the last `"NAME":` of `frame` ends (searched from the end: an array's newest event is
+    /// its last), or nil.
+    private static func lastValueOffset(_ name: String, in frame: UnsafeRawBufferPointer) -> Int? {
+        let key = Array("\"\(name)\":".utf8)
+        guard frame.count >= key.count else { return nil }
+        var start = frame.count - key.count
+        while start >= 0 {
+            if frame[start] == key[0] && frame[start + 1] == key[1] && zip(key.indices, key).allSatisfy({ frame[start + $0] == $1 }) {
+                return start + key.count
+            }
+            start -= 1
+        }
+        return nil
+    }
+
+    /// The whole number after the last `"NAME":` of `frame` (a seq), or nil.
+    package static func lastNumberField(_ name: String, in frame: UnsafeRawBufferPointer) -> Int? {
+        guard var position = lastValueOffset(name, in: frame) else { return nil }
+        var number = 0
+        var digits = 0
+        while position < frame.count, digits < 18, frame[position] >= 48, frame[position] <= 57 {
+            number = number * 10 + Int(frame[position] - 48)
+            digits += 1
+            position += 1
+        }
+        return digits > 0 ? number : nil
+    }
+
+    /// The plain string after the last `"NAME":` of `frame` (an epoch: no escapes), or nil.
+    package static func stringField(_ name: String, in frame: UnsafeRawBufferPointer) -> String? {
+        guard let start = lastValueOffset(name, in: frame), start < frame.count, frame[start] == UInt8(ascii: "\"") else { return nil }
+        var end = start + 1
+        while end < frame.count, frame[end] != UInt8(ascii: "\""), frame[end] != UInt8(ascii: "\\"), end - start < 128 { end += 1 }
+        guard end < frame.count, frame[end] == UInt8(ascii: "\"") else { return nil }
+        return String(decoding: UnsafeRawBufferPointer(rebasing: frame[(start + 1)..<end]), as: UTF8.self)
+    }
 }
 
 /// Send times by message number, written by the publisher and read by the watchers' thread.

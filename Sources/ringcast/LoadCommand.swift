@@ -22,6 +22,11 @@ struct LoadCommand: Subcommand {
         throughput and latency percentiles (nearest-rank), and with --server-pid the server's CPU time
         per 1000 deliveries and its memory.
 
+        --churn and --storm close watchers while updates flow and bring them back as the dashboard
+        does (its back-off, resuming with since): the table says how long each took to come back and
+        how many updates came in resume snapshots instead of one by one (not lost). --report-to
+        publishes the run's own progress as a task on a Ringcast server.
+
         merge: adds up runs that `ringcast load --json` wrote (several processes or machines, started
         together with --start-at): counts are summed and percentiles come from the added latency
         histograms, as one run over all the deliveries would give them. docs/LOAD-TESTING.md has a
@@ -78,6 +83,17 @@ struct LoadCommand: Subcommand {
                     "start-at", "TIME",
                     "connect, then wait until TIME to publish: Unix seconds or ISO 8601 UTC (2026-01-31T12:00:00Z); "
                         + "runs on several machines begin together"),
+                .value(
+                    "churn", "R",
+                    "close R watchers a second while publishing, each back after the dashboard's back-off and resuming with since; "
+                        + "the time each took to come back is reported"),
+                .flag(
+                    "storm",
+                    "close every watcher at once halfway through publishing; they come back as dashboards do (back-off, since), "
+                        + "timed until all are live again"),
+                .value(
+                    "report-to", "URL TASK",
+                    "publish the run's own progress (connected, delivered, p99 so far) as task TASK on the Ringcast server at URL"),
                 .flag("json", "print the figures as one JSON object (with the latency histogram, for merge) instead of the table"),
                 .value(
                     "report", "FILE.html", "also write a page with a latency histogram and latency over time", aliases: ["html"]),
@@ -117,7 +133,15 @@ struct LoadCommand: Subcommand {
             action = .merge(try LoadCommand.readRuns(Array(options.positional.dropFirst()), options))
             return
         }
-        try options.noPositional()
+        var reportTo: (url: String, task: String)?
+        if let url = options.value("report-to") {
+            guard options.positional.count == 1, let task = options.positional.first else {
+                throw UsageError("--report-to takes a server and a task id: --report-to http://127.0.0.1:8080 load.nightly")
+            }
+            reportTo = (url, task)
+        } else {
+            try options.noPositional()
+        }
         let connection = try ConnectionOptions(options)
         var load = LoadTestOptions(url: connection.server)
         load.token = connection.token
@@ -155,6 +179,9 @@ struct LoadCommand: Subcommand {
         load.connectTimeout = try options.decimal("connect-timeout")!
         load.drainTimeout = try options.decimal("drain-timeout")!
         load.latestValue = options.flag("latest-value")
+        load.churnPerSecond = try options.decimal("churn") ?? 0
+        load.storm = options.flag("storm")
+        load.reportTo = reportTo
         load.failIf = failIf
         if let text = options.value("start-at") { load.startAt = try LoadCommand.unixTime(text) }
         do {

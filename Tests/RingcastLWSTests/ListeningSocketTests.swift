@@ -1,4 +1,5 @@
 import Glibc
+import RingcastPlatform
 import XCTest
 
 @testable import RingcastLWS
@@ -40,5 +41,18 @@ final class ListeningSocketTests: XCTestCase {
         XCTAssertEqual(option(fd, Int32(IPPROTO_TCP), TCP_USER_TIMEOUT), 310_000)
         XCTAssertEqual(option(fd, Int32(IPPROTO_TCP), TCP_NODELAY), 1)
         XCTAssertEqual(option(fd, SOL_SOCKET, SO_SNDBUF), 64 * 1024, "what the kernel may hold unsent is capped")
+    }
+
+    func testALocalAddressIsBindableOnlyWhenThisMachineHasIt() throws {
+        // Any 127/8 address is loopback's; ::1 is IPv6's own: both families take the one path.
+        XCTAssertNoThrow(try checkBindableLocalAddress("127.0.0.2"))
+        XCTAssertNoThrow(try checkBindableLocalAddress("::1"))
+        XCTAssertThrowsError(try checkBindableLocalAddress("192.0.2.1"), "TEST-NET-1 is on no interface here") { error in
+            XCTAssertEqual((error as? CCallError)?.call, "bind", "\(error)")
+            XCTAssertEqual((error as? CCallError)?.errno, EADDRNOTAVAIL, "\(error)")
+        }
+        XCTAssertThrowsError(try checkBindableLocalAddress("localhost"), "a name is not looked up") { error in
+            XCTAssertEqual((error as? CCallError)?.call, "getaddrinfo", "\(error)")
+        }
     }
 }

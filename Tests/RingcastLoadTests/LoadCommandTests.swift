@@ -125,4 +125,17 @@ final class LoadCommandTests: XCTestCase {
             XCTAssertTrue(result.stderr.contains(hint), "\(time): \(result.stderr)")
         }
     }
+
+    func testReportToTakesAServerAndATaskIdAndTheRunShowsThere() throws {
+        let server = try self.server()
+        let board = try self.server()
+        let result = try load(server, ["--clients", "3", "--messages", "10", "--rate", "0", "--report-to", board.httpURL, "load.cli"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let task = try XCTUnwrap(try board.task("load.cli"), "the run's own task is on the board")
+        XCTAssertEqual(task["state"], .string("done"))
+
+        let missing = try load(server, ["--clients", "3", "--messages", "10", "--report-to", board.httpURL])
+        XCTAssertEqual(missing.status, 2, missing.stderr)
+        XCTAssertTrue(missing.stderr.contains("--report-to takes a server and a task id"), missing.stderr)
+    }
 }

@@ -49,7 +49,7 @@ extension ServiceWorker: ServiceHandler {
         case .peerClosing:
             link.withAttachment(as: Connection.self) { $0.socket?.peerIsClosing = true }
             return true
-        case .connectFailed, .appendHandshakeHeaders:
+        case .connectFailed, .appendHandshakeHeaders, .rawReceived:
             return true
         }
     }
