@@ -72,6 +72,9 @@ public final class Server: @unchecked Sendable {
     let ledger: ServerLedger
     /// Readiness and start time, for operators (Operations.swift).
     let operations: OperationsState
+    /// The browser's sign-in at config's `oidc` providers, and the checks of their tokens; nil
+    /// when none is configured. A reload that changes `oidc` builds a new one with `keys` kept.
+    let signIn: ProviderSignIn?
 
     /// A server on storage it owns alone (memory unless told otherwise).
     public convenience init(config: ServerConfig, baseDirectory: String, logger: Logger, persistence: TaskPersistence = MemoryOnlyPersistence()) {
@@ -100,6 +103,8 @@ public final class Server: @unchecked Sendable {
             if note.kind == .state { logger.debug(note.description, fields: fields) } else { logger.info(note.description, fields: fields) }
         }
         let api = API(store: store, config: config)
+        signIn = config.oidc.isEmpty ? nil : ProviderSignIn(config: config)
+        api.identityProviders = signIn?.providers
         // Read once: `/tasks/{id}` answers it from the API, which has no files of its own.
         let pageFolder = URL(fileURLWithPath: config.publicDir.hasPrefix("/") ? config.publicDir : baseDirectory + "/" + config.publicDir)
         api.taskPage = FileManager.default.contents(atPath: pageFolder.appendingPathComponent("task.html").path).map { Array($0) }
@@ -266,7 +271,7 @@ public final class Server: @unchecked Sendable {
         settings.reservesThreadHeap = true
         settings.certificate = certificate
         settings.staticFiles = .init(
-            directory: publicDirectory, maxAge: config.staticMaxAge, callbackPaths: ["/api", "/healthz", "/readyz", "/metrics", "/badge", "/tasks"])
+            directory: publicDirectory, maxAge: config.staticMaxAge, callbackPaths: ["/api", "/healthz", "/readyz", "/metrics", "/badge", "/tasks", "/auth"])
         settings.sessionBytes = LWSConnection.sessionBytes
         // The widget's files load from any site; the API's answers name their origins themselves
         // (RequestGate.corsHeaders), never `*`.

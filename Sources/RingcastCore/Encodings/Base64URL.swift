@@ -1,6 +1,26 @@
 /// base64url (RFC 4648 §5), as JSON Web Tokens write their parts: `-` and `_` for `+` and `/`,
-/// without padding (RFC 7515 §2). Decoding only: the server reads tokens, it never mints them.
+/// without padding (RFC 7515 §2). The server reads tokens; it encodes only the random values and
+/// the PKCE challenge of a browser's sign-in at an identity provider.
 public enum Base64URL {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    public static func encode(_ bytes: [UInt8]) -> String {
+        var output: [UInt8] = []
+        output.reserveCapacity((bytes.count * 4 + 2) / 3)
+        var buffer: UInt32 = 0
+        var bits = 0
+        for byte in bytes {
+            buffer = buffer << 8 | UInt32(byte)
+            bits += 8
+            while bits >= 6 {
+                bits -= 6
+                output.append(alphabet[Int((buffer >> UInt32(bits)) & 63)])
+            }
+        }
+        if bits > 0 { output.append(alphabet[Int((buffer << UInt32(6 - bits)) & 63)]) }
+        return String(decoding: output, as: UTF8.self)
+    }
+
     /// The bytes `text` encodes; nil for a character outside the alphabet, padding, or a length
     /// no encoding has (one character left over, or stray bits set in the last one).
     public static func decode<Text: StringProtocol>(_ text: Text) -> [UInt8]? {

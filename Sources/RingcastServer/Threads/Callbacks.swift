@@ -118,6 +118,16 @@ extension ServiceWorker: ServiceHandler {
         return http.gate.clientIsLoopback(peer: peer?.address.text ?? link.peerAddress, peerIsLoopback: peerIsLoopback, forwardedValue: value)
     }
 
+    /// Who config's `proxyAuth` headers name, read only when the link's own peer is one of
+    /// `trustedProxies`: from anyone else they are a client's claim and are ignored.
+    func proxiedIdentity(_ link: LWSConnection) -> ProxiedIdentity? {
+        guard let proxyAuth = config.proxyAuth else { return nil }
+        guard http.gate.isTrustedProxy(peer: peers[link.identifier]?.address.text ?? link.peerAddress) else { return nil }
+        guard let user = link.customHeader(proxyAuth.userHeader.lowercased() + ":"), !user.isEmpty else { return nil }
+        let groups = proxyAuth.groupsHeader.flatMap { link.customHeader($0.lowercased() + ":") }
+        return ProxiedIdentity(user: user, groups: ProxiedIdentity.groups(fromHeader: groups))
+    }
+
     private func forget(_ peer: Peer) {
         if peer === peers.accepted { peers.accepted = nil }
         ledger.connections.withLock { book in

@@ -28,12 +28,14 @@ final class ServiceWorker: @unchecked Sendable {
     let delivery: DeliveryOrder
     let timers: WorkerTimers
     let figures = WorkerFigures()
+    let signIn: ProviderSignIn?
 
     init(index: Int, server: Server) {
         self.index = index
         state = server.state
         ledger = server.ledger
         config = server.config
+        signIn = server.signIn
         http = HTTPRole(config: server.config)
         sockets = SocketRole(config: server.config)
         delivery = DeliveryOrder(config: server.config)

@@ -144,7 +144,8 @@ extension ServiceWorker {
             subscription.sendDirect(frame)
         case .success(let request):
             let headers = RequestHeaders(
-                host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization), cookie: link.header(.cookie))
+                host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization), cookie: link.header(.cookie),
+                proxied: proxiedIdentity(link))
             let fromLoopback = isFromLoopback(link)
             // The snapshot and the seq it was taken at, in one look: events up to that seq still in
             // this thread's inbox are skipped for this watcher (FanOut never sends one it has).
