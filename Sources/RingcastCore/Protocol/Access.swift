@@ -294,7 +294,9 @@ public struct AccessPolicy: Equatable, Sendable {
         var found: AccessEntry?
         for entry in entries where entry.hasToken && AccessPolicy.constantTimeEqual(presented, entry.token) && found == nil { found = entry }
         if let found { return .token(found.grant) }
-        if let providers, providers.claimsOneOfUs(token) {
+        // A token that names one of the providers is theirs to judge; so is any JWT when there is
+        // no signing key of our own, so that its refusal (an issuer not trusted, alg none) says why.
+        if let providers, SignedToken.looksLikeOne(token), tokenSecret == nil || providers.claimsOneOfUs(token) {
             switch providers.verify(token, now: now) {
             case .success(let identity):
                 if signedOut?.contains(token, now: now) == true {

@@ -188,7 +188,7 @@ final class ProviderSignIn: Sendable {
             return APIResponse(APIError(.methodNotAllowed, "\(request.method) is not allowed on \(request.path); use GET"))
         }
         switch request.path {
-        case "/auth/providers": return providerList()
+        case "/auth/providers": return Self.providerList(settings)
         case "/auth/login": return begin(request, now: now)
         case "/auth/callback": return finish(request, now: now, api: api)
         case "/auth/logout": return signOut(request, now: now, api: api)
@@ -197,7 +197,7 @@ final class ProviderSignIn: Sendable {
     }
 
     /// `{"providers": [{"name", "login"}]}`: what the sign-in form offers.
-    private func providerList() -> APIResponse {
+    static func providerList(_ settings: [IdentityProviderSettings]) -> APIResponse {
         var writer = JSONWriter()
         writer.beginObject()
         writer.key("providers")

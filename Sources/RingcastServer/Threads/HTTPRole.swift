@@ -274,6 +274,9 @@ extension ServiceWorker {
             response = APIResponse(http.gate.hosts.refusal(host))
         } else if let signIn {
             response = signIn.answer(request, now: now) { body in state.read { api, _ in body(api) } }
+        } else if request.path == "/auth/providers", request.method == "GET" {
+            // The sign-in form asks whether to offer a provider: none is an answer, not an error.
+            response = ProviderSignIn.providerList([])
         } else {
             response = APIResponse(APIError(.notFound, "no identity provider is configured (\"oidc\" in config.json): sign in with a token"))
         }
