@@ -271,7 +271,8 @@ public final class Server: @unchecked Sendable {
         settings.reservesThreadHeap = true
         settings.certificate = certificate
         settings.staticFiles = .init(
-            directory: publicDirectory, maxAge: config.staticMaxAge, callbackPaths: ["/api", "/healthz", "/readyz", "/metrics", "/badge", "/tasks", "/auth"])
+            directory: publicDirectory, maxAge: config.staticMaxAge,
+            callbackPaths: ["/api", "/healthz", "/readyz", "/metrics", "/badge", "/tasks", "/auth"])
         settings.sessionBytes = LWSConnection.sessionBytes
         // The widget's files load from any site; the API's answers name their origins themselves
         // (RequestGate.corsHeaders), never `*`.

@@ -323,7 +323,8 @@ public struct ServerConfig: Equatable, Sendable {
                 }
                 guard let user = try header("userHeader") else {
                     throw ConfigError(
-                        "\(source): proxyAuth needs \"userHeader\": the header your proxy names the person in (oauth2-proxy: \"X-Auth-Request-User\")")
+                        "\(source): proxyAuth needs \"userHeader\": the header your proxy names the person in (oauth2-proxy: \"X-Auth-Request-User\")"
+                    )
                 }
                 config.proxyAuth = ProxyAuthSettings(userHeader: user, groupsHeader: try header("groupsHeader"))
             default:
@@ -487,7 +488,8 @@ public struct ServerConfig: Equatable, Sendable {
                 }
                 guard IdentityProviderSettings.supportedAlgorithms.contains(algorithm) else {
                     throw ConfigError(
-                        "\(place).algorithms: \"\(algorithm)\" is not supported; choose from \(IdentityProviderSettings.supportedAlgorithms.joined(separator: ", "))")
+                        "\(place).algorithms: \"\(algorithm)\" is not supported; choose from \(IdentityProviderSettings.supportedAlgorithms.joined(separator: ", "))"
+                    )
                 }
             }
         }

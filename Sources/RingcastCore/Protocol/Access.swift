@@ -343,7 +343,9 @@ public struct AccessPolicy: Equatable, Sendable {
             if entry.role == .publisher { publish = publish.isNothing ? Scope(entry.patterns) : publish.union(Scope(entry.patterns)) }
         }
         return .token(
-            Grant(kind: .person, name: String(name.prefix(SignedToken.maxSubjectLength)), read: read, publish: publish, expiresAt: expiresAt, maxTasks: tokenMaxTasks))
+            Grant(
+                kind: .person, name: String(name.prefix(SignedToken.maxSubjectLength)), read: read, publish: publish, expiresAt: expiresAt,
+                maxTasks: tokenMaxTasks))
     }
 
     /// A verified signed token's grant, held to the policy: its `sub` may not be a name the

@@ -383,7 +383,9 @@ public struct ProxyAuthSettings: Equatable, Sendable {
     /// A header name as RFC 9110 spells a token: letters, digits and `-` are all a proxy uses.
     public static func isHeaderName(_ name: String) -> Bool {
         !name.isEmpty && name.utf8.count <= 100
-            && name.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D || $0 == 0x5F }
+            && name.utf8.allSatisfy {
+                ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D || $0 == 0x5F
+            }
     }
 }
 

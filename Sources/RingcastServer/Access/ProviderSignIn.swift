@@ -192,7 +192,8 @@ final class ProviderSignIn: Sendable {
         case "/auth/login": return begin(request, now: now)
         case "/auth/callback": return finish(request, now: now, api: api)
         case "/auth/logout": return signOut(request, now: now, api: api)
-        default: return APIResponse(APIError(.notFound, "no such path: \(request.path) (the sign-in takes /auth/login, /auth/callback, /auth/logout)"))
+        default:
+            return APIResponse(APIError(.notFound, "no such path: \(request.path) (the sign-in takes /auth/login, /auth/callback, /auth/logout)"))
         }
     }
 
@@ -223,7 +224,8 @@ final class ProviderSignIn: Sendable {
         let provider = settings[index]
         let metadata: ProviderDirectory.Metadata
         switch directory.metadata(for: provider) {
-        case .failure(let error): return APIResponse(status: 502, body: APIError(.storageFailed, "the identity provider cannot be reached: \(error.reason)").encodedBody)
+        case .failure(let error):
+            return APIResponse(status: 502, body: APIError(.storageFailed, "the identity provider cannot be reached: \(error.reason)").encodedBody)
         case .success(let found): metadata = found
         }
         let state = Self.randomText()
@@ -247,7 +249,8 @@ final class ProviderSignIn: Sendable {
 
     private func finish(_ request: APIRequest, now: Double, api: ((API) -> Void) -> Void) -> APIResponse {
         if let error = request.query["error"] {
-            return refusal(401, "the identity provider refused the sign-in: \(error.prefix(100)) \(request.query["error_description"]?.prefix(300) ?? "")")
+            return refusal(
+                401, "the identity provider refused the sign-in: \(error.prefix(100)) \(request.query["error_description"]?.prefix(300) ?? "")")
         }
         guard let state = request.query["state"], let code = request.query["code"] else {
             return refusal(400, "the callback needs the provider's code and state: begin at /auth/login")
@@ -272,13 +275,15 @@ final class ProviderSignIn: Sendable {
         if let secret = provider.clientSecret { form.append(("client_secret", secret)) }
         let answer: HTTPResponse
         switch ProviderDirectory.exchange(
-            "POST", metadata.tokenEndpoint, body: Array(Self.formEncoded(form).utf8), headers: [("Content-Type", "application/x-www-form-urlencoded")])
+            "POST", metadata.tokenEndpoint, body: Array(Self.formEncoded(form).utf8), headers: [("Content-Type", "application/x-www-form-urlencoded")]
+        )
         {
         case .failure(let error): return refusal(401, "the identity provider's token endpoint could not be reached: \(error.reason)")
         case .success(let found): answer = found
         }
         guard answer.status == 200, let body = try? JSONParser.parse(answer.body), let idToken = body["id_token"]?.stringValue else {
-            return refusal(401, "the identity provider did not trade the code for an ID token (it answered \(answer.status): \(answer.text.prefix(300)))")
+            return refusal(
+                401, "the identity provider did not trade the code for an ID token (it answered \(answer.status): \(answer.text.prefix(300)))")
         }
         let identity: ProviderIdentity
         switch providers.verify(idToken, now: now) {
@@ -291,7 +296,8 @@ final class ProviderSignIn: Sendable {
         guard idToken.utf8.count <= API.maxSignInTokenBytes else {
             return refusal(
                 400,
-                "the ID token is \(idToken.utf8.count) bytes, more than a cookie holds (\(API.maxSignInTokenBytes)): ask the provider for fewer claims in it")
+                "the ID token is \(idToken.utf8.count) bytes, more than a cookie holds (\(API.maxSignInTokenBytes)): ask the provider for fewer claims in it"
+            )
         }
         // Who the person is allowed to be is the policy's to say, as for every token.
         var outcome: (Credential, String)?
