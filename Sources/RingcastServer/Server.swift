@@ -1,5 +1,6 @@
 import Foundation
 import RingcastCore
+import RingcastCrypto
 import RingcastLWS
 import RingcastPlatform
 import RingcastRedis
@@ -83,6 +84,9 @@ public final class Server: @unchecked Sendable {
 
     /// - Parameter baseDirectory: where a relative `publicDir` is found (the config file's folder).
     public init(config: ServerConfig, baseDirectory: String, logger: Logger, storage: ServerStorage) {
+        // The core checks tokens and signs webhooks through the process's Cryptography: a server
+        // embedded in another program (or a test) gets libcrypto's unless its owner installed one.
+        Crypto.installIfAbsent(LibCrypto())
         // A hook's certificate files, like the server's own, are found from the config file's folder.
         var config = config
         func inBase(_ path: String?) -> String? { path.map { $0.hasPrefix("/") ? $0 : baseDirectory + "/" + $0 } }

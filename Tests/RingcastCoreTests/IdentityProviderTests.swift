@@ -1,3 +1,4 @@
+import RingcastCrypto
 import Synchronization
 import XCTest
 
@@ -52,23 +53,32 @@ final class IdentityProviderTests: XCTestCase {
     // Tokens
 
     private final class Fetcher: ProviderKeyFetching, @unchecked Sendable {
-        let keys = Mutex<[String: [ProviderKey]]>([:])
+        let keys = Mutex<[String: [JSONWebKey]]>([:])
         let fetches = Mutex<[String]>([])
-        func fetchKeys(for provider: IdentityProviderSettings) -> Result<[ProviderKey], ProviderFetchError> {
+        func fetchKeys(for provider: IdentityProviderSettings) -> Result<[JSONWebKey], ProviderFetchError> {
             fetches.withLock { $0.append(provider.issuer) }
             return .success(keys.withLock { $0[provider.issuer] ?? [] })
         }
     }
 
-    private struct Signatures: ProviderSignatureChecking {
-        func isValid(signature: [UInt8], of message: [UInt8], algorithm: String, key: ProviderKey) -> Bool {
-            signature == Array("good:\(key.kid ?? "")".utf8)
+    /// libcrypto's, but for the signature: `good:KID` signs anything under the key KID.
+    private struct Signatures: Cryptography {
+        let real = LibCrypto()
+        func sha256(_ bytes: [UInt8]) -> [UInt8] { real.sha256(bytes) }
+        func hmacSHA256(key: [UInt8], message: [UInt8]) -> [UInt8] { real.hmacSHA256(key: key, message: message) }
+        func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool { real.constantTimeEqual(a, b) }
+        func randomBytes(count: Int) -> [UInt8] { real.randomBytes(count: count) }
+        func verify(_ algorithm: SignatureAlgorithm, publicKey: JSONWebKey, message: [UInt8], signature: [UInt8]) -> Bool {
+            signature == Array("good:\(publicKey.keyID ?? "")".utf8)
         }
     }
 
-    private static func key(_ kid: String, kty: String = "RSA") -> ProviderKey {
-        ProviderKey(jwk: .object([("kty", .string(kty)), ("kid", .string(kid))]))
+    private static func key(_ kid: String) -> JSONWebKey {
+        JSONWebKey(material: .rsa(modulus: [UInt8](repeating: 0xC3, count: 256), exponent: [1, 0, 1]), keyID: kid)
     }
+
+    override func setUp() { Crypto.install(Signatures()) }
+    override func tearDown() { installCryptography() }
 
     private func token(_ header: JSONValue, _ claims: JSONValue, signedBy kid: String) -> String {
         [JSONWriter.encode(header), JSONWriter.encode(claims), Array("good:\(kid)".utf8)].map(Base64URL.encode).joined(separator: ".")
@@ -93,7 +103,7 @@ final class IdentityProviderTests: XCTestCase {
         let settings = [issuerA, issuerB].map {
             IdentityProviderSettings(issuer: $0, clientId: "ringcast", groupsClaim: "realm_access.roles", keysRefetchSeconds: refetchSeconds)
         }
-        return (IdentityProviders(settings, fetcher: fetcher, signatures: Signatures()), fetcher)
+        return (IdentityProviders(settings, fetcher: fetcher), fetcher)
     }
 
     private func assertRefused(

@@ -287,17 +287,17 @@ public struct AccessPolicy: Equatable, Sendable {
     }
 
     /// A token that was presented, whatever carried it.
-    public func identify(token: String, now: Double) -> Credential {
+    public func identify(token: String, now: Double, crypto: any Cryptography = Crypto.current) -> Credential {
         let presented = Array(token.utf8)
         // Every entry is compared, in time that depends only on the lengths, so timing reveals
         // neither which token nor how much of one matched.
         var found: AccessEntry?
-        for entry in entries where entry.hasToken && AccessPolicy.constantTimeEqual(presented, entry.token) && found == nil { found = entry }
+        for entry in entries where entry.hasToken && crypto.constantTimeEqual(presented, entry.token) && found == nil { found = entry }
         if let found { return .token(found.grant) }
         // A token that names one of the providers is theirs to judge; so is any JWT when there is
         // no signing key of our own, so that its refusal (an issuer not trusted, alg none) says why.
         if let providers, SignedToken.looksLikeOne(token), tokenSecret == nil || providers.claimsOneOfUs(token) {
-            switch providers.verify(token, now: now) {
+            switch providers.verify(token, now: now, crypto: crypto) {
             case .success(let identity):
                 if signedOut?.contains(token, now: now) == true {
                     return .refused(APIError(.unauthorized, "the session was signed out: sign in again"))
@@ -307,7 +307,7 @@ public struct AccessPolicy: Equatable, Sendable {
             }
         }
         if let tokenSecret, SignedToken.looksLikeOne(token) {
-            switch SignedToken.verify(token, secret: tokenSecret, now: now) {
+            switch SignedToken.verify(token, secret: tokenSecret, now: now, crypto: crypto) {
             case .success(let grant):
                 if signedOut?.contains(token, now: now) == true {
                     return .refused(APIError(.unauthorized, "the token was signed out: sign in with a new one"))
@@ -464,16 +464,6 @@ public struct AccessPolicy: Equatable, Sendable {
         }
     }
 
-    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        var difference = UInt8(truncatingIfNeeded: a.count ^ b.count)
-        let length = max(a.count, b.count)
-        for index in 0..<length {
-            let x = index < a.count ? a[index] : 0
-            let y = index < b.count ? b[index] : 0
-            difference |= x ^ y
-        }
-        return difference == 0 && a.count == b.count
-    }
 }
 
 /// Loopback is 127.0.0.0/8 and ::1, also as IPv4-mapped IPv6.

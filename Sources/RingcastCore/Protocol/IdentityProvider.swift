@@ -56,7 +56,7 @@ public struct IdentityProviderSettings: Equatable, Sendable {
     }
 
     /// The algorithms a provider's key may sign with.
-    public static let supportedAlgorithms = ["RS256", "PS256", "ES256"]
+    public static let supportedAlgorithms = SignatureAlgorithm.allCases.map(\.rawValue)
 
     /// An `http://` address is taken only on loopback (tests, development): anywhere else the keys
     /// and the code exchange would cross the network in the clear.
@@ -75,45 +75,10 @@ public struct IdentityProviderSettings: Equatable, Sendable {
     }
 }
 
-/// One key of a provider's JWKS, as the signature check needs it.
-public struct ProviderKey: Equatable, Sendable {
-    public let kid: String?
-    /// `RSA` or `EC`.
-    public let kty: String
-    /// The algorithm the JWKS pins the key to, when it does.
-    public let alg: String?
-    /// The whole JWK (`n` and `e`, or `crv`, `x` and `y`).
-    public let jwk: JSONValue
-
-    public init(jwk: JSONValue) {
-        self.jwk = jwk
-        kid = jwk["kid"]?.stringValue
-        kty = jwk["kty"]?.stringValue ?? ""
-        alg = jwk["alg"]?.stringValue
-    }
-
-    /// The keys of a JWKS document (`{"keys": [...]}`) that could sign a token: RSA and EC keys not
-    /// marked for encryption only.
-    public static func keySet(_ bytes: [UInt8]) -> [ProviderKey]? {
-        guard let document = try? JSONParser.parse(bytes), let keys = document["keys"]?.arrayValue else { return nil }
-        return keys.map(ProviderKey.init).filter { ($0.kty == "RSA" || $0.kty == "EC") && $0.jwk["use"]?.stringValue != "enc" }
-    }
-
-    func fits(_ algorithm: String) -> Bool {
-        if let alg, alg != algorithm { return false }
-        return algorithm.hasPrefix("ES") ? kty == "EC" : kty == "RSA"
-    }
-}
-
-/// What the server supplies: the keys of an issuer, fetched now (over https, libcurl), and the
-/// signature check (libcrypto). Any thread.
+/// What the server supplies: the keys of an issuer, fetched now (over https, libcurl). Any thread.
 public protocol ProviderKeyFetching: Sendable {
     /// The issuer's current JWKS, or why it could not be had.
-    func fetchKeys(for provider: IdentityProviderSettings) -> Result<[ProviderKey], ProviderFetchError>
-}
-
-public protocol ProviderSignatureChecking: Sendable {
-    func isValid(signature: [UInt8], of message: [UInt8], algorithm: String, key: ProviderKey) -> Bool
+    func fetchKeys(for provider: IdentityProviderSettings) -> Result<[JSONWebKey], ProviderFetchError>
 }
 
 public struct ProviderFetchError: Error, Equatable, Sendable {
@@ -127,7 +92,7 @@ public struct ProviderFetchError: Error, Equatable, Sendable {
 /// provider one request a window. Kept across configuration reloads. Any thread.
 public final class ProviderKeyCache: Sendable {
     private struct IssuerKeys {
-        var keys: [ProviderKey] = []
+        var keys: [JSONWebKey] = []
         var fetchedAt: Double?
         /// When the last fetch was tried, successful or not: what the refetch window counts from.
         var triedAt: Double?
@@ -144,16 +109,16 @@ public final class ProviderKeyCache: Sendable {
     /// The key of `kid` at `provider`, fetching the JWKS when none is held yet, when what is held is
     /// older than `keysMaxAgeSeconds`, or when `kid` is unknown and the window allows a refetch.
     func key(
-        _ kid: String?, algorithm: String, of provider: IdentityProviderSettings, fetcher: any ProviderKeyFetching, now: Double
-    ) -> Result<ProviderKey, APIError> {
-        func lookup(_ keys: [ProviderKey]) -> ProviderKey? {
-            if let kid { return keys.first { $0.kid == kid } }
+        _ kid: String?, algorithm: SignatureAlgorithm, of provider: IdentityProviderSettings, fetcher: any ProviderKeyFetching, now: Double
+    ) -> Result<JSONWebKey, APIError> {
+        func lookup(_ keys: [JSONWebKey]) -> JSONWebKey? {
+            if let kid { return keys.first { $0.keyID == kid } }
             // A token without a `kid` is taken only where the set leaves no choice.
-            let fitting = keys.filter { $0.fits(algorithm) }
+            let fitting = JSONWebKeySet(keys: keys).candidates(keyID: nil, algorithm: algorithm)
             return fitting.count == 1 ? fitting[0] : nil
         }
         let window = provider.keysRefetchSeconds * 1000
-        let (held, mayFetch) = issuers.withLock { issuers -> (ProviderKey?, Bool) in
+        let (held, mayFetch) = issuers.withLock { issuers -> (JSONWebKey?, Bool) in
             var entry = issuers[provider.issuer, default: IssuerKeys()]
             let stale = entry.fetchedAt.map { now - $0 >= provider.keysMaxAgeSeconds * 1000 } ?? true
             let found = stale ? nil : lookup(entry.keys)
@@ -209,21 +174,16 @@ public struct ProviderIdentity: Equatable, Sendable {
     public let nonce: String?
 }
 
-/// The configured providers, their keys and the checks the server supplies. Any thread.
+/// The configured providers, their keys, and the fetching of keys the server supplies. Any thread.
 public final class IdentityProviders: Sendable, Equatable {
     public let providers: [IdentityProviderSettings]
     public let keys: ProviderKeyCache
     let fetcher: any ProviderKeyFetching
-    let signatures: any ProviderSignatureChecking
 
-    public init(
-        _ providers: [IdentityProviderSettings], keys: ProviderKeyCache = ProviderKeyCache(), fetcher: any ProviderKeyFetching,
-        signatures: any ProviderSignatureChecking
-    ) {
+    public init(_ providers: [IdentityProviderSettings], keys: ProviderKeyCache = ProviderKeyCache(), fetcher: any ProviderKeyFetching) {
         self.providers = providers
         self.keys = keys
         self.fetcher = fetcher
-        self.signatures = signatures
     }
 
     public static func == (a: IdentityProviders, b: IdentityProviders) -> Bool { a === b }
@@ -245,15 +205,15 @@ public final class IdentityProviders: Sendable, Equatable {
     /// The identity a token holds for, or the 401 that says why not: the algorithm first (before
     /// any key is looked at, so no header chooses how it is checked), then the issuer, the key of
     /// that issuer and `kid`, the signature, the audience and the times.
-    public func verify(_ token: String, now: Double) -> Result<ProviderIdentity, APIError> {
+    public func verify(_ token: String, now: Double, crypto: any Cryptography = Crypto.current) -> Result<ProviderIdentity, APIError> {
         do throws(APIError) {
-            return .success(try identity(of: token, now: now))
+            return .success(try identity(of: token, now: now, crypto: crypto))
         } catch {
             return .failure(error)
         }
     }
 
-    private func identity(of token: String, now: Double) throws(APIError) -> ProviderIdentity {
+    private func identity(of token: String, now: Double, crypto: any Cryptography) throws(APIError) -> ProviderIdentity {
         guard token.utf8.count <= SignedToken.maxBytes else { throw Self.refusal("is longer than \(SignedToken.maxBytes) bytes") }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerBytes = Base64URL.decode(parts[0]), let claimBytes = Base64URL.decode(parts[1]),
@@ -281,7 +241,7 @@ public final class IdentityProviders: Sendable, Equatable {
                 "was issued by \"\(issuer.prefix(200))\", which is not a provider this server trusts (oidc issuer: \(providers.map(\.issuer).joined(separator: ", ")))"
             )
         }
-        guard provider.algorithms.contains(algorithm) else {
+        guard provider.algorithms.contains(algorithm), let signatureAlgorithm = SignatureAlgorithm(rawValue: algorithm) else {
             throw Self.refusal(
                 "is signed with \"\(algorithm.prefix(20))\"; \(provider.issuer) tokens are accepted with \(provider.algorithms.joined(separator: ", ")) (oidc.algorithms)"
             )
@@ -292,16 +252,14 @@ public final class IdentityProviders: Sendable, Equatable {
         case .string(let value)?: kid = value
         default: throw Self.refusal("has a \"kid\" that is not a string")
         }
-        let key: ProviderKey
-        switch keys.key(kid, algorithm: algorithm, of: provider, fetcher: fetcher, now: now) {
+        let key: JSONWebKey
+        switch keys.key(kid, algorithm: signatureAlgorithm, of: provider, fetcher: fetcher, now: now) {
         case .success(let found): key = found
         case .failure(let error): throw error
         }
-        guard key.fits(algorithm) else {
-            throw Self.refusal("is signed with \(algorithm), which its key (\"kid\" \"\(kid ?? "")\", \(key.kty)) is not for")
-        }
+        if let unfit = key.refusal(for: signatureAlgorithm) { throw Self.refusal("cannot be checked: \(unfit)") }
         let signed = Array(token.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count))
-        guard signatures.isValid(signature: signature, of: signed, algorithm: algorithm, key: key) else {
+        guard crypto.verify(signatureAlgorithm, publicKey: key, message: signed, signature: signature) else {
             throw Self.refusal("has a wrong signature: it was not signed by \(provider.issuer), or was changed since")
         }
         let audiences: [String]

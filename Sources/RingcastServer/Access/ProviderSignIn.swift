@@ -79,7 +79,7 @@ final class ProviderDirectory: ProviderKeyFetching {
         return .success(metadata)
     }
 
-    func fetchKeys(for provider: IdentityProviderSettings) -> Result<[ProviderKey], ProviderFetchError> {
+    func fetchKeys(for provider: IdentityProviderSettings) -> Result<[JSONWebKey], ProviderFetchError> {
         let url: String
         if let given = provider.jwksURL {
             url = given
@@ -93,8 +93,11 @@ final class ProviderDirectory: ProviderKeyFetching {
         case .failure(let error): return .failure(error)
         case .success(let answer):
             guard answer.status == 200 else { return .failure(ProviderFetchError("GET \(url) answered \(answer.status)")) }
-            guard let keys = ProviderKey.keySet(answer.body) else { return .failure(ProviderFetchError("GET \(url) is not a JWKS")) }
-            return .success(keys)
+            do throws(JSONWebKeyError) {
+                return .success(try JSONWebKeySet.parse(answer.body).keys)
+            } catch {
+                return .failure(ProviderFetchError("GET \(url): the key \(error)"))
+            }
         }
     }
 }
@@ -131,14 +134,11 @@ final class ProviderSignIn: Sendable {
     init(config: ServerConfig, keys: ProviderKeyCache = ProviderKeyCache()) {
         settings = config.oidc
         secure = config.tls != nil
-        providers = IdentityProviders(config.oidc, keys: keys, fetcher: directory, signatures: LibcryptoSignatures())
+        providers = IdentityProviders(config.oidc, keys: keys, fetcher: directory)
     }
 
-    /// Random bytes as base64url, for `state`, `nonce` and the PKCE verifier.
-    static func randomText(bytes: Int = 32) -> String {
-        var generator = SystemRandomNumberGenerator()
-        return Base64URL.encode((0..<bytes).map { _ in UInt8.random(in: 0...255, using: &generator) })
-    }
+    /// Random bytes (libcrypto's) as base64url, for `state`, `nonce` and the PKCE verifier.
+    static func randomText(bytes: Int = 32) -> String { Base64URL.encode(Crypto.current.randomBytes(count: bytes)) }
 
     /// `key=value&…`, each part percent-encoded as a form (RFC 3986 unreserved characters kept).
     static func formEncoded(_ pairs: [(String, String)]) -> String {
@@ -241,7 +241,7 @@ final class ProviderSignIn: Sendable {
         let query = Self.formEncoded([
             ("response_type", "code"), ("client_id", provider.clientId), ("redirect_uri", callbackURL(request)),
             ("scope", provider.scopes.joined(separator: " ")), ("state", state), ("nonce", nonce),
-            ("code_challenge", Base64URL.encode(SHA256.hash(verifier.utf8))), ("code_challenge_method", "S256"),
+            ("code_challenge", Base64URL.encode(Crypto.current.sha256(Array(verifier.utf8)))), ("code_challenge_method", "S256"),
         ])
         let separator = metadata.authorizationEndpoint.contains("?") ? "&" : "?"
         return redirect(metadata.authorizationEndpoint + separator + query, cookies: [stateCookie(state)])
@@ -329,12 +329,5 @@ final class ProviderSignIn: Sendable {
             cleared = api.cookie("", expiresAt: nil, now: now, clear: true)
         }
         return redirect("/", cookies: [cleared])
-    }
-}
-
-/// The signature check of providers' tokens: libcrypto's, through the core's cryptography.
-struct LibcryptoSignatures: ProviderSignatureChecking {
-    func isValid(signature: [UInt8], of message: [UInt8], algorithm: String, key: ProviderKey) -> Bool {
-        false
     }
 }
