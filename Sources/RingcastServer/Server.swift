@@ -74,8 +74,11 @@ public final class Server: @unchecked Sendable {
     /// Readiness and start time, for operators (Operations.swift).
     let operations: OperationsState
     /// The browser's sign-in at config's `oidc` providers, and the checks of their tokens; nil
-    /// when none is configured. A reload that changes `oidc` builds a new one with `keys` kept.
-    let signIn: ProviderSignIn?
+    /// when none is configured. Every service thread reads the one current; `applyIdentityProviders`
+    /// replaces it.
+    let signIn: Locked<ProviderSignIn?>
+    /// The keys seen of each issuer, kept across `applyIdentityProviders`.
+    private let providerKeys = ProviderKeyCache()
 
     /// A server on storage it owns alone (memory unless told otherwise).
     public convenience init(config: ServerConfig, baseDirectory: String, logger: Logger, persistence: TaskPersistence = MemoryOnlyPersistence()) {
@@ -107,8 +110,9 @@ public final class Server: @unchecked Sendable {
             if note.kind == .state { logger.debug(note.description, fields: fields) } else { logger.info(note.description, fields: fields) }
         }
         let api = API(store: store, config: config)
-        signIn = config.oidc.isEmpty ? nil : ProviderSignIn(config: config)
-        api.identityProviders = signIn?.providers
+        let current = config.oidc.isEmpty ? nil : ProviderSignIn(config: config, keys: providerKeys)
+        signIn = Locked(current)
+        api.identityProviders = current?.providers
         // Read once: `/tasks/{id}` answers it from the API, which has no files of its own.
         let pageFolder = URL(fileURLWithPath: config.publicDir.hasPrefix("/") ? config.publicDir : baseDirectory + "/" + config.publicDir)
         api.taskPage = FileManager.default.contents(atPath: pageFolder.appendingPathComponent("task.html").path).map { Array($0) }
@@ -119,6 +123,15 @@ public final class Server: @unchecked Sendable {
         }
         publicDirectory = resolved(config.publicDir)
         certificate = config.tls.map { (resolved($0.cert), resolved($0.key), $0.ciphers) }
+    }
+
+    /// Puts `config`'s `oidc` in force, for a configuration reloaded while the server runs: the
+    /// sign-in and the checks of provider tokens from the next request on, keys already fetched
+    /// kept (they are per issuer and `kid`). Sign-ins begun under the old settings must begin again.
+    public func applyIdentityProviders(_ config: ServerConfig) {
+        let replacement = config.oidc.isEmpty ? nil : ProviderSignIn(config: config, keys: providerKeys)
+        signIn.withLock { $0 = replacement }
+        state.read { api, _ in api.identityProviders = replacement?.providers }
     }
 
     /// The storage `config.storage` names: memory, a Redis cluster (`redis://…`), or an SQLite file

@@ -272,8 +272,9 @@ def sign_in(d, server, user):
     d.delete_all_cookies()
     d.get(server.base + "/")
     wait(d, lambda: form_shown(d), message="the sign-in form")
-    link = d.find_element(By.LINK_TEXT, "Sign in with Test ID")
-    link.click()
+    # The form asks the server which providers to offer: the link comes once it has answered.
+    wait(d, lambda: d.find_elements(By.LINK_TEXT, "Sign in with Test ID"), message="the provider's sign-in link")
+    d.find_element(By.LINK_TEXT, "Sign in with Test ID").click()
     wait(d, lambda: d.find_elements(By.ID, "password"), message="the provider's login form")
     d.find_element(By.ID, "username").send_keys(user)
     d.find_element(By.ID, "password").send_keys(USERS[user][0])

@@ -194,6 +194,23 @@ public final class IdentityProviders: Sendable, Equatable {
         return providers.contains { $0.issuer == issuer }
     }
 
+    /// Fetches, when the rules allow, the key a presented token will need, so that the check
+    /// itself (under the server's state lock) finds it held and reaches no network. Called by the
+    /// transport before it takes the lock; a token that is no provider's costs a look at its claims.
+    public func prepareKeys(authorization: String?, cookie: String?, cookieName: String, now: Double) {
+        guard let token = try? AccessPolicy.presentedToken(authorization: authorization, cookie: cookie, named: cookieName),
+            SignedToken.looksLikeOne(token), let claims = Self.unverifiedClaims(token), let issuer = claims["iss"]?.stringValue,
+            let provider = providers.first(where: { $0.issuer == issuer }), let header = Self.unverifiedHeader(token),
+            let name = header["alg"]?.stringValue, provider.algorithms.contains(name), let algorithm = SignatureAlgorithm(rawValue: name)
+        else { return }
+        _ = keys.key(header["kid"]?.stringValue, algorithm: algorithm, of: provider, fetcher: fetcher, now: now)
+    }
+
+    static func unverifiedHeader(_ token: String) -> JSONValue? {
+        guard let first = token.split(separator: ".", maxSplits: 1).first, let bytes = Base64URL.decode(first) else { return nil }
+        return try? JSONParser.parse(bytes, uniqueMembers: true)
+    }
+
     static func unverifiedClaims(_ token: String) -> JSONValue? {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, token.utf8.count <= SignedToken.maxBytes, let bytes = Base64URL.decode(parts[1]) else { return nil }

@@ -128,6 +128,15 @@ extension ServiceWorker: ServiceHandler {
         return ProxiedIdentity(user: user, groups: ProxiedIdentity.groups(fromHeader: groups))
     }
 
+    /// A provider's token may need a key the server has not fetched: fetched here, before the
+    /// state's lock is taken, so that no other thread waits on the provider.
+    func prepareProviderKeys(_ headers: RequestHeaders, now: Double) {
+        guard let providers = signIn?.providers, headers.authorization != nil || headers.cookie != nil else { return }
+        providers.prepareKeys(
+            authorization: headers.authorization, cookie: headers.cookie,
+            cookieName: config.tls != nil ? AccessPolicy.securedCookieName : AccessPolicy.cookieName, now: now)
+    }
+
     private func forget(_ peer: Peer) {
         if peer === peers.accepted { peers.accepted = nil }
         ledger.connections.withLock { book in

@@ -248,6 +248,7 @@ extension ServiceWorker {
             link.requestWrite()
             return
         }
+        prepareProviderKeys(request.headers, now: now)
         // The answer leaves once storage has kept what it changed; the connection may be gone by then.
         let cors = http.gate.corsHeaders(request.headers)
         let performed = perform(.request(request), now: now) { outcome in

@@ -28,14 +28,16 @@ final class ServiceWorker: @unchecked Sendable {
     let delivery: DeliveryOrder
     let timers: WorkerTimers
     let figures = WorkerFigures()
-    let signIn: ProviderSignIn?
+    /// The server's current sign-in (`Server.applyIdentityProviders` may replace it).
+    let signInHolder: Locked<ProviderSignIn?>
+    var signIn: ProviderSignIn? { signInHolder.withLock { $0 } }
 
     init(index: Int, server: Server) {
         self.index = index
         state = server.state
         ledger = server.ledger
         config = server.config
-        signIn = server.signIn
+        signInHolder = server.signIn
         http = HTTPRole(config: server.config)
         sockets = SocketRole(config: server.config)
         delivery = DeliveryOrder(config: server.config)

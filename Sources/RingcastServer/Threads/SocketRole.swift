@@ -147,6 +147,7 @@ extension ServiceWorker {
                 host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization), cookie: link.header(.cookie),
                 proxied: proxiedIdentity(link))
             let fromLoopback = isFromLoopback(link)
+            prepareProviderKeys(headers, now: Clock.now())
             // The snapshot and the seq it was taken at, in one look: events up to that seq still in
             // this thread's inbox are skipped for this watcher (FanOut never sends one it has).
             let (opening, seq) = state.read { api, store in
