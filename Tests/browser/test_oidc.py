@@ -198,6 +198,25 @@ def test_a_flood_of_unknown_kids_costs_the_provider_at_most_one_fetch_a_window(o
     assert status == 200
 
 
+def test_a_watcher_whose_session_ends_is_closed_with_4440(providers, tmp_path):
+    a, _ = providers
+    s = Server(workdir=tmp_path, settings={**access(), "oidc": provider_settings(a, leewaySeconds=0, sessionMaxAgeSeconds=60)})
+    try:
+        s.start()
+        publish(s, "a.one")
+        now = int(time.time())
+        # Signed in 58 s ago: sessionMaxAgeSeconds (60) ends the session in 2 s, long before exp.
+        token = a.mint(a.claims("alice", ["team-a"], auth_time=now - 58))
+        got = ws_exchange({"ws": f"{s.ws_base}/ws?watch=*", "headers": {"Authorization": f"Bearer {token}"}, "seconds": 8})
+        frames = [json.loads(f) for f in got["frames"]]
+        assert snapshot_ids(frames) == {"a.one"}, frames
+        assert got["close"] is not None and got["close"][0] == 4440, got["close"]
+        status, body = request(s, "GET", "/api/tasks", headers={"Authorization": f"Bearer {token}"})
+        assert status == 401 and "expired" in body["message"], body
+    finally:
+        s.stop()
+
+
 def test_a_rotated_key_holds_at_once_and_a_retired_one_stops_once_it_leaves_the_jwks(tmp_path):
     provider = Provider(USERS, algorithm="ES256").start()
     s = Server(workdir=tmp_path, settings={

@@ -167,7 +167,8 @@ public struct ProviderIdentity: Equatable, Sendable {
     /// `preferred_username`, else `email`, else `sub`: how logs and `by` name the person.
     public let name: String
     public let groups: [String]
-    /// The token's `exp` (Unix ms).
+    /// When the session ends (Unix ms): the token's `exp` (and the leeway), or `sessionMaxAgeSeconds`
+    /// after the sign-in, whichever comes first.
     public let expiresAt: Double
     /// When the person signed in (`auth_time`, else `iat`; Unix ms), for `sessionMaxAgeSeconds`.
     public let signedInAt: Double?
@@ -302,6 +303,13 @@ public final class IdentityProviders: Sendable, Equatable {
         if let issuedAt, now + leeway < issuedAt {
             throw Self.refusal("was issued in the future (its \"iat\" is \(UTCTime.iso8601(unixMilliseconds: issuedAt))): check the clocks")
         }
+        let signedInAt = try instant(claims, "auth_time") ?? issuedAt
+        let sessionEnd = (signedInAt ?? now) + provider.sessionMaxAgeSeconds * 1000
+        guard now < sessionEnd else {
+            throw Self.refusal(
+                "expired: its sign-in at \(UTCTime.iso8601(unixMilliseconds: signedInAt ?? now)) is more than oidc.sessionMaxAgeSeconds (\(Int(provider.sessionMaxAgeSeconds))) ago: sign in again"
+            )
+        }
         guard let subject = claims["sub"]?.stringValue, !subject.isEmpty else { throw Self.refusal("names no subject (\"sub\")") }
         let name = [claims["preferred_username"], claims["email"]].lazy.compactMap { $0?.stringValue }.first { !$0.isEmpty } ?? subject
         var groupsValue: JSONValue? = claims
@@ -314,8 +322,9 @@ public final class IdentityProviders: Sendable, Equatable {
         }
         return ProviderIdentity(
             issuer: issuer, subject: subject, name: String(name.prefix(SignedToken.maxSubjectLength)), groups: groups,
-            expiresAt: min(expires, (try instant(claims, "auth_time") ?? issuedAt ?? now) + provider.sessionMaxAgeSeconds * 1000),
-            signedInAt: try instant(claims, "auth_time") ?? issuedAt, nonce: claims["nonce"]?.stringValue)
+            // The leeway that let the token in lets it stay as long: a watcher is not closed at `exp`
+            // only to be let in again on reconnecting.
+            expiresAt: min(expires + leeway, sessionEnd), signedInAt: signedInAt, nonce: claims["nonce"]?.stringValue)
     }
 
     private func instant(_ claims: JSONValue, _ claim: String) throws(APIError) -> Double? {
