@@ -142,6 +142,10 @@ def test_a_provider_token_reads_its_groups_tasks_over_http_and_the_websocket(oid
     assert (session["name"], session["kind"], session["read"], session["publish"]) == ("alice", "person", ["a.*"], [])
     frames, close = watch(oidc_server, {"Authorization": f"Bearer {token}"})
     assert snapshot_ids(frames) == {"a.one"}, frames
+    # The same token in an `auth` message, as the widget sends it.
+    got = ws_exchange({"ws": f"{oidc_server.ws_base}/ws?watch=*", "send": [json.dumps({"type": "auth", "token": token})],
+                       "seconds": 2})
+    assert snapshot_ids([json.loads(f) for f in got["frames"]]) == {"a.one"}, got
     # A person of no configured group is told which groups they came with.
     stranger = a.mint(a.claims("carol", ["team-z"]))
     status, body = request(oidc_server, "GET", "/api/tasks", headers={"Authorization": f"Bearer {stranger}"})

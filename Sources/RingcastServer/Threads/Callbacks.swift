@@ -137,6 +137,14 @@ extension ServiceWorker: ServiceHandler {
             cookieName: config.tls != nil ? AccessPolicy.securedCookieName : AccessPolicy.cookieName, now: now)
     }
 
+    /// The same for the token of an `auth` message (a browser's socket cannot send headers).
+    func prepareProviderKeys(authMessage bytes: [UInt8], now: Double) {
+        guard signIn != nil, bytes.count <= SignedToken.maxBytes + 100, bytes.firstRange(of: Array("auth".utf8)) != nil,
+            let message = try? JSONParser.parse(bytes), message["type"]?.stringValue == "auth", let token = message["token"]?.stringValue
+        else { return }
+        prepareProviderKeys(RequestHeaders(authorization: "Bearer " + token), now: now)
+    }
+
     private func forget(_ peer: Peer) {
         if peer === peers.accepted { peers.accepted = nil }
         ledger.connections.withLock { book in

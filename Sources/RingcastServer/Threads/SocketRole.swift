@@ -365,6 +365,7 @@ extension ServiceWorker {
             return false
         }
         let message: SocketMessage = tooLarge ? .tooLarge : (isBinary ? .binary : .text(bytes))
+        if case .text(let text) = message { prepareProviderKeys(authMessage: text, now: now) }
         // Replies (a `flushed` acknowledgement among them) leave once storage has kept what came
         // before; in a cluster, what the message earned at once (refusals, `auth`) leaves now.
         let performed = perform(.message(message, session), now: now) { outcome in
