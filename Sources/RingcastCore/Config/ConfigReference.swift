@@ -102,9 +102,8 @@ extension ServerConfig {
             "The one header a trusted proxy sets to the client's address: \"X-Forwarded-For\" or \"Forwarded\"; a client's copy of the other is ignored."
         ),
         Reference(
-            "oidc",
-            #"{"issuer": "https://id.example.com", "clientId": "ringcast", "clientSecretEnv": "RINGCAST_OIDC_SECRET", "displayName": "Example ID"}"#,
-            "An OpenID Connect identity provider (or a list of them): the dashboard offers \"Sign in with displayName\" (code flow with PKCE at /auth/login), and its tokens are verified against its JWKS (discovered, or jwksURL); \"audience\" (default clientId), \"algorithms\" (RS256, PS256, ES256), \"leewaySeconds\" (60), \"groupsClaim\" (\"groups\", or a path like \"realm_access.roles\"), \"sessionMaxAgeSeconds\" (28800), \"keysRefetchSeconds\" (60), \"keysMaxAgeSeconds\" (3600), \"scopes\". People get what the publishers and readers naming their groups in \"groups\" get.",
+            "oidc", #"{"issuer": "https://id.example.com", "clientId": "ringcast", "displayName": "SSO"}"#,
+            "An OpenID Connect identity provider (or a list of them): the dashboard offers \"Sign in with displayName\" (code flow with PKCE at /auth/login), and its tokens are verified against its JWKS (discovered, or \"jwksURL\"); \"clientSecret\" or \"clientSecretEnv\" for a confidential client, \"audience\" (default clientId), \"algorithms\" (RS256, PS256, ES256), \"leewaySeconds\" (60), \"groupsClaim\" (\"groups\", or a path like \"realm_access.roles\"), \"sessionMaxAgeSeconds\" (28800), \"keysRefetchSeconds\" (60), \"keysMaxAgeSeconds\" (3600), \"scopes\". People get what the publishers and readers naming their groups in \"groups\" get.",
             commentedOut: true),
         Reference(
             "proxyAuth", #"{"userHeader": "X-Auth-Request-User", "groupsHeader": "X-Auth-Request-Groups"}"#,
