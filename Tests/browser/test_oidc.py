@@ -103,7 +103,7 @@ def unsigned(header, claims, signature=b""):
 @pytest.fixture(scope="module")
 def providers():
     a = Provider(USERS).start()
-    b = Provider(USERS).start()
+    b = Provider(USERS, algorithm="ES256").start()
     yield a, b
     a.stop()
     b.stop()
@@ -274,6 +274,11 @@ def test_an_auth_proxys_headers_count_from_a_trusted_address_and_nowhere_else(tm
         s.stop()
 
 
+def jwt_header(token):
+    """A JWT's header, decoded."""
+    return json.loads(base64.urlsafe_b64decode(token.split(".")[0] + "=="))
+
+
 def form_shown(d):
     return d.execute_script("return !document.getElementById('signin').hidden")
 
@@ -291,13 +296,13 @@ def wait(d, cond, timeout=10, message="condition"):
     raise AssertionError(f"{message} within {timeout} s; at {d.current_url}")
 
 
-def sign_in(d, server, user):
+def sign_in(d, server, user, provider="Test ID"):
     d.delete_all_cookies()
     d.get(server.base + "/")
     wait(d, lambda: form_shown(d), message="the sign-in form")
-    # The form asks the server which providers to offer: the link comes once it has answered.
-    wait(d, lambda: d.find_elements(By.LINK_TEXT, "Sign in with Test ID"), message="the provider's sign-in link")
-    d.find_element(By.LINK_TEXT, "Sign in with Test ID").click()
+    # The form asks the server which providers to offer: the links come once it has answered.
+    wait(d, lambda: d.find_elements(By.LINK_TEXT, f"Sign in with {provider}"), message="the provider's sign-in link")
+    d.find_element(By.LINK_TEXT, f"Sign in with {provider}").click()
     wait(d, lambda: d.find_elements(By.ID, "password"), message="the provider's login form")
     d.find_element(By.ID, "username").send_keys(user)
     d.find_element(By.ID, "password").send_keys(USERS[user][0])
@@ -329,10 +334,13 @@ def test_a_person_signs_in_at_the_provider_in_chromium_and_sees_exactly_their_gr
     status, body = request(oidc_server, "GET", "/api/tasks", headers={"Cookie": f"ringcast_token={cookie['value']}"})
     assert status == 401 and "signed out" in body["message"], body
 
-    # Another group's person sees the other tasks.
-    sign_in(d, oidc_server, "bob")
+    # Another group's person sees the other tasks; signed in at the other provider, whose ID tokens are ES256.
+    sign_in(d, oidc_server, "bob", provider="Other ID")
     wait(d, lambda: d.current_url.startswith(oidc_server.base) and not form_shown(d) and card_ids(d) == {"b.one"},
          message="bob's dashboard with team-b's task")
+    assert jwt_header(cookie["value"])["alg"] == "RS256"
+    bobs = {c["name"]: c for c in d.get_cookies()}["ringcast_token"]["value"]
+    assert jwt_header(bobs)["alg"] == "ES256"
     d.get(oidc_server.base + "/auth/logout")
     wait(d, lambda: form_shown(d), message="the form after /auth/logout")
     assert "ringcast_token" not in {c["name"] for c in d.get_cookies()}
