@@ -3,6 +3,8 @@
 public enum Base64URL {
     /// The bytes `text` encodes; nil for a character outside the alphabet, padding, or a length
     /// no encoding has (one character left over, or stray bits set in the last one).
+    /// Inlinable, so a caller in another module gets it specialized for its string type.
+    @inlinable
     public static func decode<Text: StringProtocol>(_ text: Text) -> [UInt8]? {
         var output: [UInt8] = []
         output.reserveCapacity(text.utf8.count * 3 / 4)
@@ -22,7 +24,8 @@ public enum Base64URL {
         return output
     }
 
-    private static func sextet(_ byte: UInt8) -> UInt8? {
+    @usableFromInline
+    static func sextet(_ byte: UInt8) -> UInt8? {
         switch byte {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"): return byte - UInt8(ascii: "A")
         case UInt8(ascii: "a")...UInt8(ascii: "z"): return byte - UInt8(ascii: "a") + 26
