@@ -79,7 +79,8 @@ let hs256Token: String = {
             .replacingOccurrences(of: "=", with: "")
     }
     let unsigned = encode(#"{"alg":"HS256","typ":"JWT"}"#) + "." + encode(#"{"sub":"ada","exp":4102444800,"ringcast":{"read":["ci.*"]}}"#)
-    return unsigned + "." + Data(crypto.hmacSHA256(key: hmacKey, message: Array(unsigned.utf8))).base64EncodedString()
+    return unsigned + "."
+        + Data(crypto.hmacSHA256(key: hmacKey, message: Array(unsigned.utf8))).base64EncodedString()
         .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
 }()
 let now = 1_800_000_000_000.0
@@ -124,7 +125,10 @@ let hs256Signed = Array((hs256Parts[0] + "." + hs256Parts[1]).utf8)
 let hs256Signature = Base64URL.decode(hs256Parts[2]) ?? []
 
 let cases: [(String, String, () -> Bool)] = [
-    ("HS256", "the token: SignedToken.verify (HMAC-SHA256, claims, grant)", { if case .success = SignedToken.verify(hs256Token, secret: hmacKey, now: now) { true } else { false } }),
+    (
+        "HS256", "the token: SignedToken.verify (HMAC-SHA256, claims, grant)",
+        { if case .success = SignedToken.verify(hs256Token, secret: hmacKey, now: now) { true } else { false } }
+    ),
     ("RS256", "the token: RSA 2048, PKCS #1 v1.5", { [rs256 = token("RS256")] in verifyPublicKeyToken(rs256) }),
     ("PS256", "the token: RSA 2048, PSS", { [ps256 = token("PS256")] in verifyPublicKeyToken(ps256) }),
     ("ES256", "the token: ECDSA P-256", { [es256 = token("ES256")] in verifyPublicKeyToken(es256) }),
