@@ -90,7 +90,7 @@ let package = Package(
         .testTarget(name: "RingcastRedisTests", dependencies: ["RingcastRedis", "RingcastTestSupport"]),
         .testTarget(
             name: "RingcastServerTests",
-            dependencies: ["RingcastServer", "RingcastClient", "RingcastCore", "RingcastTestSupport", "RingcastPlatform"]),
+            dependencies: ["RingcastServer", "RingcastClient", "RingcastCore", "RingcastCrypto", "RingcastTestSupport", "RingcastPlatform"]),
         .testTarget(
             name: "RingcastClientTests",
             dependencies: ["RingcastServer", "RingcastClient", "RingcastCore", "RingcastLWS", "RingcastTestSupport", "RingcastPlatform"]),
@@ -125,6 +125,13 @@ if !Context.environment["RINGCAST_BENCHMARKS", default: ""].isEmpty {
             name: "ringcast-costs",
             dependencies: ["RingcastClient", "RingcastLoad", "RingcastCore", "RingcastPlatform", "RingcastLWS"],
             path: "Benchmarks/ringcast-costs"
+        ),
+        // Signed tokens verified per CPU-second, HS256 against RS256, PS256 and ES256:
+        // Benchmarks/tokens.sh runs it.
+        .executableTarget(
+            name: "ringcast-tokens",
+            dependencies: ["RingcastCore", "RingcastCrypto"],
+            path: "Benchmarks/ringcast-tokens"
         ),
     ]
 }

@@ -5,35 +5,62 @@ import Synchronization
 /// The core's `Cryptography` on OpenSSL 3's libcrypto, through EVP: SHA-256, HMAC-SHA256,
 /// `CRYPTO_memcmp`, `RAND_bytes`, and RS256, PS256 and ES256 verification with a key built from
 /// a JSON Web Key's numbers (`EVP_PKEY_fromdata`). Keys built are kept by their numbers (never by
-/// `kid` alone, which another issuer may reuse), up to `maxKeys`. Any thread.
-public final class LibCrypto: Cryptography {
+/// `kid` alone, which another issuer may reuse), up to `maxKeys`. Any thread: the algorithms
+/// are fetched once and the HMAC template is only ever copied, both of which libcrypto allows
+/// from many threads at once; the key cache is behind its lock.
+public final class LibCrypto: Cryptography, @unchecked Sendable {
     public static let maxKeys = 256
     private let keys = Mutex<[JSONWebKey.Material: PublicKey]>([:])
+    /// SHA-256 and HMAC, fetched once: OpenSSL 3 looks `EVP_sha256()` and `HMAC()` up anew on
+    /// every call, which cost more than hashing a token (Benchmarks/RESULTS.md, "Signed tokens").
+    private let digest: OpaquePointer
+    private let mac: OpaquePointer
+    /// An HMAC-SHA256 context without a key, copied for each MAC.
+    private let hmacTemplate: OpaquePointer
 
-    public init() {}
+    public init() {
+        guard let digest = EVP_MD_fetch(nil, "SHA256", nil), let mac = EVP_MAC_fetch(nil, "HMAC", nil), let template = EVP_MAC_CTX_new(mac)
+        else { fatalError("libcrypto has no SHA-256 or HMAC: its default provider is not loaded") }
+        var parameters = [
+            OSSL_PARAM_construct_utf8_string(LibCrypto.name("digest"), UnsafeMutablePointer(mutating: LibCrypto.name("SHA256")), 0),
+            OSSL_PARAM_construct_end(),
+        ]
+        guard EVP_MAC_CTX_set_params(template, &parameters) == 1 else { fatalError("libcrypto refuses HMAC with SHA-256") }
+        self.digest = digest
+        self.mac = mac
+        hmacTemplate = template
+    }
+
+    deinit {
+        EVP_MAC_CTX_free(hmacTemplate)
+        EVP_MAC_free(mac)
+        EVP_MD_free(digest)
+    }
 
     public func sha256(_ bytes: [UInt8]) -> [UInt8] {
-        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var output = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
-        let done = bytes.withUnsafeBytes { EVP_Digest($0.baseAddress, $0.count, &digest, &length, EVP_sha256(), nil) }
+        let done = bytes.withUnsafeBytes { EVP_Digest($0.baseAddress, $0.count, &output, &length, digest, nil) }
         precondition(done == 1 && length == 32, "EVP_Digest(SHA-256) failed: libcrypto cannot hash")
-        return Array(digest.prefix(32))
+        return Array(output.prefix(32))
     }
 
     public func hmacSHA256(key: [UInt8], message: [UInt8]) -> [UInt8] {
-        var mac = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var length: UInt32 = 0
-        // HMAC() takes no key pointer of length 0 as "no key"; a one-byte buffer stands for the empty key.
+        var output = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length = 0
+        let context = EVP_MAC_CTX_dup(hmacTemplate)
+        defer { EVP_MAC_CTX_free(context) }
+        // A null key means "the key set before"; an empty key is a pointer with a length of 0.
         let keyBytes = key.isEmpty ? [0] : key
-        let done = keyBytes.withUnsafeBytes { keyBuffer in
-            message.withUnsafeBytes { messageBuffer in
-                HMAC(
-                    EVP_sha256(), keyBuffer.baseAddress, Int32(key.count), messageBuffer.baseAddress?.assumingMemoryBound(to: UInt8.self),
-                    messageBuffer.count, &mac, &length)
+        let done = keyBytes.withUnsafeBufferPointer { keyBuffer in
+            message.withUnsafeBufferPointer { messageBuffer in
+                context != nil && EVP_MAC_init(context, keyBuffer.baseAddress, key.count, nil) == 1
+                    && EVP_MAC_update(context, messageBuffer.baseAddress, messageBuffer.count) == 1
+                    && EVP_MAC_final(context, &output, &length, output.count) == 1
             }
         }
-        precondition(done != nil && length == 32, "HMAC(SHA-256) failed: libcrypto cannot authenticate")
-        return Array(mac.prefix(32))
+        precondition(done && length == 32, "HMAC(SHA-256) failed: libcrypto cannot authenticate")
+        return Array(output.prefix(32))
     }
 
     public func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
@@ -67,7 +94,7 @@ public final class LibCrypto: Cryptography {
         guard let context = EVP_MD_CTX_new() else { return false }
         defer { EVP_MD_CTX_free(context) }
         var keyContext: OpaquePointer?
-        guard EVP_DigestVerifyInit(context, &keyContext, EVP_sha256(), nil, key.pointer) == 1 else { return false }
+        guard EVP_DigestVerifyInit(context, &keyContext, digest, nil, key.pointer) == 1 else { return false }
         if algorithm == .ps256 {
             guard EVP_PKEY_CTX_set_rsa_padding(keyContext, RSA_PKCS1_PSS_PADDING) == 1,
                 EVP_PKEY_CTX_set_rsa_pss_saltlen(keyContext, RSA_PSS_SALTLEN_DIGEST) == 1
@@ -89,6 +116,12 @@ public final class LibCrypto: Cryptography {
             keys[material] = built
         }
         return built
+    }
+
+    /// A C string that lives as long as the process, for libcrypto's parameter names and values,
+    /// which it keeps by reference.
+    static func name(_ text: StaticString) -> UnsafePointer<CChar> {
+        UnsafeRawPointer(text.utf8Start).assumingMemoryBound(to: CChar.self)
     }
 
     /// JOSE's ES256 signature, r ‖ s of 32 bytes each (RFC 7518 §3.4), as the DER `ECDSA-Sig-Value`
@@ -137,7 +170,7 @@ private final class PublicKey: @unchecked Sendable {
         switch material {
         case .rsa(let modulus, let exponent):
             type = "RSA"
-            for (name, bytes) in [(PublicKey.name("n"), modulus), (PublicKey.name("e"), exponent)] {
+            for (name, bytes) in [(LibCrypto.name("n"), modulus), (LibCrypto.name("e"), exponent)] {
                 guard let number = bytes.withUnsafeBufferPointer({ BN_bin2bn($0.baseAddress, Int32($0.count), nil) }) else { return nil }
                 numbers.append(number)
                 guard OSSL_PARAM_BLD_push_BN(builder, name, number) == 1 else { return nil }
@@ -148,26 +181,21 @@ private final class PublicKey: @unchecked Sendable {
             // SEC 1 §2.3.3: an uncompressed point is 0x04, then x, then y.
             let point: [UInt8] = [0x04] + x + y
             parameters = point.withUnsafeBufferPointer { buffer -> UnsafeMutablePointer<OSSL_PARAM>? in
-                guard OSSL_PARAM_BLD_push_utf8_string(builder, PublicKey.name("group"), PublicKey.name("prime256v1"), 0) == 1,
-                    OSSL_PARAM_BLD_push_octet_string(builder, PublicKey.name("pub"), buffer.baseAddress, buffer.count) == 1
+                guard OSSL_PARAM_BLD_push_utf8_string(builder, LibCrypto.name("group"), LibCrypto.name("prime256v1"), 0) == 1,
+                    OSSL_PARAM_BLD_push_octet_string(builder, LibCrypto.name("pub"), buffer.baseAddress, buffer.count) == 1
                 else { return nil }
                 return OSSL_PARAM_BLD_to_param(builder)
             }
         }
         guard let parameters else { return nil }
         defer { OSSL_PARAM_free(parameters) }
-        guard let context = EVP_PKEY_CTX_new_from_name(nil, PublicKey.name(type), nil) else { return nil }
+        guard let context = EVP_PKEY_CTX_new_from_name(nil, LibCrypto.name(type), nil) else { return nil }
         defer { EVP_PKEY_CTX_free(context) }
         var key: OpaquePointer?
         guard EVP_PKEY_fromdata_init(context) == 1, EVP_PKEY_fromdata(context, &key, rc_evp_pkey_public_key, parameters) == 1, let key else {
             return nil
         }
         pointer = key
-    }
-
-    /// A C string that lives as long as the process.
-    private static func name(_ text: StaticString) -> UnsafePointer<CChar> {
-        UnsafeRawPointer(text.utf8Start).assumingMemoryBound(to: CChar.self)
     }
 
     deinit { EVP_PKEY_free(pointer) }

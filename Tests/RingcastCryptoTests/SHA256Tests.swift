@@ -78,4 +78,18 @@ final class SHA256Tests: XCTestCase {
         // Every byte value shows up in 64 KiB of a fair generator (a stuck or zero-filled one fails).
         XCTAssertEqual(Set(crypto.randomBytes(count: 65536)).count, 256)
     }
+
+    /// RFC 7636 appendix B's verifier and challenge; random tokens long enough for a verifier.
+    func testPKCEAndRandomTokens() {
+        XCTAssertEqual(crypto.pkceChallenge(verifier: "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"), "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM")
+        let token = crypto.randomToken()
+        XCTAssertEqual(token.utf8.count, 43)
+        XCTAssertEqual(Base64URL.decode(token)?.count, 32)
+        XCTAssertNotEqual(token, crypto.randomToken())
+        for count in 0..<70 {
+            let bytes = crypto.randomBytes(count: count)
+            XCTAssertEqual(Base64URL.decode(Base64URL.encode(bytes)), bytes, "\(count) bytes")
+        }
+        XCTAssertEqual(Base64URL.encode(Array("any carnal pleas".utf8)), "YW55IGNhcm5hbCBwbGVhcw")
+    }
 }

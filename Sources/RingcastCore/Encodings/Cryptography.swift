@@ -56,6 +56,13 @@ public enum Crypto {
 }
 
 extension Cryptography {
+    /// `bytes` random bytes in base64url: a session id, an OpenID Connect `state` or `nonce`, or a
+    /// PKCE `code_verifier` (32 bytes give the 43 characters RFC 7636 §4.1 asks for at least).
+    public func randomToken(bytes: Int = 32) -> String { Base64URL.encode(randomBytes(count: bytes)) }
+
+    /// The PKCE `code_challenge` of `verifier` with the method `S256` (RFC 7636 §4.2).
+    public func pkceChallenge(verifier: String) -> String { Base64URL.encode(sha256(Array(verifier.utf8))) }
+
     /// `sha256=<lowercase hex>`: the `X-Ringcast-Signature` header of a webhook.
     public func webhookSignature(body: [UInt8], key: [UInt8]) -> String { "sha256=" + Hex.lowercase(hmacSHA256(key: key, message: body)) }
 }

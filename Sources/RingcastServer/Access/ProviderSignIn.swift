@@ -137,9 +137,6 @@ final class ProviderSignIn: Sendable {
         providers = IdentityProviders(config.oidc, keys: keys, fetcher: directory)
     }
 
-    /// Random bytes (libcrypto's) as base64url, for `state`, `nonce` and the PKCE verifier.
-    static func randomText(bytes: Int = 32) -> String { Base64URL.encode(Crypto.current.randomBytes(count: bytes)) }
-
     /// `key=value&…`, each part percent-encoded as a form (RFC 3986 unreserved characters kept).
     static func formEncoded(_ pairs: [(String, String)]) -> String {
         func encode(_ text: String) -> String {
@@ -228,9 +225,10 @@ final class ProviderSignIn: Sendable {
             return APIResponse(status: 502, body: APIError(.storageFailed, "the identity provider cannot be reached: \(error.reason)").encodedBody)
         case .success(let found): metadata = found
         }
-        let state = Self.randomText()
-        let nonce = Self.randomText()
-        let verifier = Self.randomText()
+        let crypto = Crypto.current
+        let state = crypto.randomToken()
+        let nonce = crypto.randomToken()
+        let verifier = crypto.randomToken()
         pending.withLock { pending in
             if pending.count >= Self.maxPending { pending = pending.filter { now - $0.value.startedAt < Self.pendingSeconds * 1000 } }
             if pending.count >= Self.maxPending, let oldest = pending.min(by: { $0.value.startedAt < $1.value.startedAt }) {
@@ -241,7 +239,7 @@ final class ProviderSignIn: Sendable {
         let query = Self.formEncoded([
             ("response_type", "code"), ("client_id", provider.clientId), ("redirect_uri", callbackURL(request)),
             ("scope", provider.scopes.joined(separator: " ")), ("state", state), ("nonce", nonce),
-            ("code_challenge", Base64URL.encode(Crypto.current.sha256(Array(verifier.utf8)))), ("code_challenge_method", "S256"),
+            ("code_challenge", crypto.pkceChallenge(verifier: verifier)), ("code_challenge_method", "S256"),
         ])
         let separator = metadata.authorizationEndpoint.contains("?") ? "&" : "?"
         return redirect(metadata.authorizationEndpoint + separator + query, cookies: [stateCookie(state)])
