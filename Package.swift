@@ -35,7 +35,17 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        // libcrypto of OpenSSL 3 (libssl-dev), already in the process through lws and libcurl.
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
         .target(name: "RingcastCore"),
+        // The core's `Cryptography` on libcrypto (hashes, MACs, randomness, JWK signatures): its own
+        // small target, so what needs crypto and nothing else of the operating system (a fuzz
+        // target, the core's tests) takes no libcurl with it.
+        .target(name: "RingcastCrypto", dependencies: ["RingcastCore", "COpenSSL"]),
         // What the server, the client and the tools share of the operating system: a lock, the
         // clocks, server URLs, the blocking HTTP client on libcurl.
         .target(name: "RingcastPlatform", dependencies: ["RingcastCore", "CCurl"]),
@@ -52,7 +62,7 @@ let package = Package(
         ),
         .target(
             name: "RingcastServer",
-            dependencies: ["RingcastCore", "RingcastPlatform", "RingcastLWS", "RingcastRedis", "CSQLite"]
+            dependencies: ["RingcastCore", "RingcastCrypto", "RingcastPlatform", "RingcastLWS", "RingcastRedis", "CSQLite"]
         ),
         // What a Swift service imports to push progress; its transport types are `package`.
         .target(
@@ -63,7 +73,7 @@ let package = Package(
         .target(name: "RingcastLoad", dependencies: ["RingcastClient", "RingcastCore", "RingcastPlatform", "RingcastLWS"]),
         .executableTarget(
             name: "ringcast",
-            dependencies: ["RingcastServer", "RingcastClient", "RingcastLoad", "RingcastCore", "RingcastPlatform", "RingcastLWS"]
+            dependencies: ["RingcastServer", "RingcastClient", "RingcastLoad", "RingcastCore", "RingcastCrypto", "RingcastPlatform", "RingcastLWS"]
         ),
         // Tests: one target per library target, the command line's own, and end-to-end ones that
         // run the built executable; what they share is a library of its own, never a copy.
@@ -74,14 +84,15 @@ let package = Package(
         ),
         // Checks JSON against the OpenAPI document's schemas: the core's tests and the fuzz targets use it.
         .target(name: "SchemaValidation", dependencies: ["RingcastCore"], path: "Tests/SchemaValidation"),
-        .testTarget(name: "RingcastCoreTests", dependencies: ["RingcastCore", "SchemaValidation"]),
+        .testTarget(name: "RingcastCoreTests", dependencies: ["RingcastCore", "RingcastCrypto", "SchemaValidation"]),
+        .testTarget(name: "RingcastCryptoTests", dependencies: ["RingcastCrypto", "RingcastCore"]),
         // The shim's fixes are tested through lws itself (a timeout armed with lws_set_timeout).
         .testTarget(
             name: "RingcastLWSTests", dependencies: ["RingcastLWS", "RingcastCore", "RingcastPlatform", "CLibWebSockets", "RingcastTestSupport"]),
         .testTarget(name: "RingcastRedisTests", dependencies: ["RingcastRedis", "RingcastTestSupport"]),
         .testTarget(
             name: "RingcastServerTests",
-            dependencies: ["RingcastServer", "RingcastClient", "RingcastCore", "RingcastTestSupport", "RingcastPlatform"]),
+            dependencies: ["RingcastServer", "RingcastClient", "RingcastCore", "RingcastCrypto", "RingcastTestSupport", "RingcastPlatform"]),
         .testTarget(
             name: "RingcastClientTests",
             dependencies: ["RingcastServer", "RingcastClient", "RingcastCore", "RingcastLWS", "RingcastTestSupport", "RingcastPlatform"]),
@@ -116,6 +127,13 @@ if !Context.environment["RINGCAST_BENCHMARKS", default: ""].isEmpty {
             name: "ringcast-costs",
             dependencies: ["RingcastClient", "RingcastLoad", "RingcastCore", "RingcastPlatform", "RingcastLWS"],
             path: "Benchmarks/ringcast-costs"
+        ),
+        // Signed tokens verified per CPU-second, HS256 against RS256, PS256 and ES256:
+        // Benchmarks/tokens.sh runs it.
+        .executableTarget(
+            name: "ringcast-tokens",
+            dependencies: ["RingcastCore", "RingcastCrypto"],
+            path: "Benchmarks/ringcast-tokens"
         ),
     ]
 }

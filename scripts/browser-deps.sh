@@ -2,7 +2,8 @@
 # Installs what the browser tests need, only what is missing (safe to run again):
 # Chromium and chromedriver from Debian's packages, selenium, pytest and axe-selenium-python from PyPI, and PyJWT,
 # which mints the signed tokens the access tests (Swift and browser) present: a real JWT library,
-# not the server's own code.
+# not the server's own code; and authlib (with joserfc), on which Tests/oidc/provider.py builds the
+# OpenID Connect provider the sign-in tests use.
 set -euo pipefail
 
 SUDO=""
@@ -24,6 +25,7 @@ pip_missing=()
 "$PYTHON" -c 'import selenium' >/dev/null 2>&1 || pip_missing+=(selenium)
 "$PYTHON" -c 'import pytest' >/dev/null 2>&1 || pip_missing+=(pytest)
 "$PYTHON" -c 'import jwt; jwt.encode' >/dev/null 2>&1 || pip_missing+=(pyjwt)
+"$PYTHON" -c 'import authlib, joserfc' >/dev/null 2>&1 || pip_missing+=(authlib)
 # axe-core, the accessibility engine Tests/browser/test_accessibility.py runs, comes with it.
 "$PYTHON" -c 'import axe_selenium_python' >/dev/null 2>&1 || pip_missing+=(axe-selenium-python)
 if [ ${#pip_missing[@]} -gt 0 ]; then

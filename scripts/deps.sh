@@ -6,7 +6,7 @@ set -euo pipefail
 mode=${1:-build}
 
 # libev-dev and libwebsockets-evlib-ev come with libwebsockets-dev; named for the loop lws runs on.
-packages=(pkg-config libwebsockets-dev libev-dev libwebsockets-evlib-ev libsqlite3-dev libhiredis-dev libcurl4-openssl-dev)
+packages=(pkg-config libwebsockets-dev libev-dev libwebsockets-evlib-ev libsqlite3-dev libhiredis-dev libcurl4-openssl-dev libssl-dev)
 if [ "$mode" = test ]; then
   packages+=(procps iproute2 openssl curl redis-server redis-sentinel bsdutils util-linux nginx tinyproxy)
 fi

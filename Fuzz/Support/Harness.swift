@@ -1,8 +1,17 @@
 import RingcastCore
+import RingcastCrypto
 
 // What every fuzz target shares: how an input is read, the server state it runs against, and the
 // invariants every answer and event must keep. A broken invariant stops the run with a message;
 // libFuzzer keeps the input that broke it (see docs/FUZZING.md).
+
+/// libFuzzer calls this once before the first input: the core's hashes and token checks need the
+/// process's Cryptography, as the executable installs it.
+@_cdecl("LLVMFuzzerInitialize")
+public func fuzzInitialize(_ argc: UnsafeMutablePointer<CInt>?, _ argv: OpaquePointer?) -> CInt {
+    Crypto.install(LibCrypto())
+    return 0
+}
 
 /// Stops the run as a finding when `condition` does not hold.
 func expect(_ condition: Bool, _ message: @autoclosure () -> String) {

@@ -20,7 +20,7 @@ public func fuzzToken(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let parts = steps(input)
     if parts.count >= 2 {
         let unsigned = base64URL(parts[0]) + "." + base64URL(parts[1])
-        let token = unsigned + "." + base64URL(HMACSHA256.authenticate(Array(unsigned.utf8), key: tokenKey))
+        let token = unsigned + "." + base64URL(Crypto.current.hmacSHA256(key: tokenKey, message: Array(unsigned.utf8)))
         checkToken(token, policy: policy, header: parts[0], claims: parts[1])
     }
     if input.count >= 8 {

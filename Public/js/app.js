@@ -111,6 +111,7 @@ const signIn = new SignIn({
   form: $('signin'),
   reason: $('signin-reason'),
   input: $('signin-token'),
+  providers: $('signin-providers'),
   signOut: $('signout'),
   who: $('signed-in-as'),
   onShown() {

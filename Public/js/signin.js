@@ -6,7 +6,9 @@
 // A link's token is never traded unasked: anyone can send a link, and one that signed its visitor
 // in as someone else (replacing their own session) would show them another's tasks as theirs and
 // take what they publish as that someone's. The form comes up filled in, saying so, and the
-// visitor signs in with it or goes on without.
+// visitor signs in with it or goes on without. Where the server has identity providers (`oidc`),
+// the form offers "Sign in with NAME" too: a plain link to auth/login, which sends the browser to
+// the provider and back with the same HttpOnly cookie.
 
 import { setGrant } from './access.js';
 import { appURL } from './base.js';
@@ -41,12 +43,15 @@ export class SignIn {
    * @param {HTMLFormElement} o.form        the sign-in form (hidden until it is needed)
    * @param {HTMLElement} o.reason          where the form says why it is shown
    * @param {HTMLInputElement} o.input      the token field
+   * @param {HTMLElement} [o.providers]     where the identity providers' sign-in links go
    * @param {HTMLButtonElement} o.signOut   shown while signed in
    * @param {HTMLElement} o.who             whom the page is signed in as
    * @param {() => void} o.onShown          the form replaced the dashboard (the splash ends)
    */
-  constructor({ form, reason, input, signOut, who, onShown }) {
+  constructor({ form, reason, input, providers, signOut, who, onShown }) {
     this.form = form;
+    this.providersEl = providers;
+    this.providersAsked = false;
     this.reasonEl = reason;
     this.input = input;
     this.signOutButton = signOut;
@@ -111,6 +116,24 @@ export class SignIn {
     document.body.dataset.signin = 'shown';
     this.onShown();
     this.input.focus();
+    this.offerProviders();
+  }
+
+  /** "Sign in with NAME" for each identity provider the server names (none: nothing shown). */
+  async offerProviders() {
+    if (!this.providersEl || this.providersAsked) return;
+    this.providersAsked = true;
+    const r = await fetch(appURL('auth/providers'), { credentials: 'same-origin' }).catch(() => null);
+    if (!r || !r.ok) return;
+    const { providers = [] } = await r.json().catch(() => ({}));
+    for (const p of providers) {
+      const link = document.createElement('a');
+      link.href = appURL(p.login);
+      link.className = 'signin-provider';
+      link.textContent = `Sign in with ${p.name}`;
+      this.providersEl.append(link);
+    }
+    this.providersEl.hidden = providers.length === 0;
   }
 
   async submit(token) {

@@ -1,5 +1,6 @@
 import Foundation
 import RingcastCore
+import RingcastCrypto
 import RingcastLWS
 import RingcastPlatform
 import RingcastRedis
@@ -84,6 +85,12 @@ public final class Server: @unchecked Sendable {
     let ledger: ServerLedger
     /// Readiness and start time, for operators (Operations.swift).
     let operations: OperationsState
+    /// The browser's sign-in at config's `oidc` providers, and the checks of their tokens; nil
+    /// when none is configured. Every service thread reads the one current; `applyIdentityProviders`
+    /// replaces it.
+    let signIn: Locked<ProviderSignIn?>
+    /// The keys seen of each issuer, kept across `applyIdentityProviders`.
+    private let providerKeys = ProviderKeyCache()
 
     /// A server on storage it owns alone (memory unless told otherwise).
     public convenience init(config: ServerConfig, baseDirectory: String, logger: Logger, persistence: TaskPersistence = MemoryOnlyPersistence()) {
@@ -92,6 +99,9 @@ public final class Server: @unchecked Sendable {
 
     /// - Parameter baseDirectory: where a relative `publicDir` is found (the config file's folder).
     public init(config: ServerConfig, baseDirectory: String, logger: Logger, storage: ServerStorage) {
+        // The core checks tokens and signs webhooks through the process's Cryptography: a server
+        // embedded in another program (or a test) gets libcrypto's unless its owner installed one.
+        Crypto.installIfAbsent(LibCrypto())
         let config = Server.resolvingHookFiles(config, in: baseDirectory)
         self.config = config
         self.baseDirectory = baseDirectory
@@ -106,6 +116,9 @@ public final class Server: @unchecked Sendable {
             if note.kind == .state { logger.debug(note.description, fields: fields) } else { logger.info(note.description, fields: fields) }
         }
         let api = API(store: store, config: config)
+        let current = config.oidc.isEmpty ? nil : ProviderSignIn(config: config, keys: providerKeys)
+        signIn = Locked(current)
+        api.identityProviders = current?.providers
         // Read once: `/tasks/{id}` answers it from the API, which has no files of its own.
         let pageFolder = URL(fileURLWithPath: config.publicDir.hasPrefix("/") ? config.publicDir : baseDirectory + "/" + config.publicDir)
         api.taskPage = FileManager.default.contents(atPath: pageFolder.appendingPathComponent("task.html").path).map { Array($0) }
@@ -136,6 +149,15 @@ public final class Server: @unchecked Sendable {
     /// `tls`'s files resolved against the config's folder.
     static func certificate(of config: ServerConfig, in baseDirectory: String) -> (cert: String, key: String, ciphers: String)? {
         config.tls.map { (resolved($0.cert, in: baseDirectory), resolved($0.key, in: baseDirectory), $0.ciphers) }
+    }
+
+    /// Puts `config`'s `oidc` in force, for a configuration reloaded while the server runs: the
+    /// sign-in and the checks of provider tokens from the next request on, keys already fetched
+    /// kept (they are per issuer and `kid`). Sign-ins begun under the old settings must begin again.
+    public func applyIdentityProviders(_ config: ServerConfig) {
+        let replacement = config.oidc.isEmpty ? nil : ProviderSignIn(config: config, keys: providerKeys)
+        signIn.withLock { $0 = replacement }
+        state.read { api, _ in api.identityProviders = replacement?.providers }
     }
 
     /// The storage `config.storage` names: memory, a Redis cluster (`redis://…`), or an SQLite file
@@ -292,7 +314,8 @@ public final class Server: @unchecked Sendable {
         settings.reservesThreadHeap = true
         settings.certificate = certificate
         settings.staticFiles = .init(
-            directory: publicDirectory, maxAge: config.staticMaxAge, callbackPaths: ["/api", "/healthz", "/readyz", "/metrics", "/badge", "/tasks"])
+            directory: publicDirectory, maxAge: config.staticMaxAge,
+            callbackPaths: ["/api", "/healthz", "/readyz", "/metrics", "/badge", "/tasks", "/auth"])
         settings.sessionBytes = LWSConnection.sessionBytes
         // The widget's files load from any site; the API's answers name their origins themselves
         // (RequestGate.corsHeaders), never `*`.

@@ -3,7 +3,10 @@
 // here before any other thread runs.
 @preconcurrency import Glibc
 import Foundation
+import RingcastCore
+import RingcastCrypto
 
 setvbuf(stdout, nil, _IOLBF, 0)
 TerminationSignals.takeOver()
+Crypto.install(LibCrypto())
 exit(CommandLineTool.run(Array(CommandLine.arguments.dropFirst())))

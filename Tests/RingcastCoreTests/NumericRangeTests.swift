@@ -1,11 +1,17 @@
 import Foundation
 import RingcastCore
+import RingcastCrypto
 import XCTest
 
 /// Numbers from outside (a token's times, another node's log entry, a stored row) meet integer
 /// conversions and the date formatter only once range-checked; the helpers for a span until a
 /// deadline clamp, and UTCTime writes every Double.
 final class NumericRangeTests: XCTestCase {
+    override class func setUp() {
+        super.setUp()
+        installCryptography()
+    }
+
     private let now = 1_764_489_600_000.0
     private let extremes: [Double] = [
         .nan, .infinity, -.infinity, .greatestFiniteMagnitude, -.greatestFiniteMagnitude, 1e308, -1e300, 1e19, 9_007_199_254_740_991e3,
@@ -70,7 +76,7 @@ final class NumericRangeTests: XCTestCase {
         XCTAssertNoThrow(try JSONParser.parse(Array(#"{"a":{"a":1},"b":[{"a":2}]}"#.utf8), uniqueMembers: true))
     }
 
-    // MARK: Tokens, signed here with the core's HMAC (the server tests mint theirs with PyJWT)
+    // MARK: Tokens, signed here with libcrypto's HMAC (the server tests mint theirs with PyJWT)
 
     private let key = Array("signing-key-for-tests-0123456789abcdef".utf8)
 
@@ -80,7 +86,7 @@ final class NumericRangeTests: XCTestCase {
                 .replacingOccurrences(of: "=", with: "")
         }
         let unsigned = encode(header) + "." + encode(claims)
-        let signature = Data(HMACSHA256.authenticate(Array(unsigned.utf8), key: key)).base64EncodedString()
+        let signature = Data(LibCrypto().hmacSHA256(key: key, message: Array(unsigned.utf8))).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
         return unsigned + "." + signature
     }

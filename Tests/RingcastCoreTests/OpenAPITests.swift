@@ -7,6 +7,11 @@ import XCTest
 /// Holds `GET /api/openapi.json` to the API: every operation it names is routed and answers as it
 /// says, nothing else is routed, its bounds are the parsers' bounds, and docs/PROTOCOL.md agrees.
 final class OpenAPITests: XCTestCase {
+    override class func setUp() {
+        super.setUp()
+        installCryptography()
+    }
+
     private let validator = SchemaValidator()
     private static let methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
 

@@ -7,6 +7,11 @@ import XCTest
 /// document uses, a refusal for each one it does not, and agreement with what each of the
 /// document's patterns means (ids, globs, watch lists, epochs, ETags, path text).
 final class SchemaPatternTests: XCTestCase {
+    override class func setUp() {
+        super.setUp()
+        installCryptography()
+    }
+
     private func pattern(_ source: String, file: StaticString = #filePath, line: UInt = #line) -> SchemaPattern? {
         do {
             return try SchemaPattern(source)

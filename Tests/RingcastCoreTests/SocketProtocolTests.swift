@@ -5,6 +5,11 @@ import XCTest
 /// The WebSocket half of the protocol, without a socket: the upgrade query, the opening frames,
 /// messages, auth and errors.
 final class SocketProtocolTests: XCTestCase {
+    override class func setUp() {
+        super.setUp()
+        installCryptography()
+    }
+
     private let token = "publisher-token-0123456789"
 
     private func api(anonymousLocal: Bool = true) -> API {

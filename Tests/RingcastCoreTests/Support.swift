@@ -1,6 +1,12 @@
+import RingcastCrypto
 import XCTest
 
 @testable import RingcastCore
+
+/// The core hashes (a badge's ETag, a signed-out token) and checks tokens through the process's
+/// Cryptography: a class whose tests reach those installs libcrypto's in its `setUp()`, as the
+/// executable does at start.
+func installCryptography() { Crypto.install(LibCrypto()) }
 
 /// A realistic Unix-ms start time: every test clock counts from here.
 let t0: Double = 1_700_000_000_000

@@ -4,6 +4,11 @@ import XCTest
 
 /// The pieces of the text table and the badge that a terminal or an image viewer is strict about.
 final class TextTableTests: XCTestCase {
+    override class func setUp() {
+        super.setUp()
+        installCryptography()
+    }
+
     func testTextIsChosenByFormatOrByAnAcceptThatRanksItFirst() throws {
         func wanted(_ accept: String?, format: String? = nil) throws -> Bool {
             var request = APIRequest(method: "GET", path: "/api/tasks", headers: RequestHeaders(accept: accept))

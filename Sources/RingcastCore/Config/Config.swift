@@ -33,6 +33,11 @@ public struct ServerConfig: Equatable, Sendable {
     public var trustedProxies: [String] = []
     /// The one header a trusted proxy names the client in; a client's copy of the other is ignored.
     public var forwardedHeader = ForwardedFor.Header.xForwardedFor
+    /// Identity providers whose tokens name people, and whose sign-in the dashboard offers
+    /// (IdentityProvider.swift); empty: none.
+    public var oidc: [IdentityProviderSettings] = []
+    /// The headers of an auth proxy in front (oauth2-proxy), believed only from `trustedProxies`.
+    public var proxyAuth: ProxyAuthSettings?
     /// `"memory"`, or the SQLite file that keeps tasks across restarts (relative to the config file).
     public var storage = "memory"
     /// In a cluster: how many Redis replicas must confirm a change (Redis's `WAIT`) before it is
@@ -102,7 +107,7 @@ public struct ServerConfig: Equatable, Sendable {
         "handshakeTimeoutSeconds", "threads", "webhooks", "abandonAfterSeconds", "logLines", "logBytes", "maxLogBytes", "logFormat",
         "flushMilliseconds",
         "timelineEntries", "readers", "anonymousRead", "anonymousLocalMaxTasks", "tokenSecretEnv", "tokenMaxTasks", "trustedProxies",
-        "redisReplicas", "forwardedHeader",
+        "redisReplicas", "forwardedHeader", "oidc", "proxyAuth",
     ]
 
     /// Parses a config file's contents; the error names the field and says what to write instead.
@@ -293,11 +298,54 @@ public struct ServerConfig: Equatable, Sendable {
                     )
                 }
                 config.forwardedHeader = header
+            case "oidc":
+                let items: [JSONValue]
+                switch value {
+                case .object: items = [value]
+                case .array(let list) where !list.isEmpty: items = list
+                default: throw fail("an object {\"issuer\", \"clientId\", …} or a list of them")
+                }
+                config.oidc = try items.enumerated().map { index, item throws(ConfigError) in
+                    try parseProvider(item, at: items.count == 1 ? "\(source): oidc" : "\(source): oidc[\(index)]", environment: environment)
+                }
+            case "proxyAuth":
+                guard case .object(let members) = value else { throw fail("an object {\"userHeader\", \"groupsHeader\"}") }
+                let allowed = ServerConfig.nestedKeys["proxyAuth", default: []]
+                if let extra = members.first(where: { !allowed.contains($0.0) }) {
+                    throw ConfigError("\(source): proxyAuth has no setting \"\(extra.0)\"; it takes \"userHeader\" and \"groupsHeader\"")
+                }
+                func header(_ key: String) throws(ConfigError) -> String? {
+                    guard let item = value[key] else { return nil }
+                    guard case .string(let name) = item, ProxyAuthSettings.isHeaderName(name) else {
+                        throw ConfigError("\(source): proxyAuth.\(key) must be a header name like \"X-Auth-Request-User\"")
+                    }
+                    return name
+                }
+                guard let user = try header("userHeader") else {
+                    throw ConfigError(
+                        "\(source): proxyAuth needs \"userHeader\": the header your proxy names the person in (oauth2-proxy: \"X-Auth-Request-User\")"
+                    )
+                }
+                config.proxyAuth = ProxyAuthSettings(userHeader: user, groupsHeader: try header("groupsHeader"))
             default:
                 throw ConfigError("\(source): unknown setting \"\(key)\"; the settings are \(ServerConfig.keys.joined(separator: ", "))")
             }
         }
         try config.checkAccess(source: source)
+        if config.proxyAuth != nil, config.trustedProxies.isEmpty {
+            throw ConfigError(
+                "\(source): proxyAuth is believed only from the addresses in \"trustedProxies\", and there are none: list your auth proxy's address there"
+            )
+        }
+        let issuers = config.oidc.map(\.issuer)
+        if Set(issuers).count != issuers.count {
+            throw ConfigError("\(source): oidc names an issuer twice; list each identity provider once")
+        }
+        if config.access.entries.contains(where: { !$0.groups.isEmpty }), config.oidc.isEmpty, config.proxyAuth == nil {
+            throw ConfigError(
+                "\(source): publishers or readers name \"groups\", but neither \"oidc\" nor \"proxyAuth\" is configured to say who is in them"
+            )
+        }
         guard config.logBytes <= config.maxLogBytes else {
             throw ConfigError(
                 "\(source): \"logBytes\" (\(config.logBytes)) is more than \"maxLogBytes\" (\(config.maxLogBytes)), the budget of every task's log together; lower logBytes or raise maxLogBytes"
@@ -320,7 +368,7 @@ public struct ServerConfig: Equatable, Sendable {
             guard names.insert(entry.name).inserted else {
                 throw ConfigError("\(place): the name is used twice; every publisher and reader needs a name of its own (logs and quotas name it)")
             }
-            if access.entries[..<index].contains(where: { $0.token == entry.token }) {
+            if entry.hasToken, access.entries[..<index].contains(where: { $0.token == entry.token }) {
                 throw ConfigError("\(place): its token is another entry's too; give every publisher and reader a token of its own")
             }
             if let quota = entry.maxTasks, quota > maxTasks {
@@ -342,8 +390,23 @@ public struct ServerConfig: Equatable, Sendable {
             throw ConfigError(
                 "\(place) has no setting \"\(extra.0)\"\(why); a \(role.rawValue) takes \(allowed.map { "\"\($0)\"" }.joined(separator: ", "))")
         }
-        let token = try parseSecret(item, "token", at: place, environment: environment, holding: "the token")
-        guard token.utf8.count >= 16 else {
+        var groups: [String] = []
+        if let value = item["groups"] {
+            guard case .array(let list) = value, !list.isEmpty,
+                let names = Optional(list.compactMap(\.stringValue)), names.count == list.count, !names.contains(where: \.isEmpty)
+            else {
+                throw ConfigError("\(place).groups must be a non-empty list of group names, like [\"team-a\"]")
+            }
+            groups = names
+        }
+        let hasToken = item["token"] != nil || item["tokenEnv"] != nil
+        guard hasToken || !groups.isEmpty else {
+            throw ConfigError(
+                "\(place) needs exactly one of \"token\" or \"tokenEnv\" (the name of an environment variable holding the token), or \"groups\" whose people it grants"
+            )
+        }
+        let token = hasToken ? try parseSecret(item, "token", at: place, environment: environment, holding: "the token") : ""
+        guard !hasToken || token.utf8.count >= 16 else {
             throw ConfigError("\(place): the token of '\(name)' is shorter than 16 characters; use a long random one (openssl rand -hex 24)")
         }
         func count(_ key: String) throws(ConfigError) -> Int? {
@@ -355,7 +418,100 @@ public struct ServerConfig: Equatable, Sendable {
         }
         return AccessEntry(
             role, name: name, token: token, patterns: try parsePatterns(item["patterns"], at: place), maxTasks: try count("maxTasks"),
-            maxConnections: try count("maxConnections"))
+            maxConnections: try count("maxConnections"), groups: groups)
+    }
+
+    /// One provider of `oidc`: its issuer (https, or http on loopback), the client, and what its
+    /// tokens must be.
+    private static func parseProvider(_ item: JSONValue, at place: String, environment: [String: String]) throws(ConfigError)
+        -> IdentityProviderSettings
+    {
+        guard case .object(let members) = item else {
+            throw ConfigError("\(place) must be an object like {\"issuer\": \"https://id.example.com\", \"clientId\": \"ringcast\"}")
+        }
+        let allowed = ServerConfig.nestedKeys["oidc", default: []]
+        if let extra = members.first(where: { !allowed.contains($0.0) }) {
+            throw ConfigError("\(place) has no setting \"\(extra.0)\"; it takes \(allowed.map { "\"\($0)\"" }.joined(separator: ", "))")
+        }
+        func text(_ key: String, required: Bool = false) throws(ConfigError) -> String? {
+            guard let value = item[key] else {
+                if required { throw ConfigError("\(place) needs \"\(key)\"") }
+                return nil
+            }
+            guard case .string(let s) = value, !s.isEmpty else { throw ConfigError("\(place).\(key) must be a non-empty string") }
+            return s
+        }
+        func seconds(_ key: String, _ range: ClosedRange<Double>) throws(ConfigError) -> Double? {
+            guard let value = item[key] else { return nil }
+            guard case .number(let n) = value, range.contains(n) else {
+                throw ConfigError("\(place).\(key) must be seconds from \(Int(range.lowerBound)) to \(Int(range.upperBound))")
+            }
+            return n
+        }
+        func url(_ key: String, required: Bool) throws(ConfigError) -> String? {
+            guard var address = try text(key, required: required) else { return nil }
+            guard IdentityProviderSettings.isAcceptableURL(address) else {
+                throw ConfigError(
+                    "\(place).\(key) must be an https:// address (http:// only on loopback, for tests and development), not \"\(address)\"")
+            }
+            if key == "issuer", address.hasSuffix("/") { address.removeLast() }
+            return address
+        }
+        let issuer = try url("issuer", required: true)!
+        let clientId = try text("clientId", required: true)!
+        var clientSecret: String?
+        if item["clientSecret"] != nil || item["clientSecretEnv"] != nil {
+            clientSecret = try parseSecret(item, "clientSecret", at: place, environment: environment, holding: "the client's secret")
+        }
+        var audience: [String]?
+        switch item["audience"] {
+        case nil: break
+        case .string(let one)? where !one.isEmpty: audience = [one]
+        case .array(let list)? where !list.isEmpty && list.allSatisfy({ $0.stringValue?.isEmpty == false }):
+            audience = list.compactMap(\.stringValue)
+        default: throw ConfigError("\(place).audience must be a string or a non-empty list of them (what the tokens' \"aud\" holds)")
+        }
+        var algorithms = ["RS256", "PS256", "ES256"]
+        if let value = item["algorithms"] {
+            guard case .array(let list) = value, !list.isEmpty, list.allSatisfy({ $0.stringValue != nil }) else {
+                throw ConfigError("\(place).algorithms must be a non-empty list, like [\"RS256\", \"ES256\"]")
+            }
+            algorithms = list.compactMap(\.stringValue)
+            for algorithm in algorithms {
+                if algorithm.lowercased() == "none" {
+                    throw ConfigError("\(place).algorithms: \"none\" is never accepted: an unsigned token proves nothing")
+                }
+                if algorithm.hasPrefix("HS") {
+                    throw ConfigError(
+                        "\(place).algorithms: \(algorithm) is an HMAC algorithm; a provider's tokens are checked with its public keys, which are no secret: use RS256, PS256 or ES256 (HS256 tokens of your own backend go through tokenSecretEnv)"
+                    )
+                }
+                guard IdentityProviderSettings.supportedAlgorithms.contains(algorithm) else {
+                    throw ConfigError(
+                        "\(place).algorithms: \"\(algorithm)\" is not supported; choose from \(IdentityProviderSettings.supportedAlgorithms.joined(separator: ", "))"
+                    )
+                }
+            }
+        }
+        let groupsClaim = try text("groupsClaim") ?? "groups"
+        guard !groupsClaim.split(separator: ".", omittingEmptySubsequences: false).contains(where: \.isEmpty) else {
+            throw ConfigError("\(place).groupsClaim must be a claim name or a dotted path like \"realm_access.roles\"")
+        }
+        var scopes = ["openid", "profile", "email", "groups"]
+        if let value = item["scopes"] {
+            guard case .array(let list) = value, list.allSatisfy({ $0.stringValue?.isEmpty == false }), list.contains(.string("openid")) else {
+                throw ConfigError("\(place).scopes must be a list of scope names that includes \"openid\"")
+            }
+            scopes = list.compactMap(\.stringValue)
+        }
+        var provider = IdentityProviderSettings(
+            issuer: issuer, clientId: clientId, jwksURL: try url("jwksURL", required: false), audience: audience, algorithms: algorithms,
+            leewaySeconds: try seconds("leewaySeconds", 0...600) ?? 60, clientSecret: clientSecret, groupsClaim: groupsClaim,
+            displayName: try text("displayName"), sessionMaxAgeSeconds: try seconds("sessionMaxAgeSeconds", 60...2_592_000) ?? 8 * 3600,
+            keysRefetchSeconds: try seconds("keysRefetchSeconds", 1...86_400) ?? 60,
+            keysMaxAgeSeconds: try seconds("keysMaxAgeSeconds", 1...604_800) ?? 3600)
+        provider.scopes = scopes
+        return provider
     }
 
     /// `"KEY": "literal"` or `"KEYEnv": "VARIABLE"` (exactly one): a secret kept in the file or,

@@ -6,8 +6,13 @@ extension ServerConfig {
     /// (`publishers[]`). The parser refuses any other.
     public static let nestedKeys: [String: [String]] = [
         "tls": ["cert", "key", "ciphers"],
-        "publishers[]": ["name", "token", "tokenEnv", "patterns", "maxTasks", "maxConnections"],
-        "readers[]": ["name", "token", "tokenEnv", "patterns", "maxConnections"],
+        "publishers[]": ["name", "token", "tokenEnv", "groups", "patterns", "maxTasks", "maxConnections"],
+        "readers[]": ["name", "token", "tokenEnv", "groups", "patterns", "maxConnections"],
+        "oidc": [
+            "issuer", "jwksURL", "audience", "algorithms", "leewaySeconds", "clientId", "clientSecret", "clientSecretEnv", "groupsClaim",
+            "displayName", "sessionMaxAgeSeconds", "keysRefetchSeconds", "keysMaxAgeSeconds", "scopes",
+        ],
+        "proxyAuth": ["userHeader", "groupsHeader"],
         "webhooks[]": WebhookRule.keys,
     ]
 
@@ -70,7 +75,7 @@ extension ServerConfig {
         ),
         Reference(
             "readers", "[]",
-            "Who may read what: {\"name\": \"team-a\", \"tokenEnv\": \"RINGCAST_TEAM_A_TOKEN\", \"patterns\": [\"team-a.*\"]}, and \"maxConnections\"; a publisher reads what it may publish and takes \"maxTasks\" and \"maxConnections\" too."
+            "Who may read what: {\"name\": \"team-a\", \"tokenEnv\": \"RINGCAST_TEAM_A_TOKEN\", \"patterns\": [\"team-a.*\"]}, and \"maxConnections\"; \"groups\": [\"team-a\"] grants the entry to the people of those groups (oidc, proxyAuth), with or without a token; a publisher reads what it may publish and takes \"maxTasks\" and \"maxConnections\" too."
         ),
         Reference(
             "anonymousRead", #""loopback""#,
@@ -96,6 +101,14 @@ extension ServerConfig {
             "forwardedHeader", #""X-Forwarded-For""#,
             "The one header a trusted proxy sets to the client's address: \"X-Forwarded-For\" or \"Forwarded\"; a client's copy of the other is ignored."
         ),
+        Reference(
+            "oidc", #"{"issuer": "https://id.example.com", "clientId": "ringcast", "displayName": "SSO"}"#,
+            "An OpenID Connect identity provider (or a list of them): the dashboard offers \"Sign in with displayName\" (code flow with PKCE at /auth/login), and its tokens are verified against its JWKS (discovered, or \"jwksURL\"); \"clientSecret\" or \"clientSecretEnv\" for a confidential client, \"audience\" (default clientId), \"algorithms\" (RS256, PS256, ES256), \"leewaySeconds\" (60), \"groupsClaim\" (\"groups\", or a path like \"realm_access.roles\"), \"sessionMaxAgeSeconds\" (28800), \"keysRefetchSeconds\" (60), \"keysMaxAgeSeconds\" (3600), \"scopes\". People get what the publishers and readers naming their groups in \"groups\" get.",
+            commentedOut: true),
+        Reference(
+            "proxyAuth", #"{"userHeader": "X-Auth-Request-User", "groupsHeader": "X-Auth-Request-Groups"}"#,
+            "An auth proxy in front (oauth2-proxy) names the person and their groups in these headers; believed only from trustedProxies.",
+            commentedOut: true),
         Reference(
             "webhooks", "[]",
             "Signed POSTs when a task enters a state: {\"url\": \"https://hooks.example.com/ringcast\", \"patterns\": [\"ci.*\"], \"states\": [\"done\", \"failed\", \"stalled\"], \"secretEnv\": \"RINGCAST_HOOK_SECRET\"}, with \"secret\" instead of \"secretEnv\" to write it here; \"maxAttempts\" (10), \"timeoutSeconds\" (10), \"maxOutbox\" (1000: past it the oldest owed is dropped), \"concurrency\" (4), \"circuitFailures\" (5) and \"circuitOpenSeconds\" (30) too; https:// receivers are verified against the system's CA store, or \"caFile\" (a PEM file, relative to this file); \"clientCert\" and \"clientKey\" for a receiver that asks for a client certificate; \"proxy\" instead of HTTPS_PROXY / NO_PROXY (\"\" goes direct); \"format\": ringcast, slack, discord or ntfy, with \"pageBase\" for the link to the task's page."

@@ -58,8 +58,7 @@ public enum Badge {
 
     /// A strong tag: the first 16 bytes of the SHA-256 of the badge, in hex.
     static func etag(_ body: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef")
-        return "\"" + String(SHA256.hash(body).prefix(16).flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] }) + "\""
+        "\"" + Hex.lowercase(Crypto.current.sha256(body).prefix(16)) + "\""
     }
 
     /// `If-None-Match: "a", W/"b"` or `*`.

@@ -11,11 +11,15 @@ public struct RequestHeaders: Sendable, Equatable {
     public var ifNoneMatch: String?
     /// The browser's cookies: the sign-in's `ringcast_token` among them (`POST /api/session`).
     public var cookie: String?
+    /// What an auth proxy's headers said of the person (config `proxyAuth`): set by the transport
+    /// only when the peer is one of `trustedProxies`.
+    public var proxied: ProxiedIdentity?
 
     public init(
         host: String? = nil, origin: String? = nil, authorization: String? = nil, contentType: String? = nil,
-        accept: String? = nil, ifNoneMatch: String? = nil, cookie: String? = nil
+        accept: String? = nil, ifNoneMatch: String? = nil, cookie: String? = nil, proxied: ProxiedIdentity? = nil
     ) {
+        self.proxied = proxied
         self.host = host
         self.origin = origin
         self.authorization = authorization
@@ -76,7 +80,7 @@ public struct APIResponse: Sendable {
     /// Other headers, as lws writes them (`("etag:", "\"…\"")`, `("allow:", "GET, POST")` on a 405).
     public var headers: [(String, String)] = []
 
-    init(status: Int = 200, body: [UInt8], contentType: String = "application/json", events: [OutboundEvent] = []) {
+    public init(status: Int = 200, body: [UInt8], contentType: String = "application/json", events: [OutboundEvent] = []) {
         self.status = status
         self.body = body
         self.contentType = contentType
@@ -105,6 +109,13 @@ public struct RequestGate: Sendable {
     /// Whether a request, HTTP or WebSocket upgrade alike, comes from this machine: its peer's
     /// address, or, when the peer is a trusted proxy, the address `forwardedHeader` names; a client
     /// the proxy cannot name is remote (ForwardedFor.swift). `forwardedValue` is that header's value.
+    /// Whether the peer itself (never an address it forwarded for) is one of `trustedProxies`:
+    /// the only peer whose `proxyAuth` headers are believed.
+    public func isTrustedProxy(peer: String) -> Bool {
+        guard let address = IPAddress(entry: Substring(peer)) else { return false }
+        return trustedProxies.contains { $0.contains(address) }
+    }
+
     public func clientIsLoopback(peer: String, peerIsLoopback: Bool, forwardedValue: String?) -> Bool {
         guard !trustedProxies.isEmpty else { return peerIsLoopback }
         // A peer lws could not name (a Unix socket) is no trusted proxy.
@@ -228,8 +239,13 @@ public final class API {
         var policy = config.effectiveAccess
         if config.tls != nil { policy.signInCookie = AccessPolicy.securedCookieName }
         policy.signedOut = signedOut
+        policy.providers = identityProviders
         return policy
     }
+    /// config.json's `oidc` as the server checks it (keys fetched over https, signatures by
+    /// libcrypto); nil when none is configured. Set once the server has built it, and set anew
+    /// when the configuration is reloaded (the key cache is kept across).
+    public var identityProviders: IdentityProviders?
     /// Signed tokens signed out before their `exp` (SignIn.swift).
     public let signedOut = SignedOutTokens()
     public var metrics = ServerMetrics()
@@ -343,7 +359,8 @@ public final class API {
     /// The request's token (its `Authorization`, else the sign-in cookie) as the policy sees it.
     public func identify(_ request: APIRequest, now: Double) -> Credential {
         policy.identify(
-            authorization: request.headers.authorization, cookie: request.headers.cookie, fromLoopback: request.fromLoopback, now: now)
+            authorization: request.headers.authorization, cookie: request.headers.cookie, proxied: request.headers.proxied,
+            fromLoopback: request.fromLoopback, now: now)
     }
 
     public func checkHost(_ header: String?) throws(APIError) { try gate.checkHost(header) }

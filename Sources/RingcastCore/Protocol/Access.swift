@@ -71,6 +71,9 @@ public struct Grant: Equatable, Sendable {
         case signed
         /// No token: what `anonymousRead` and `anonymousLocalPublish` allow the address.
         case anonymous
+        /// A person an identity provider (or an auth proxy in front) named, granted what the
+        /// entries of their groups grant.
+        case person
     }
 
     public let kind: Kind
@@ -102,6 +105,7 @@ public struct Grant: Equatable, Sendable {
         switch kind {
         case .publisher, .reader: return "\(kind.rawValue) '\(name)'"
         case .signed: return "signed token '\(name)'"
+        case .person: return "person '\(name)'"
         case .anonymous: return name == AccessPolicy.localName ? "anonymous loopback access" : "anonymous access"
         }
     }
@@ -148,19 +152,28 @@ public struct AccessEntry: Equatable, Sendable {
 
     public let role: Role
     public let name: String
+    /// Empty for an entry reached only through its groups.
     let token: [UInt8]
     public let patterns: WatchSet
     public var maxTasks: Int?
     public var maxConnections: Int?
+    /// The groups (an identity provider's claim, an auth proxy's header) whose people get this
+    /// entry's rights, beside whoever holds its token.
+    public var groups: [String]
 
-    public init(_ role: Role, name: String, token: String, patterns: WatchSet, maxTasks: Int? = nil, maxConnections: Int? = nil) {
+    public init(
+        _ role: Role, name: String, token: String, patterns: WatchSet, maxTasks: Int? = nil, maxConnections: Int? = nil, groups: [String] = []
+    ) {
         self.role = role
         self.name = name
         self.token = Array(token.utf8)
         self.patterns = patterns
         self.maxTasks = maxTasks
         self.maxConnections = maxConnections
+        self.groups = groups
     }
+
+    public var hasToken: Bool { !token.isEmpty }
 
     public static func publisher(name: String, token: String, patterns: WatchSet, maxTasks: Int? = nil) -> AccessEntry {
         AccessEntry(.publisher, name: name, token: token, patterns: patterns, maxTasks: maxTasks)
@@ -227,6 +240,8 @@ public struct AccessPolicy: Equatable, Sendable {
     public var signInCookie = AccessPolicy.cookieName
     /// Signed tokens signed out before their `exp` (the API's).
     public var signedOut: SignedOutTokens?
+    /// config.json's `oidc`, with the keys and checks the server supplies; nil: none configured.
+    public var providers: IdentityProviders?
     /// Names the server acts under itself: no publisher or reader may take one, and no signed
     /// token's `sub` either (`signed` is what a token without a `sub` is called, so a token may say it).
     public static let serverNames = [localName, anonymousName, Principal.server.name, "signed"]
@@ -256,7 +271,11 @@ public struct AccessPolicy: Equatable, Sendable {
 
     /// The token of `Authorization: Bearer TOKEN`, else of the sign-in cookie: an entry's, a
     /// signed token, or none. An `Authorization` header in another form is refused.
-    public func identify(authorization: String?, cookie: String? = nil, fromLoopback: Bool, now: Double) -> Credential {
+    public func identify(
+        authorization: String?, cookie: String? = nil, proxied: ProxiedIdentity? = nil, fromLoopback: Bool, now: Double
+    ) -> Credential {
+        // The proxy in front authenticated the person: what it says wins over a cookie left behind.
+        if let proxied { return personCredential(name: proxied.user, groups: proxied.groups, expiresAt: nil) }
         let presented: String?
         do throws(APIError) {
             presented = try AccessPolicy.presentedToken(authorization: authorization, cookie: cookie, named: signInCookie)
@@ -268,15 +287,27 @@ public struct AccessPolicy: Equatable, Sendable {
     }
 
     /// A token that was presented, whatever carried it.
-    public func identify(token: String, now: Double) -> Credential {
+    public func identify(token: String, now: Double, crypto: any Cryptography = Crypto.current) -> Credential {
         let presented = Array(token.utf8)
         // Every entry is compared, in time that depends only on the lengths, so timing reveals
         // neither which token nor how much of one matched.
         var found: AccessEntry?
-        for entry in entries where AccessPolicy.constantTimeEqual(presented, entry.token) && found == nil { found = entry }
+        for entry in entries where entry.hasToken && crypto.constantTimeEqual(presented, entry.token) && found == nil { found = entry }
         if let found { return .token(found.grant) }
+        // A token that names one of the providers is theirs to judge; so is any JWT when there is
+        // no signing key of our own, so that its refusal (an issuer not trusted, alg none) says why.
+        if let providers, SignedToken.looksLikeOne(token), tokenSecret == nil || providers.claimsOneOfUs(token) {
+            switch providers.verify(token, now: now, crypto: crypto) {
+            case .success(let identity):
+                if signedOut?.contains(token, now: now) == true {
+                    return .refused(APIError(.unauthorized, "the session was signed out: sign in again"))
+                }
+                return personCredential(name: identity.name, groups: identity.groups, expiresAt: identity.expiresAt)
+            case .failure(let error): return .refused(error)
+            }
+        }
         if let tokenSecret, SignedToken.looksLikeOne(token) {
-            switch SignedToken.verify(token, secret: tokenSecret, now: now) {
+            switch SignedToken.verify(token, secret: tokenSecret, now: now, crypto: crypto) {
             case .success(let grant):
                 if signedOut?.contains(token, now: now) == true {
                     return .refused(APIError(.unauthorized, "the token was signed out: sign in with a new one"))
@@ -291,6 +322,30 @@ public struct AccessPolicy: Equatable, Sendable {
                 tokenSecret == nil
                     ? "the token matches no publisher or reader in config.json; check it, or the entry's tokenEnv variable"
                     : "the token matches no publisher or reader in config.json and is not a signed token (header.claims.signature)"))
+    }
+
+    /// A person's grant: what every entry naming one of their groups grants, together. A person
+    /// in none of them is refused with the groups they came with, so the fix is clear.
+    func personCredential(name: String, groups: [String], expiresAt: Double?) -> Credential {
+        let matched = entries.filter { entry in entry.groups.contains(where: groups.contains) }
+        guard !matched.isEmpty else {
+            let shown = groups.isEmpty ? "no groups" : "groups \(groups.prefix(20).map { "'\($0.prefix(60))'" }.joined(separator: ", "))"
+            return .refused(
+                APIError(
+                    .forbidden,
+                    "\(name.prefix(100)) is signed in with \(shown), and no publisher or reader in config.json names one of them in its \"groups\""
+                ))
+        }
+        var read = Scope.nothing
+        var publish = Scope.nothing
+        for entry in matched {
+            read = read.isNothing ? Scope(entry.patterns) : read.union(Scope(entry.patterns))
+            if entry.role == .publisher { publish = publish.isNothing ? Scope(entry.patterns) : publish.union(Scope(entry.patterns)) }
+        }
+        return .token(
+            Grant(
+                kind: .person, name: String(name.prefix(SignedToken.maxSubjectLength)), read: read, publish: publish, expiresAt: expiresAt,
+                maxTasks: tokenMaxTasks))
     }
 
     /// A verified signed token's grant, held to the policy: its `sub` may not be a name the
@@ -329,11 +384,16 @@ public struct AccessPolicy: Equatable, Sendable {
             }
             return String(token)
         }
-        guard let cookie else { return nil }
-        for pair in cookie.split(separator: ";") {
+        return cookieValue(cookie, named: cookieName)
+    }
+
+    /// The value of the cookie `name` in a `Cookie` header; nil when absent or empty.
+    public static func cookieValue(_ header: String?, named name: String) -> String? {
+        guard let header else { return nil }
+        for pair in header.split(separator: ";") {
             let trimmed = pair.drop { $0 == " " }
-            guard trimmed.hasPrefix(cookieName + "=") else { continue }
-            let value = trimmed.dropFirst(cookieName.count + 1)
+            guard trimmed.hasPrefix(name + "=") else { continue }
+            let value = trimmed.dropFirst(name.count + 1)
             return value.isEmpty ? nil : String(value)
         }
         return nil
@@ -404,16 +464,6 @@ public struct AccessPolicy: Equatable, Sendable {
         }
     }
 
-    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        var difference = UInt8(truncatingIfNeeded: a.count ^ b.count)
-        let length = max(a.count, b.count)
-        for index in 0..<length {
-            let x = index < a.count ? a[index] : 0
-            let y = index < b.count ? b[index] : 0
-            difference |= x ^ y
-        }
-        return difference == 0 && a.count == b.count
-    }
 }
 
 /// Loopback is 127.0.0.0/8 and ::1, also as IPv4-mapped IPv6.

@@ -712,7 +712,7 @@ public enum OpenAPI {
                 [
                     "signedIn": ["type": "boolean", "description": "false: no token, what anonymousRead and anonymousLocalPublish allow."],
                     "name": ["type": "string", "minLength": 1],
-                    "kind": ["enum": ["publisher", "reader", "signed", "anonymous"]],
+                    "kind": ["enum": ["publisher", "reader", "signed", "anonymous", "person"]],
                     "read": ["type": "array", "items": ["type": "string"], "description": "Patterns it may read; [\"*\"] every id, [] none."],
                     "publish": ["type": "array", "items": ["type": "string"], "description": "Patterns it may publish; [] none."],
                     "expiresAt": ["type": "integer", "description": "A signed token's exp, in Unix ms."],

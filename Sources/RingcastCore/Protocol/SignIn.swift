@@ -55,7 +55,7 @@ extension API {
     /// `ringcast_token=…; Path=/; HttpOnly; SameSite=Strict` (over TLS `__Host-ringcast_token=…`
     /// and `Secure`, which the prefix requires), kept until a
     /// signed token's `exp`, else for the browser's session.
-    func cookie(_ token: String, expiresAt: Double?, now: Double, clear: Bool = false) -> String {
+    public func cookie(_ token: String, expiresAt: Double?, now: Double, clear: Bool = false) -> String {
         var parts = ["\(policy.signInCookie)=\(token)", "Path=/", "HttpOnly", "SameSite=Strict"]
         if config.tls != nil { parts.append("Secure") }
         if clear {

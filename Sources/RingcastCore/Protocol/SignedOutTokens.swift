@@ -15,7 +15,7 @@ public final class SignedOutTokens: Sendable, Equatable {
     /// Signs `token` out until `expiresAt` (Unix ms).
     public func add(_ token: String, until expiresAt: Double, now: Double) {
         guard expiresAt > now else { return }
-        let key = SHA256.hash(token.utf8)
+        let key = Crypto.current.sha256(Array(token.utf8))
         expiries.withLock { expiries in
             if expiries.count >= SignedOutTokens.capacity { expiries = expiries.filter { $0.value > now } }
             if expiries.count >= SignedOutTokens.capacity, let soonest = expiries.min(by: { $0.value < $1.value }) {
@@ -28,7 +28,7 @@ public final class SignedOutTokens: Sendable, Equatable {
     public func contains(_ token: String, now: Double) -> Bool {
         // Most servers never see a sign-out: no hash for them.
         guard !expiries.withLock({ $0.isEmpty }) else { return false }
-        let key = SHA256.hash(token.utf8)
+        let key = Crypto.current.sha256(Array(token.utf8))
         return expiries.withLock { ($0[key] ?? 0) > now }
     }
 

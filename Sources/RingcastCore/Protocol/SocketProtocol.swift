@@ -157,7 +157,8 @@ extension API {
     /// error event first, then a close code and reason that say why); no token where reading
     /// needs one leaves it waiting for an `auth` message, the error event telling it so.
     public func openSocket(_ request: SocketRequest, headers: RequestHeaders, fromLoopback: Bool, now: Double) -> SocketOpening {
-        let credential = policy.identify(authorization: headers.authorization, cookie: headers.cookie, fromLoopback: fromLoopback, now: now)
+        let credential = policy.identify(
+            authorization: headers.authorization, cookie: headers.cookie, proxied: headers.proxied, fromLoopback: fromLoopback, now: now)
         var session = SocketSession(request: request, credential: credential, fromLoopback: fromLoopback, watch: SocketRequest.nothing)
         session.token = try? AccessPolicy.presentedToken(authorization: headers.authorization, cookie: headers.cookie, named: policy.signInCookie)
         session.key = publisherSockets.newKey()

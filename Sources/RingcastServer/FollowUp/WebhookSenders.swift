@@ -181,7 +181,7 @@ final class HookSender: @unchecked Sendable {
             let response = try client.request(
                 "POST", rule.format == .ntfy ? "/" : url.path, body: delivery.body,
                 headers: [
-                    ("X-Ringcast-Signature", HMACSHA256.signatureHeader(delivery.body, key: rule.secret)),
+                    ("X-Ringcast-Signature", Crypto.current.webhookSignature(body: delivery.body, key: rule.secret)),
                     ("X-Ringcast-Delivery", delivery.id),
                     ("X-Ringcast-Event", "state"),
                     ("User-Agent", "ringcast/\(ProtocolInfo.version)"),

@@ -118,6 +118,33 @@ extension ServiceWorker: ServiceHandler {
         return http.gate.clientIsLoopback(peer: peer?.address.text ?? link.peerAddress, peerIsLoopback: peerIsLoopback, forwardedValue: value)
     }
 
+    /// Who config's `proxyAuth` headers name, read only when the link's own peer is one of
+    /// `trustedProxies`: from anyone else they are a client's claim and are ignored.
+    func proxiedIdentity(_ link: LWSConnection) -> ProxiedIdentity? {
+        guard let proxyAuth = config.proxyAuth else { return nil }
+        guard http.gate.isTrustedProxy(peer: peers[link.identifier]?.address.text ?? link.peerAddress) else { return nil }
+        guard let user = link.customHeader(proxyAuth.userHeader.lowercased() + ":"), !user.isEmpty else { return nil }
+        let groups = proxyAuth.groupsHeader.flatMap { link.customHeader($0.lowercased() + ":") }
+        return ProxiedIdentity(user: user, groups: ProxiedIdentity.groups(fromHeader: groups))
+    }
+
+    /// A provider's token may need a key the server has not fetched: fetched here, before the
+    /// state's lock is taken, so that no other thread waits on the provider.
+    func prepareProviderKeys(_ headers: RequestHeaders, now: Double) {
+        guard let providers = signIn?.providers, headers.authorization != nil || headers.cookie != nil else { return }
+        providers.prepareKeys(
+            authorization: headers.authorization, cookie: headers.cookie,
+            cookieName: config.tls != nil ? AccessPolicy.securedCookieName : AccessPolicy.cookieName, now: now)
+    }
+
+    /// The same for the token of an `auth` message (a browser's socket cannot send headers).
+    func prepareProviderKeys(authMessage bytes: [UInt8], now: Double) {
+        guard signIn != nil, bytes.count <= SignedToken.maxBytes + 100, bytes.firstRange(of: Array("auth".utf8)) != nil,
+            let message = try? JSONParser.parse(bytes), message["type"]?.stringValue == "auth", let token = message["token"]?.stringValue
+        else { return }
+        prepareProviderKeys(RequestHeaders(authorization: "Bearer " + token), now: now)
+    }
+
     private func forget(_ peer: Peer) {
         if peer === peers.accepted { peers.accepted = nil }
         ledger.connections.withLock { book in

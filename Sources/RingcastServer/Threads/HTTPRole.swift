@@ -127,7 +127,7 @@ extension ServiceWorker {
             headers: RequestHeaders(
                 host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization),
                 contentType: link.header(.contentType), accept: link.header(.accept), ifNoneMatch: link.header(.ifNoneMatch),
-                cookie: link.header(.cookie)),
+                cookie: link.header(.cookie), proxied: proxiedIdentity(link)),
             fromLoopback: isFromLoopback(link),
             bodyIsAbsent: framing == .absent && RequestFraming.methodsWithBodies.contains(method))
         if framing == .absent, method == "GET", path == Self.streamPath { return openStream(link, request) }
@@ -246,6 +246,12 @@ extension ServiceWorker {
             link.requestWrite()
             return
         }
+        if request.path.hasPrefix("/auth/") {
+            exchange.response = signInAnswer(request, now: now)
+            link.requestWrite()
+            return
+        }
+        prepareProviderKeys(request.headers, now: now)
         // The answer leaves once storage has kept what it changed; the connection may be gone by then.
         let cors = http.gate.corsHeaders(request.headers)
         let performed = perform(.request(request), now: now) { outcome in
@@ -263,6 +269,27 @@ extension ServiceWorker {
             link.requestWrite()
         }
         if publishes { peer?.allowance.spend(max(1, performed.commands), now: now) }
+    }
+
+    /// `/auth/…`: the browser's sign-in at an identity provider (ProviderSignIn), counted as a request.
+    private func signInAnswer(_ request: APIRequest, now: Double) -> APIResponse {
+        var response: APIResponse
+        if let host = request.headers.host, !http.gate.hosts.allows(host) {
+            response = APIResponse(http.gate.hosts.refusal(host))
+        } else if let signIn {
+            response = signIn.answer(request, now: now) { body in state.read { api, _ in body(api) } }
+        } else if request.path == "/auth/providers", request.method == "GET" {
+            // The sign-in form asks whether to offer a provider: none is an answer, not an error.
+            response = ProviderSignIn.providerList([])
+        } else {
+            response = APIResponse(APIError(.notFound, "no identity provider is configured (\"oidc\" in config.json): sign in with a token"))
+        }
+        let failed = response.status >= 400
+        state.record { metrics in
+            metrics.httpRequests += 1
+            if failed { metrics.httpErrors += 1 }
+        }
+        return response
     }
 
     /// Closes each request whose body is still arriving at its deadline, unanswered: the answer

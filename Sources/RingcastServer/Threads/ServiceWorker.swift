@@ -28,12 +28,16 @@ final class ServiceWorker: @unchecked Sendable {
     let delivery: DeliveryOrder
     let timers: WorkerTimers
     let figures = WorkerFigures()
+    /// The server's current sign-in (`Server.applyIdentityProviders` may replace it).
+    let signInHolder: Locked<ProviderSignIn?>
+    var signIn: ProviderSignIn? { signInHolder.withLock { $0 } }
 
     init(index: Int, server: Server) {
         self.index = index
         state = server.state
         ledger = server.ledger
         config = server.config
+        signInHolder = server.signIn
         http = HTTPRole(config: server.config)
         sockets = SocketRole(config: server.config)
         delivery = DeliveryOrder(config: server.config)

@@ -147,8 +147,10 @@ extension ServiceWorker {
             subscription.sendDirect(frame)
         case .success(let request):
             let headers = RequestHeaders(
-                host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization), cookie: link.header(.cookie))
+                host: link.header(.host), origin: link.header(.origin), authorization: link.header(.authorization), cookie: link.header(.cookie),
+                proxied: proxiedIdentity(link))
             let fromLoopback = isFromLoopback(link)
+            prepareProviderKeys(headers, now: Clock.now())
             // The snapshot and the seq it was taken at, in one look: events up to that seq still in
             // this thread's inbox are skipped for this watcher (FanOut never sends one it has).
             let (opening, seq) = state.read { api, store in
@@ -367,6 +369,7 @@ extension ServiceWorker {
             return false
         }
         let message: SocketMessage = tooLarge ? .tooLarge : (isBinary ? .binary : .text(bytes))
+        if case .text(let text) = message { prepareProviderKeys(authMessage: text, now: now) }
         // Replies (a `flushed` acknowledgement among them) leave once storage has kept what came
         // before; in a cluster, what the message earned at once (refusals, `auth`) leaves now.
         let performed = perform(.message(message, session), now: now) { outcome in

@@ -1,10 +1,12 @@
+import RingcastCore
+import RingcastCrypto
 import XCTest
 
-@testable import RingcastCore
-
-/// SHA-256 against FIPS 180-4's examples (and NIST's long-message one), HMAC-SHA256 against RFC 4231.
+/// SHA-256 against FIPS 180-4's examples (and NIST's long-message one), HMAC-SHA256 against RFC 4231,
+/// both from libcrypto; the comparison and the generator beside them.
 final class SHA256Tests: XCTestCase {
-    private func hex(_ text: String) -> String { HMACSHA256.hex(SHA256.hash(Array(text.utf8))) }
+    private let crypto = LibCrypto()
+    private func hex(_ text: String) -> String { Hex.lowercase(crypto.sha256(Array(text.utf8))) }
     private func bytes(_ byte: UInt8, _ count: Int) -> [UInt8] { [UInt8](repeating: byte, count: count) }
 
     func testFIPS180Examples() {
@@ -17,22 +19,19 @@ final class SHA256Tests: XCTestCase {
             hex("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu"),
             "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1")
         XCTAssertEqual(
-            HMACSHA256.hex(SHA256.hash(bytes(UInt8(ascii: "a"), 1_000_000))),
+            Hex.lowercase(crypto.sha256(bytes(UInt8(ascii: "a"), 1_000_000))),
             "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
     }
 
     /// Where the padding changes shape: 55 bytes fit one block with the length, 56 need a second.
-    func testPaddingAtTheBlockBoundariesAndInPieces() {
+    func testPaddingAtTheBlockBoundaries() {
         XCTAssertEqual(hex(String(repeating: "a", count: 55)), "9f4390f8d30c2dd92ec9f095b65e2b9ae9b0a925a5258e241c9f1e910f734318")
         XCTAssertEqual(hex(String(repeating: "a", count: 56)), "b35439a4ac6f0948b6d6f9e3c6af0f5f590ce20f1bde7090ef7970686ec6738a")
         XCTAssertEqual(hex(String(repeating: "a", count: 64)), "ffe054fe7ae0cb6dc65c3af9b61d5209f439851db43d0ba5997337df154668eb")
-        var hasher = SHA256()
-        for piece in ["abcdbcdecdefdefgefghfghig", "", "hijhijkijkljklmklmnlmnomnopnopq"] { hasher.update(Array(piece.utf8)) }
-        XCTAssertEqual(HMACSHA256.hex(hasher.finish()), "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
     }
 
     func testRFC4231() {
-        func mac(_ key: [UInt8], _ data: [UInt8]) -> String { HMACSHA256.hex(HMACSHA256.authenticate(data, key: key)) }
+        func mac(_ key: [UInt8], _ data: [UInt8]) -> String { Hex.lowercase(crypto.hmacSHA256(key: key, message: data)) }
         XCTAssertEqual(mac(bytes(0x0b, 20), Array("Hi There".utf8)), "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7")
         XCTAssertEqual(
             mac(Array("Jefe".utf8), Array("what do ya want for nothing?".utf8)),
@@ -52,11 +51,45 @@ final class SHA256Tests: XCTestCase {
                     ("This is a test using a larger than block-size key and a larger than block-size data. "
                         + "The key needs to be hashed before being used by the HMAC algorithm.").utf8)),
             "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2")
+        // An empty key is a key of zeros, as Python's hmac computes it.
+        XCTAssertEqual(mac([], []), "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad")
     }
 
     func testTheSignatureHeader() {
         XCTAssertEqual(
-            HMACSHA256.signatureHeader(Array("Hi There".utf8), key: bytes(0x0b, 20)),
+            crypto.webhookSignature(body: Array("Hi There".utf8), key: bytes(0x0b, 20)),
             "sha256=b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7")
+    }
+
+    func testConstantTimeEqualityNeedsTheSameLengthAndBytes() {
+        XCTAssertTrue(crypto.constantTimeEqual([], []))
+        XCTAssertTrue(crypto.constantTimeEqual([1, 2, 3], [1, 2, 3]))
+        XCTAssertFalse(crypto.constantTimeEqual([1, 2, 3], [1, 2, 4]))
+        XCTAssertFalse(crypto.constantTimeEqual([9, 2, 3], [1, 2, 3]))
+        XCTAssertFalse(crypto.constantTimeEqual([1, 2, 3], [1, 2]))
+        XCTAssertFalse(crypto.constantTimeEqual([], [0]))
+    }
+
+    func testRandomBytesAreAsManyAsAskedAndDiffer() {
+        XCTAssertEqual(crypto.randomBytes(count: 0), [])
+        let draws = (0..<8).map { _ in crypto.randomBytes(count: 32) }
+        XCTAssertTrue(draws.allSatisfy { $0.count == 32 })
+        XCTAssertEqual(Set(draws).count, 8, "eight 256-bit draws repeated one")
+        // Every byte value shows up in 64 KiB of a fair generator (a stuck or zero-filled one fails).
+        XCTAssertEqual(Set(crypto.randomBytes(count: 65536)).count, 256)
+    }
+
+    /// RFC 7636 appendix B's verifier and challenge; random tokens long enough for a verifier.
+    func testPKCEAndRandomTokens() {
+        XCTAssertEqual(crypto.pkceChallenge(verifier: "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"), "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM")
+        let token = crypto.randomToken()
+        XCTAssertEqual(token.utf8.count, 43)
+        XCTAssertEqual(Base64URL.decode(token)?.count, 32)
+        XCTAssertNotEqual(token, crypto.randomToken())
+        for count in 0..<70 {
+            let bytes = crypto.randomBytes(count: count)
+            XCTAssertEqual(Base64URL.decode(Base64URL.encode(bytes)), bytes, "\(count) bytes")
+        }
+        XCTAssertEqual(Base64URL.encode(Array("any carnal pleas".utf8)), "YW55IGNhcm5hbCBwbGVhcw")
     }
 }
