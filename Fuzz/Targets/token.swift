@@ -8,7 +8,10 @@ import RingcastCore
 /// refusal is a 401 saying what is wrong; a header with `crit` or an object naming a member twice is
 /// never accepted. Every Double the input holds (its first 8 bytes as bits, each number of its
 /// claims) goes through UTCTime.iso8601 and the UnixTime helpers a timer and a cookie take, which
-/// must never trap and stay in their ranges.
+/// must never trap and stay in their ranges. An input that is a JSON Web Key Set (an identity
+/// provider's `jwks_uri` answer) is read as one: every key kept is one this server can check
+/// (RSA of 2048 to 16384 bits, P-256 coordinates of 32 bytes), every key left out has its reason,
+/// and checking a signature with each, on libcrypto, never traps.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzToken(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let input = bytes(data, size)
@@ -23,6 +26,7 @@ public func fuzzToken(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         let token = unsigned + "." + base64URL(Crypto.current.hmacSHA256(key: tokenKey, message: Array(unsigned.utf8)))
         checkToken(token, policy: policy, header: parts[0], claims: parts[1])
     }
+    if input.first == UInt8(ascii: "{") { checkKeySet(input) }
     if input.count >= 8 {
         checkTime(Double(bitPattern: input.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }))
     }
@@ -74,6 +78,30 @@ private func checkToken(_ token: String, policy: AccessPolicy, header: [UInt8]? 
         }
     case .failure(let error):
         expect(error.code == .unauthorized && error.message.hasPrefix("the signed token "), "refusal \(error.code): \(error.message)")
+    }
+}
+
+private func checkKeySet(_ input: [UInt8]) {
+    let set: JSONWebKeySet
+    do {
+        set = try JSONWebKeySet.parse(input)
+    } catch {
+        expect(error.description.hasPrefix("the JSON Web Key set "), "a key set refused as \(error)")
+        return
+    }
+    expect(set.keys.count + set.skipped.count <= JSONWebKeySet.maxKeys, "more keys than the limit")
+    for skipped in set.skipped { expect(skipped.description.hasPrefix("the JSON Web Key "), "a key left out as \(skipped)") }
+    for key in set.keys {
+        switch key.material {
+        case .rsa(let modulus, let exponent):
+            expect(modulus.first != 0 && (256...2048).contains(modulus.count), "an RSA modulus of \(modulus.count) bytes")
+            expect((1...8).contains(exponent.count) && exponent.last! & 1 == 1, "an RSA exponent of \(exponent)")
+        case .p256(let x, let y): expect(x.count == 32 && y.count == 32, "P-256 coordinates of \(x.count) and \(y.count) bytes")
+        }
+        for algorithm in SignatureAlgorithm.allCases {
+            let verified = Crypto.current.verify(algorithm, publicKey: key, message: input, signature: Array(input.suffix(64)))
+            expect(!verified || key.refusal(for: algorithm) == nil, "a key verified \(algorithm.rawValue) it does not fit")
+        }
     }
 }
 
