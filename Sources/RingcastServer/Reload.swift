@@ -59,6 +59,7 @@ extension Server {
                 api.configGeneration = generation
             }
             if webhooksChanged { try state.reloadWebhooks(next.webhooks, logger: logger) }
+            if next.oidc != running.oidc { applyIdentityProviders(next) }
             // Each thread takes the new rules for its own sockets and TLS contexts; the reload is
             // reported once every thread has (or after a bound, should one be stuck).
             let done = DispatchGroup()

@@ -29,6 +29,9 @@ extension ServerConfig {
         LiveSetting("allowedOrigins") { $0.allowedOrigins = $1.allowedOrigins },
         LiveSetting("webhooks") { $0.webhooks = $1.webhooks },
         LiveSetting("logLevel") { $0.logLevel = $1.logLevel },
+        // Providers' keys already fetched are kept (per issuer and `kid`); sign-ins begun under
+        // the old settings begin again.
+        LiveSetting("oidc") { $0.oidc = $1.oidc },
         // Files re-read and swapped for new handshakes; turning TLS on or off needs a restart
         // (`reloaded` keeps it then), since the listeners' scheme is fixed at start.
         LiveSetting("tls") { if $0.tls != nil, $1.tls != nil { $0.tls = $1.tls } },
