@@ -4,157 +4,6 @@ import Foundation
 import RingcastCore
 import RingcastPlatform
 
-/// What happened on a connection, as lws's callback reported it, in the order lws reports it.
-package enum ServiceEvent {
-    /// A socket was accepted from `address` (lws has not made a connection of it yet): answer false
-    /// to close it at once. The `created` that follows is that socket's.
-    case accepted(address: PeerAddress)
-    /// A connection object exists (accepted sockets, and lws's own listener).
-    case created
-    /// The connection object is going away: the last event it gets.
-    case destroyed
-    /// Any HTTP request (static files too) is about to be served: answer false to refuse it, after
-    /// writing the refusal (`writeHTTP`); the connection then closes.
-    case httpFilter
-    /// An HTTP request for a callback path; its headers are in, a body may follow in `httpBody` pieces.
-    case httpRequest
-    /// A piece of the body, lent for the duration of the call.
-    case httpBody(UnsafeRawBufferPointer)
-    case httpBodyComplete
-    case httpWriteable
-    /// The HTTP connection (or the exchange an upgrade replaced) is gone.
-    case httpClosed
-    /// A WebSocket upgrade asks to be accepted: answer false to refuse it.
-    case upgradeRequested
-    /// A WebSocket is open (server side: upgraded; client side: connected).
-    case opened
-    /// A piece of a message, lent for the duration of the call; `isLast` when it ends the message,
-    /// `isBinary` when the message is a binary one.
-    case received(UnsafeRawBufferPointer, isLast: Bool, isBinary: Bool)
-    case writeable
-    /// The peer sent a close frame, with its status code when it gave one.
-    case peerClosing(code: Int?, reason: String)
-    case closed
-    /// A client connection could not be made.
-    case connectFailed(String)
-    /// A client handshake is being written: add headers to it.
-    case appendHandshakeHeaders(HandshakeHeaders)
-    /// Bytes read from a raw client socket (one that speaks its protocol itself), lent for the
-    /// duration of the call. Its connect, writeable and close arrive as `opened`, `writeable`, `closed`.
-    case rawReceived(UnsafeRawBufferPointer)
-}
-
-/// What a context's connections do. Called on the context's service thread only.
-package protocol ServiceHandler: AnyObject {
-    /// Returns false to close the connection (for `.upgradeRequested`: to refuse the upgrade).
-    func handle(_ event: ServiceEvent, on connection: LWSConnection) -> Bool
-    /// The loop is about to destroy its context: the last moment to send close frames, with `loop.service(forAtMost:until:)`.
-    func loopWillStop(_ loop: ServiceLoop)
-    /// Another thread called `notify()` (once per wake-up, however many calls).
-    func loopWasNotified(_ loop: ServiceLoop)
-    /// A round of the loop is over: every socket that was ready and every timer that was due has
-    /// been handled, and the loop is about to wait again.
-    func loopRoundEnded(_ loop: ServiceLoop)
-    /// Accepting stopped: the process is out of descriptors (or the kernel of socket memory), so
-    /// new connections wait in the listener's backlog; `reason` says which. Once per pause.
-    func loopPausedAccepting(_ loop: ServiceLoop, reason: String)
-    /// Accepting works again after `loopPausedAccepting`.
-    func loopResumedAccepting(_ loop: ServiceLoop)
-}
-
-extension ServiceHandler {
-    package func loopWillStop(_ loop: ServiceLoop) {}
-    package func loopWasNotified(_ loop: ServiceLoop) {}
-    package func loopRoundEnded(_ loop: ServiceLoop) {}
-    package func loopPausedAccepting(_ loop: ServiceLoop, reason: String) {}
-    package func loopResumedAccepting(_ loop: ServiceLoop) {}
-}
-
-/// How a context is made: what it listens on, what it serves, and its limits.
-package struct ContextSettings: Sendable {
-    package struct Listener: Sendable {
-        package var host: String
-        package var port: Int
-        package init(host: String, port: Int) {
-            self.host = host
-            self.port = port
-        }
-    }
-
-    /// `/` serves `directory` (and nothing outside it); `callbackPaths` go to the handler instead.
-    package struct StaticFiles: Sendable {
-        package var directory: String
-        package var maxAge: Int
-        package var callbackPaths: [String]
-        package init(directory: String, maxAge: Int, callbackPaths: [String]) {
-            self.directory = directory
-            self.maxAge = maxAge
-            self.callbackPaths = callbackPaths
-        }
-    }
-
-    /// The protocol's name, which is also the service thread's.
-    package var name: String
-    /// nil: a context without a listening socket of lws's own (a client, or a server that accepts
-    /// on `ListeningSocket`s of its own, with `acceptsAdoptedSockets`).
-    package var listener: Listener?
-    /// A server vhost that listens on nothing itself: it serves the sockets `adoptListener` accepts
-    /// (lws's CONTEXT_PORT_NO_LISTEN_SERVER), TLS included.
-    package var acceptsAdoptedSockets = false
-    /// How many lws contexts the loop runs on its one thread and event loop, all made from these
-    /// settings, the sockets `adoptListener` accepts spread over them by descriptor (more than one
-    /// only without `listener`: each would bind it). Debian's lws walks its context's whole fd
-    /// table, and reads every connection in it, on each close (`sanity_assert_no_sockfd_traces`),
-    /// and sizes that table by the open-file limit: context k takes the descriptors of the k-th
-    /// range (`descriptorRange`) and has a table only as long as its ranges reach, so a close walks
-    /// about as many slots as its descriptor's number, and reads one range's connections
-    /// (Benchmarks/NOTES.md, "Connections held"). At most: fewer are made where their tables would
-    /// take more than `contextTableBudgetBytes` (`LWS.contexts(_:tablesWithin:descriptors:)`).
-    package var contexts = 1
-    /// The resident memory one loop's contexts may spend on lws's fd and poll tables (16 bytes a
-    /// slot, zeroed at creation): 8 MiB makes 16 contexts at 20 000 descriptors, 15 at 65 536,
-    /// 3 at 262 144, and one from 524 288.
-    package var contextTableBudgetBytes = 8 << 20
-    /// Grow this thread's heap once at start (`ServiceLoop.reservedHeapBytes`), for a server that
-    /// will hold thousands of connections; off for a client loop inside somebody else's process.
-    package var reservesThreadHeap = false
-    /// With several contexts, descriptors below this many go to the first context, the next this
-    /// many to the second, and so on, all above to the last. nil: the open-file limit over
-    /// `contexts`, so the last context's range ends at the limit.
-    package var descriptorRange: Int?
-    package var staticFiles: StaticFiles?
-    /// Per-connection memory lws allocates and zeroes; `LWSConnection.sessionBytes` for `attach`.
-    package var sessionBytes = 0
-    /// lws allocates this for every WebSocket, idle or not (0: 4096); bigger messages arrive in pieces.
-    package var receiveBufferBytes = 0
-    /// Headers added to every HTTP answer lws writes (static files included).
-    package var headers: [(String, String)] = []
-    /// Headers added only to the static files lws serves from `staticFiles` (`LWS_CALLBACK_ADD_HEADERS`).
-    package var staticFileHeaders: [(String, String)] = []
-    /// lws's own Content-Security-Policy and friends on every answer (no inline script or style).
-    package var enforceSecurityHeaders = false
-    /// Offer permessage-deflate on WebSockets (a server to clients that ask; a client to its servers).
-    package var offersCompression = false
-    /// Refuse WebSocket text that is not UTF-8 (close 1007) before it reaches the handler.
-    package var validateUTF8 = false
-    /// Seconds lws allows a connection's handshake or an idle HTTP exchange.
-    package var timeoutSeconds = 10
-    /// How much of a request's head lws keeps (0: lws's 4 096 bytes in all, past which it closes
-    /// the connection without an answer), and how long one header or piece of the request line may
-    /// be before lws cuts it there and goes on: `HeaderLimit` tells a cut one, which is answered.
-    package var headerLimit: HeaderLimit?
-    package var connectTimeoutSeconds: Int?
-    /// Set up the TLS library (needed before any wss:// client connection).
-    package var initializeTLS = false
-    /// Serve TLS (https://, wss://) on the listener with this PEM certificate and key, offering
-    /// these TLS 1.2 ciphers (OpenSSL's list syntax).
-    package var certificate: (cert: String, key: String, ciphers: String)?
-    /// A client context trusts servers whose certificates these PEM certificates sign (nil: the system's).
-    package var trustedCertificates: String?
-
-    package init(name: String) { self.name = name }
-}
-
 /// One event loop, the libwebsockets contexts on it (one, or `ContextSettings.contexts` made alike,
 /// which share its sockets) and the one thread that services them (lws is single-threaded: Debian
 /// builds it with `LWS_MAX_SMP` 1). Other threads hand work in with `post`, which wakes the loop with
@@ -176,37 +25,37 @@ package final class ServiceLoop: @unchecked Sendable {
     private var context: OpaquePointer?
     /// Every context on the loop, the first first, and each one's server vhost (service thread).
     private var contexts: [OpaquePointer] = []
-    private var vhosts: [OpaquePointer] = []
+    var vhosts: [OpaquePointer] = []
     /// Each server vhost's OpenSSL context, as lws hands it over while it makes the vhost
     /// (`LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS`): lws 4.1.6 has no accessor for it,
     /// and `replaceCertificate` loads a renewed certificate into it (service thread). lws's own
     /// `lws_tls_cert_updated` does the same for vhosts made with the very same paths, but returns
     /// 0 whatever happened (lib/tls/tls.c, in later releases too), so a key that does not load would
     /// leave new handshakes failing unseen; here each step's result is checked.
-    private var serverTLSContexts: [OpaquePointer] = []
+    var serverTLSContexts: [OpaquePointer] = []
     /// lws connections each context holds now (`WSI_CREATE` to `WSI_DESTROY`; adopted listeners too),
     /// by the index of its context (service thread).
     @exclusivity(unchecked) private var heldByContext: [Int] = []
     /// `ContextSettings.descriptorRange`, or what it defaults to (service thread).
-    private var descriptorRange = Int.max
+    var descriptorRange = Int.max
     private var boundPort = 0
     private var jobs: [@Sendable () -> Void] = []
     private var notified = false
 
     /// Held strongly while the loop runs; `dispatch` reads the unretained copy beside it, since
     /// that runs for every callback and the strong one keeps it alive.
-    @exclusivity(unchecked) private var handler: ServiceHandler? { didSet { borrowedHandler = handler } }
-    @exclusivity(unchecked) private unowned(unsafe) var borrowedHandler: ServiceHandler?
+    @exclusivity(unchecked) var handler: ServiceHandler? { didSet { borrowedHandler = handler } }
+    @exclusivity(unchecked) unowned(unsafe) var borrowedHandler: ServiceHandler?
     /// The context's one protocol, which adopted listeners are bound to.
-    private var protocolName = ""
+    var protocolName = ""
     /// `ContextSettings.staticFileHeaders`, for `LWS_CALLBACK_ADD_HEADERS`.
     @exclusivity(unchecked) private var staticFileHeaders: [(String, String)] = []
     /// The listening sockets adopted into this context, by the identity of their raw connection.
-    @exclusivity(unchecked) private var listeners: [Int: ListeningSocket] = [:]
+    @exclusivity(unchecked) var listeners: [Int: ListeningSocket] = [:]
     /// Whether accepting is paused (`pauseAccepting`), and the listeners whose polling is off meanwhile.
-    @exclusivity(unchecked) private var acceptingPaused = false
-    @exclusivity(unchecked) private var unpolledListeners: [Int: OpaquePointer] = [:]
-    @exclusivity(unchecked) private var acceptRetryTimer: LoopTimer?
+    @exclusivity(unchecked) var acceptingPaused = false
+    @exclusivity(unchecked) var unpolledListeners: [Int: OpaquePointer] = [:]
+    @exclusivity(unchecked) var acceptRetryTimer: LoopTimer?
     private var resources = CResources()
     private var timers: [LoopTimer] = []
     /// The epoll loop under the context, from `run`'s start to its end (service thread).
@@ -316,87 +165,6 @@ package final class ServiceLoop: @unchecked Sendable {
             }
             return true
         }
-    }
-
-    /// Serves the connections `socket` accepts on this loop: each is offered to the handler as
-    /// `accepted(address:)`, then adopted (TLS too, when the contexts have a certificate) by one
-    /// of the contexts, chosen by its descriptor (`context(for:)`). The first context watches the
-    /// socket and closes it when it is destroyed. Service thread only (e.g. in `prepare`).
-    package func adoptListener(_ socket: ListeningSocket) throws(CCallError) {
-        assertOnLoopThread()
-        guard let vhost = vhosts.first else {
-            throw CCallError("lws_get_vhost_by_name", "the loop has no server vhost to adopt a listener into")
-        }
-        var descriptor = lws_sock_file_fd_type()
-        descriptor.filefd = socket.descriptor
-        let raw = try checkedNotNil(
-            lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, descriptor, protocolName, nil),
-            "lws_adopt_descriptor_vhost", detail: { _, _ in "could not watch the listening socket on port \(socket.port)" })
-        socket.adopted = true
-        listeners[Int(bitPattern: UnsafeRawPointer(raw))] = socket
-    }
-
-    /// Accepts everything waiting on a listener (level-triggered: what is left wakes us again).
-    private func acceptConnections(_ socket: ListeningSocket, on listener: LWSConnection) {
-        guard let handler, !vhosts.isEmpty else { return }
-        for _ in 0..<256 {
-            switch socket.accept() {
-            case .none:
-                endAcceptPause()
-                return
-            case .outOfResources(let code):
-                pauseAccepting(listener, errno: code)
-                return
-            case .connection(let descriptor, let address):
-                endAcceptPause()
-                guard handler.handle(.accepted(address: address), on: listener) else {
-                    close(descriptor)
-                    continue
-                }
-                // lws makes the connection (WSI_CREATE, so `created` reaches the handler and the count
-                // grows) or closes the descriptor.
-                _ = lws_adopt_socket_vhost(vhosts[context(for: descriptor)], descriptor)
-            }
-        }
-    }
-
-    /// Out of descriptors: the listener stays readable while a connection waits, so a loop that
-    /// kept polling it would try, and fail, on every turn (a core's worth of CPU, for nothing). It
-    /// is left unpolled, the connections waiting in its backlog, until a connection of this loop
-    /// closes or a second has passed (descriptors freed elsewhere); then one accept tries again.
-    private func pauseAccepting(_ listener: LWSConnection, errno code: Int32) {
-        if unpolledListeners[listener.identifier] == nil {
-            _ = lws_rx_flow_control(listener.wsi, 0)
-            unpolledListeners[listener.identifier] = listener.wsi
-        }
-        if acceptRetryTimer == nil { acceptRetryTimer = try? makeTimer { [unowned self] in pollListenersAgain() } }
-        acceptRetryTimer?.schedule(seconds: 1)
-        guard !acceptingPaused else { return }
-        acceptingPaused = true
-        borrowedHandler?.loopPausedAccepting(self, reason: CCallError.errnoText(code))
-    }
-
-    /// Polls the listeners accepting left alone again; the next accept says whether the pause is over.
-    private func pollListenersAgain() {
-        for (_, wsi) in unpolledListeners { _ = lws_rx_flow_control(wsi, 1) }
-        unpolledListeners.removeAll()
-    }
-
-    private func endAcceptPause() {
-        guard acceptingPaused else { return }
-        acceptingPaused = false
-        acceptRetryTimer?.cancel()
-        borrowedHandler?.loopResumedAccepting(self)
-    }
-
-    /// The context an accepted descriptor goes to: the one for its range (`descriptorRange`), whose
-    /// fd table reaches it. Not the context that holds fewest: lws's scan on close follows every
-    /// filled slot of the table to its connection, and slots filled one here and one there cost a
-    /// cache miss and a mispredicted branch each (measured slower than one context,
-    /// Benchmarks/NOTES.md); a range's slots are filled densely, since the kernel hands out the
-    /// lowest free descriptor.
-    private func context(for descriptor: Int32) -> Int {
-        min(Int(max(0, descriptor)) / descriptorRange, max(0, vhosts.count - 1))
     }
 
     /// The index of the context `wsi` belongs to (service thread).
@@ -797,60 +565,6 @@ package final class ServiceLoop: @unchecked Sendable {
             return lws_callback_http_dummy(wsi, reason, user, input, length)
         }
     }
-
-    /// Serves new TLS handshakes on every context of the loop with this certificate and key (PEM
-    /// files) and cipher list, as lws loaded the first ones; connections already open keep theirs
-    /// (each holds its own reference to what it was handshaken with). Check the files first
-    /// (`checkCertificate`): a pair that does not load leaves a context without a usable key.
-    /// Service thread only.
-    package func replaceCertificate(_ certificate: (cert: String, key: String, ciphers: String)) throws(CCallError) {
-        assertOnLoopThread()
-        for tls in serverTLSContexts {
-            // The certificate first: OpenSSL drops a held key that does not match it, and the
-            // new key then goes in beside it.
-            guard SSL_CTX_use_certificate_chain_file(tls, certificate.cert) == 1,
-                SSL_CTX_use_PrivateKey_file(tls, certificate.key, SSL_FILETYPE_PEM) == 1,
-                SSL_CTX_check_private_key(tls) == 1,
-                SSL_CTX_set_cipher_list(tls, certificate.ciphers) == 1
-            else {
-                let reason = ServiceLoop.openSSLReason()
-                throw CCallError(
-                    "SSL_CTX_use_certificate_chain_file", "\(name): could not load \(certificate.cert) and \(certificate.key): \(reason)")
-            }
-        }
-    }
-
-    /// How many server TLS contexts the loop holds (one per context, with a certificate). Service thread only.
-    package var serverTLSContextCount: Int { serverTLSContexts.count }
-
-    /// Whether PEM files hold a certificate (with its chain) and its private key, and the cipher
-    /// list is one OpenSSL takes: loaded into a throwaway OpenSSL context, so nothing that serves
-    /// is touched. Any thread.
-    package static func checkCertificate(_ certificate: (cert: String, key: String, ciphers: String)) throws(CCallError) {
-        guard let tls = SSL_CTX_new(TLS_server_method()) else { throw CCallError("SSL_CTX_new", "OpenSSL could not make a context") }
-        defer { SSL_CTX_free(tls) }
-        let steps: [(String, () -> Bool)] = [
-            ("tls.cert: '\(certificate.cert)' is not a PEM certificate", { SSL_CTX_use_certificate_chain_file(tls, certificate.cert) == 1 }),
-            // OpenSSL checks the key against the certificate as it loads it; the reason says which failed.
-            (
-                "tls.key: '\(certificate.key)' is not the PEM private key of '\(certificate.cert)'",
-                { SSL_CTX_use_PrivateKey_file(tls, certificate.key, SSL_FILETYPE_PEM) == 1 }
-            ),
-            ("tls.key: '\(certificate.key)' is not the PEM private key of '\(certificate.cert)'", { SSL_CTX_check_private_key(tls) == 1 }),
-            ("tls.ciphers: OpenSSL takes none of '\(certificate.ciphers)'", { SSL_CTX_set_cipher_list(tls, certificate.ciphers) == 1 }),
-        ]
-        for (failure, step) in steps where !step() {
-            throw CCallError("SSL_CTX_use_certificate_chain_file", "\(failure) (\(openSSLReason()))")
-        }
-    }
-
-    /// The newest OpenSSL error of this thread, in words, and the thread's error queue emptied.
-    private static func openSSLReason() -> String {
-        let code = ERR_peek_last_error()
-        defer { ERR_clear_error() }
-        guard code != 0, let text = ERR_reason_error_string(code) else { return "no reason given" }
-        return String(cString: text)
-    }
 }
 
 /// The one C entry point of every context: finds the loop through the context's user pointer
@@ -864,53 +578,4 @@ private func serviceCallback(
     }
     // Borrowed, not retained: this runs for every callback, the delivery path included.
     return Unmanaged<ServiceLoop>.fromOpaque(owner)._withUnsafeGuaranteedRef { $0.dispatch(wsi, reason, user, input, length) }
-}
-
-/// A one-shot timer on a loop's service thread (a libev timer of the shim's, `rc_timer`). The loop holds it and
-/// frees it when it stops; schedule and cancel on the service thread only.
-package final class LoopTimer {
-    fileprivate var pointer: OpaquePointer?
-    fileprivate let fire: () -> Void
-
-    fileprivate init(fire: @escaping () -> Void) {
-        self.fire = fire
-    }
-
-    /// (Re)arms the timer; an earlier schedule is replaced.
-    package func schedule(microseconds: Int64) {
-        guard let pointer else { return }
-        rc_timer_schedule(pointer, microseconds)
-    }
-
-    package func schedule(seconds: Double) { schedule(microseconds: Int64((seconds * 1_000_000).rounded(.up))) }
-
-    package func cancel() {
-        if let pointer { rc_timer_cancel(pointer) }
-    }
-
-    fileprivate func release() {
-        guard let pointer else { return }
-        rc_timer_cancel(pointer)
-        rc_timer_free(pointer)
-        self.pointer = nil
-    }
-}
-
-/// The headers of a client handshake being written (`LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER`).
-package struct HandshakeHeaders {
-    let wsi: OpaquePointer
-    let cursor: UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>
-    let end: UnsafeMutablePointer<UInt8>
-
-    /// Adds `name: value`; false when there is no room left.
-    package func add(_ name: String, _ value: String) -> Bool {
-        "\(name.lowercased()):".withCString { namePointer in
-            value.withCString { valuePointer in
-                lws_add_http_header_by_name(
-                    wsi, UnsafeRawPointer(namePointer).assumingMemoryBound(to: UInt8.self),
-                    UnsafeRawPointer(valuePointer).assumingMemoryBound(to: UInt8.self),
-                    Int32(strlen(valuePointer)), cursor, end) == 0
-            }
-        }
-    }
 }
