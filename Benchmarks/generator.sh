@@ -55,14 +55,10 @@ python3 - "$results" <<'PY'
 import glob, json, statistics, sys
 results = sys.argv[1]
 rounds = len(glob.glob(f"{results}/medium-epoll-*.json"))
+sys.path.insert(0, "Benchmarks")
+from runs import runs as runs_in  # noqa: E402 (the folder is on the path only now)
 def runs(pattern):
-    found = []
-    for path in sorted(glob.glob(f"{results}/{pattern}-*.json")):
-        try:
-            found.append(json.load(open(path)))
-        except ValueError:
-            pass
-    return found
+    return runs_in(results, pattern)
 def median(values):
     values = [v for v in values if v is not None]
     return statistics.median(values) if values else None

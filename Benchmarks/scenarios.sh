@@ -53,14 +53,10 @@ rounds=$(find "$results" -name 'churn-ringcast-*.json' | wc -l)
 python3 - "$results" "$rounds" "$churn_clients" "$storm_clients" "$duration" "${churn_arguments[*]}" "${storm_arguments[*]}" <<'PY'
 import glob, json, statistics, sys
 results, rounds, churn_clients, storm_clients, duration = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+sys.path.insert(0, "Benchmarks")
+from runs import runs as runs_in  # noqa: E402 (the folder is on the path only now)
 def runs(pattern):
-    found = []
-    for path in sorted(glob.glob(f"{results}/{pattern}-*.json")):
-        try:
-            found.append(json.load(open(path)))
-        except ValueError:
-            pass
-    return found
+    return runs_in(results, pattern)
 def median(values):
     values = [v for v in values if v is not None]
     return statistics.median(values) if values else None

@@ -119,14 +119,10 @@ import glob, json, statistics, sys
 only = sys.argv[10].split(",")
 results, rounds, quick, churn = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", int(sys.argv[4])
 held_sizes, task_counts, servers = (list(map(int, sys.argv[5].split())), list(map(int, sys.argv[6].split())), sys.argv[7].split())
+sys.path.insert(0, "Benchmarks")
+from runs import runs as runs_in  # noqa: E402 (the folder is on the path only now)
 def runs(pattern):
-    found = []
-    for path in sorted(glob.glob(f"{results}/{pattern}-*.json")):
-        try:
-            found.append(json.load(open(path)))
-        except ValueError:
-            pass
-    return found
+    return runs_in(results, pattern)
 def median(pattern, key):
     values = [r[key] for r in runs(pattern) if key in r]
     return statistics.median(values) if values else None
