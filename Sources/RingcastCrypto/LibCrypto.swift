@@ -10,7 +10,7 @@ import Synchronization
 /// from many threads at once; the key cache is behind its lock.
 public final class LibCrypto: Cryptography, @unchecked Sendable {
     public static let maxKeys = 256
-    private let keys = Mutex<[JSONWebKey.Material: PublicKey]>([:])
+    private let keys = Mutex<[KeyNumbers: PublicKey]>([:])
     /// SHA-256 and HMAC, fetched once: OpenSSL 3 looks `EVP_sha256()` and `HMAC()` up anew on
     /// every call, which cost more than hashing a token (Benchmarks/RESULTS.md, "Signed tokens").
     private let digest: OpaquePointer
@@ -109,13 +109,31 @@ public final class LibCrypto: Cryptography, @unchecked Sendable {
 
     /// The key of `material`, built once; nil when libcrypto refuses the numbers (a point not on the curve).
     private func key(_ material: JSONWebKey.Material) -> PublicKey? {
-        if let known = keys.withLock({ $0[material] }) { return known }
+        let numbers = KeyNumbers(material)
+        if let known = keys.withLock({ $0[numbers] }) { return known }
         guard let built = PublicKey(material) else { return nil }
         keys.withLock { keys in
             if keys.count >= LibCrypto.maxKeys { keys.removeAll() }
-            keys[material] = built
+            keys[numbers] = built
         }
         return built
+    }
+
+    /// What the cache knows a key by: its numbers as plain arrays. Not `JSONWebKey.Material`
+    /// itself: an enum whose cases both carry arrays keeps its case in the spare bits of those
+    /// arrays' pointers, which LeakSanitizer cannot follow, so every cached P-256 key would be
+    /// reported as leaked by a process that exits with it.
+    private struct KeyNumbers: Hashable {
+        let isCurvePoint: Bool
+        let first: [UInt8]
+        let second: [UInt8]
+
+        init(_ material: JSONWebKey.Material) {
+            switch material {
+            case .rsa(let modulus, let exponent): (isCurvePoint, first, second) = (false, modulus, exponent)
+            case .p256(let x, let y): (isCurvePoint, first, second) = (true, x, y)
+            }
+        }
     }
 
     /// A C string that lives as long as the process, for libcrypto's parameter names and values,

@@ -6,6 +6,8 @@ import XCTest
 /// SIGHUP's rules without a server: which settings a running configuration takes from the file,
 /// which it keeps, what refuses a reload whole, and what an open socket may do afterwards.
 final class ConfigReloadTests: XCTestCase {
+    override func setUp() { installCryptography() }
+
     private func config(_ text: String) throws -> ServerConfig { try ServerConfig.parse(Array(text.utf8)) }
 
     private let oldToken = "reader-token-one-0001"
