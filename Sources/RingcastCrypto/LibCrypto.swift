@@ -1,6 +1,6 @@
 import COpenSSL
+import Glibc
 import RingcastCore
-import Synchronization
 
 /// The core's `Cryptography` on OpenSSL 3's libcrypto, through EVP: SHA-256, HMAC-SHA256,
 /// `CRYPTO_memcmp`, `RAND_bytes`, and RS256, PS256 and ES256 verification with a key built from
@@ -10,7 +10,7 @@ import Synchronization
 /// from many threads at once; the key cache is behind its lock.
 public final class LibCrypto: Cryptography, @unchecked Sendable {
     public static let maxKeys = 256
-    private let keys = Mutex<[KeyNumbers: PublicKey]>([:])
+    private let keys = KeyCache()
     /// SHA-256 and HMAC, fetched once: OpenSSL 3 looks `EVP_sha256()` and `HMAC()` up anew on
     /// every call, which cost more than hashing a token (Benchmarks/RESULTS.md, "Signed tokens").
     private let digest: OpaquePointer
@@ -123,7 +123,7 @@ public final class LibCrypto: Cryptography, @unchecked Sendable {
     /// itself: an enum whose cases both carry arrays keeps its case in the spare bits of those
     /// arrays' pointers, which LeakSanitizer cannot follow, so every cached P-256 key would be
     /// reported as leaked by a process that exits with it.
-    private struct KeyNumbers: Hashable {
+    fileprivate struct KeyNumbers: Hashable {
         let isCurvePoint: Bool
         let first: [UInt8]
         let second: [UInt8]
@@ -217,4 +217,26 @@ private final class PublicKey: @unchecked Sendable {
     }
 
     deinit { EVP_PKEY_free(pointer) }
+}
+
+/// The keys built, behind a pthread mutex: the thread sanitizer follows that lock, and not the
+/// standard library's `Mutex`, which on Linux waits in the kernel (futex) where the sanitizer cannot
+/// see it, so it would report every key read by two threads as a race (RingcastPlatform's `Locked`
+/// for the same reason; this target builds without it for the fuzz targets).
+private final class KeyCache: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private var keys: [LibCrypto.KeyNumbers: PublicKey] = [:]
+
+    init() { pthread_mutex_init(mutex, nil) }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    func withLock<Result>(_ body: (inout [LibCrypto.KeyNumbers: PublicKey]) -> Result) -> Result {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return body(&keys)
+    }
 }

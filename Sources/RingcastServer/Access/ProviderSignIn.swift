@@ -1,6 +1,5 @@
 import RingcastCore
 import RingcastPlatform
-import Synchronization
 
 /// What the server reaches of each identity provider over the network (libcurl): its discovery
 /// document and its JWKS. Blocking, on whichever thread asks: a service thread that meets a token
@@ -19,7 +18,7 @@ final class ProviderDirectory: ProviderKeyFetching {
     /// A discovery document or a JWKS longer than this is no provider's.
     static let maxAnswerBytes = 1 << 20
 
-    private let documents = Mutex<[String: Metadata]>([:])
+    private let documents = Locked<[String: Metadata]>([:])
 
     /// GET or POST `url`; the answer, or why there is none.
     static func exchange(_ method: String, _ url: String, body: [UInt8]? = nil, headers: [(String, String)] = []) -> Result<
@@ -128,7 +127,7 @@ final class ProviderSignIn: Sendable {
     let settings: [IdentityProviderSettings]
     let directory = ProviderDirectory()
     let providers: IdentityProviders
-    private let pending = Mutex<[String: Pending]>([:])
+    private let pending = Locked<[String: Pending]>([:])
     private let secure: Bool
 
     init(config: ServerConfig, keys: ProviderKeyCache = ProviderKeyCache()) {
