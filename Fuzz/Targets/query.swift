@@ -7,6 +7,7 @@ import RingcastCore
 public func fuzzQuery(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let query = parseQuery(text(bytes(data, size)))
     let api = fixture()
+    checkStreamRequest(query)
     let request: SocketRequest
     switch SocketRequest.parse(query) {
     case .failure(let error):
@@ -54,6 +55,21 @@ public func fuzzQuery(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         }
     }
     return 0
+}
+
+/// The same query as `GET /api/stream` reads it, its `last` standing for a `Last-Event-ID` header:
+/// refused only for a field it names, and a stream's resume point is the header's when there is one.
+private func checkStreamRequest(_ query: [String: String]) {
+    let lastEventID = query["last"]
+    switch StreamRequest.parse(query, accept: query["accept"], lastEventID: lastEventID) {
+    case .failure(let error):
+        expect(["format", "heartbeat", "mode", "watch"].contains(error.field ?? ""), "a stream refused with \(error)")
+        checkErrorBody(error.encodedBody, status: error.status, "a stream's refusal")
+    case .success(let stream):
+        expect(stream.socket.mode == .watch, "a stream only watches")
+        let since = lastEventID.flatMap { $0.isEmpty ? nil : $0 } ?? query["since"]
+        expect(stream.socket.since == since, "a stream resumes from Last-Event-ID, else since")
+    }
 }
 
 /// Wildcard matching by dynamic programming: `*` any run, `?` one byte, anything else itself.
