@@ -174,7 +174,7 @@ final class SurfaceCommandTests: XCTestCase {
 /// Bytes a reader thread appends while the test looks. @unchecked Sendable: `data` is under `lock`.
 final class Collected: @unchecked Sendable {
     private let lock = NSLock()
-    private var data = Data()
-    func append(_ more: Data) { lock.withLock { data.append(more) } }
+    private var data: [UInt8] = []  // not Data: see RingcastProcess's output
+    func append(_ more: Data) { lock.withLock { data.append(contentsOf: more) } }
     var text: String { lock.withLock { String(decoding: data, as: UTF8.self) } }
 }

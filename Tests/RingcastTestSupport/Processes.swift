@@ -125,8 +125,10 @@ package final class RingcastProcess: @unchecked Sendable {
 
     package let process = Process()
     private let input = Pipe()
-    private var output = Data()
-    private var errors = Data()
+    // Bytes, not Data: Data's storage pointer sits in a multi-payload enum whose tag bits
+    // LeakSanitizer cannot see through, so an instance still alive at exit read as a leak.
+    private var output: [UInt8] = []
+    private var errors: [UInt8] = []
     private let readers = DispatchGroup()
 
     package init(_ arguments: [String], environment: [String: String] = [:]) throws {
@@ -146,12 +148,12 @@ package final class RingcastProcess: @unchecked Sendable {
         try process.run()
         readers.enter()
         DispatchQueue.global().async {
-            self.output = outputPipe.fileHandleForReading.readDataToEndOfFile()
+            self.output = Array(outputPipe.fileHandleForReading.readDataToEndOfFile())
             self.readers.leave()
         }
         readers.enter()
         DispatchQueue.global().async {
-            self.errors = errorPipe.fileHandleForReading.readDataToEndOfFile()
+            self.errors = Array(errorPipe.fileHandleForReading.readDataToEndOfFile())
             self.readers.leave()
         }
     }
