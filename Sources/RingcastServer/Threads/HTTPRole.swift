@@ -70,9 +70,7 @@ extension ServiceWorker {
             return false
         }
         do throws(APIError) {
-            try checkHeaderLimit(link)
-            guard link.hasWholeRequestLine else { throw APIError.cutRequestLine }
-            try http.gate.checkHost(link.header(.host))
+            try checkHead(link)
             return true
         } catch {
             refuseHTTP(error, on: link)
@@ -80,9 +78,17 @@ extension ServiceWorker {
         }
     }
 
+    /// What every request and every upgrade must pass before anything reads it: nothing cut at the
+    /// header limit, a whole request line, and one of our hosts.
+    func checkHead(_ link: LWSConnection) throws(APIError) {
+        try checkHeaderLimit(link)
+        guard link.hasWholeRequestLine else { throw APIError.cutRequestLine }
+        try http.gate.checkHost(link.header(.host))
+    }
+
     /// A request whose path, query argument or header lws cut at `Server.headerLimit`: 414 or 431,
     /// rather than an answer to what is left of it.
-    func checkHeaderLimit(_ link: LWSConnection) throws(APIError) {
+    private func checkHeaderLimit(_ link: LWSConnection) throws(APIError) {
         switch Server.headerLimit.exceeded(on: link) {
         case .requestLine?:
             throw APIError(

@@ -120,9 +120,7 @@ extension ServiceWorker {
             return false
         }
         do throws(APIError) {
-            try checkHeaderLimit(link)
-            guard link.hasWholeRequestLine else { throw APIError.cutRequestLine }
-            try http.gate.checkHost(link.header(.host))
+            try checkHead(link)
             try http.gate.checkOrigin(RequestHeaders(host: link.header(.host), origin: link.header(.origin)))
         } catch {
             ledger.logRefusal(
