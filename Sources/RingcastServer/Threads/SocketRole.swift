@@ -428,10 +428,12 @@ extension ServiceWorker {
 /// the socket's subscription of the moment (an `auth` message may have replaced it since; one
 /// closed meanwhile has none). It is registered while the socket opens, before its subscription
 /// exists: the posted job runs after the callback that opened the socket, which subscribed it.
+/// It holds the socket: the API lets go of it when the socket closes (`API.socketClosed`), and
+/// the socket holds nothing of it.
 /// @unchecked Sendable: the socket is touched only on the worker's thread, inside the posted job.
 final class ControlChannel: ControlSink, @unchecked Sendable {
     private unowned let worker: ServiceWorker
-    private weak var socket: SocketPeer?
+    private let socket: SocketPeer
 
     init(worker: ServiceWorker, socket: SocketPeer) {
         self.worker = worker
@@ -439,6 +441,6 @@ final class ControlChannel: ControlSink, @unchecked Sendable {
     }
 
     func send(_ frame: [UInt8]) {
-        worker.loop.post { [self] in socket?.subscription?.sendDirect(frame) }
+        worker.loop.post { [self] in socket.subscription?.sendDirect(frame) }
     }
 }
