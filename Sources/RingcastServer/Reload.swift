@@ -11,7 +11,7 @@ extension Server {
     public func noteConfigFile(_ bytes: [UInt8], source: String) {
         let generation = ConfigGeneration(generation: 1, bytes: bytes, loadedAt: Clock.now(), source: source)
         reloading.withLock { configFile = (bytes, generation) }
-        state.read { api, _ in api.configGeneration = generation }
+        state.setConfigGeneration(generation)
     }
 
     /// Which configuration runs now.
@@ -54,10 +54,7 @@ extension Server {
             let generation = ConfigGeneration(
                 generation: (configFile?.generation.generation ?? 0) + 1, bytes: bytes, loadedAt: Clock.now(), source: source)
             configFile = (bytes, generation)
-            state.read { api, _ in
-                api.reconfigure(next)
-                api.configGeneration = generation
-            }
+            state.reconfigure(next, generation: generation)
             if webhooksChanged { try state.reloadWebhooks(next.webhooks, logger: logger) }
             if next.oidc != running.oidc { applyIdentityProviders(next) }
             // Each thread takes the new rules for its own sockets and TLS contexts; the reload is

@@ -12,18 +12,22 @@ struct ConnectionBook {
     var limits = ConnectionLimits(total: .max, perAddress: 0)
 }
 
-/// Where a server's state is kept: storage this node owns (memory, an SQLite file), or a Redis
-/// cluster's log that every node applies, whose engine the store also hands the webhook
-/// deliveries it owes.
+/// Where a server's state is kept: storage this node owns (memory, an SQLite file), which the
+/// store writes every change to; or a cluster's engine, whose log every node applies to a copy
+/// of the state in its own memory. One or the other, never both.
 public struct ServerStorage {
-    let persistence: TaskPersistence
-    /// The cluster's engine, when state is shared through its log rather than owned here.
-    let cluster: RedisCluster?
+    enum Role {
+        case local(TaskPersistence)
+        case cluster(RedisCluster)
+    }
+
+    let role: Role
 
     /// Storage this node owns alone.
-    public static func local(_ persistence: TaskPersistence) -> ServerStorage { ServerStorage(persistence: persistence, cluster: nil) }
+    public static func local(_ persistence: TaskPersistence) -> ServerStorage { ServerStorage(role: .local(persistence)) }
 
-    static func cluster(_ engine: RedisCluster) -> ServerStorage { ServerStorage(persistence: engine, cluster: engine) }
+    /// State shared through a cluster's log.
+    static func cluster(_ engine: RedisCluster) -> ServerStorage { ServerStorage(role: .cluster(engine)) }
 }
 
 public struct ServerError: Error, CustomStringConvertible {
@@ -48,6 +52,7 @@ public final class Server: @unchecked Sendable {
     public internal(set) var config: ServerConfig
     let logger: Logger
     let state: SharedState
+    /// What the store writes each change to: the storage this node owns, or, in a cluster, memory.
     let persistence: TaskPersistence
     private let publicDirectory: String
     /// Where relative paths in the config are found (the config file's folder).
@@ -107,7 +112,14 @@ public final class Server: @unchecked Sendable {
         self.baseDirectory = baseDirectory
         self.logger = logger
         ledger = ServerLedger(logger: logger)
-        let persistence = storage.persistence
+        let persistence: TaskPersistence
+        let cluster: RedisCluster?
+        switch storage.role {
+        case .local(let owned): (persistence, cluster) = (owned, nil)
+        // The node's copy of the state lives in memory, from the state the engine read at its
+        // start: the cluster's log is what keeps a change.
+        case .cluster(let engine): (persistence, cluster) = (MemoryOnlyPersistence(starting: engine.startingState), engine)
+        }
         self.persistence = persistence
         let store = TaskStore(persistence: persistence, retentionSeconds: config.retentionSeconds, maxTasks: config.maxTasks)
         // "Who cancelled this?": requests and removals at info, states a publisher sets at debug.
@@ -122,8 +134,8 @@ public final class Server: @unchecked Sendable {
         // Read once: `/tasks/{id}` answers it from the API, which has no files of its own.
         let pageFolder = URL(fileURLWithPath: config.publicDir.hasPrefix("/") ? config.publicDir : baseDirectory + "/" + config.publicDir)
         api.taskPage = FileManager.default.contents(atPath: pageFolder.appendingPathComponent("task.html").path).map { Array($0) }
-        state = SharedState(store: store, api: api, storage: storage)
-        operations = OperationsState(probes: Server.readinessProbes(for: persistence), logger: logger)
+        state = SharedState(store: store, api: api, persistence: persistence, cluster: cluster)
+        operations = OperationsState(probes: Server.readinessProbes(for: storage), logger: logger)
         publicDirectory = Server.resolved(config.publicDir, in: baseDirectory)
         certificate = Server.certificate(of: config, in: baseDirectory)
         listenHost = config.host
@@ -157,7 +169,7 @@ public final class Server: @unchecked Sendable {
     public func applyIdentityProviders(_ config: ServerConfig) {
         let replacement = config.oidc.isEmpty ? nil : ProviderSignIn(config: config, keys: providerKeys)
         signIn.withLock { $0 = replacement }
-        state.read { api, _ in api.identityProviders = replacement?.providers }
+        state.setIdentityProviders(replacement?.providers)
     }
 
     /// The storage `config.storage` names: memory, a Redis cluster (`redis://…`), or an SQLite file
@@ -244,8 +256,7 @@ public final class Server: @unchecked Sendable {
             workers = listeners.indices.map { ServiceWorker(index: $0, server: self) }
             state.attach(workers) { [unowned self] in transportStatus }
             state.webhooks = try state.startWebhooks(logger: logger)
-            // Weak: storage outlives the server's state only while its last report is on its way.
-            persistence.startWriting { [weak state] ticket, kept in state?.storageKept(ticket, kept: kept) }
+            state.startStorage()
             for (worker, listener) in zip(workers, listeners) {
                 try worker.loop.start(settings, handler: worker) { [worker, operations] loop in
                     try worker.prepare(loop, listener: listener)

@@ -140,8 +140,16 @@ final class ClusterTests: XCTestCase {
         let watcher = TestWatcher("ws://127.0.0.1:\(a.port)/ws?watch=cl.*")
         watcher.waitForSnapshot()
         try post(a, "/api/tasks/cl.kept", #"{"progress":0.4}"#)
-        redis.stop()
         let http = HTTPClient(host: "127.0.0.1", port: a.port)
+        // What a node depends on is Redis: its copy of the state in memory is no storage to ask.
+        var ready: JSONValue?
+        XCTAssertTrue(
+            eventually(timeout: 10) {
+                ready = try? JSONParser.parse(try http.request("GET", "/readyz").body)
+                return ready?["ready"] == .bool(true)
+            }, "\(String(describing: ready))")
+        XCTAssertEqual(ready?["checks"], try JSONParser.parse(#"{"redis":{"ready":true}}"#))
+        redis.stop()
         var refused: HTTPResponse?
         XCTAssertTrue(
             eventually(timeout: 10) {
@@ -151,6 +159,8 @@ final class ClusterTests: XCTestCase {
         XCTAssertTrue(refused?.text.contains("Redis") ?? false, refused?.text ?? "")
         let health = try JSONParser.parse(try http.request("GET", "/healthz").body)
         XCTAssertTrue(health["redis"]?.stringValue?.hasPrefix("unavailable") ?? false, "\(health)")
+        XCTAssertTrue(
+            eventually(timeout: 10) { (try? http.request("GET", "/readyz"))?.status == 503 }, "not ready while Redis cannot be reached")
         let kept = try JSONParser.parse(try http.request("GET", "/api/tasks/cl.kept").body)
         XCTAssertEqual(kept["progress"], .number(0.4), "what it has, it still serves")
         XCTAssertFalse(watcher.closed, "its watchers stay connected")

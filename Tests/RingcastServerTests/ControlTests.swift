@@ -59,6 +59,28 @@ final class ControlTests: XCTestCase {
         XCTAssertEqual(try server.task("svc.free")?["state"], .string("running"), "a task without a lease is left as it is")
     }
 
+    func testAControlRequestReachesASocketWhoseAuthMessageReplacedItsSubscription() throws {
+        let token = "w-publisher-token-0123456789"
+        let server = try producerServer {
+            $0.access = AccessPolicy(publishers: [.publisher(name: "w", token: token, patterns: WatchSet([Glob("w.*")]))], anonymousRead: .nobody)
+        }
+        // No token: hello and the error, no snapshot; its `auth` starts it over in the fan-out
+        // with a new subscription, while where its control requests go was set as it opened.
+        let socket = TestWatcher(server.wsURL + "?watch=w.*")
+        socket.wait { $0.contains { $0.type == "error" } }
+        socket.connection.send(#"{"type":"auth","token":"\#(token)"}"#)
+        socket.wait { $0.contains { $0.type == "snapshot" } }
+        socket.connection.send(#"{"type":"update","id":"w.job","controls":["cancel"]}"#)
+        socket.wait { $0.contains { $0.id == "w.job" } }
+
+        let asked = try server.http().request("POST", "/api/tasks/w.job/cancel", json: "{}", headers: [("Authorization", "Bearer \(token)")])
+        XCTAssertEqual(asked.status, 200, asked.text)
+        XCTAssertEqual(try JSONParser.parse(asked.body)["delivered"], .number(1))
+        let control = try XCTUnwrap(socket.wait { $0.contains { $0.type == "control" } }.first { $0.type == "control" })
+        XCTAssertEqual(control.string("action"), "cancel")
+        XCTAssertEqual(control.id, "w.job")
+    }
+
     func testAPendingRequestReachesAPublisherThatConnectsLater() throws {
         let server = try producerServer()
         try server.post("/api/tasks/late.job", #"{"controls":["pause","resume"]}"#)

@@ -77,10 +77,13 @@ public struct PersistedState: Sendable {
     }
 }
 
-/// Keeps state in memory only: every start is a new epoch.
+/// Keeps state in memory only: every start is a new epoch, unless it starts from a state read
+/// elsewhere (a cluster node's, from the cluster's checkpoint).
 public final class MemoryOnlyPersistence: TaskPersistence {
-    public init() {}
-    public func load() -> PersistedState? { nil }
+    private let starting: PersistedState?
+
+    public init(starting: PersistedState? = nil) { self.starting = starting }
+    public func load() -> PersistedState? { starting }
     public func save(_ task: TaskRecord, epoch: String, seq: UInt64, urgent: Bool) {}
     public func remove(id: String, epoch: String, seq: UInt64) {}
     public var hasPendingWrites: Bool { false }

@@ -200,7 +200,7 @@ extension SharedState {
     /// At start: the senders, and the deliveries the outbox still held.
     func startWebhooks(logger: Logger) throws -> WebhookSenders? {
         // Handed over outside the lock: a sender's report takes it.
-        let started: (WebhookSenders, [WebhookDelivery])? = try read { _, store in
+        let started: (WebhookSenders, [WebhookDelivery])? = try withLockedState { _, store in
             guard let planner = store.webhooks else {
                 if !store.restoredDeliveries.isEmpty {
                     logger.warning(
@@ -235,7 +235,7 @@ extension SharedState {
         // All under the state's lock, so that a report of an attempt the old senders still have
         // in flight is taken either before (its retry is then among what they owe) or after the
         // swap (it is then stale, and its retry goes to the new senders): never between.
-        let started: (WebhookSenders?, [WebhookDelivery]) = try read { api, store in
+        let started: (WebhookSenders?, [WebhookDelivery]) = try withLockedState { api, store in
             webhookGeneration += 1
             let generation = webhookGeneration
             let owed = webhooks?.stopAndTakeOwed() ?? []
@@ -245,7 +245,7 @@ extension SharedState {
             let (kept, orphaned, overflow) = (planner ?? WebhookPlanner(rules: [])).restore(owed)
             _ = planner?.takePending()
             for delivery in orphaned + overflow {
-                persistence.removeDelivery(id: delivery.id)
+                deliveryEndedLocked(id: delivery.id)
                 api.webhookDropped(hook: delivery.hook)
             }
             if !orphaned.isEmpty {
@@ -277,7 +277,7 @@ extension SharedState {
                 if !current, case .retrying(let again, _) = outcome { return (again, []) }
             case .dropped(let delivery, let status):
                 api.webhookDropped(hook: delivery.hook)
-                persistence.removeDelivery(id: delivery.id)
+                deliveryEndedLocked(id: delivery.id)
                 logger.debug(
                     "webhook \(delivery.id) to \(delivery.url) dropped: the hook owes maxOutbox (\(status.owed)) deliveries, the oldest not in flight goes"
                 )
@@ -314,17 +314,17 @@ extension SharedState {
         switch outcome {
         case .delivered(let status):
             api.webhookAttempted(delivered: true, willRetry: false)
-            persistence.removeDelivery(id: delivery.id)
+            deliveryEndedLocked(id: delivery.id)
             logger.debug("webhook \(delivery.id) delivered to \(delivery.url) (\(status))")
         case .retrying(let again, let reason):
             api.webhookAttempted(delivered: false, willRetry: true)
-            persistence.saveDelivery(again, urgent: false)
+            deliveryRescheduledLocked(again)
             let wait = ((again.due - Clock.now()) / 1000 * 10).rounded() / 10
             logger.debug(
                 "webhook \(delivery.id) to \(delivery.url): \(reason); attempt \(again.attempts) of \(attempts), again in \(wait.plain) s")
         case .gaveUp(let reason):
             api.webhookAttempted(delivered: false, willRetry: false)
-            persistence.removeDelivery(id: delivery.id)
+            deliveryEndedLocked(id: delivery.id)
             logger.warning("webhook \(delivery.id) to \(delivery.url) given up after \(delivery.attempts + 1) attempts: \(reason)")
         }
     }

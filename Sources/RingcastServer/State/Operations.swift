@@ -104,9 +104,12 @@ extension RedisCluster: ReadinessProbe {
 }
 
 extension Server {
-    /// The probes /readyz asks: storage's, when it can be asked.
-    static func readinessProbes(for persistence: TaskPersistence) -> [ReadinessProbe] {
-        [persistence as? ReadinessProbe].compactMap { $0 }
+    /// The probes /readyz asks: the storage's, when it can be asked, or the cluster's Redis.
+    static func readinessProbes(for storage: ServerStorage) -> [ReadinessProbe] {
+        switch storage.role {
+        case .local(let persistence): [persistence as? ReadinessProbe].compactMap { $0 }
+        case .cluster(let engine): [engine]
+        }
     }
 
     /// What `/healthz`, `/readyz` and `/metrics` add to the workers' figures. Any thread.

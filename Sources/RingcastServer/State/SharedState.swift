@@ -10,9 +10,12 @@ import Synchronization
 /// ticket it must wait for; each worker then delivers them on its own thread, so nothing on the
 /// per-delivery path takes this lock.
 ///
-/// With a cluster engine (`RedisCluster`, passed in `ServerStorage`), changes are not applied where they are asked for: the
-/// worker submits them to the cluster's log, and the engine's reader thread applies every entry
-/// here, in log order (`applyLog`), and hands the asking worker its answer.
+/// With a cluster engine (`RedisCluster`, `ServerStorage.cluster`), changes are not applied where
+/// they are asked for: the worker submits them to the cluster's log, and the engine's reader thread
+/// applies every entry here, in log order (`applyLog`), and hands the asking worker its answer.
+///
+/// `read` only reads; everything that changes the state, counters and caches included, is an
+/// operation named for what it does (`perform`, `change`, `connectWatcher`, `snapshot`, …).
 ///
 /// `@unchecked Sendable`: `store`, `api`, `persistence`, the inboxes and the timer bookkeeping are
 /// touched only while `lock` is held; `committed` and `failed` are their own synchronisation.
@@ -74,9 +77,10 @@ final class SharedState: @unchecked Sendable {
     let lock = NSLock()
     private let store: TaskStore
     private let api: API
-    /// Touched only under `lock`, like the store.
-    let persistence: TaskPersistence
-    /// Set when state is shared through a cluster's log rather than owned here.
+    /// What the store writes each change to: the storage this node owns, or, in a cluster, memory
+    /// (the log keeps the changes). Touched only under `lock`, like the store.
+    private let persistence: TaskPersistence
+    /// The cluster's engine, when state is shared through its log rather than owned here.
     let cluster: RedisCluster?
     /// The workers to wake, behind a lock of its own: storage's report wakes them while `lock` may
     /// be held by a flush that waits for that very report.
@@ -118,14 +122,28 @@ final class SharedState: @unchecked Sendable {
     /// time and this one, on every node alike, so time never runs back across nodes' clocks.
     private var appliedNow: Double = 0
 
-    init(store: TaskStore, api: API, storage: ServerStorage) {
+    /// - Parameters:
+    ///   - persistence: what `store` was made on.
+    ///   - cluster: the engine whose log changes go through, when state is shared.
+    init(store: TaskStore, api: API, persistence: TaskPersistence, cluster: RedisCluster?) {
         self.store = store
         self.api = api
-        persistence = storage.persistence
-        cluster = storage.cluster
+        self.persistence = persistence
+        self.cluster = cluster
         if cluster != nil { store.marksWaitingRequests = false }
         appliedNow = cluster?.startingNow ?? 0
         cluster?.attach(self)
+    }
+
+    /// Once the workers and the webhook senders are attached: storage's writer starts, reporting
+    /// each commit here; or the cluster's engine catches up with the log and starts its threads.
+    func startStorage() {
+        if let cluster {
+            cluster.start()
+        } else {
+            // Weak: storage outlives the state only while its last report is on its way.
+            persistence.startWriting { [weak self] ticket, kept in self?.storageKept(ticket, kept: kept) }
+        }
     }
 
     var epoch: String { store.epoch }
@@ -296,14 +314,24 @@ final class SharedState: @unchecked Sendable {
     }
 
     /// Under the lock: the deliveries the change made, held until storage keeps the change (their
-    /// outbox rows are in the same commit).
-    /// Returns the ids of the deliveries taken.
+    /// outbox rows are in the same commit). Returns them.
     @discardableResult
-    private func takeWebhooksLocked(ticket: UInt64) -> [String] {
+    private func takeWebhooksLocked(ticket: UInt64) -> [WebhookDelivery] {
         guard let made = store.webhooks?.takePending(), !made.isEmpty else { return [] }
         api.webhookQueued(made.count)
         heldWebhooks.withLock { $0.append((ticket, made)) }
-        return made.map(\.id)
+        return made
+    }
+
+    /// Under the lock: a sender will try `delivery` again later; where the deliveries owed are
+    /// kept (this node's storage, or the cluster's engine) keeps its new schedule.
+    func deliveryRescheduledLocked(_ delivery: WebhookDelivery) {
+        if let cluster { cluster.rescheduled(delivery) } else { persistence.saveDelivery(delivery, urgent: false) }
+    }
+
+    /// Under the lock: a delivery is owed no more (a 2xx, given up, dropped).
+    func deliveryEndedLocked(id: String) {
+        if let cluster { cluster.ended(deliveryID: id) } else { persistence.removeDelivery(id: id) }
     }
 
     /// Hands the senders every held delivery whose ticket storage has kept.
@@ -355,9 +383,68 @@ final class SharedState: @unchecked Sendable {
         lock.withLock { body(&api.metrics) }
     }
 
-    /// Reads the locked state (a new watcher's snapshot, a resync, a plan).
+    /// Reads the locked state; `body` changes nothing, not even a counter or a cache (what does
+    /// is one of the operations below, or `perform` and `change`).
     func read<T>(_ body: (API, TaskStore) throws -> T) rethrows -> T {
         try lock.withLock { try body(api, store) }
+    }
+
+    /// For SharedState's own operations written in other files (the webhook senders'): `body`
+    /// may change what it is handed; nothing goes to the workers.
+    func withLockedState<T>(_ body: (API, TaskStore) throws -> T) rethrows -> T {
+        try lock.withLock { try body(api, store) }
+    }
+
+    // MARK: Watchers and settings: what changes the state outside a change's fan-out
+
+    /// A new socket's or stream's opening, in one turn of the lock: its session (with a new
+    /// publisher key), hello and snapshot (`API.openSocket`; the snapshot is kept for the next
+    /// watcher that asks the same at this seq), the seq and epoch it was taken at, and `controls`
+    /// registered as where the control requests for the tasks it publishes go.
+    func connectWatcher(
+        _ request: SocketRequest, headers: RequestHeaders, fromLoopback: Bool, controls: ControlSink?
+    ) -> (opening: SocketOpening, seq: UInt64, epoch: String) {
+        lock.withLock {
+            let opening = api.openSocket(request, headers: headers, fromLoopback: fromLoopback, now: Clock.now())
+            if let controls { api.socketOpened(opening.session, sink: controls) }
+            return (opening, store.seq, store.epoch)
+        }
+    }
+
+    /// A socket whose query was refused: the error frame it gets (counted as a client error) and
+    /// the seq its empty subscription starts at.
+    func refuseWatcher(_ error: APIError) -> (frame: [UInt8], seq: UInt64) {
+        lock.withLock { (api.refusalFrame(error), store.seq) }
+    }
+
+    /// A full snapshot of `watch` (or the changes after `since`), the seq and the epoch it was
+    /// taken at. The bytes are kept for the next watcher that asks the same at this seq.
+    func snapshot(matching watch: WatchSet, since: UInt64? = nil) -> (bytes: [UInt8], seq: UInt64, epoch: String) {
+        lock.withLock { (store.encodeSnapshot(matching: watch, since: since, now: Clock.now()), store.seq, store.epoch) }
+    }
+
+    /// The browser's sign-in at an identity provider: `body` identifies the provider's token and,
+    /// signing out, adds the session to the signed-out list.
+    func signIn(_ body: (API) -> Void) {
+        lock.withLock { body(api) }
+    }
+
+    /// The identity providers whose tokens are accepted from the next request on.
+    func setIdentityProviders(_ providers: IdentityProviders?) {
+        lock.withLock { api.identityProviders = providers }
+    }
+
+    /// Which configuration file runs now, for `/readyz` and `/metrics`.
+    func setConfigGeneration(_ generation: ConfigGeneration) {
+        lock.withLock { api.configGeneration = generation }
+    }
+
+    /// A reloaded configuration: the API's rules and limits, and the generation it came from.
+    func reconfigure(_ config: ServerConfig, generation: ConfigGeneration) {
+        lock.withLock {
+            api.reconfigure(config)
+            api.configGeneration = generation
+        }
     }
 
     /// What worker `index` must deliver, answer or arm now.
@@ -426,7 +513,7 @@ final class SharedState: @unchecked Sendable {
         // A cluster's reader thread may be waiting for the lock to apply entries it has read (a
         // deadline's `due`, say): its threads are stopped first, outside the lock, or neither
         // side would ever go on.
-        cluster?.flush()
+        cluster?.stop()
         let last: UInt64 = lock.withLock {
             persistence.flush()
             return issued
@@ -446,11 +533,11 @@ final class SharedState: @unchecked Sendable {
                 let asked = entry.node == node
                 let applied = executeLocked(entry.kind, now: appliedNow, fromLog: true, asked: asked)
                 deliverLocked(applied.events, ticket: 0, from: -1, notify: &notify)
-                // Every node made the same deliveries; the node that asked sends them, once.
+                // Every node made the same deliveries and owes them; the node that asked sends them, once.
                 if asked {
-                    cluster?.sends(takeWebhooksLocked(ticket: 0))
+                    cluster?.owe(takeWebhooksLocked(ticket: 0), sending: true)
                 } else {
-                    _ = store.webhooks?.takePending()
+                    cluster?.owe(store.webhooks?.takePending() ?? [], sending: false)
                 }
                 if let outcome = applied.outcome, asked, entry.worker < mail.count {
                     if waitsForReplicas, index > replicatedThrough {

@@ -283,7 +283,7 @@ extension ServiceWorker {
         if let host = request.headers.host, !http.gate.hosts.allows(host) {
             response = APIResponse(http.gate.hosts.refusal(host))
         } else if let signIn {
-            response = signIn.answer(request, now: now) { body in state.read { api, _ in body(api) } }
+            response = signIn.answer(request, now: now) { body in state.signIn(body) }
         } else if request.path == "/auth/providers", request.method == "GET" {
             // The sign-in form asks whether to offer a provider: none is an answer, not an error.
             response = ProviderSignIn.providerList([])

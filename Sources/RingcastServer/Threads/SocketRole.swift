@@ -139,7 +139,7 @@ extension ServiceWorker {
         case .failure(let error):
             release(link.attach(Connection(.watcher(socket))))
             socket.closeReason = (.policyViolation, "invalid \(error.field ?? "query")")
-            let (frame, seq) = state.read { api, store in (api.refusalFrame(error), store.seq) }
+            let (frame, seq) = state.refuseWatcher(error)
             let subscription = fanOut.subscribe(SocketRequest.nothing, lastSeq: seq, writer: socket)
             socket.subscription = subscription
             subscription.sendDirect(frame)
@@ -151,9 +151,8 @@ extension ServiceWorker {
             prepareProviderKeys(headers, now: Clock.now())
             // The snapshot and the seq it was taken at, in one look: events up to that seq still in
             // this thread's inbox are skipped for this watcher (FanOut never sends one it has).
-            let (opening, seq) = state.read { api, store in
-                (api.openSocket(request, headers: headers, fromLoopback: fromLoopback, now: Clock.now()), store.seq)
-            }
+            let (opening, seq, _) = state.connectWatcher(
+                request, headers: headers, fromLoopback: fromLoopback, controls: ControlChannel(worker: self, socket: socket))
             socket.session = opening.session
             release(link.attach(Connection(request.mode == .publish ? .publisher(socket) : .watcher(socket))))
             counters.socketsOpened.add(1, ordering: .relaxed)
@@ -178,15 +177,11 @@ extension ServiceWorker {
         return true
     }
 
-    /// Puts the socket in the fan-out for `watch`, its control requests on its own thread, and
-    /// `frames` (hello, a snapshot, an error) before anything else it receives.
+    /// Puts the socket in the fan-out for `watch`, with `frames` (hello, a snapshot, an error)
+    /// before anything else it receives.
     func subscribe(_ socket: SocketPeer, to watch: WatchSet, lastSeq: UInt64, frames: [[UInt8]]) {
         let subscription = fanOut.subscribe(watch, lastSeq: lastSeq, writer: socket)
         socket.subscription = subscription
-        if let session = socket.session {
-            let channel = ControlChannel(worker: self, subscription: subscription)
-            state.read { api, _ in api.socketOpened(session, sink: channel) }
-        }
         for frame in frames { subscription.sendDirect(frame) }
     }
 
@@ -196,7 +191,7 @@ extension ServiceWorker {
         guard let session = socket.session, let old = socket.subscription else { return }
         let owed = old.takeDirectFrames()
         fanOut.unsubscribe(old)
-        let (snapshot, seq) = state.read { _, store in (store.encodeSnapshot(matching: session.watch, now: Clock.now()), store.seq) }
+        let (snapshot, seq, _) = state.snapshot(matching: session.watch)
         subscribe(socket, to: session.watch, lastSeq: seq, frames: owed + [snapshot])
         counters.update(from: fanOut)
     }
@@ -308,9 +303,7 @@ extension ServiceWorker {
                 written = writeMessage(bytes, to: socket, on: link)
                 sent = (bytes.count, count)
             case .resync(let since):
-                let (snapshot, seq) = state.read { _, store in
-                    (store.encodeSnapshot(matching: subscription.watch, since: since, now: Clock.now()), store.seq)
-                }
+                let (snapshot, seq, _) = state.snapshot(matching: subscription.watch, since: since)
                 fanOut.markResynced(subscription, seq: seq)
                 counters.wrote(events: 1)
                 written = writeMessage(snapshot, to: socket, on: link)
@@ -429,18 +422,23 @@ extension ServiceWorker {
 }
 
 /// Where control frames for one socket go: posted to the socket's own service thread, whichever
-/// thread (or, in a cluster, whichever node's log reader) the request was applied on.
-/// @unchecked Sendable: the subscription is touched only on the worker's thread, inside the posted job.
+/// thread (or, in a cluster, whichever node's log reader) the request was applied on, and sent in
+/// the socket's subscription of the moment (an `auth` message may have replaced it since; one
+/// closed meanwhile has none). It is registered while the socket opens, before its subscription
+/// exists: the posted job runs after the callback that opened the socket, which subscribed it.
+/// It holds the socket: the API lets go of it when the socket closes (`API.socketClosed`), and
+/// the socket holds nothing of it.
+/// @unchecked Sendable: the socket is touched only on the worker's thread, inside the posted job.
 final class ControlChannel: ControlSink, @unchecked Sendable {
     private unowned let worker: ServiceWorker
-    private let subscription: Subscription
+    private let socket: SocketPeer
 
-    init(worker: ServiceWorker, subscription: Subscription) {
+    init(worker: ServiceWorker, socket: SocketPeer) {
         self.worker = worker
-        self.subscription = subscription
+        self.socket = socket
     }
 
     func send(_ frame: [UInt8]) {
-        worker.loop.post { [self] in subscription.sendDirect(frame) }
+        worker.loop.post { [self] in socket.subscription?.sendDirect(frame) }
     }
 }

@@ -21,9 +21,8 @@ extension ServiceWorker {
         case .success(let parsed): stream = parsed
         }
         let headers = request.headers
-        let (opening, seq, epoch) = state.read { api, store in
-            (api.openSocket(stream.socket, headers: headers, fromLoopback: request.fromLoopback, now: Clock.now()), store.seq, store.epoch)
-        }
+        // A stream sends nothing, so it publishes no task: no control request is ever for it.
+        let (opening, seq, epoch) = state.connectWatcher(stream.socket, headers: headers, fromLoopback: request.fromLoopback, controls: nil)
         // A stream cannot send `auth` later: what a WebSocket would wait for is refused at once.
         if let refusal = opening.refusal {
             refuseHTTP(refusal, on: link)
@@ -85,9 +84,7 @@ extension ServiceWorker {
                     bytes, epoch: socket.streamEpoch, seq: subscription.newestSeqSent, framing: stream.framing,
                     heartbeatEvents: stream.heartbeatEvents, to: &out)
             case .resync(let since):
-                let (snapshot, seq, epoch) = state.read { _, store in
-                    (store.encodeSnapshot(matching: subscription.watch, since: since, now: Clock.now()), store.seq, store.epoch)
-                }
+                let (snapshot, seq, epoch) = state.snapshot(matching: subscription.watch, since: since)
                 fanOut.markResynced(subscription, seq: seq)
                 socket.streamEpoch = Array(epoch.utf8)
                 StreamEncoder.append(

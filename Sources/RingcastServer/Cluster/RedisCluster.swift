@@ -22,8 +22,8 @@ import RingcastRedis
 /// log (once) and /healthz, reconnects with capped, jittered back-off, and resyncs by state when back.
 ///
 /// `@unchecked Sendable`: the queue and the connection state are guarded by `condition`; `state`,
-/// the reader's cursor and its connection belong to the reader thread after `startWriting`.
-final class RedisCluster: TaskPersistence, @unchecked Sendable {
+/// the reader's cursor and its connection belong to the reader thread after `start`.
+final class RedisCluster: @unchecked Sendable {
     private enum Key {
         static let epoch = "ringcast:epoch"
         static let index = "ringcast:index"
@@ -192,6 +192,10 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
         APIError(.storageFailed, "the change was not applied: this node cannot reach Redis at \(url) (see /healthz); try again, or another node")
     }
 
+    /// The state this node starts from: the cluster's checkpoint (its log entries after it are
+    /// applied by `start`), or an empty state of the cluster's epoch.
+    var startingState: PersistedState { loaded ?? PersistedState(epoch: epoch, seq: 0, tasks: []) }
+
     /// The time of the last entry the checkpoint it started from had applied.
     var startingNow: Double { loaded?.appliedNow ?? 0 }
 
@@ -200,32 +204,38 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
         unavailableSince.withLock { since in since.map { "unavailable since \(Int($0))" } ?? "connected" }
     }
 
-    // MARK: TaskPersistence: state lives in the log, so a change has nothing to save here
+    // MARK: The webhook deliveries the cluster owes
 
-    func load() -> PersistedState? { loaded ?? PersistedState(epoch: epoch, seq: 0, tasks: []) }
-    func save(_ task: TaskRecord, epoch: String, seq: UInt64, urgent: Bool) {}
-    /// Every node applies the change that owes a delivery: each keeps it until the cluster has sent it.
-    func saveDelivery(_ delivery: WebhookDelivery, urgent: Bool) {
+    /// Every node applies the change that owes `deliveries`, and each keeps them until the cluster
+    /// has sent them; the node that asked for the change (`sending`) sends them, under a lease
+    /// renewed each second, and another node takes over those whose lease runs out.
+    func owe(_ deliveries: [WebhookDelivery], sending: Bool) {
+        guard !deliveries.isEmpty else { return }
+        let now = Date().timeIntervalSince1970 * 1000
+        condition.withLock {
+            for delivery in deliveries { owed[delivery.id] = (delivery, owed[delivery.id]?.since ?? now) }
+            if sending { self.sending.formUnion(deliveries.map(\.id)) }
+        }
+    }
+
+    /// This node's sender tries a delivery again later: a node that takes it over sends this one.
+    func rescheduled(_ delivery: WebhookDelivery) {
         condition.withLock { owed[delivery.id] = (delivery, owed[delivery.id]?.since ?? Date().timeIntervalSince1970 * 1000) }
     }
+
     /// This node's sender is done with a delivery (a 2xx, or given up): the cluster is told.
-    func removeDelivery(id: String) {
+    func ended(deliveryID id: String) {
         condition.withLock {
             owed[id] = nil
             if sending.remove(id) != nil { finished.append(id) }
         }
     }
-    /// The node that took a change sends the deliveries it made, under a lease renewed each second.
-    func sends(_ ids: [String]) {
-        guard !ids.isEmpty else { return }
-        condition.withLock { sending.formUnion(ids) }
-    }
-    func remove(id: String, epoch: String, seq: UInt64) {}
-    var hasPendingWrites: Bool { false }
+
+    // MARK: Running
 
     /// Replays the log after the checkpoint (so this node starts with the cluster's state), then
-    /// starts the reader and writer threads. The report is not needed: nothing waits for a commit.
-    func startWriting(report: @escaping @Sendable (UInt64, Bool) -> Void) {
+    /// starts the reader and writer threads.
+    func start() {
         guard let state else { return }
         do {
             let redis = try url.connect()
@@ -257,7 +267,7 @@ final class RedisCluster: TaskPersistence, @unchecked Sendable {
     func attach(_ state: SharedState) { self.state = state }
 
     /// Stops both threads (the reader within its blocking read's timeout).
-    func flush() {
+    func stop() {
         condition.withLock {
             running = false
             condition.broadcast()
