@@ -19,8 +19,9 @@ rounds=${2:-3}
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || usage_error "ROUNDS is a whole number of rounds, not '$rounds'"
 build_release ringcast
 fresh_results before-after
-# The older binary gets only the keys every version knows.
-echo '{"host": "127.0.0.1", "port": 0, "publicDir": "public", "logLevel": "warning", "limitLoopback": false}' >"$work/old.json"
+# The older binary gets only the keys every version knows, `threads` among them: without it, it
+# would run one service thread per core and not be measured as this tree's is.
+echo '{"host": "127.0.0.1", "port": 0, "publicDir": "public", "logLevel": "warning", "limitLoopback": false, "threads": 1}' >"$work/old.json"
 ringcast_config "$work/new.json" threads=1
 
 scenarios=(

@@ -39,4 +39,19 @@ final class PeerAddressTests: XCTestCase {
             XCTAssertEqual(PeerAddress(text: text).isLoopback, loopback, text)
         }
     }
+
+    /// An IPv4 address is written without inet_ntop (the accept path's cost): the same text for
+    /// every width of each byte, and for addresses spread over the whole range.
+    func testAnIPv4AddressReadsAsInetNtopWritesIt() throws {
+        var samples = ["255.255.255.255", "192.168.100.9", "1.20.100.0", "9.99.199.255", "100.10.1.0"]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<1000 {
+            let value = UInt32.random(in: 0...UInt32.max, using: &generator)
+            var address = in_addr(s_addr: value.bigEndian)
+            var buffer = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+            XCTAssertNotNil(inet_ntop(AF_INET, &address, &buffer, socklen_t(buffer.count)))
+            samples.append(String(cString: buffer))
+        }
+        for text in samples { XCTAssertEqual(try accepted(text).text, text) }
+    }
 }

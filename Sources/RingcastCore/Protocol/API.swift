@@ -235,19 +235,18 @@ public final class API {
     public private(set) var gate: RequestGate
     /// Which configuration runs, for `/readyz` (set by the server at start and by each reload).
     public var configGeneration: ConfigGeneration?
-    public var policy: AccessPolicy {
-        var policy = config.effectiveAccess
-        if config.tls != nil { policy.signInCookie = AccessPolicy.securedCookieName }
-        policy.signedOut = signedOut
-        policy.providers = identityProviders
-        return policy
-    }
+    /// Who may read and publish what, as every request is checked: kept, not made per request
+    /// (each connect and request reads it several times), and made anew when the configuration
+    /// or the identity providers change.
+    public private(set) var policy: AccessPolicy
     /// config.json's `oidc` as the server checks it (keys fetched over https, signatures by
     /// libcrypto); nil when none is configured. Set once the server has built it, and set anew
     /// when the configuration is reloaded (the key cache is kept across).
-    public var identityProviders: IdentityProviders?
+    public var identityProviders: IdentityProviders? {
+        didSet { policy = API.policy(config, signedOut: signedOut, providers: identityProviders) }
+    }
     /// Signed tokens signed out before their `exp` (SignIn.swift).
-    public let signedOut = SignedOutTokens()
+    public let signedOut: SignedOutTokens
     public var metrics = ServerMetrics()
     public static let maxBatchEvents = 10_000
     /// Which sockets of this node published which tasks (Controls.swift).
@@ -262,7 +261,18 @@ public final class API {
         self.store = store
         self.config = config
         gate = RequestGate(config: config)
+        let signedOut = SignedOutTokens()
+        self.signedOut = signedOut
+        policy = API.policy(config, signedOut: signedOut, providers: nil)
         configureFollowUp()
+    }
+
+    private static func policy(_ config: ServerConfig, signedOut: SignedOutTokens, providers: IdentityProviders?) -> AccessPolicy {
+        var policy = config.effectiveAccess
+        if config.tls != nil { policy.signInCookie = AccessPolicy.securedCookieName }
+        policy.signedOut = signedOut
+        policy.providers = providers
+        return policy
     }
 
     /// A reload's configuration (`ServerConfig.reloaded`): who may read and publish, origins and
@@ -271,6 +281,7 @@ public final class API {
     public func reconfigure(_ config: ServerConfig) {
         self.config = config
         gate = RequestGate(config: config)
+        policy = API.policy(config, signedOut: signedOut, providers: identityProviders)
     }
 
     /// Answers one request. Each read and each change is checked against the request's credential.

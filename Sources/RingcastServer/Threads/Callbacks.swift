@@ -77,14 +77,16 @@ extension ServiceWorker: ServiceHandler {
         // A socket accepted before whose connection lws never made: its count goes back.
         if let stale = peers.accepted { forget(stale) }
         let loopback = address.isLoopback
-        let text = address.text
-        let perAddress = (!loopback || config.limitLoopback) && !config.trustedProxies.contains(text)
+        // The text only where it may be counted by: a loopback peer that is not limited needs none
+        // (formatting it was a tenth of an accept's cost).
+        let text = !loopback || config.limitLoopback ? address.text : nil
+        let countedAs = text.flatMap { config.trustedProxies.contains($0) ? nil : $0 }
         let refusal: (held: Int, limit: Int, setting: String)? = ledger.connections.withLock { book in
             guard book.total < book.limits.total else { return (book.total, book.limits.total, "maxConnections") }
-            if perAddress && book.limits.perAddress > 0 {
-                let open = book.byAddress[text, default: 0]
+            if let countedAs, book.limits.perAddress > 0 {
+                let open = book.byAddress[countedAs, default: 0]
                 guard open < book.limits.perAddress else { return (open, book.limits.perAddress, "maxConnectionsPerAddress") }
-                book.byAddress[text] = open + 1
+                book.byAddress[countedAs] = open + 1
             }
             book.total += 1
             return nil
@@ -92,13 +94,14 @@ extension ServiceWorker: ServiceHandler {
         if let refusal {
             state.record { $0.connectionsRefused += 1 }
             let holder = refusal.setting == "maxConnections" ? "the server holds" : "it holds"
+            let text = text ?? address.text
             ledger.logRefusal(
                 "connections", offender: text,
                 "refused a connection from \(text): \(holder) \(refusal.held) already (\(refusal.setting) is \(refusal.limit))")
             return false
         }
         peers.accepted = Peer(
-            address: address, isLoopback: loopback, countedAs: perAddress ? text : nil,
+            address: address, isLoopback: loopback, countedAs: countedAs,
             allowance: TokenBucket(rate: config.maxPublishRate, now: Clock.now()))
         return true
     }
