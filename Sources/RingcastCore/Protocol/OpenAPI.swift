@@ -96,7 +96,10 @@ public enum OpenAPI {
                 (else 403). An unknown path under /api answers 404 not_found; a method an endpoint does not \
                 take, 405 method_not_allowed with an Allow header naming the methods it takes (after the \
                 Origin and token checks of a change). HTTP/1.1 pipelining is refused: a connection that \
-                sends a request before the answer to the one before has left is closed.
+                sends a request before the answer to the one before has left is closed. The /auth/ paths \
+                are the browser's sign-in at an identity provider (oidc in config.json): the server's \
+                sign-in answers them, ahead of the API, and without oidc every one but /auth/providers \
+                is 404 not_found.
                 """,
             ],
             "paths": paths(),
@@ -546,6 +549,20 @@ public enum OpenAPI {
                             ], required: ["kind", "runs", "lastFinishedAt"]),
                     ]
                 ], required: ["kinds"]),
+            "ProviderList": object(
+                [
+                    "providers": [
+                        "type": "array",
+                        "items": object(
+                            [
+                                "name": ["type": "string", "minLength": 1, "description": "What the form says: Sign in with NAME."],
+                                "login": [
+                                    "type": "string", "pattern": "^auth/login(\\?provider=[0-9]+)?$",
+                                    "description": "Where the form sends the browser, relative to the dashboard's page.",
+                                ],
+                            ], required: ["name", "login"]),
+                    ]
+                ], required: ["providers"]),
             "Error": error,
         ]
     }
@@ -591,6 +608,9 @@ struct OpenAPIOperation {
         case scoped
         /// Signing in and out: no token needed, but the Origin check of a change applies.
         case session
+        /// A browser's navigation through the sign-in at an identity provider: the server answers
+        /// it before the API (no token, no Origin check, no body read).
+        case provider
 
         var errors: [APIError.Code] {
             switch self {
@@ -601,7 +621,7 @@ struct OpenAPIOperation {
             case .change:
                 return [.invalidRequest, .unauthorized, .forbidden, .bodyTooLarge, .misdirected, .rateLimited, .storageFailed, .notImplemented]
                     + OpenAPIOperation.headErrors
-            case .probe: return [.invalidRequest, .misdirected] + OpenAPIOperation.headErrors
+            case .probe, .provider: return [.invalidRequest, .misdirected] + OpenAPIOperation.headErrors
             }
         }
     }
@@ -615,14 +635,16 @@ struct OpenAPIOperation {
     let access: Access
     let parameters: [OpenAPINode]
     let body: OpenAPINode?
-    /// The 200 answer, then any other an operation gives besides its errors (a readiness probe's 503).
+    /// The answer that means it worked (200, or a sign-in's 302), then any other an operation gives
+    /// besides its errors (a readiness probe's 503).
     let answers: [(status: Int, answer: OpenAPIAnswer)]
     /// The codes it can refuse with besides those of its access.
     let errors: [APIError.Code]
 
     init(
         _ method: String, _ id: String, _ summary: String, _ access: Access, parameters: [OpenAPINode] = [],
-        body: OpenAPINode? = nil, ok: OpenAPIAnswer, also: [(status: Int, answer: OpenAPIAnswer)] = [], errors: [APIError.Code]
+        body: OpenAPINode? = nil, ok: OpenAPIAnswer, status: Int = 200, also: [(status: Int, answer: OpenAPIAnswer)] = [],
+        errors: [APIError.Code]
     ) {
         self.method = method
         self.id = id
@@ -630,7 +652,7 @@ struct OpenAPIOperation {
         self.access = access
         self.parameters = parameters
         self.body = body
-        answers = [(200, ok)] + also
+        answers = [(status, ok)] + also
         self.errors = errors
     }
 
@@ -639,7 +661,7 @@ struct OpenAPIOperation {
         switch access {
         case .change: operation = operation.with("security", [["bearer": []], ["signInCookie": []]])
         case .scoped, .probe: operation = operation.with("security", [[:], ["bearer": []], ["signInCookie": []]])
-        case .read, .session: break
+        case .read, .session, .provider: break
         }
         if !parameters.isEmpty { operation = operation.with("parameters", OpenAPINode(.array(parameters.map(\.json)))) }
         if let body { operation = operation.with("requestBody", body) }

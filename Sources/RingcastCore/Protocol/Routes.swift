@@ -183,6 +183,7 @@ extension Routes {
         let updated: Answer = .json("The task as it now is, and the seq of the change.", "Change")
         let updateErrors: [APIError.Code] = [.invalidJSON, .invalidID, .invalidField, .unknownField, .tooManyTasks]
         let asIs: Answer = .json("The task as it now is.", "Change")
+        let location: (String) -> (String, String, Node) = { ("Location", $0, ["type": "string", "minLength": 1]) }
         let asked: Answer = .json(
             "The task with the request marked, and how many of the task's publisher sockets were told (0: none is connected; the request waits).",
             "ControlAnswer")
@@ -461,6 +462,58 @@ extension Routes {
                     Operation(
                         "DELETE", "signOut", "Sign out: clears the cookie.", .session,
                         ok: .json("Signed out.", "SignedOut"), errors: []),
+                ]),
+            Route(
+                "/auth/providers", .signIn,
+                [
+                    Operation(
+                        "GET", "signInProviders",
+                        "(v6) The identity providers the dashboard's sign-in form offers: an empty list without oidc. Answered by the server's sign-in, as every /auth/ path, not by the API.",
+                        .provider, ok: .json("Each provider's name and where its sign-in begins.", "ProviderList"), errors: [])
+                ]),
+            Route(
+                "/auth/login", .signIn,
+                [
+                    Operation(
+                        "GET", "signInAtProvider",
+                        "(v6) Begin signing in at an identity provider: the authorization code flow with PKCE (S256), a random state and nonce; sets the ringcast_signin cookie (the state, Path=/auth, SameSite=Lax) for ten minutes.",
+                        .provider,
+                        parameters: [
+                            [
+                                "name": "provider", "in": "query", "required": false,
+                                "description": "Which of several providers (oidc's order, from 0); the first when absent.",
+                                "schema": ["type": "integer", "minimum": 0],
+                            ]
+                        ],
+                        ok: Answer(
+                            "To the provider's authorization endpoint.",
+                            headers: [location("The provider's authorization_endpoint with the flow's parameters.")]),
+                        status: 302,
+                        also: [(502, .json("The provider's discovery document could not be had: no redirect.", "Error"))],
+                        errors: [.invalidRequest, .notFound])
+                ]),
+            Route(
+                "/auth/callback", .signIn,
+                [
+                    Operation(
+                        "GET", "signInCallback",
+                        "(v6) Where the provider sends the browser back: the state must be this browser's and pending, the code is traded for an ID token, which is checked as every provider token is, and its nonce must be the one sent.",
+                        .provider,
+                        parameters: ["code", "state", "error", "error_description"].map { name in
+                            ["name": .string(name), "in": "query", "required": false, "schema": ["type": "string"]]
+                        },
+                        ok: Answer(
+                            "Signed in: a small page that moves on to /, and the sign-in cookie (as POST /api/session sets it) holding the ID token.",
+                            "text/html", ["type": "string", "minLength": 1]),
+                        errors: [.invalidRequest, .unauthorized, .forbidden, .notFound])
+                ]),
+            Route(
+                "/auth/logout", .signIn,
+                [
+                    Operation(
+                        "GET", "signOutOfProvider",
+                        "(v6) Sign out as DELETE /api/session does: the cookie is cleared and its token refused from then on.",
+                        .provider, ok: Answer("Back to the dashboard.", headers: [location("The dashboard: /.")]), status: 302, errors: [.notFound])
                 ]),
             Route.undocumented("/tasks/{id}", .taskPage, methods: ["GET"]),
         ]

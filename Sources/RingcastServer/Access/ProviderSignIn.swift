@@ -181,7 +181,10 @@ final class ProviderSignIn: Sendable {
     /// the cookie; the network is reached outside it.
     func answer(_ request: APIRequest, now: Double, api: ((API) -> Void) -> Void) -> APIResponse {
         guard request.method == "GET" else {
-            return APIResponse(APIError(.methodNotAllowed, "\(request.method) is not allowed on \(request.path); use GET"))
+            var refused = APIResponse(APIError(.methodNotAllowed, "\(request.method) is not allowed on \(request.path); use GET"))
+            // As the API's 405s: the methods the route table gives the path.
+            if let allowed = Routes.allowedMethods(path: request.path) { refused.headers = [("allow:", allowed)] }
+            return refused
         }
         switch request.path {
         case "/auth/providers": return Self.providerList(settings)
