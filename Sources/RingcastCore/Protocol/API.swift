@@ -373,7 +373,7 @@ public final class API {
         // A token that does not hold, or no token where publishing needs one, hears so before
         // anything about the request's body.
         // Signing in again (or out) with an expired cookie still in the browser must work.
-        let signsInOrOut = request.path == "/api/session" && request.method != "GET"
+        let signsInOrOut = matched?.route.handler == .session && request.method != "GET"
         if case .refused(let error) = credential, !signsInOrOut { throw error }
         if request.method != "GET", credential.grant?.publish.isNothing == true, credential.grant?.kind == .anonymous, !signsInOrOut {
             try policy.authorizePublish(credential, id: "")

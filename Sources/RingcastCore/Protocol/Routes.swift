@@ -51,6 +51,8 @@ public struct Route: Sendable {
     /// What the document says of each method; empty for a route it does not describe.
     let operations: [OpenAPIOperation]
     let segments: [Segment]
+    /// Which segment is the `{…}` parameter, or nil when the template has none.
+    let parameterIndex: Int?
 
     /// A route the document describes, one operation a method.
     init(_ path: String, _ handler: Handler, _ operations: [OpenAPIOperation]) {
@@ -71,13 +73,16 @@ public struct Route: Sendable {
             guard part.hasPrefix("{"), let close = part.firstIndex(of: "}") else { return .literal(String(part)) }
             return .parameter(suffix: String(part[part.index(after: close)...]))
         }
+        parameterIndex = segments.firstIndex {
+            guard case .parameter = $0 else { return false }
+            return true
+        }
     }
 
     public var isDocumented: Bool { !operations.isEmpty }
     /// What a 405 answers in `Allow`, and its message after "use".
     public var allow: String { methods.joined(separator: ", ") }
-    /// The segment a `{…}` parameter names (its suffix dropped), or nil when the template has none.
-    var parameterIndex: Int? { segments.firstIndex { if case .parameter = $0 { return true } else { return false } } }
+
 }
 
 /// A request's path matched to its route, with the `{id}` it names.
