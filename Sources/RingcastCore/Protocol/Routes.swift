@@ -97,15 +97,22 @@ public enum Routes {
     /// that does not take the request's method is a 405, not a 404.
     public static func match(_ path: String) -> RouteMatch? {
         let parts = path.split(separator: "/", omittingEmptySubsequences: false)
-        for route in table where route.segments.count == parts.count {
-            guard zip(route.segments, parts).allSatisfy({ $0.matches($1) }) else { continue }
-            guard let index = route.parameterIndex, case .parameter(let suffix) = route.segments[index] else {
+        // Runs for every request: the templates alone, walked by index, copy no route.
+        let templates = Routes.templates
+        candidates: for index in templates.indices where templates[index].count == parts.count {
+            let segments = templates[index]
+            for position in segments.indices where !segments[position].matches(parts[position]) { continue candidates }
+            let route = table[index]
+            guard let parameter = route.parameterIndex, case .parameter(let suffix) = segments[parameter] else {
                 return RouteMatch(route: route, id: "")
             }
-            return RouteMatch(route: route, id: String(parts[index].dropLast(suffix.count)))
+            return RouteMatch(route: route, id: String(parts[parameter].dropLast(suffix.utf8.count)))
         }
         return nil
     }
+
+    /// Each route's segments, in the table's order.
+    private static let templates: [[Route.Segment]] = table.map(\.segments)
 
     /// What a 405 answer's `Allow` header says: the methods the route of `path` takes, or nil when
     /// no route the document describes has that path.
