@@ -11,7 +11,7 @@ public struct Route: Sendable {
         case log, timeline
         case startTimer, pauseTimer, resumeTimer, cancelTimer
         case events, stream, openAPI, kinds, badge, session
-        /// Probes `API.plan` answers before the body is looked at or the token checked.
+        /// Probes `API.plan` answers itself, without the token and Origin checks the router makes.
         case health, ready, metrics
         /// The task page (`publicDir/task.html`): a page for browsers, which the document does not describe.
         case taskPage
@@ -82,7 +82,6 @@ public struct Route: Sendable {
     public var isDocumented: Bool { !operations.isEmpty }
     /// What a 405 answers in `Allow`, and its message after "use".
     public var allow: String { methods.joined(separator: ", ") }
-
 }
 
 /// A request's path matched to its route, with the `{id}` it names.
@@ -92,6 +91,7 @@ public struct RouteMatch: Sendable {
     public let id: String
 }
 
+/// The route table (`table`, below) and what the router and the 405s ask of it. Any thread: it never changes.
 public enum Routes {
     /// The route a path names, or nil: no such endpoint (a 404). Methods are not looked at: a route
     /// that does not take the request's method is a 405, not a 404.
