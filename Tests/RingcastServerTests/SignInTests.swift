@@ -87,7 +87,7 @@ final class SignInRouteTests: XCTestCase {
         // Nothing listens on port 1: the provider's discovery fails at once, which login answers 502.
         let server = try TestServer { $0.oidc = [IdentityProviderSettings(issuer: "https://127.0.0.1:1/", clientId: "ringcast")] }
         let client = server.http()
-        let routes = Routes.table.filter { $0.handler == .signIn }
+        let routes = Routes.table.filter(\.handler.isSignIn)
         XCTAssertEqual(routes.count, 4)
         for route in routes {
             for method in route.methods {

@@ -15,9 +15,9 @@ public struct Route: Sendable {
         case health, ready, metrics
         /// The task page (`publicDir/task.html`): a page for browsers, which the document does not describe.
         case taskPage
-        /// The sign-in at an identity provider: the server's transport answers it (ProviderSignIn in
-        /// RingcastServer) before `API` sees the request.
-        case signIn
+        /// A step of the sign-in at an identity provider: the server's transport answers it
+        /// (ProviderSignIn in RingcastServer) before `API` sees the request.
+        case signIn(SignInStep)
 
         var isProbe: Bool {
             switch self {
@@ -25,6 +25,16 @@ public struct Route: Sendable {
             default: return false
             }
         }
+
+        public var isSignIn: Bool {
+            guard case .signIn = self else { return false }
+            return true
+        }
+    }
+
+    /// The sign-in's steps, one route each under `/auth/`.
+    public enum SignInStep: Sendable, Equatable {
+        case providers, login, callback, logout
     }
 
     /// One segment of a path template: a literal, or `{name}` followed by a literal suffix (`{id}.svg`).
@@ -476,7 +486,7 @@ extension Routes {
                         ok: .json("Signed out.", "SignedOut"), errors: []),
                 ]),
             Route(
-                "/auth/providers", .signIn,
+                "/auth/providers", .signIn(.providers),
                 [
                     Operation(
                         "GET", "signInProviders",
@@ -484,7 +494,7 @@ extension Routes {
                         .provider, ok: .json("Each provider's name and where its sign-in begins.", "ProviderList"), errors: [])
                 ]),
             Route(
-                "/auth/login", .signIn,
+                "/auth/login", .signIn(.login),
                 [
                     Operation(
                         "GET", "signInAtProvider",
@@ -505,7 +515,7 @@ extension Routes {
                         errors: [.invalidRequest, .notFound])
                 ]),
             Route(
-                "/auth/callback", .signIn,
+                "/auth/callback", .signIn(.callback),
                 [
                     Operation(
                         "GET", "signInCallback",
@@ -520,7 +530,7 @@ extension Routes {
                         errors: [.invalidRequest, .unauthorized, .forbidden, .notFound])
                 ]),
             Route(
-                "/auth/logout", .signIn,
+                "/auth/logout", .signIn(.logout),
                 [
                     Operation(
                         "GET", "signOutOfProvider",
