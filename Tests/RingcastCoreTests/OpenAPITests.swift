@@ -44,12 +44,19 @@ final class OpenAPITests: XCTestCase {
         return template.replacingOccurrences(of: "{id}", with: id)
     }
 
-    private var operations: [(template: String, method: String, operation: JSONValue)] {
+    /// Every operation the document names, the server's sign-in (`/auth/…`) among them.
+    private var documentedOperations: [(template: String, method: String, operation: JSONValue)] {
         guard case .object(let paths)? = OpenAPI.document["paths"] else { return [] }
         return paths.flatMap { template, item -> [(String, String, JSONValue)] in
             guard case .object(let members) = item else { return [] }
             return members.filter { $0.0 != "parameters" }.map { (template, $0.0.uppercased(), $0.1) }
         }
+    }
+
+    /// The operations `API` answers: all but the sign-in at an identity provider, which the
+    /// server's transport answers before the API sees the request (RouteTableTests sends those to a server).
+    private var operations: [(template: String, method: String, operation: JSONValue)] {
+        documentedOperations.filter { Routes.match($0.template)?.route.handler.isSignIn == false }
     }
 
     private func examples(of operation: JSONValue) -> [(name: String, body: JSONValue)] {
@@ -113,7 +120,7 @@ final class OpenAPITests: XCTestCase {
         ]
         var schemas: [(String, JSONValue)] = []
         if case .object(let components)? = OpenAPI.document["components"]?["schemas"] { schemas += components }
-        for (template, method, operation) in operations {
+        for (template, method, operation) in documentedOperations {
             if case .object(let content)? = operation["requestBody"]?["content"] {
                 for (type, media) in content { schemas.append(("\(method) \(template) \(type) body", media["schema"] ?? .null)) }
             }
@@ -495,7 +502,7 @@ final class OpenAPITests: XCTestCase {
                 }
             }
         }
-        XCTAssertEqual(named, Set(operations.map { "\($0.method) \($0.template)" }))
+        XCTAssertEqual(named, Set(documentedOperations.map { "\($0.method) \($0.template)" }))
         XCTAssertGreaterThanOrEqual(checked.bodies, 5)
         XCTAssertGreaterThanOrEqual(checked.answers, 8)
     }

@@ -77,3 +77,28 @@ final class SignInTests: XCTestCase {
         XCTAssertFalse(list.contains("token-0", now: 2_500), "the soonest to expire went first")
     }
 }
+
+/// The sign-in at an identity provider is in the route table, so in the OpenAPI document, though the
+/// server answers it ahead of the API: a server with a provider answers each of its routes with a
+/// status the document lists for it (none a 404 or a 405), and another method with 405 and the
+/// table's Allow.
+final class SignInRouteTests: XCTestCase {
+    func testEverySignInRouteOfTheTableIsAnsweredAsDocumented() throws {
+        // Nothing listens on port 1: the provider's discovery fails at once, which login answers 502.
+        let server = try TestServer { $0.oidc = [IdentityProviderSettings(issuer: "https://127.0.0.1:1/", clientId: "ringcast")] }
+        let client = server.http()
+        let routes = Routes.table.filter(\.handler.isSignIn)
+        XCTAssertEqual(routes.count, 4)
+        for route in routes {
+            for method in route.methods {
+                let response = try client.request(method, route.path)
+                XCTAssertFalse([404, 405].contains(response.status), "\(method) \(route.path): \(response.status) \(response.text)")
+                let documented = OpenAPI.document["paths"]?[route.path]?[method.lowercased()]?["responses"]?[String(response.status)]
+                XCTAssertNotNil(documented, "\(method) \(route.path) answered \(response.status), which the document does not list")
+            }
+            let refused = try client.request("DELETE", route.path)
+            XCTAssertEqual(refused.status, 405, "DELETE \(route.path): \(refused.text)")
+            XCTAssertEqual(refused.headers["allow"], route.allow, "DELETE \(route.path)")
+        }
+    }
+}

@@ -90,6 +90,11 @@ def main():
         "--generation-allow-x00", "false",
         # A stream's answer does not end: every request to it would run into the request timeout.
         "--exclude-path", "/api/stream",
+        # The sign-in at an identity provider needs one, which this server has not: without oidc the
+        # server answers every /auth/ path but /auth/providers 404, whatever the method (no 405).
+        # SignInRouteTests sends each of them to a server with a provider; Tests/browser/test_oidc.py
+        # runs the flow against Tests/oidc/provider.py.
+        "--exclude-path-regex", "^/auth/",
         "--report", "junit", "--report-dir", os.path.join(directory, "report"),
     ] + args.extra
     started = time.monotonic()

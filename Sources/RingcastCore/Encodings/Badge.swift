@@ -157,14 +157,3 @@ public enum Badge {
         value == value.rounded() ? String(Int(value)) : String((value * 10).rounded() / 10)
     }
 }
-
-extension API {
-    /// `/badge/{id}.svg`: GET only; anything else under /badge is no endpoint.
-    func badgeAnswer(_ request: APIRequest, _ parts: [String]) throws(APIError) -> APIResponse {
-        guard parts.count == 2, parts[1].utf8.count > 4, parts[1].utf8.reversed().starts(with: ".svg".utf8.reversed()) else {
-            throw APIError(.notFound, "no endpoint \(request.path); a badge is /badge/{id}.svg")
-        }
-        guard request.method == "GET" else { throw APIError(.methodNotAllowed, "\(request.method) is not allowed on \(request.path); use GET") }
-        return Badge.answer(request, file: parts[1], store: store)
-    }
-}

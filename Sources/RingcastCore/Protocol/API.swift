@@ -299,11 +299,13 @@ public final class API {
     public func plan(_ request: APIRequest, now: Double, status: () -> TransportStatus = { TransportStatus() }) -> RequestPlan {
         metrics.httpRequests += 1
         var response: APIResponse
+        let matched = Routes.match(request.path)
+        let probe = matched?.route.handler.isProbe == true ? matched?.route : nil
         if let host = request.headers.host, !gate.hosts.allows(host) {
             response = APIResponse(gate.hosts.refusal(host))
-        } else if request.path == "/metrics" || request.path == "/healthz" || request.path == "/readyz", request.method != "GET" {
-            response = APIResponse(methodNotAllowed(request, "GET"))
-        } else if request.path == "/metrics" {
+        } else if let probe, !probe.methods.contains(request.method) {
+            response = APIResponse(methodNotAllowed(request, probe.allow))
+        } else if probe?.handler == .metrics {
             do throws(APIError) {
                 let credential = identify(request, now: now)
                 try policy.authorizeReadingEverything(credential, fromLoopback: request.fromLoopback, what: "/metrics")
@@ -318,15 +320,15 @@ public final class API {
                 APIError(.bodyTooLarge, "the body is larger than \(config.maxMessageBytes) bytes (maxMessageBytes); send less, or split a batch"))
         } else if let refusal = request.bodyRefusal {
             response = APIResponse(refusal)
-        } else if request.path == "/healthz" {
+        } else if probe?.handler == .health {
             let transport = status()
             response = APIResponse(body: healthBody(watchers: transport.watchers, redis: transport.redis))
-        } else if request.path == "/readyz" {
+        } else if probe?.handler == .ready {
             response = readinessResponse(status().readiness)
         } else {
             do {
                 if request.method != "GET" { try checkOrigin(request.headers) }
-                let plan = try route(request, now: now, credential: identify(request, now: now))
+                let plan = try route(request, matched, now: now, credential: identify(request, now: now))
                 guard case .answer(let answer) = plan else { return plan }
                 response = answer
             } catch {
@@ -334,9 +336,8 @@ public final class API {
             }
         }
         if response.status >= 400 { metrics.httpErrors += 1 }
-        // The methods the endpoint takes, as the HTTP spec asks of a 405: the document's, which
-        // OpenAPITests holds to the router.
-        if response.status == 405, let allowed = OpenAPI.allowedMethods(path: request.path) { response.headers.append(("allow:", allowed)) }
+        // The methods the endpoint takes, as the HTTP spec asks of a 405: the route table's.
+        if response.status == 405, let route = matched?.route, route.isDocumented { response.headers.append(("allow:", route.allow)) }
         return .answer(response)
     }
 
@@ -377,11 +378,13 @@ public final class API {
     public func checkHost(_ header: String?) throws(APIError) { try gate.checkHost(header) }
     public func checkOrigin(_ headers: RequestHeaders) throws(APIError) { try gate.checkOrigin(headers) }
 
-    private func route(_ request: APIRequest, now: Double, credential: Credential) throws(APIError) -> RequestPlan {
+    /// Hands a request to the handler of the route it matched (`Routes.table`), after the checks
+    /// every route shares: the token, then the route's id, then its methods.
+    private func route(_ request: APIRequest, _ matched: RouteMatch?, now: Double, credential: Credential) throws(APIError) -> RequestPlan {
         // A token that does not hold, or no token where publishing needs one, hears so before
         // anything about the request's body.
         // Signing in again (or out) with an expired cookie still in the browser must work.
-        let signsInOrOut = request.path == "/api/session" && request.method != "GET"
+        let signsInOrOut = matched?.route.handler == .session && request.method != "GET"
         if case .refused(let error) = credential, !signsInOrOut { throw error }
         if request.method != "GET", credential.grant?.publish.isNothing == true, credential.grant?.kind == .anonymous, !signsInOrOut {
             try policy.authorizePublish(credential, id: "")
@@ -394,29 +397,31 @@ public final class API {
             return .apply([authorized], mayRead(command.id) ? .task : .receipt, principal)
         }
         func read(_ id: String) throws(APIError) { try policy.authorizeRead(credential, id: id) }
-        let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
-        guard request.path.hasPrefix("/") else { throw routeNotFound(request.path) }
-        if parts.first == "badge" {
-            if parts.count == 2, parts[1].hasSuffix(".svg"), TaskID.isValid(String(parts[1].dropLast(4))) { try read(String(parts[1].dropLast(4))) }
-            return .answer(try badgeAnswer(request, parts))
+        guard let matched else { throw routeNotFound(request.path) }
+        let route = matched.route
+        let id = matched.id
+        // What each route checks before the method: the id a path names (a bad one is refused
+        // whatever the method), a badge's read; then a method the route does not take is a 405.
+        switch route.handler {
+        case .badge: if TaskID.isValid(id) { try read(id) }
+        case .taskPage: guard taskPage != nil else { throw routeNotFound(request.path) }
+        // Answered before routing (`plan`), or by the server's transport (the sign-in).
+        case .health, .ready, .metrics, .signIn: throw routeNotFound(request.path)
+        default: if route.parameterIndex != nil { try Command.validateID(id) }
         }
-        if parts.first == "tasks", parts.count == 2, let taskPage {
-            try allow(request, "GET")
-            var response = APIResponse(body: taskPage, contentType: "text/html; charset=utf-8")
+        guard route.methods.contains(request.method) else { throw methodNotAllowed(request, route.allow) }
+        switch route.handler {
+        case .badge: return .answer(Badge.answer(request, file: "\(id).svg", store: store))
+        case .taskPage:
+            var response = APIResponse(body: taskPage ?? [], contentType: "text/html; charset=utf-8")
             response.cacheControl = "no-cache"
             return .answer(response)
-        }
-        guard parts.first == "api", parts.count >= 2 else { throw routeNotFound(request.path) }
-        switch (parts[1], parts.count) {
-        case ("tasks", 2):
-            try allow(request, "GET")
+        case .taskList:
             let watch = try WatchSet.parse(request.query["watch"]).get()
             let scope = try policy.readScope(credential)
             if try TextTable.wanted(request) { return .answer(try textAnswer(request, watch: watch, within: scope, now: now)) }
             return .answer(APIResponse(body: store.encodeTaskList(matching: watch, within: scope, now: now)))
-        case ("tasks", 3):
-            let id = parts[2]
-            try Command.validateID(id)
+        case .task:
             switch request.method {
             case "GET":
                 try read(id)
@@ -425,72 +430,46 @@ public final class API {
                 }
                 guard let task = store.task(id) else { throw APIError(.notFound, "no task '\(id)'", field: "id") }
                 return .answer(APIResponse(body: task.encodedObject(now: now)))
-            case "POST", "PUT", "PATCH":
-                return try apply(.update(id: id, patch: TaskPatch.parse(try body(request))), now: now)
-            case "DELETE":
-                return try apply(.remove(id: id), now: now)
-            default:
-                throw methodNotAllowed(request, "GET, POST, PUT, PATCH, DELETE")
+            case "DELETE": return try apply(.remove(id: id), now: now)
+            default: return try apply(.update(id: id, patch: TaskPatch.parse(try body(request))), now: now)
             }
-        case ("tasks", 4):
-            guard ["show", "hide", "log", "timeline", "cancel", "pause", "resume"].contains(parts[3]) else { throw routeNotFound(request.path) }
-            let id = parts[2]
-            try Command.validateID(id)
-            if parts[3] == "timeline" {
-                try allow(request, "GET")
+        case .timeline:
+            try read(id)
+            return .answer(APIResponse(body: try store.encodeTimeline(of: id)))
+        case .log:
+            if request.method == "GET" {
                 try read(id)
-                return .answer(APIResponse(body: try store.encodeTimeline(of: id)))
+                return .answer(APIResponse(body: try store.encodeLog(of: id)))
             }
-            if parts[3] == "log" {
-                switch request.method {
-                case "GET":
-                    try read(id)
-                    return .answer(APIResponse(body: try store.encodeLog(of: id)))
-                case "POST":
-                    try requireBody(request)
-                    return try apply(.appendLog(id: id, lines: LogTail.parseBody(request.body, contentType: request.headers.contentType)), now: now)
-                default: throw methodNotAllowed(request, "GET, POST")
-                }
-            }
-            try allow(request, "POST")
-            switch parts[3] {
-            case "show": return try apply(.show(id: id, options: ShowOptions.parse(try body(request))), now: now)
-            case "hide":
-                try Command.expectNoFields(try body(request), for: "hide")
-                return try apply(.hide(id: id), now: now)
-            case "cancel", "pause", "resume":
-                try Command.expectNoFields(try body(request), for: parts[3])
-                let control = Command.requestControl(id: id, action: TaskControl(rawValue: parts[3])!)
-                return .apply([try authorize(control, for: credential)], mayRead(id) ? .control : .controlReceipt, principal)
-            default: throw routeNotFound(request.path)
-            }
-        case ("timers", 3):
-            let id = parts[2]
-            try Command.validateID(id)
-            try allow(request, "POST")
+            try requireBody(request)
+            return try apply(.appendLog(id: id, lines: LogTail.parseBody(request.body, contentType: request.headers.contentType)), now: now)
+        case .showTask: return try apply(.show(id: id, options: ShowOptions.parse(try body(request))), now: now)
+        case .hideTask:
+            try Command.expectNoFields(try body(request), for: "hide")
+            return try apply(.hide(id: id), now: now)
+        case .control(let action):
+            try Command.expectNoFields(try body(request), for: action.rawValue)
+            let control = Command.requestControl(id: id, action: action)
+            return .apply([try authorize(control, for: credential)], mayRead(id) ? .control : .controlReceipt, principal)
+        case .startTimer:
             try requireBody(request)
             return try apply(.startTimer(id: id, spec: TimerStart.parse(try body(request))), now: now)
-        case ("timers", 4):
-            guard ["pause", "resume", "cancel"].contains(parts[3]) else { throw routeNotFound(request.path) }
-            let id = parts[2]
-            try Command.validateID(id)
-            try allow(request, "POST")
-            try Command.expectNoFields(try body(request), for: parts[3])
-            switch parts[3] {
-            case "pause": return try apply(.pauseTimer(id: id), now: now)
-            case "resume": return try apply(.resumeTimer(id: id), now: now)
-            case "cancel": return try apply(.cancelTimer(id: id), now: now)
-            default: throw routeNotFound(request.path)
-            }
-        case ("kinds", 2):
-            try allow(request, "GET")
+        case .pauseTimer:
+            try Command.expectNoFields(try body(request), for: "pause")
+            return try apply(.pauseTimer(id: id), now: now)
+        case .resumeTimer:
+            try Command.expectNoFields(try body(request), for: "resume")
+            return try apply(.resumeTimer(id: id), now: now)
+        case .cancelTimer:
+            try Command.expectNoFields(try body(request), for: "cancel")
+            return try apply(.cancelTimer(id: id), now: now)
+        case .kinds:
             return .answer(APIResponse(body: kindsAnswer(within: try policy.readScope(credential))))
-        case ("session", 2):
+        case .session:
             return .answer(try sessionAnswer(request, credential: credential, now: now))
-        case ("stream", 2):
+        case .stream:
             // The transport serves a stream itself (it never ends); answered here, it is the stream's
             // first messages, refused for the same reasons, so the route's rules live in one place.
-            try allow(request, "GET")
             let stream = try StreamRequest.parse(request.query, accept: request.headers.accept, lastEventID: nil).get()
             let watch = try readableWatch(stream.socket.watch, for: credential)
             var body = StreamEncoder.opening(stream.framing)
@@ -503,11 +482,9 @@ public final class API {
                 )
             }
             return .answer(APIResponse(body: body, contentType: stream.framing.contentType))
-        case ("openapi.json", 2):
-            try allow(request, "GET")
+        case .openAPI:
             return .answer(APIResponse(body: OpenAPI.encoded))
-        case ("events", 2):
-            try allow(request, "POST")
+        case .events:
             try requireBody(request)
             // A malformed batch, or one with an event this credential may not send, changes nothing.
             var commands = try parseBatch(try JSONParser.parseForAPI(request.body))
@@ -519,7 +496,7 @@ public final class API {
                 }
             }
             return .apply(commands, .batch, principal)
-        default:
+        case .health, .ready, .metrics, .signIn:
             throw routeNotFound(request.path)
         }
     }
@@ -681,16 +658,13 @@ public final class API {
         )
     }
 
-    private func allow(_ request: APIRequest, _ method: String) throws(APIError) {
-        guard request.method == method else { throw methodNotAllowed(request, method) }
-    }
-
     private func methodNotAllowed(_ request: APIRequest, _ allowed: String) -> APIError {
         APIError(.methodNotAllowed, "\(request.method) is not allowed on \(request.path); use \(allowed)")
     }
 
     private func routeNotFound(_ path: String) -> APIError {
-        APIError(.notFound, "no endpoint \(path); see docs/PROTOCOL.md for the API")
+        if path == "/badge" || path.hasPrefix("/badge/") { return APIError(.notFound, "no endpoint \(path); a badge is /badge/{id}.svg") }
+        return APIError(.notFound, "no endpoint \(path); see docs/PROTOCOL.md for the API")
     }
 }
 

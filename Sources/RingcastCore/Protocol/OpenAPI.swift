@@ -7,14 +7,14 @@
 /// together by sending every bound and the value just past it, and the `http` fuzz target checks
 /// every answer the API gives against this document.
 ///
-/// Each operation is one entry of `operations`: its method and path, what it does, who may call it
-/// (`Access`, which brings the refusals every operation of that kind shares), its body, its answer
-/// and the codes it can refuse with. Adding an endpoint is adding an entry there (and the schema of
-/// a new answer to `schemas()`); OpenAPITests then fails until the API routes it as documented and
-/// docs/PROTOCOL.md has a heading for it.
+/// Its `paths` are written from the route table (Routes.swift), the router's own: each route's
+/// operations say what they do, who may call them (`Access`, which brings the refusals every
+/// operation of that kind shares), their body, their answer and the codes they can refuse with.
+/// Adding an endpoint is adding a route there (and the schema of a new answer to `schemas()`);
+/// OpenAPITests then fails until the API answers it as documented and docs/PROTOCOL.md has a
+/// heading for it.
 public enum OpenAPI {
-    fileprivate typealias Node = OpenAPINode
-    typealias Operation = OpenAPIOperation
+    typealias Node = OpenAPINode
     typealias Answer = OpenAPIAnswer
 
     public static let document: JSONValue = build().json
@@ -61,41 +61,17 @@ public enum OpenAPI {
     /// and the other events still apply. TaskStore.apply throws no other code.
     public static let applyErrors: [APIError.Code] = [.notFound, .notATimer, .conflict, .tooManyTasks]
 
-    /// The path template and operation the document names for a request, or nil when it names none.
-    /// `{id}` stands for any one path segment (`{id}.svg` for one that ends so): the API answers a bad
-    /// id with `invalid_id`. Methods are case-sensitive, as in HTTP: `post` is not `POST`.
+    /// The path template and operation the document names for a request, or nil when it names none
+    /// (the route table's match). Methods are case-sensitive, as in HTTP: `post` is not `POST`.
     public static func operation(method: String, path: String) -> (template: String, operation: JSONValue)? {
-        guard methods.contains(method), let (template, item) = pathItem(path), let operation = item[method.lowercased()] else { return nil }
-        return (template, operation)
+        guard let route = Routes.match(path)?.route, route.isDocumented, route.methods.contains(method),
+            let operation = document["paths"]?[route.path]?[method.lowercased()]
+        else { return nil }
+        return (route.path, operation)
     }
 
-    /// What a 405 answer's `Allow` header says: the methods the document names on the path, or nil
-    /// when it names no such path.
-    public static func allowedMethods(path: String) -> String? {
-        guard let (_, item) = pathItem(path), case .object(let members) = item else { return nil }
-        let names = members.map { $0.0.uppercased() }.filter { methods.contains($0) }
-        return names.isEmpty ? nil : names.joined(separator: ", ")
-    }
-
-    private static func pathItem(_ path: String) -> (String, JSONValue)? {
-        guard case .object(let paths)? = document["paths"] else { return nil }
-        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
-        for (template, item) in paths {
-            let pattern = template.split(separator: "/", omittingEmptySubsequences: false)
-            if pattern.count == segments.count, zip(pattern, segments).allSatisfy(segmentMatches) { return (template, item) }
-        }
-        return nil
-    }
-
-    private static func segmentMatches(_ pattern: Substring, _ segment: Substring) -> Bool {
-        guard pattern.hasPrefix("{"), let close = pattern.firstIndex(of: "}") else { return pattern == segment }
-        // `{id}` is any segment; `{id}.svg` any that ends in `.svg` after at least one byte of id.
-        let suffix = pattern[pattern.index(after: close)...].utf8
-        guard suffix.isEmpty || segment.utf8.count > suffix.count else { return false }
-        return segment.utf8.reversed().starts(with: suffix.reversed())
-    }
-
-    private static let methods: Set<String> = ["GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRACE"]
+    /// What a 405 answer's `Allow` header says (`Routes.allowedMethods`).
+    public static func allowedMethods(path: String) -> String? { Routes.allowedMethods(path: path) }
 
     /// Limits the parsers in Commands.swift enforce, written once here for the document.
     static let seconds = (min: 0.001, max: 31_536_000.0)
@@ -120,7 +96,10 @@ public enum OpenAPI {
                 (else 403). An unknown path under /api answers 404 not_found; a method an endpoint does not \
                 take, 405 method_not_allowed with an Allow header naming the methods it takes (after the \
                 Origin and token checks of a change). HTTP/1.1 pipelining is refused: a connection that \
-                sends a request before the answer to the one before has left is closed.
+                sends a request before the answer to the one before has left is closed. The /auth/ paths \
+                are the browser's sign-in at an identity provider (oidc in config.json): the server's \
+                sign-in answers them, ahead of the API, and without oidc every one but /auth/providers \
+                is 404 not_found.
                 """,
             ],
             "paths": paths(),
@@ -148,259 +127,6 @@ public enum OpenAPI {
 
     // MARK: Operations
 
-    /// Every operation the API routes, in the document's order.
-    static let operations: [Operation] = {
-        let watch: Node = [
-            "name": "watch", "in": "query", "required": false,
-            "description":
-                .string(
-                    "Comma-separated id patterns (* any run of characters, ? one), at most \(WatchSet.maxPatterns) of \(WatchSet.maxPatternBytes) bytes in all; empty or absent: every task."
-                ),
-            "schema": ["type": "string", "pattern": .string(watchListPattern)],
-            "examples": ["ci": ["value": "ci.*,deploy.web"]],
-        ]
-        // Text for terminals: ?format=text, or an Accept header that ranks text/plain above
-        // application/json (OpenAPI names no Accept parameter: the answers list both media types).
-        let format: Node = [
-            "name": "format", "in": "query", "required": false,
-            "description":
-                "text: a table for terminals (text/plain), as an Accept header that ranks text/plain above application/json also asks; json (the default): JSON, whatever Accept says.",
-            "schema": ["type": "string", "enum": ["text", "json"]],
-        ]
-        let width: Node = [
-            "name": "width", "in": "query", "required": false,
-            "description": .string(
-                "The text table's width in columns (default \(TextTable.defaultWidth)); refused out of range even when JSON is answered."),
-            "schema": [
-                "type": "integer", "minimum": .number(Double(TextTable.widths.lowerBound)), "maximum": .number(Double(TextTable.widths.upperBound)),
-            ],
-        ]
-        let text: (Answer) -> Answer = {
-            $0.or(
-                "text/plain",
-                [
-                    "type": "string", "minLength": 1,
-                    "description": .string(
-                        """
-                        With format=text or Accept: text/plain (charset utf-8): a header line, a row a task (a bar, \
-                        the percentage, title · detail, state, time left), a line that counts them; no line wider than width.
-                        """),
-                ])
-        }
-        let label: Node = [
-            "name": "label", "in": "query", "required": false,
-            "description": .string(
-                "The badge's left text instead of the task's title; the first \(Badge.maxLabel) characters are shown. (No CR, LF or NUL: the transport refuses those in a URL.)"
-            ),
-            "schema": ["type": "string", "pattern": .string(urlText)],
-        ]
-        let ifNoneMatch: Node = [
-            "name": "If-None-Match", "in": "header", "required": false,
-            "description": "ETags the client has (\"…\", W/\"…\", or *): 304 when one is the badge's.",
-            "schema": ["type": "string"],
-        ]
-        let badgeHeaders: [(String, String, Node)] = [
-            ("ETag", "The badge's strong tag.", ["type": "string", "pattern": "^\"[0-9a-f]{32}\"$"]),
-            ("Cache-Control", "Badges are short-lived.", ["const": .string(Badge.cacheControl)]),
-        ]
-        let update = body(
-            ref("TaskPatch"), required: false,
-            examples: [
-                "progress": #"{"title": "Build 42", "progress": 0.42, "detail": "compiling"}"#,
-                "units": #"{"completed": 84, "total": 200}"#,
-                "done": #"{"state": "done"}"#,
-                "child": #"{"title": "Unit tests", "parent": "ci", "progress": 0.5, "staleAfter": 30}"#,
-                "controls": #"{"controls": ["cancel", "pause", "resume"], "staleAfter": 30, "abandonAfter": 600}"#,
-                "kind": #"{"title": "Build 43", "kind": "ci.build", "progress": 0}"#,
-            ])
-        let updated: Answer = .json("The task as it now is, and the seq of the change.", "Change")
-        let updateErrors: [APIError.Code] = [.invalidJSON, .invalidID, .invalidField, .unknownField, .tooManyTasks]
-        let asIs: Answer = .json("The task as it now is.", "Change")
-        let asked: Answer = .json(
-            "The task with the request marked, and how many of the task's publisher sockets were told (0: none is connected; the request waits).",
-            "ControlAnswer")
-        return [
-            Operation(
-                "GET", "/api/tasks", "listTasks",
-                "List the tasks the token may read (a snapshot), optionally only those a watch list matches; as text for terminals.",
-                .scoped, parameters: [watch, format, width], ok: text(.json("The tasks, oldest change first.", "TaskList")),
-                errors: [.invalidPattern, .invalidField]),
-            Operation(
-                "GET", "/api/tasks/{id}", "getTask", "One task; as text for terminals, with every task under it the token may read.", .scoped,
-                parameters: [format, width], ok: text(.json("The task.", "Task")), errors: [.invalidID, .notFound, .invalidField]),
-            Operation(
-                "POST", "/api/tasks/{id}", "updateTask", "Create or update a task: merges the fields given (docs/PROTOCOL.md, Merge rules).",
-                .change, body: update, ok: updated, errors: updateErrors),
-            Operation(
-                "PUT", "/api/tasks/{id}", "putTask", "Create or update a task, as POST does.", .change, body: update, ok: updated,
-                errors: updateErrors),
-            Operation(
-                "PATCH", "/api/tasks/{id}", "patchTask", "Create or update a task, as POST does.", .change, body: update, ok: updated,
-                errors: updateErrors),
-            Operation(
-                "DELETE", "/api/tasks/{id}", "removeTask", "Remove a task: watchers get a remove event.",
-                .change, ok: .json("The id removed, and the seq of the removal.", "Removed"), errors: [.invalidID, .notFound]),
-            Operation(
-                "POST", "/api/tasks/{id}/show", "showTask",
-                "Show a task (creating it if new), optionally for a while: the server hides it by itself after hideAfter seconds.",
-                .change,
-                body: body(ref("ShowOptions"), required: false, examples: ["saving": #"{"hideAfter": 3, "modal": true, "detail": "Saving…"}"#]),
-                ok: asIs, errors: [.invalidJSON, .invalidID, .invalidField, .unknownField, .tooManyTasks]),
-            Operation(
-                "POST", "/api/tasks/{id}/hide", "hideTask", "Hide a task.", .change, body: noFields, ok: asIs,
-                errors: noFieldsErrors + [.notFound]),
-            Operation(
-                "POST", "/api/tasks/{id}/cancel", "cancelTask",
-                "Ask the task's publisher to cancel it: marks cancelRequested and sends a control frame to every WebSocket that published it. The task must offer cancel in its controls.",
-                .change, body: noFields, ok: asked, errors: noFieldsErrors + [.notFound, .conflict]),
-            Operation(
-                "POST", "/api/tasks/{id}/pause", "pauseTask",
-                "Ask the task's publisher to pause it: marks pauseRequested. The task must offer pause and not be paused already.",
-                .change, body: noFields, ok: asked, errors: noFieldsErrors + [.notFound, .conflict]),
-            Operation(
-                "POST", "/api/tasks/{id}/resume", "resumeTask",
-                "Ask the publisher of a paused task (or one with a pause request waiting) to go on: clears pauseRequested. The task must offer resume.",
-                .change, body: noFields, ok: asked, errors: noFieldsErrors + [.notFound, .conflict]),
-            Operation(
-                "GET", "/api/tasks/{id}/log", "readLog",
-                "The lines kept of a task's log: the last it received, within logLines, logBytes and maxLogBytes (config).",
-                .scoped, ok: .json("The tail of the log, and how many lines it has received in all.", "LogTail"), errors: [.invalidID, .notFound]),
-            Operation(
-                "GET", "/api/tasks/{id}/timeline", "readTimeline",
-                "(v4) The task's short history: created, each state it entered, shown and hidden, each cancel, pause or resume asked and who asked, abandonment.",
-                .scoped, ok: .json("The timeline, oldest first.", "Timeline"), errors: [.invalidID, .notFound]),
-            Operation(
-                "POST", "/api/tasks/{id}/log", "appendLog",
-                "Append lines to the log of a task that exists. A log line renews the task's lease, and a stalled task runs again. Watchers receive a log event.",
-                .change, body: logBody, ok: asIs,
-                errors: [.invalidJSON, .invalidID, .invalidField, .unknownField, .missingField, .notFound, .lengthRequired]),
-            Operation(
-                "POST", "/api/timers/{id}", "startTimer",
-                "Start (or restart) a countdown timer: the server ticks it every interval, derived from its start, never counted.",
-                .change,
-                body: body(
-                    ref("TimerStart"), required: true,
-                    examples: [
-                        "tea": #"{"seconds": 180, "interval": 1, "title": "Tea"}"#,
-                        "shared phase": #"{"seconds": 60, "startAt": 1764489600000, "hideAfter": 5}"#,
-                    ]),
-                ok: .json("The timer's task.", "Change"),
-                errors: [.invalidJSON, .invalidID, .invalidField, .unknownField, .missingField, .tooManyTasks, .lengthRequired]),
-            Operation(
-                "POST", "/api/timers/{id}/pause", "pauseTimer", "Pause a timer: its ticks stop (state paused).",
-                .change, body: noFields, ok: asIs, errors: noFieldsErrors + timerErrors),
-            Operation(
-                "POST", "/api/timers/{id}/resume", "resumeTimer", "Resume a paused timer: every remaining tick shifts by the pause's length.",
-                .change, body: noFields, ok: asIs, errors: noFieldsErrors + timerErrors),
-            Operation(
-                "POST", "/api/timers/{id}/cancel", "cancelTimer", "Cancel a timer (state cancelled).",
-                .change, body: noFields, ok: asIs, errors: noFieldsErrors + timerErrors),
-            Operation(
-                "POST", "/api/events", "publishEvents",
-                """
-                A batch: an array of events (or one event object), applied in order. The whole batch is \
-                validated first: a malformed event, or one the token may not send, refuses all of it \
-                (its field is named like events[3].progress). Events that fail only when applied (an \
-                unknown task, a finished timer, a new task past maxTasks) are listed in errors; the rest still apply.
-                """,
-                .change,
-                body: body(
-                    ref("Batch"), required: true,
-                    examples: [
-                        "batch":
-                            #"[{"type": "update", "id": "ci.test", "progress": 0.5}, {"type": "show", "id": "ci.test", "hideAfter": 10}, {"type": "hide", "id": "nope"}]"#,
-                        "one event": #"{"type": "timer", "id": "tea", "seconds": 180}"#,
-                        "log": #"[{"type": "update", "id": "ci.log", "title": "Log"}, {"type": "log", "id": "ci.log", "lines": ["compiling a.c"]}]"#,
-                    ]),
-                ok: .json("How many events applied, and why each of the others did not.", "BatchAnswer"),
-                errors: [.invalidJSON, .invalidEvent, .invalidID, .invalidField, .unknownField, .missingField, .lengthRequired]),
-            Operation(
-                "GET", "/api/stream", "stream",
-                """
-                (v6) The watch of a /ws watcher as a stream that does not end, over one chunked answer: Server-Sent \
-                Events (id EPOCH:SEQ, event = the message's type, data = its JSON; resumed by Last-Event-ID as by \
-                since) or JSON lines (format=jsonl, or Accept: application/x-ndjson). Same snapshot, events, reader \
-                rules, caps and conflation as /ws.
-                """,
-                .scoped,
-                parameters: [
-                    watch,
-                    [
-                        "name": "since", "in": "query", "required": false,
-                        "description": "EPOCH:SEQ: the changes since that point rather than a full snapshot, within the epoch.",
-                        "schema": ["type": "string"],
-                    ],
-                    [
-                        "name": "format", "in": "query", "required": false,
-                        "description": "sse (the default, unless Accept names application/x-ndjson) or jsonl.",
-                        "schema": ["type": "string", "enum": ["sse", "jsonl"]],
-                    ],
-                    [
-                        "name": "heartbeat", "in": "query", "required": false,
-                        "description": "comment (the default): heartbeats as SSE comments; event: as heartbeat events.",
-                        "schema": ["type": "string", "enum": ["comment", "event"]],
-                    ],
-                    [
-                        "name": "Last-Event-ID", "in": "header", "required": false,
-                        "description": "EPOCH:SEQ, as an EventSource sends it when it reconnects: wins over since.",
-                        "schema": ["type": "string"],
-                    ],
-                ],
-                ok: Answer("The stream.", "text/event-stream", ["type": "string"]).or("application/x-ndjson", ["type": "string"]),
-                errors: [.invalidPattern, .invalidField, .rateLimited]),
-            Operation(
-                "GET", "/api/openapi.json", "openAPI", "This document.", .read,
-                ok: Answer("The OpenAPI 3.1 document of this API.", "application/json", ["type": "object", "required": ["openapi", "paths"]]),
-                errors: []),
-            Operation(
-                "GET", "/api/kinds", "listKinds",
-                "The kinds that have finished runs (those the token may see: its patterns cover the kind, or a task of it it may read): how many are kept, their median, 90th percentile and last length.",
-                .scoped, ok: .json("Every kind with runs, by name.", "KindList"), errors: []),
-            Operation(
-                "GET", "/badge/{id}.svg", "badge",
-                """
-                An SVG badge of the task for a README: its title (or label) on grey, then the percentage of \
-                a running task over a bar of it, or its state word, in the state's colour. A task that does not \
-                exist, or an id that is not valid, gets a grey "unknown" badge (200), so an image never breaks; \
-                a task the request may not read is refused (401, 403), as every read is.
-                """,
-                .scoped, parameters: [label, ifNoneMatch],
-                ok: Answer(
-                    "The badge: no script, no style attribute.", Badge.contentType, ["type": "string", "minLength": 1], headers: badgeHeaders),
-                also: [(304, Answer("If-None-Match names the badge's ETag: no body.", headers: badgeHeaders))],
-                errors: [.notFound]),
-            Operation("GET", "/healthz", "health", "Liveness and a few counts.", .read, ok: .json("The server is serving.", "Health"), errors: []),
-            Operation(
-                "GET", "/readyz", "ready",
-                """
-                Readiness: whether what the server depends on (storage; Redis when a node uses it) answered \
-                its last question. The server asks every 2 s and answers from the last answers.
-                """,
-                .read, ok: .json("Every dependency answers.", "Ready"),
-                also: [(503, .json("A dependency failed, has not answered for 10 s, or has not answered yet (just after start).", "NotReady"))],
-                errors: []),
-            Operation(
-                "GET", "/metrics", "metrics",
-                "Counters and gauges in Prometheus' text format (version 0.0.4). From loopback, or with a token whose patterns cover every id.",
-                .probe, ok: Answer("One HELP, TYPE and sample line per metric.", "text/plain", ["type": "string", "minLength": 1]),
-                errors: [.unauthorized, .forbidden]),
-            Operation(
-                "GET", "/api/session", "session", "Who the request is signed in as (its token, else anonymous) and what it may read and publish.",
-                .scoped, ok: .json("The grant: its name, kind and patterns.", "Session"), errors: []),
-            Operation(
-                "POST", "/api/session", "signIn",
-                """
-                Sign a browser in: trades a token (in the body, or Authorization) for an HttpOnly, SameSite=Strict \
-                cookie (Secure over TLS) that /ws and the API accept. A token that does not hold is refused, with the reason.
-                """,
-                .session, body: body(ref("SignIn"), required: false, examples: ["token": #"{"token": "reader-token-0123456789"}"#]),
-                ok: .json("Signed in: the grant the cookie carries.", "Session"), errors: [.invalidJSON, .unknownField, .missingField, .invalidField]),
-            Operation(
-                "DELETE", "/api/session", "signOut", "Sign out: clears the cookie.", .session,
-                ok: .json("Signed out.", "SignedOut"), errors: []),
-        ]
-    }()
-
     /// The path parameters a template may name, by name.
     private static let pathParameters: [String: Node] = [
         "id": ["name": "id", "in": "path", "required": true, "schema": ref("TaskID"), "description": "The task id, e.g. ci.build-42."]
@@ -412,34 +138,30 @@ public enum OpenAPI {
             "The task id, e.g. ci.build-42; anything else gets the unknown badge (but a /, a CR, LF or NUL: no badge path, or a URL the transport refuses).",
     ]
 
-    /// The operations grouped by path, each path with the parameters its template names.
+    /// The routes the document describes, each path with the parameters its template names.
     private static func paths() -> Node {
-        var items: [(path: String, members: [(String, JSONValue)])] = []
-        for operation in operations {
-            if let index = items.firstIndex(where: { $0.path == operation.path }) {
-                items[index].members.append((operation.method.lowercased(), operation.node.json))
-                continue
-            }
-            let names = operation.path.split(separator: "{").dropFirst().map { String($0.prefix { $0 != "}" }) }
+        var items: [(String, JSONValue)] = []
+        for route in Routes.table where route.isDocumented {
+            let names = route.path.split(separator: "{").dropFirst().map { String($0.prefix { $0 != "}" }) }
             let parameters = names.map { name -> JSONValue in
-                if operation.path.hasPrefix("/badge/") { return badgeID.json }
-                guard let parameter = pathParameters[name] else { preconditionFailure("\(operation.path): no path parameter \(name)") }
+                if route.handler == .badge { return badgeID.json }
+                guard let parameter = pathParameters[name] else { preconditionFailure("\(route.path): no path parameter \(name)") }
                 return parameter.json
             }
             var members: [(String, JSONValue)] = parameters.isEmpty ? [] : [("parameters", .array(parameters))]
-            members.append((operation.method.lowercased(), operation.node.json))
-            items.append((operation.path, members))
+            members += route.operations.map { ($0.method.lowercased(), $0.node.json) }
+            items.append((route.path, .object(members)))
         }
-        return Node(.object(items.map { ($0.path, .object($0.members)) }))
+        return Node(.object(items))
     }
 
     /// POST with no fields: no body, an empty one, or `{}`.
-    private static let noFields = body(ref("NoFields"), required: false, examples: ["empty": "{}"])
-    private static let noFieldsErrors: [APIError.Code] = [.invalidJSON, .invalidID, .unknownField]
-    private static let timerErrors: [APIError.Code] = [.notFound, .notATimer, .conflict]
+    static let noFields = body(ref("NoFields"), required: false, examples: ["empty": "{}"])
+    static let noFieldsErrors: [APIError.Code] = [.invalidJSON, .invalidID, .unknownField]
+    static let timerErrors: [APIError.Code] = [.notFound, .notATimer, .conflict]
 
     /// A log's lines: `{"lines": […]}`, or text/plain, one line a line.
-    private static let logBody = body(
+    static let logBody = body(
         ref("LogLines"), required: true,
         examples: [
             "lines": #"{"lines": ["compiling a.c", "compiling b.c"]}"#
@@ -457,7 +179,7 @@ public enum OpenAPI {
         ])
 
     /// A JSON request body with its examples (and, where the endpoint also reads text, its text/plain form).
-    fileprivate static func body(_ schema: Node, required: Bool, examples: KeyValuePairs<String, String>, plainText: Node? = nil) -> Node {
+    static func body(_ schema: Node, required: Bool, examples: KeyValuePairs<String, String>, plainText: Node? = nil) -> Node {
         var named: [(String, JSONValue)] = []
         for (name, text) in examples {
             // The examples are literals of this file: OpenAPITests parses and sends each one.
@@ -827,6 +549,20 @@ public enum OpenAPI {
                             ], required: ["kind", "runs", "lastFinishedAt"]),
                     ]
                 ], required: ["kinds"]),
+            "ProviderList": object(
+                [
+                    "providers": [
+                        "type": "array",
+                        "items": object(
+                            [
+                                "name": ["type": "string", "minLength": 1, "description": "What the form says: Sign in with NAME."],
+                                "login": [
+                                    "type": "string", "pattern": "^auth/login(\\?provider=[0-9]+)?$",
+                                    "description": "Where the form sends the browser, relative to the dashboard's page.",
+                                ],
+                            ], required: ["name", "login"]),
+                    ]
+                ], required: ["providers"]),
             "Error": error,
         ]
     }
@@ -853,10 +589,10 @@ public enum OpenAPI {
         return schema
     }
 
-    fileprivate static func ref(_ name: String) -> Node { ["$ref": .string("#/components/schemas/\(name)")] }
+    static func ref(_ name: String) -> Node { ["$ref": .string("#/components/schemas/\(name)")] }
 }
 
-/// One operation as the document describes it: an entry of `OpenAPI.operations`.
+/// One method of a route as the document describes it (`Routes.table`).
 struct OpenAPIOperation {
     /// Who may call an operation, and so the refusals it shares with every operation of its kind.
     enum Access {
@@ -872,6 +608,9 @@ struct OpenAPIOperation {
         case scoped
         /// Signing in and out: no token needed, but the Origin check of a change applies.
         case session
+        /// A browser's navigation through the sign-in at an identity provider: the server answers
+        /// it before the API (no token, no Origin check, no body read).
+        case provider
 
         var errors: [APIError.Code] {
             switch self {
@@ -882,7 +621,7 @@ struct OpenAPIOperation {
             case .change:
                 return [.invalidRequest, .unauthorized, .forbidden, .bodyTooLarge, .misdirected, .rateLimited, .storageFailed, .notImplemented]
                     + OpenAPIOperation.headErrors
-            case .probe: return [.invalidRequest, .misdirected] + OpenAPIOperation.headErrors
+            case .probe, .provider: return [.invalidRequest, .misdirected] + OpenAPIOperation.headErrors
             }
         }
     }
@@ -891,29 +630,29 @@ struct OpenAPIOperation {
     static let headErrors: [APIError.Code] = [.uriTooLong, .headerTooLarge]
 
     let method: String
-    let path: String
     let id: String
     let summary: String
     let access: Access
     let parameters: [OpenAPINode]
     let body: OpenAPINode?
-    /// The 200 answer, then any other an operation gives besides its errors (a readiness probe's 503).
+    /// The answer that means it worked (200, or a sign-in's 302), then any other an operation gives
+    /// besides its errors (a readiness probe's 503).
     let answers: [(status: Int, answer: OpenAPIAnswer)]
     /// The codes it can refuse with besides those of its access.
     let errors: [APIError.Code]
 
     init(
-        _ method: String, _ path: String, _ id: String, _ summary: String, _ access: Access, parameters: [OpenAPINode] = [],
-        body: OpenAPINode? = nil, ok: OpenAPIAnswer, also: [(status: Int, answer: OpenAPIAnswer)] = [], errors: [APIError.Code]
+        _ method: String, _ id: String, _ summary: String, _ access: Access, parameters: [OpenAPINode] = [],
+        body: OpenAPINode? = nil, ok: OpenAPIAnswer, status: Int = 200, also: [(status: Int, answer: OpenAPIAnswer)] = [],
+        errors: [APIError.Code]
     ) {
         self.method = method
-        self.path = path
         self.id = id
         self.summary = summary
         self.access = access
         self.parameters = parameters
         self.body = body
-        answers = [(200, ok)] + also
+        answers = [(status, ok)] + also
         self.errors = errors
     }
 
@@ -922,7 +661,7 @@ struct OpenAPIOperation {
         switch access {
         case .change: operation = operation.with("security", [["bearer": []], ["signInCookie": []]])
         case .scoped, .probe: operation = operation.with("security", [[:], ["bearer": []], ["signInCookie": []]])
-        case .read, .session: break
+        case .read, .session, .provider: break
         }
         if !parameters.isEmpty { operation = operation.with("parameters", OpenAPINode(.array(parameters.map(\.json)))) }
         if let body { operation = operation.with("requestBody", body) }

@@ -180,14 +180,18 @@ final class ProviderSignIn: Sendable {
     /// Answers a request under `/auth/`. `api` is asked, under the state's lock, for the policy and
     /// the cookie; the network is reached outside it.
     func answer(_ request: APIRequest, now: Double, api: ((API) -> Void) -> Void) -> APIResponse {
+        // The route table's: every step is a GET, and a method is refused before an unknown path.
+        let route = Routes.match(request.path)?.route
         guard request.method == "GET" else {
-            return APIResponse(APIError(.methodNotAllowed, "\(request.method) is not allowed on \(request.path); use GET"))
+            var refused = APIResponse(APIError(.methodNotAllowed, "\(request.method) is not allowed on \(request.path); use GET"))
+            if let route, route.handler.isSignIn { refused.headers = [("allow:", route.allow)] }
+            return refused
         }
-        switch request.path {
-        case "/auth/providers": return Self.providerList(settings)
-        case "/auth/login": return begin(request, now: now)
-        case "/auth/callback": return finish(request, now: now, api: api)
-        case "/auth/logout": return signOut(request, now: now, api: api)
+        switch route?.handler {
+        case .signIn(.providers): return Self.providerList(settings)
+        case .signIn(.login): return begin(request, now: now)
+        case .signIn(.callback): return finish(request, now: now, api: api)
+        case .signIn(.logout): return signOut(request, now: now, api: api)
         default:
             return APIResponse(APIError(.notFound, "no such path: \(request.path) (the sign-in takes /auth/login, /auth/callback, /auth/logout)"))
         }
