@@ -101,4 +101,18 @@ final class SignInRouteTests: XCTestCase {
             XCTAssertEqual(refused.headers["allow"], route.allow, "DELETE \(route.path)")
         }
     }
+
+    /// Without a provider the steps are not found, but a method they never take is still a 405
+    /// with the table's `Allow`, as with one.
+    func testWithoutAProviderTheStepsAre404AndOtherMethods405() throws {
+        let server = try TestServer()
+        let client = server.http()
+        for route in Routes.table.filter(\.handler.isSignIn) {
+            let answer = try client.request("GET", route.path)
+            XCTAssertEqual(answer.status, route.handler == .signIn(.providers) ? 200 : 404, "GET \(route.path): \(answer.text)")
+            let refused = try client.request("POST", route.path)
+            XCTAssertEqual(refused.status, 405, "POST \(route.path): \(refused.text)")
+            XCTAssertEqual(refused.headers["allow"], route.allow, "POST \(route.path)")
+        }
+    }
 }

@@ -91,7 +91,7 @@ def main():
         # A stream's answer does not end: every request to it would run into the request timeout.
         "--exclude-path", "/api/stream",
         # The sign-in at an identity provider needs one, which this server has not: without oidc the
-        # server answers every /auth/ path but /auth/providers 404, whatever the method (no 405).
+        # server answers every /auth/ step but /auth/providers 404 (a method they do not take: 405).
         # SignInRouteTests sends each of them to a server with a provider; Tests/browser/test_oidc.py
         # runs the flow against Tests/oidc/provider.py.
         "--exclude-path-regex", "^/auth/",

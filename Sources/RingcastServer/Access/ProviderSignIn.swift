@@ -180,14 +180,8 @@ final class ProviderSignIn: Sendable {
     /// Answers a request under `/auth/`. `api` is asked, under the state's lock, for the policy and
     /// the cookie; the network is reached outside it.
     func answer(_ request: APIRequest, now: Double, api: ((API) -> Void) -> Void) -> APIResponse {
-        // The route table's: every step is a GET, and a method is refused before an unknown path.
-        let route = Routes.match(request.path)?.route
-        guard request.method == "GET" else {
-            var refused = APIResponse(APIError(.methodNotAllowed, "\(request.method) is not allowed on \(request.path); use GET"))
-            if let route, route.handler.isSignIn { refused.headers = [("allow:", route.allow)] }
-            return refused
-        }
-        switch route?.handler {
+        if let refused = Self.refusedMethod(request) { return refused }
+        switch Routes.match(request.path)?.route.handler {
         case .signIn(.providers): return Self.providerList(settings)
         case .signIn(.login): return begin(request, now: now)
         case .signIn(.callback): return finish(request, now: now, api: api)
@@ -195,6 +189,15 @@ final class ProviderSignIn: Sendable {
         default:
             return APIResponse(APIError(.notFound, "no such path: \(request.path) (the sign-in takes /auth/login, /auth/callback, /auth/logout)"))
         }
+    }
+
+    /// The route table's: every step is a GET, and a method is refused before an unknown path,
+    /// whether or not a provider is configured.
+    static func refusedMethod(_ request: APIRequest) -> APIResponse? {
+        guard request.method != "GET" else { return nil }
+        var refused = APIResponse(APIError(.methodNotAllowed, "\(request.method) is not allowed on \(request.path); use GET"))
+        if let route = Routes.match(request.path)?.route, route.handler.isSignIn { refused.headers = [("allow:", route.allow)] }
+        return refused
     }
 
     /// `{"providers": [{"name", "login"}]}`: what the sign-in form offers.

@@ -282,6 +282,8 @@ extension ServiceWorker {
         var response: APIResponse
         if let host = request.headers.host, !http.gate.hosts.allows(host) {
             response = APIResponse(http.gate.hosts.refusal(host))
+        } else if let refused = ProviderSignIn.refusedMethod(request) {
+            response = refused
         } else if let signIn {
             response = signIn.answer(request, now: now) { body in state.signIn(body) }
         } else if request.path == "/auth/providers", request.method == "GET" {
