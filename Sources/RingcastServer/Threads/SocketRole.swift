@@ -274,7 +274,9 @@ extension ServiceWorker {
     static let fragmentBytes = 64 * 1024
 
     private func write(_ socket: SocketPeer, on link: LWSConnection) -> Bool {
-        if let stream = socket.stream { return writeStream(socket, stream, on: link) }
+        // Tested for nil rather than bound: binding copies the stream's request (its patterns),
+        // once per delivery to every watcher.
+        if socket.stream != nil { return writeStream(socket, on: link) }
         guard let subscription = socket.subscription else { return true }
         subscription.writeableCallbackBegan()
         if socket.unfinished != nil {
@@ -316,8 +318,9 @@ extension ServiceWorker {
             // lws takes a second write in one callback only while nothing of the first is buffered.
         } while frames < (socket.isCompressed ? 1 : Self.framesPerWriteable) && subscription.hasPending && !link.isChoked
             && socket.unfinished == nil
-        if subscription.hasPending || socket.closeReason != nil || socket.unfinished != nil { subscription.requestWrite() }
-        sockets.watchOutput(of: socket)
+        let pending = subscription.hasPending
+        if pending || socket.closeReason != nil || socket.unfinished != nil { subscription.requestWrite() }
+        if pending || socket.unfinished != nil || !link.mayWriteOutsideCallback { sockets.watchOutput(of: socket) }
         return true
     }
 

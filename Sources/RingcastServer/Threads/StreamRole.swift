@@ -60,8 +60,8 @@ extension ServiceWorker {
     /// in one chunk of up to `fragmentBytes` (a message longer than that, a snapshot, leaves in
     /// chunks of that size over the next callbacks). Once closing with nothing left: the last
     /// chunk, after an `error` event saying why unless the server is stopping.
-    func writeStream(_ socket: SocketPeer, _ stream: StreamRequest, on link: LWSConnection) -> Bool {
-        guard let subscription = socket.subscription else { return true }
+    func writeStream(_ socket: SocketPeer, on link: LWSConnection) -> Bool {
+        guard let subscription = socket.subscription, let stream = socket.stream else { return true }
         subscription.writeableCallbackBegan()
         if socket.unfinished != nil {
             guard writeNextStreamPiece(of: socket, on: link) else { return false }

@@ -10,6 +10,7 @@ import RingcastPlatform
 /// taken for a stalled one. Service thread only.
 extension SocketRole {
     /// After a write to `socket`: when output is left waiting, its clock starts (unless it runs).
+    /// The delivery path calls it only when it saw output left (`owesOutput` decides).
     func watchOutput(of socket: SocketPeer) {
         guard writeTimeoutSeconds > 0 else { return }
         guard owesOutput(socket) else { return }
