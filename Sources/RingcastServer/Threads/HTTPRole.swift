@@ -80,10 +80,13 @@ extension ServiceWorker {
 
     /// What every request and every upgrade must pass before anything reads it: nothing cut at the
     /// header limit, a whole request line, and one of our hosts.
-    func checkHead(_ link: LWSConnection) throws(APIError) {
+    /// The Host header it read, for the checks that follow.
+    @discardableResult func checkHead(_ link: LWSConnection) throws(APIError) -> String? {
         try checkHeaderLimit(link)
         guard link.hasWholeRequestLine else { throw APIError.cutRequestLine }
-        try http.gate.checkHost(link.header(.host))
+        let host = link.header(.host)
+        try http.gate.checkHost(host)
+        return host
     }
 
     /// A request whose path, query argument or header lws cut at `Server.headerLimit`: 414 or 431,

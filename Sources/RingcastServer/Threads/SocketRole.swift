@@ -120,8 +120,8 @@ extension ServiceWorker {
             return false
         }
         do throws(APIError) {
-            try checkHead(link)
-            try http.gate.checkOrigin(RequestHeaders(host: link.header(.host), origin: link.header(.origin)))
+            let host = try checkHead(link)
+            try http.gate.checkOrigin(RequestHeaders(host: host, origin: link.header(.origin)))
         } catch {
             ledger.logRefusal(
                 error.code == .misdirected ? "host" : error.code == .forbidden ? "origin" : "request", offender: link.peerAddress,
