@@ -9,7 +9,9 @@ import Foundation
 /// @unchecked Sendable: `value` is touched only inside `withLock`, under `lock`.
 package final class Locked<Value>: @unchecked Sendable {
     private let lock = NSLock()
-    private var value: Value
+    /// Unchecked: the lock already keeps any two accesses apart, and the runtime's check would
+    /// cost every caller (a connect takes several locks) a second bookkeeping of the same thing.
+    @exclusivity(unchecked) private var value: Value
 
     package init(_ value: Value) { self.value = value }
 

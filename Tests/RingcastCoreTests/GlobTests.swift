@@ -99,6 +99,18 @@ final class GlobTests: XCTestCase {
         XCTAssertNotEqual(try WatchSet.parse("a.*").get(), try WatchSet.parse("b.*").get())
     }
 
+    /// Shared snapshots are found by a watch set's hash and equality, which read the patterns in
+    /// place: the same lists meet, and a list is never taken for its prefix, its reordering, or
+    /// its patterns run together.
+    func testWatchSetHashAndEqualityAreThoseOfItsPatternList() throws {
+        let sets = try ["a.*", "a.*,b.*", "b.*,a.*", "a.*,b.*,c", "a.*b.*", "*"].map { try WatchSet.parse($0).get() }
+        for (i, lhs) in sets.enumerated() {
+            for (j, rhs) in sets.enumerated() { XCTAssertEqual(lhs == rhs, i == j, "\(lhs.key) against \(rhs.key)") }
+        }
+        XCTAssertEqual(Set(sets + sets.map { WatchSet($0.globs.map { Glob($0.pattern) }) }).count, sets.count)
+        XCTAssertEqual(try WatchSet.parse("a.*,b.*").get().hashValue, WatchSet([Glob("a.*"), Glob("b.*")]).hashValue)
+    }
+
     func testInvalidWatchPatternNamesTheField() {
         guard case .failure(let error) = WatchSet.parse("ok.*,bad/one") else { return XCTFail("accepted a '/'") }
         XCTAssertEqual(error.code, .invalidPattern)

@@ -221,6 +221,20 @@ public struct WatchSet: Hashable, Sendable {
 
     public init(_ globs: [Glob]) { self.globs = globs }
 
+    // By the patterns, read in place: the synthesized ones copy each whole `Glob` (its matcher's
+    // arrays, five retains) to compare or hash one string, and every watcher's connect hashes its
+    // set to find a snapshot it can share.
+    public static func == (lhs: WatchSet, rhs: WatchSet) -> Bool {
+        guard lhs.globs.count == rhs.globs.count else { return false }
+        for index in lhs.globs.indices where lhs.globs[index].pattern != rhs.globs[index].pattern { return false }
+        return true
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(globs.count)
+        for index in globs.indices { hasher.combine(globs[index].pattern) }
+    }
+
     /// Parses `a.*,b.*` as sent in `?watch=`; empty means everything.
     /// `*`: what a dashboard and most watchers ask for, made once rather than on every connection.
     public static let everything = WatchSet([Glob("*")])

@@ -92,7 +92,9 @@ public struct APIResponse: Sendable {
 
 /// What a request must pass before anything else, whatever it asks: our own host names (421), and
 /// for a change or a WebSocket, an origin we allow (403). Needs no state.
-public struct RequestGate: Sendable {
+/// A class, immutable: every request and upgrade reads it from its holder, and a struct of four
+/// arrays would be copied (retained field by field) for each.
+public final class RequestGate: Sendable {
     public let hosts: HostPolicy
     public let allowedOrigins: [String]
     /// Config's `trustedProxies`, each read once (Config.swift has checked every entry).
@@ -230,15 +232,17 @@ public struct TransportStatus: Sendable {
 public final class API {
     public let store: TaskStore
     /// Replaced by a reload (`reconfigure`); the settings that cannot change live stay as they started.
-    public private(set) var config: ServerConfig
+    /// This and the two below are read on every connect and request and replaced only by a reload,
+    /// all under the state's lock: the runtime's exclusivity check would only count them again.
+    @exclusivity(unchecked) public private(set) var config: ServerConfig
     /// The checks that need no state: they also run outside the state's lock, on any service thread.
-    public private(set) var gate: RequestGate
+    @exclusivity(unchecked) public private(set) var gate: RequestGate
     /// Which configuration runs, for `/readyz` (set by the server at start and by each reload).
     public var configGeneration: ConfigGeneration?
     /// Who may read and publish what, as every request is checked: kept, not made per request
     /// (each connect and request reads it several times), and made anew when the configuration
     /// or the identity providers change.
-    public private(set) var policy: AccessPolicy
+    @exclusivity(unchecked) public private(set) var policy: AccessPolicy
     /// config.json's `oidc` as the server checks it (keys fetched over https, signatures by
     /// libcrypto); nil when none is configured. Set once the server has built it, and set anew
     /// when the configuration is reloaded (the key cache is kept across).

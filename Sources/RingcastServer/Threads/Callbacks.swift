@@ -134,7 +134,8 @@ extension ServiceWorker: ServiceHandler {
     /// A provider's token may need a key the server has not fetched: fetched here, before the
     /// state's lock is taken, so that no other thread waits on the provider.
     func prepareProviderKeys(_ headers: RequestHeaders, now: Double) {
-        guard let providers = signIn?.providers, headers.authorization != nil || headers.cookie != nil else { return }
+        // The headers first: `signIn` takes a lock, and most connects present no token.
+        guard headers.authorization != nil || headers.cookie != nil, let providers = signIn?.providers else { return }
         providers.prepareKeys(
             authorization: headers.authorization, cookie: headers.cookie,
             cookieName: config.tls != nil ? AccessPolicy.securedCookieName : AccessPolicy.cookieName, now: now)
