@@ -125,9 +125,8 @@ final class SocketPeer: FanOutWriter {
     /// The entry whose `maxConnections` this socket counts against (`Server.connectionsByEntry`).
     @exclusivity(unchecked) var countedEntry: String?
     /// Set for a stream (`GET /api/stream`): how its frames are written, over HTTP, not WebSocket.
-    @exclusivity(unchecked) var stream: StreamRequest?
-    /// The epoch a stream's event ids name: the state's when the stream opened or last resynced.
-    @exclusivity(unchecked) var streamEpoch: [UInt8] = []
+    /// A reference, so the `/ws` sockets that are most of them carry one word for it, not the framing.
+    @exclusivity(unchecked) var stream: StreamOutput?
     /// When it opened (Unix ms): a watcher waiting for its `auth` waits `handshakeTimeoutSeconds` from here.
     let openedAt = Clock.now()
 
@@ -142,6 +141,20 @@ final class SocketPeer: FanOutWriter {
     func queueWriteAtRoundEnd() -> Bool {
         assertOnThread(of: worker.loop)
         return worker.sockets.queueWriteAtRoundEnd(self)
+    }
+}
+
+/// How a stream (`GET /api/stream`) frames what it writes, and the epoch its event ids name: the
+/// state's when the stream opened or last resynced. Service thread only.
+final class StreamOutput {
+    let framing: StreamFraming
+    let heartbeatEvents: Bool
+    @exclusivity(unchecked) var epoch: [UInt8]
+
+    init(_ request: StreamRequest, epoch: String) {
+        framing = request.framing
+        heartbeatEvents = request.heartbeatEvents
+        self.epoch = Array(epoch.utf8)
     }
 }
 

@@ -29,8 +29,7 @@ extension ServiceWorker {
             return false
         }
         let socket = SocketPeer(link: link, worker: self, messageLimit: 0)
-        socket.stream = stream
-        socket.streamEpoch = Array(epoch.utf8)
+        socket.stream = StreamOutput(stream, epoch: epoch)
         socket.session = opening.session
         if let refusal = admitConnection(socket, of: opening.session) {
             refuseHTTP(APIError(.rateLimited, refusal.reason), on: link)
@@ -81,14 +80,14 @@ extension ServiceWorker {
             switch plan {
             case .frame(let bytes, _):
                 StreamEncoder.append(
-                    bytes, epoch: socket.streamEpoch, seq: subscription.newestSeqSent, framing: stream.framing,
+                    bytes, epoch: stream.epoch, seq: subscription.newestSeqSent, framing: stream.framing,
                     heartbeatEvents: stream.heartbeatEvents, to: &out)
             case .resync(let since):
                 let (snapshot, seq, epoch) = state.snapshot(matching: subscription.watch, since: since)
                 fanOut.markResynced(subscription, seq: seq)
-                socket.streamEpoch = Array(epoch.utf8)
+                stream.epoch = Array(epoch.utf8)
                 StreamEncoder.append(
-                    snapshot, epoch: socket.streamEpoch, seq: seq, framing: stream.framing, heartbeatEvents: stream.heartbeatEvents, to: &out)
+                    snapshot, epoch: stream.epoch, seq: seq, framing: stream.framing, heartbeatEvents: stream.heartbeatEvents, to: &out)
             }
             events += 1
         }
@@ -98,7 +97,7 @@ extension ServiceWorker {
             if reason.status != .goingAway {
                 StreamEncoder.append(
                     APIError(reason.status.code == SocketClose.tooManyConnections ? .rateLimited : .unauthorized, reason.text).encodedEvent(),
-                    epoch: socket.streamEpoch, seq: subscription.newestSeqSent, framing: stream.framing, heartbeatEvents: false, to: &last)
+                    epoch: stream.epoch, seq: subscription.newestSeqSent, framing: stream.framing, heartbeatEvents: false, to: &last)
             }
             _ = link.writeHTTPBody((last.isEmpty ? [] : StreamEncoder.chunk(last[...])) + StreamEncoder.lastChunk)
             return false
