@@ -242,12 +242,22 @@ package struct LWSConnection {
     /// Whether the kernel's send buffer is full, so another write now would be buffered by lws.
     package var isChoked: Bool { lws_send_pipe_choked(wsi) != 0 }
 
-    /// Writes one WebSocket text frame; false when the connection should close.
-    package func writeText(_ bytes: [UInt8]) -> Bool {
+    /// What became of a WebSocket write.
+    package enum SocketWrite {
+        /// The kernel took it all.
+        case sent
+        /// lws holds what the kernel did not take, to send before the next writeable callback; the
+        /// connection reads nothing meanwhile (`stopReadingWhileOutputIsHeld`).
+        case held
+        /// The connection should close.
+        case failed
+    }
+
+    /// Writes one WebSocket text frame.
+    package func writeText(_ bytes: [UInt8]) -> SocketWrite {
         loop.assertOnLoopThread()
-        guard writeBuffer.writeText(bytes, to: wsi) else { return false }
-        stopReadingWhileOutputIsHeld()
-        return true
+        guard writeBuffer.writeText(bytes, to: wsi) else { return .failed }
+        return stopReadingWhileOutputIsHeld() ? .held : .sent
     }
 
     /// Writes bytes as they are on a raw client socket; false when the connection should close.
@@ -256,12 +266,11 @@ package struct LWSConnection {
         return writeBuffer.writeRaw(bytes, to: wsi)
     }
 
-    /// Writes `bytes[range]` as one fragment of a text message; false when the connection should close.
-    package func writeTextFragment(_ bytes: [UInt8], _ range: Range<Int>, first: Bool, last: Bool) -> Bool {
+    /// Writes `bytes[range]` as one fragment of a text message.
+    package func writeTextFragment(_ bytes: [UInt8], _ range: Range<Int>, first: Bool, last: Bool) -> SocketWrite {
         loop.assertOnLoopThread()
-        guard writeBuffer.writeTextFragment(bytes, range, first: first, last: last, to: wsi) else { return false }
-        stopReadingWhileOutputIsHeld()
-        return true
+        guard writeBuffer.writeTextFragment(bytes, range, first: first, last: last, to: wsi) else { return .failed }
+        return stopReadingWhileOutputIsHeld() ? .held : .sent
     }
 
     /// Writes a whole small HTTP answer, headers and body in one send; false when the connection should close.
@@ -306,10 +315,11 @@ package struct LWSConnection {
     // as long as the peer leaves the output unread. Until the output has gone, then, the WebSocket
     // does not read: the FIN waits in the kernel, and a reset still ends the connection.
 
-    /// After a frame is written: stop reading while lws holds output.
-    func stopReadingWhileOutputIsHeld() {
-        guard lws_partial_buffered(wsi) != 0, loop.readingStopped.insert(identifier).inserted else { return }
-        _ = lws_rx_flow_control(wsi, 0)
+    /// After a frame is written: stop reading while lws holds output. Whether it holds some.
+    private func stopReadingWhileOutputIsHeld() -> Bool {
+        guard lws_partial_buffered(wsi) != 0 else { return false }
+        if loop.readingStopped.insert(identifier).inserted { _ = lws_rx_flow_control(wsi, 0) }
+        return true
     }
 
     /// In a writeable callback, which lws makes only once it holds no output: read again.

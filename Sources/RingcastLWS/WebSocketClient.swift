@@ -312,7 +312,7 @@ package final class WebSocketClientContext: ServiceHandler, @unchecked Sendable 
             if connection.raw != nil {
                 guard link.writeRaw(RawFrames.maskedText(message)) else { return false }
             } else {
-                guard link.writeText(message) else { return false }
+                guard link.writeText(message) != .failed else { return false }
             }
             if !(more || pulled) || link.isChoked { break }
         }

@@ -123,7 +123,7 @@ final class FakeServer: @unchecked Sendable {
                 defer { outbox[link.identifier] = [] }
                 return (outbox[link.identifier] ?? [], closing.contains(link.identifier))
             }
-            for frame in frames where !link.writeText(frame) { return false }
+            for frame in frames where link.writeText(frame) == .failed { return false }
             if close {
                 link.setCloseReason(.goingAway, "restarting")
                 return false

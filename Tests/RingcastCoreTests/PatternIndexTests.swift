@@ -43,6 +43,29 @@ final class PatternIndexTests: XCTestCase {
         XCTAssertEqual(found, [ObjectIdentifier(boxes[3])])
     }
 
+    /// An id's ends are looked up only while some pattern is filed by them: once the last one goes,
+    /// `*` alone is answered without them, and one filed again is found again.
+    func testEndsAreLookedUpAgainOnceAPatternIsFiledByThemAgain() {
+        var index = PatternIndex<Box>()
+        let everything = Box(["*"])
+        let ends = Box(["ci.*", "*.test"])
+        index.insert(everything, for: everything.watch.globs)
+        index.insert(ends, for: ends.watch.globs)
+        func found(_ id: String) -> [ObjectIdentifier] {
+            var members: [ObjectIdentifier] = []
+            index.forEachMatch(id) { members.append(ObjectIdentifier($0)) }
+            return members
+        }
+        XCTAssertEqual(Set(found("ci.unit.test")), [ObjectIdentifier(everything), ObjectIdentifier(ends)])
+        XCTAssertEqual(found("ci.unit.test").filter { $0 == ObjectIdentifier(ends) }.count, 2, "once per matching pattern")
+        index.remove(ends, for: ends.watch.globs)
+        XCTAssertEqual(found("ci.unit.test"), [ObjectIdentifier(everything)])
+        let again = Box(["*.test"])
+        index.insert(again, for: again.watch.globs)
+        XCTAssertEqual(Set(found("ci.unit.test")), [ObjectIdentifier(everything), ObjectIdentifier(again)])
+        XCTAssertEqual(found("ci.unit.build"), [ObjectIdentifier(everything)])
+    }
+
     /// The index answers exactly what matching every set would, for random patterns and ids.
     func testTheIndexFindsExactlyWhatAScanWould() {
         var generator = SeededGenerator(seed: 42)

@@ -19,6 +19,8 @@ struct PatternIndex<Member: AnyObject> {
     private var heads: [[UInt64: [Entry]]] = Array(repeating: [:], count: 8)
     private var tails: [[UInt64: [Entry]]] = Array(repeating: [:], count: 8)
     private var scanned: [Entry] = []
+    /// Entries in `heads` and `tails`: while there are none, an id's ends are not looked up.
+    private var endsFiled = 0
     /// What the scanned patterns answered for recent ids, one member per matching pattern: a
     /// task's every update has the same id, and scanned patterns are the only ones that cost a
     /// match each, for every id. Emptied whenever a scanned pattern comes or goes, and when full.
@@ -57,8 +59,12 @@ struct PatternIndex<Member: AnyObject> {
             let entry = Entry(glob: glob, member: member)
             switch PatternIndex.shape(of: glob) {
             case .exact(let id): exact[id, default: []].append(member)
-            case .head(let key, let length): heads[length - 1][key, default: []].append(entry)
-            case .tail(let key, let length): tails[length - 1][key, default: []].append(entry)
+            case .head(let key, let length):
+                heads[length - 1][key, default: []].append(entry)
+                endsFiled += 1
+            case .tail(let key, let length):
+                tails[length - 1][key, default: []].append(entry)
+                endsFiled += 1
             case .scanned:
                 scanned.append(entry)
                 scannedAnswers.removeAll()
@@ -68,7 +74,9 @@ struct PatternIndex<Member: AnyObject> {
 
     mutating func remove(_ member: Member, for globs: [Glob]) {
         func drop(_ entries: inout [Entry]?, _ glob: Glob) {
+            let before = entries?.count ?? 0
             entries?.removeAll { $0.member === member && $0.glob == glob }
+            endsFiled -= before - (entries?.count ?? 0)
             if entries?.isEmpty == true { entries = nil }
         }
         for glob in globs {
@@ -93,23 +101,31 @@ struct PatternIndex<Member: AnyObject> {
         if let members = exact[id] { members.forEach(body) }
         var checked = 0
         let utf8 = id.utf8
-        let present = ByteSet(utf8)
-        func check(_ entries: [Entry]) {
-            for entry in entries {
-                checked += 1
-                if entry.glob.matches(id, holding: present) { body(entry.member) }
+        // The id's bytes are gathered for the first pattern looked at: a dashboard's `*` is answered
+        // from `scannedAnswers` for every update of a task, and then needs none of this.
+        var gathered: ByteSet?
+        func matches(_ glob: Glob) -> Bool {
+            checked += 1
+            let present = gathered ?? ByteSet(utf8)
+            gathered = present
+            return glob.matches(id, holding: present)
+        }
+        if endsFiled > 0 {
+            var key: UInt64 = 0
+            for (i, byte) in utf8.prefix(PatternIndex.keyLength).enumerated() {
+                key |= UInt64(byte) << UInt64(8 * i)
+                if !heads[i].isEmpty, let entries = heads[i][key] {
+                    for entry in entries where matches(entry.glob) { body(entry.member) }
+                }
             }
-        }
-        var key: UInt64 = 0
-        for (i, byte) in utf8.prefix(PatternIndex.keyLength).enumerated() {
-            key |= UInt64(byte) << UInt64(8 * i)
-            if !heads[i].isEmpty, let entries = heads[i][key] { check(entries) }
-        }
-        // The last n bytes, packed first byte lowest, grown one byte at a time from the end.
-        key = 0
-        for (i, byte) in utf8.suffix(PatternIndex.keyLength).reversed().enumerated() {
-            key = key << 8 | UInt64(byte)
-            if !tails[i].isEmpty, let entries = tails[i][key] { check(entries) }
+            // The last n bytes, packed first byte lowest, grown one byte at a time from the end.
+            key = 0
+            for (i, byte) in utf8.suffix(PatternIndex.keyLength).reversed().enumerated() {
+                key = key << 8 | UInt64(byte)
+                if !tails[i].isEmpty, let entries = tails[i][key] {
+                    for entry in entries where matches(entry.glob) { body(entry.member) }
+                }
+            }
         }
         guard !scanned.isEmpty else { return checked }
         if let members = scannedAnswers[id] {
@@ -117,10 +133,7 @@ struct PatternIndex<Member: AnyObject> {
             return checked
         }
         var answer: [Member] = []
-        for entry in scanned {
-            checked += 1
-            if entry.glob.matches(id, holding: present) { answer.append(entry.member) }
-        }
+        for entry in scanned where matches(entry.glob) { answer.append(entry.member) }
         answer.forEach(body)
         if scannedAnswers.count >= PatternIndex.answersKept { scannedAnswers.removeAll(keepingCapacity: true) }
         scannedAnswers[id] = answer

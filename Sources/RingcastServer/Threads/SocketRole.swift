@@ -280,7 +280,7 @@ extension ServiceWorker {
         guard let subscription = socket.subscription else { return true }
         subscription.writeableCallbackBegan()
         if socket.unfinished != nil {
-            guard writeNextFragment(of: socket, on: link) else { return false }
+            if case .failed = writeNextFragment(of: socket, on: link) { return false }
             if socket.unfinished != nil || link.isChoked {
                 subscription.requestWrite()
                 sockets.watchOutput(of: socket)
@@ -288,6 +288,7 @@ extension ServiceWorker {
             }
         }
         var frames = 0
+        var written = LWSConnection.SocketWrite.sent
         repeat {
             let seenBefore = subscription.newestSeqSent
             guard let plan = fanOut.nextFrame(for: subscription) else {
@@ -297,7 +298,6 @@ extension ServiceWorker {
                 }
                 break
             }
-            let written: Bool
             let sent: (bytes: Int, events: Int)
             switch plan {
             case .frame(let bytes, let count):
@@ -311,7 +311,7 @@ extension ServiceWorker {
                 written = writeMessage(snapshot, to: socket, on: link)
                 sent = (snapshot.count, 1)
             }
-            guard written else { return false }
+            if case .failed = written { return false }
             figures.noteFrameWritten(
                 bytes: sent.bytes, events: sent.events, newestSeq: subscription.newestSeqSent > seenBefore ? subscription.newestSeqSent : nil)
             frames += 1
@@ -320,21 +320,25 @@ extension ServiceWorker {
             && socket.unfinished == nil
         let pending = subscription.hasPending
         if pending || socket.closeReason != nil || socket.unfinished != nil { subscription.requestWrite() }
-        if pending || socket.unfinished != nil || !link.mayWriteOutsideCallback { sockets.watchOutput(of: socket) }
+        // The last write says whether lws holds output: no second look into lws per delivery. (Matched
+        // by case: `==` on another module's enum is a call through its Equatable witness.)
+        var held = false
+        if case .held = written { held = true }
+        if pending || socket.unfinished != nil || held { sockets.watchOutput(of: socket) }
         return true
     }
 
     /// Writes a message whole, or, past `fragmentBytes`, its first fragment (the rest follows in
     /// the next writeable callbacks, before anything else). lws 4.1.6's deflater takes a message
     /// only whole, so a compressed socket gets it whole.
-    private func writeMessage(_ bytes: [UInt8], to socket: SocketPeer, on link: LWSConnection) -> Bool {
+    private func writeMessage(_ bytes: [UInt8], to socket: SocketPeer, on link: LWSConnection) -> LWSConnection.SocketWrite {
         guard bytes.count > Self.fragmentBytes, !socket.isCompressed else { return link.writeText(bytes) }
         socket.unfinished = (bytes, 0)
         return writeNextFragment(of: socket, on: link)
     }
 
-    private func writeNextFragment(of socket: SocketPeer, on link: LWSConnection) -> Bool {
-        guard let (bytes, offset) = socket.unfinished else { return true }
+    private func writeNextFragment(of socket: SocketPeer, on link: LWSConnection) -> LWSConnection.SocketWrite {
+        guard let (bytes, offset) = socket.unfinished else { return .sent }
         let end = min(bytes.count, offset + Self.fragmentBytes)
         socket.unfinished = end == bytes.count ? nil : (bytes, end)
         return link.writeTextFragment(bytes, offset..<end, first: offset == 0, last: end == bytes.count)
