@@ -44,29 +44,24 @@ for round in $(seq "$rounds"); do
 done
 
 python3 - "$results" "$rounds" "$old" <<'PY'
-import glob, json, statistics, sys
+import statistics, sys
+sys.path.insert(0, "Benchmarks")
+from runs import paired_ratio, runs  # noqa: E402 (the folder is on the path only now)
 results, rounds, old = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-def runs(name, build):
-    out = []
-    for path in sorted(glob.glob(f"{results}/{name}-{build}-*.json")):
-        try: out.append(json.load(open(path)))
-        except ValueError: pass
-    return out
 figures = [
     ("light: server CPU per delivery (µs)", "light", lambda r: r["server"]["cpuMsPer1000Deliveries"]),
     ("fanout: server CPU per delivery (µs)", "fanout", lambda r: r["server"]["cpuMsPer1000Deliveries"]),
     ("idle: server CPU per connection (µs)", "idle", lambda r: r["server"]["connectCpuSeconds"] / r["connected"] * 1e6),
     ("idle: memory per connection (KiB)", "idle", lambda r: r["server"]["rssPerWatcherKiB"]),
 ]
-print(f"`Benchmarks/before-after.sh {old} {rounds}`: median of {rounds} alternating rounds, one service thread each.\n")
-print("| figure | before | after | after / before |")
-print("| --- | --- | --- | --- |")
+print(f"`Benchmarks/before-after.sh {old} {rounds}`: medians of {rounds} alternating rounds, one service thread each; "
+      "the ratio is the median of the rounds' own ratios.\n")
+print("| figure | before | after | after / before | rounds' ratios |")
+print("| --- | --- | --- | --- | --- |")
+show = lambda v: "–" if v is None else f"{v:.2f}"
 for label, name, value in figures:
-    cells = []
-    for build in ("old", "new"):
-        values = [value(r) for r in runs(name, build)]
-        cells.append(statistics.median(values) if values else None)
-    ratio = f"{cells[1] / cells[0]:.2f}" if None not in cells and cells[0] else "–"
-    show = lambda v: "–" if v is None else f"{v:.2f}"
-    print(f"| {label} | {show(cells[0])} | {show(cells[1])} | {ratio} |")
+    cells = [statistics.median(map(value, found)) if (found := runs(results, f"{name}-{build}")) else None for build in ("old", "new")]
+    pair = paired_ratio(results, f"{name}-new", f"{name}-old", value)
+    ratio, spread = ("–", "–") if pair is None else (f"{pair[0]:.2f}", f"{pair[1]:.2f}–{pair[2]:.2f}")
+    print(f"| {label} | {show(cells[0])} | {show(cells[1])} | {ratio} | {spread} |")
 PY

@@ -22,9 +22,11 @@
 #   Benchmarks/storms.sh --rounds 3
 #   Benchmarks/storms.sh --only connect --before OLD_RINGCAST   # only the connect + close table,
 #       with an older ringcast binary measured beside this tree's in the same rounds
+#   Benchmarks/storms.sh --churn 4000   # watchers that connect and close per connect run (default
+#       1 000): a longer phase, less at the mercy of whatever else the machine did meanwhile
 # --only takes a comma-separated list of parts: connect, fanout, snapshot, storm (default: all).
 . "$(dirname "$0")/lib.sh"
-options="quick rounds=N only= before="
+options="quick rounds=N only= before= churn=N"
 parse_options "$@"
 [ ${#rest[@]} -eq 0 ] || usage_error "unexpected argument ${rest[0]}"
 rounds=${rounds:-$([ "$quick" = 1 ] && echo 1 || echo 2)}
@@ -42,7 +44,9 @@ fresh_results storms
 ringcast_config "$work/ringcast.json" threads=1 heartbeatSeconds=3600
 ringcast_config "$work/deflating.json" threads=1 heartbeatSeconds=3600 compression=true
 
+asked_churn=${churn:-}
 if [ "$quick" = 1 ]; then held_sizes=(500 2000 4000); churn=300; storm_watchers=1000; else held_sizes=(2500 10000 19000); churn=1000; storm_watchers=5000; fi
+churn=${asked_churn:-$churn}
 storm_tasks=(10000 100)
 task_counts=(0 1000 10000)
 servers=(ringcast reference)
@@ -120,7 +124,7 @@ only = sys.argv[10].split(",")
 results, rounds, quick, churn = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", int(sys.argv[4])
 held_sizes, task_counts, servers = (list(map(int, sys.argv[5].split())), list(map(int, sys.argv[6].split())), sys.argv[7].split())
 sys.path.insert(0, "Benchmarks")
-from runs import runs as runs_in  # noqa: E402 (the folder is on the path only now)
+from runs import paired_ratio, runs as runs_in  # noqa: E402 (the folder is on the path only now)
 def runs(pattern):
     return runs_in(results, pattern)
 def median(pattern, key):
@@ -145,6 +149,13 @@ if "connect" in only:
     for other in ("before", "reference", "nchan"):
         if other in cpu:
             print("| " + " | ".join([f"Ringcast / {names[other]}"] + [ratio(a, b) for a, b in zip(cpu["ringcast"], cpu[other])] + [""]) + " |")
+    if "before" in cpu:
+        # The rounds' own ratios: the two builds' runs of a round follow one another.
+        cells = []
+        for h in held_sizes:
+            pair = paired_ratio(results, f"connect-{h}-ringcast", f"connect-{h}-before", lambda r: r["churnCpuUsPerConnection"])
+            cells.append("–" if pair is None else f"{pair[0]:.2f} ({pair[1]:.2f}–{pair[2]:.2f})")
+        print("| " + " | ".join([f"Ringcast / {names['before']}, median of the rounds' ratios (their range)"] + cells + [""]) + " |")
 if "snapshot" in only:
     print("\n### The snapshot: connect + close by tasks held (no other watcher held)\n")
     print("| tasks held | " + " | ".join(show(t) for t in task_counts) + " |")
