@@ -274,8 +274,6 @@ extension ServiceWorker {
     static let fragmentBytes = 64 * 1024
 
     private func write(_ socket: SocketPeer, on link: LWSConnection) -> Bool {
-        // Tested for nil rather than bound: binding copies the stream's request (its patterns),
-        // once per delivery to every watcher.
         if socket.stream != nil { return writeStream(socket, on: link) }
         guard let subscription = socket.subscription else { return true }
         subscription.writeableCallbackBegan()
