@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs each fuzz target (or those named) for FUZZ_SECONDS (default 60) from its seed corpus in
-# Fuzz/corpus/<target>/, one after another. What a run learns goes to .build/fuzz/corpus/<target>/
-# (kept between local runs, never committed); an input that breaks something goes to
-# .build/fuzz/findings/ and fails the run. Usage: Fuzz/run.sh [target ...]
+# Fuzz/corpus/<target>/, FUZZ_JOBS of them at once (default: one per core; each libFuzzer run uses
+# one). What a run learns goes to .build/fuzz/corpus/<target>/ (kept between local runs, never
+# committed); an input that breaks something goes to .build/fuzz/findings/ and fails the run.
+# Usage: Fuzz/run.sh [target ...]
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 seconds=${FUZZ_SECONDS:-60}
@@ -14,11 +15,13 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 mkdir -p "$out/findings" "$out/logs"
 
-failed=()
-for name in "${targets[@]}"; do
-  [ -x "$out/$name" ] || { echo "fuzz: no target $name"; failed+=("$name"); continue; }
+jobs=${FUZZ_JOBS:-$(nproc)}
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz: FUZZ_JOBS is a whole number of runs at once, not '$jobs'"; exit 2; }
+
+# fuzz_one NAME: one target's run; what it says goes to $out/logs/NAME.result, its exit status to .status.
+fuzz_one() {
+  local name=$1 log=$out/logs/$1.log status runs corpus
   mkdir -p "$out/corpus/$name"
-  log=$out/logs/$name.log
   # Swift's runtime keeps metadata caches for the life of the process, which LeakSanitizer would
   # report after every input; leaks are the sanitizer runs' business (Tests/sanitizers/), not this one's.
   # Swift's own backtracer, which runs on a fatal error, reads memory in a way ASan reports as a
@@ -35,8 +38,28 @@ for name in "${targets[@]}"; do
   else
     echo "fuzz: $name: FOUND something after $runs inputs (exit $status); log: $log"
     grep -E "invariant broken|Fatal error|ERROR: |SUMMARY: |Test unit written to" "$log" | head -8 | cut -c1-400
-    failed+=("$name")
+  fi >"$out/logs/$name.result"
+  echo "$status" >"$out/logs/$name.status"
+}
+
+failed=()
+running=0
+for name in "${targets[@]}"; do
+  [ -x "$out/$name" ] || { echo "fuzz: no target $name"; failed+=("$name"); continue; }
+  rm -f "$out/logs/$name.status"
+  fuzz_one "$name" &
+  running=$((running + 1))
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n
+    running=$((running - 1))
   fi
+done
+wait
+# In the order named, whenever each finished.
+for name in "${targets[@]}"; do
+  [ -f "$out/logs/$name.status" ] || continue
+  cat "$out/logs/$name.result"
+  [ "$(cat "$out/logs/$name.status")" -eq 0 ] || failed+=("$name")
 done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz: findings in ${failed[*]}: reproduce with $out/<target> <input>, then see docs/FUZZING.md"
