@@ -3,20 +3,26 @@ import RingcastLWS
 import RingcastPlatform
 
 /// The HTTP role of a service thread: the gate every request passes (hosts, origins, trusted
-/// proxies) and the deadlines of the bodies still arriving. A body must be whole within
+/// proxies), the sign-in at an identity provider that `/auth/` answers, and the deadlines of the
+/// bodies still arriving. A body must be whole within
 /// `handshakeTimeoutSeconds` of its request's head: lws's own timeout starts again with every
 /// read, so a client sending a byte now and then would hold the connection (and its buffers) for
 /// as long as it liked. Service thread only.
 final class HTTPRole {
     /// Replaced by a reload (allowed origins), on the service thread.
     var gate: RequestGate
+    /// The server's current sign-in, shared by every thread (`Server.applyIdentityProviders` may
+    /// replace it); nil without an identity provider.
+    private let signInHolder: Locked<ProviderSignIn?>
+    var signIn: ProviderSignIn? { signInHolder.withLock { $0 } }
     private let bodySeconds: Double
     private var bodyTimer: LoopTimer?
     /// The requests whose body is still arriving, and when it must be whole (Unix ms).
     @exclusivity(unchecked) private var bodyDeadlines: [ObjectIdentifier: (exchange: HTTPExchange, link: LWSConnection, at: Double)] = [:]
 
-    init(config: ServerConfig) {
+    init(config: ServerConfig, signIn: Locked<ProviderSignIn?>) {
         gate = RequestGate(config: config)
+        signInHolder = signIn
         bodySeconds = Double(config.handshakeTimeoutSeconds)
     }
 

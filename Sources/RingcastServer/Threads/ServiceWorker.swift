@@ -28,17 +28,13 @@ final class ServiceWorker: @unchecked Sendable {
     let delivery: DeliveryOrder
     let timers: WorkerTimers
     let figures = WorkerFigures()
-    /// The server's current sign-in (`Server.applyIdentityProviders` may replace it).
-    let signInHolder: Locked<ProviderSignIn?>
-    var signIn: ProviderSignIn? { signInHolder.withLock { $0 } }
 
     init(index: Int, server: Server) {
         self.index = index
         state = server.state
         ledger = server.ledger
         config = server.config
-        signInHolder = server.signIn
-        http = HTTPRole(config: server.config)
+        http = HTTPRole(config: server.config, signIn: server.signIn)
         sockets = SocketRole(config: server.config)
         delivery = DeliveryOrder(config: server.config)
         timers = WorkerTimers(heartbeatSeconds: server.config.heartbeatSeconds)
@@ -46,6 +42,7 @@ final class ServiceWorker: @unchecked Sendable {
     }
 
     var logger: Logger { ledger.logger }
+    var signIn: ProviderSignIn? { http.signIn }
     var fanOut: FanOut { delivery.fanOut }
     var window: CoalescingWindowOwner? { delivery.window }
     var counters: WorkerCounters { figures.counters }
